@@ -1,0 +1,94 @@
+# Terrapin — guaranteed-service networking on a P4 switch.
+#
+#   make run      bring up the christie topology, the controller and its REST API
+#   make test     every test suite, ending with one "N passed, M failed" line
+#
+# Both run `make setup` first, which installs what a fresh Debian machine lacks.
+# Use p4lang's tools instead of the bundled ones with
+#   make P4C=p4c-bm2-ss SWITCH=bmv2 ...
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+BUILD    := build
+BIN      := $(BUILD)/bin
+VENV     := $(BUILD)/venv
+PY       := $(VENV)/bin/python
+GO       ?= go
+
+# The P4 compiler: the bundled terrapin-p4c, or p4lang's p4c-bm2-ss (same flags).
+P4C      ?= $(BIN)/terrapin-p4c
+# The switch: terrapin (bundled terrapin-switch) or bmv2 (p4lang's simple_switch_grpc).
+SWITCH   ?= terrapin
+# STF conformance: the corpus, whose JSON the engine runs (ours | p4c), and the path
+# packets and entries take (engine | p4runtime).
+CORPUS   ?= ../shared/conformance/p4c-stf
+JSON     ?= ours
+VIA      ?= engine
+TOPO     ?= christie
+
+P4_OUT   := $(BUILD)/p4
+P4_JSON  := $(P4_OUT)/terrapin.json
+P4_INFO  := $(P4_OUT)/terrapin.p4info.txtpb
+
+.PHONY: help setup toolchain p4 controller conformance ptf shell test test-go \
+        bench bench-engine bench-switch bench-controller run stop demo clean
+
+help:
+	@sed -n '1,12p' Makefile | sed 's/^# \{0,1\}//'
+
+setup:
+	@bash scripts/setup.sh
+
+toolchain:
+	@mkdir -p $(BIN)
+	cd toolchain && $(GO) build -o ../$(BIN)/ ./cmd/...
+
+p4: $(P4_JSON)
+
+$(P4_JSON): $(wildcard p4src/*.p4 p4src/include/*.p4) | toolchain
+	@mkdir -p $(P4_OUT)
+	$(P4C) --target bmv2 --arch v1model --p4runtime-files $(P4_INFO) -o $(P4_JSON) p4src/terrapin.p4
+
+controller:
+	$(VENV)/bin/pip install -q -e controller
+
+conformance: toolchain
+	$(BIN)/terrapin-stf --corpus $(CORPUS) --json $(JSON) --via $(VIA) \
+	    --p4c $(BIN)/terrapin-p4c --switch $(BIN)/terrapin-switch \
+	    --xfail toolchain/stf/xfail-$(JSON)-$(VIA).txt
+
+ptf: toolchain p4
+	bash ptf-tests/run.sh
+
+shell:
+	bash scripts/p4rt-shell.sh
+
+test-go:
+	cd toolchain && $(GO) vet ./... && $(GO) test ./...
+
+test:
+	@bash scripts/test-all.sh
+
+bench: bench-engine bench-switch bench-controller
+
+bench-engine:
+	cd toolchain && $(GO) test -run '^$$' -bench . -benchmem ./engine/
+
+bench-switch: toolchain
+	bash toolchain/bench/bench-switch.sh
+
+bench-controller: toolchain p4 controller
+	$(PY) -m terrapin.bench
+
+run:
+	@bash scripts/run.sh
+
+stop:
+	@bash scripts/stop.sh
+
+demo:
+	@bash scripts/demo.sh
+
+clean:
+	rm -rf $(BUILD)
