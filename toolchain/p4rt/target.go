@@ -1,0 +1,165 @@
+package p4rt
+
+import "context"
+
+// This file is the contract between the P4Runtime server and the device it
+// programs (toolchain/device implements it for terrapin-switch; loopback.go
+// in this package's tests implements it in-process over the engine).
+//
+// The server is a thin translation: it validates P4Runtime messages against
+// the P4Info, resolves ids to the BMv2 JSON names the P4Info names, keeps
+// what P4Runtime needs to read back (cookies, metadata, meter configs), and
+// calls PipelineControl. It never touches packets beyond the controller
+// header of PacketIn/PacketOut.
+
+// Target is the device as the P4Runtime server sees it. Methods may be
+// called from several goroutines; the server serializes the pipeline
+// lifecycle (Prepare/Commit) itself.
+type Target interface {
+	// PreparePipeline compiles deviceConfig, the BMv2 JSON bytes exactly as
+	// simple_switch_grpc takes them in ForwardingPipelineConfig, into a
+	// pipeline that does not forward yet. The forwarding pipeline is not
+	// affected. An error means the config cannot be realized: the server
+	// answers INVALID_ARGUMENT with the error's text.
+	PreparePipeline(ctx context.Context, deviceConfig []byte) (PreparedPipeline, error)
+
+	// InjectPacketOut sends frame into the ingress pipeline as if it had
+	// arrived on the CPU port (standard_metadata.ingress_port = CPU port),
+	// as simple_switch_grpc does with a PacketOut. frame starts with the
+	// @controller_header("packet_out") header the server built from the
+	// PacketOut metadata (no header when the program declares none). The
+	// device may keep frame. An error (no pipeline, device stopping) is
+	// reported to the client as a stream error, never fatal.
+	InjectPacketOut(frame []byte) error
+
+	// SetControllerSink registers where frames the pipeline sends to the
+	// CPU port go (they become PacketIn). The frame starts with the
+	// @controller_header("packet_in") header if the program has one. The
+	// device calls sink from its own goroutine; sink copies what it keeps
+	// and never blocks, so a slow controller never stalls forwarding. A nil
+	// sink drops such frames. The server calls this once, before serving.
+	SetControllerSink(sink func(frame []byte))
+
+	// SetDigestSink registers where digest messages (v1model digest(), BMv2
+	// learn lists) go. Same rules as SetControllerSink.
+	SetDigestSink(sink func(Digest))
+}
+
+// PreparedPipeline is a compiled pipeline waiting to be committed. Its
+// Control is usable before Commit so that RECONCILE_AND_COMMIT can replay
+// the existing forwarding state into it, making the switch-over atomic.
+type PreparedPipeline interface {
+	Control() PipelineControl
+	// Commit makes this pipeline the one forwarding packets, atomically
+	// replacing the previous one (packets in flight finish on the old one).
+	Commit() error
+	// Discard releases a pipeline that will not be committed (VERIFY, or a
+	// failed reconcile).
+	Discard()
+}
+
+// Digest is one digest message from the data plane.
+type Digest struct {
+	// Name is the BMv2 JSON learn list name; p4c and terrapin-p4c name it
+	// after the digested struct type, as P4Info names the digest.
+	Name string
+	// Fields are the struct members in declaration order, big-endian,
+	// ceil(width/8) bytes each.
+	Fields [][]byte
+}
+
+// MatchKind is how a key field matches.
+type MatchKind uint8
+
+const (
+	MatchExact MatchKind = iota
+	MatchLPM
+	MatchTernary
+	MatchRange
+	// MatchOptional reaches the engine as MatchTernary with an all-ones or
+	// all-zeros mask, as PI's bmv2 backend does.
+	MatchOptional
+)
+
+// KeyField is one field of a table entry's key, in the order of the table's
+// key in the program. Byte strings are fixed width: ceil(width/8) bytes,
+// big-endian, with unused high bits zero (the form BMv2's runtime takes).
+// A "don't care" field (omitted in P4Runtime) arrives fully wildcarded:
+// ternary mask 0, LPM prefix 0, range [0, max].
+type KeyField struct {
+	Kind      MatchKind
+	Value     []byte // exact value, LPM prefix, ternary value, range low
+	Mask      []byte // ternary mask
+	PrefixLen int    // LPM
+	High      []byte // range high (inclusive)
+}
+
+// EntryHandle names an installed table entry within its table.
+type EntryHandle uint64
+
+// MeterConfig is an RFC 2698 two-rate three-colour meter configuration in
+// P4Runtime units: rates per second, bursts in units, where the unit is the
+// meter's (packets or bytes). The control converts to its own units (BMv2
+// uses per-microsecond rates).
+type MeterConfig struct {
+	CIR, CBurst, PIR, PBurst int64
+}
+
+// CounterValue is a counter cell.
+type CounterValue struct {
+	Bytes, Packets int64
+}
+
+// Replica is one copy made by a multicast group or clone session.
+type Replica struct {
+	Port     uint32
+	Instance uint32 // egress_rid in v1model
+}
+
+// CloneSession is a clone session's configuration.
+type CloneSession struct {
+	Replicas       []Replica
+	ClassOfService uint32
+	// TruncateBytes > 0 truncates clones to that many bytes.
+	TruncateBytes int32
+}
+
+// PipelineControl is the control API of one loaded pipeline: the engine's
+// control API as the server uses it. Names are BMv2 JSON names (tables,
+// actions, counter/meter/register arrays); action arguments are
+// fixed-width big-endian byte strings in parameter order.
+//
+// Priorities follow P4Runtime: a larger number wins. (BMv2's runtime uses
+// the opposite order; the engine adapter inverts it.)
+//
+// Errors: return a plain error for "this cannot be done"; the server maps
+// it to the right P4Runtime code from context. Errors wrapping a gRPC
+// status (status.Error) keep their code, for the few cases only the
+// engine can tell, e.g. RESOURCE_EXHAUSTED for a full table.
+type PipelineControl interface {
+	AddEntry(table string, key []KeyField, priority int32, action string, args [][]byte) (EntryHandle, error)
+	ModifyEntry(table string, h EntryHandle, action string, args [][]byte) error
+	DeleteEntry(table string, h EntryHandle) error
+	// SetDefaultAction changes the action run on a miss.
+	SetDefaultAction(table string, action string, args [][]byte) error
+
+	// Direct resources of an entry (the table's direct counter / meter).
+	ReadDirectCounter(table string, h EntryHandle) (CounterValue, error)
+	WriteDirectCounter(table string, h EntryHandle, v CounterValue) error
+	// SetDirectMeter configures the entry's meter; nil restores the default
+	// (every packet GREEN).
+	SetDirectMeter(table string, h EntryHandle, c *MeterConfig) error
+
+	// Indexed externs; index is within [0, size).
+	ReadCounter(counter string, index int64) (CounterValue, error)
+	WriteCounter(counter string, index int64, v CounterValue) error
+	SetMeter(meter string, index int64, c *MeterConfig) error
+	ReadRegister(register string, index int64) ([]byte, error)
+	WriteRegister(register string, index int64, value []byte) error
+
+	// Packet replication engine.
+	SetMulticastGroup(group uint32, replicas []Replica) error
+	DeleteMulticastGroup(group uint32) error
+	SetCloneSession(session uint32, s CloneSession) error
+	DeleteCloneSession(session uint32) error
+}
