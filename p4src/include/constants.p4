@@ -1,0 +1,88 @@
+// Numbers shared by the data plane, the controller and the tests.
+//
+// This file is the single source of truth: the controller's Python constants are
+// tested against it (controller tests parse the `const` lines below), and docs/dataplane.md
+// quotes it. Keep one `const <type> NAME = VALUE;` per line so that parse stays trivial.
+
+#ifndef TERRAPIN_CONSTANTS_P4
+#define TERRAPIN_CONSTANTS_P4
+
+// ---- Ports (9-bit v1model port numbers) -------------------------------------------------
+// simple_switch_grpc --cpu-port 255: PacketOut arrives from, and PacketIn leaves to, this port.
+const bit<9> CPU_PORT = 255;
+
+// ---- Priorities: v1model standard_metadata.priority selects one of 8 strict-priority
+// queues per port (simple_switch --priority-queues 8); 0 is served last.
+const bit<3> PRIORITY_BEST_EFFORT = 0;
+// Admitted channels use levels 1..6 (the controller's admission tests allocate them).
+const bit<3> PRIORITY_CHANNEL_MIN = 1;
+const bit<3> PRIORITY_CHANNEL_MAX = 6;
+// The reservation protocol (seed 000 §4.1.2) and the switch's own ARP answers ride the top.
+const bit<3> PRIORITY_RESERVATION = 7;
+const bit<32> QUEUES_PER_PORT = 8;
+
+// ---- EtherTypes and IP protocols ---------------------------------------------------------
+const bit<16> ETHERTYPE_IPV4 = 0x0800;
+const bit<16> ETHERTYPE_ARP = 0x0806;
+const bit<16> ETHERTYPE_VLAN = 0x8100;
+const bit<8> IP_PROTO_ICMP = 1;
+const bit<8> IP_PROTO_TCP = 6;
+const bit<8> IP_PROTO_UDP = 17;
+// XTP 4.0 rides directly on IPv4 (seed 000 §3.2; IANA protocol 36).
+const bit<8> IP_PROTO_XTP = 36;
+
+// ---- ARP (RFC 826, Ethernet/IPv4 only) -----------------------------------------------------
+const bit<16> ARP_HW_ETHERNET = 1;
+const bit<16> ARP_OP_REQUEST = 1;
+const bit<16> ARP_OP_REPLY = 2;
+
+// ---- Reservation protocol: ICMP type 253 (RFC 4727 experimental), docs/protocol.md -------
+const bit<8> ICMP_TYPE_RESERVATION = 253;
+const bit<8> RESERVATION_VERSION = 1;
+const bit<8> RESV_REQUEST_ADMIT = 1;
+const bit<8> RESV_REQUEST_ACCEPT = 2;
+const bit<8> RESV_REQUEST_DENIED = 3;
+const bit<8> RESV_REQUEST_STATUS = 4;
+const bit<8> RESV_REPORT_STATUS = 5;
+const bit<8> RESV_NOTIFY_CLOSE = 6;
+const bit<8> RESV_RECVD_CLOSE = 7;
+
+// ---- PacketOut modes (packet_out.through_pipeline) -----------------------------------------
+const bit<1> PACKET_OUT_DIRECT = 0;
+const bit<1> PACKET_OUT_PIPELINE = 1;
+
+// ---- What an admitted channel's entry does with traffic beyond its envelope ---------------
+const bit<1> EXCESS_DROP = 0;
+const bit<1> EXCESS_DEMOTE = 1;
+
+// ---- Meter colours, as v1model's meter externs report them (RFC 2698) ---------------------
+const bit<2> METER_GREEN = 0;
+const bit<2> METER_YELLOW = 1;
+const bit<2> METER_RED = 2;
+
+// ---- Indices of the `drops` counter: why the switch discarded a packet -------------------
+const bit<32> DROP_MALFORMED = 0;
+const bit<32> DROP_BAD_CHECKSUM = 1;
+const bit<32> DROP_UNSUPPORTED = 2;
+const bit<32> DROP_NO_ROUTE = 3;
+const bit<32> DROP_TTL_EXPIRED = 4;
+const bit<32> DROP_ARP_UNANSWERED = 5;
+const bit<32> DROP_POLICED = 6;
+const bit<32> DROP_REASONS = 8;
+
+// ---- Indices of the `demoted_claims` counter: priority claims ignored for lack of an
+// admission (seed 000: only admitted traffic may leave best effort).
+const bit<32> CLAIM_XTP_SORT = 0;
+const bit<32> CLAIM_DSCP = 1;
+const bit<32> CLAIM_KINDS = 2;
+
+// ---- Sizes ---------------------------------------------------------------------------------
+const bit<32> MAX_CHANNELS = 8192;
+const bit<32> MAX_CLASSES = 64;
+const bit<32> MAX_ROUTES = 4096;
+const bit<32> MAX_ARP_ANSWERS = 1024;
+const bit<32> MAX_PORTS = 512;
+// One telemetry cell per (port, queue): index = port * 8 + priority.
+const bit<32> QUEUE_CELLS = 4096;
+
+#endif  // TERRAPIN_CONSTANTS_P4

@@ -1,0 +1,209 @@
+// Ingress: sanity checks, controller I/O, ARP answers, IPv4 routing, and the admission
+// classifier that decides each packet's strict-priority queue (seed 000 ch. 3 and §4.1).
+
+#ifndef TERRAPIN_INGRESS_P4
+#define TERRAPIN_INGRESS_P4
+
+control TerrapinIngress(inout headers_t hdr,
+                        inout metadata_t meta,
+                        inout standard_metadata_t standard_metadata) {
+
+    // Why packets were discarded, indexed by DROP_*; packets and bytes.
+    counter(DROP_REASONS, CounterType.packets_and_bytes) drops;
+
+    // Per admitted channel (entries of `channels`): every packet that matched, whatever
+    // its colour.
+    direct_counter(CounterType.packets_and_bytes) channel_counter;
+    // Per admitted channel: the reservation's envelope as an RFC 2698 trTCM, configured by
+    // the controller with each entry (CIR = rho, CBS = sigma; see docs/dataplane.md).
+    direct_meter<bit<2>>(MeterType.bytes) channel_meter;
+    // Per channel id: the packets the meter coloured yellow or red.
+    counter(MAX_CHANNELS, CounterType.packets_and_bytes) channel_yellow;
+    counter(MAX_CHANNELS, CounterType.packets_and_bytes) channel_red;
+
+    // Per class entry (entries of `classes`): every packet that matched.
+    direct_counter(CounterType.packets_and_bytes) class_counter;
+    // Per class id: an aggregate meter shared by all entries naming that class, and the
+    // packets it found in excess (demoted to best effort).
+    meter(MAX_CLASSES, MeterType.bytes) class_meters;
+    counter(MAX_CLASSES, CounterType.packets_and_bytes) class_excess;
+
+    // Unadmitted packets whose XTP SORT or DSCP asked for priority and got best effort,
+    // indexed by CLAIM_*.
+    counter(CLAIM_KINDS, CounterType.packets_and_bytes) demoted_claims;
+
+    action drop_packet(bit<32> reason) {
+        mark_to_drop(standard_metadata);
+        drops.count(reason);
+    }
+
+    // ---- ARP: the switch answers requests for the addresses the controller lists; it
+    // never floods (there is no broadcast domain to flood into: every port is routed).
+    action answer_arp(mac_addr_t mac) {
+        ipv4_addr_t asked = hdr.arp.target_proto_addr;
+        hdr.ethernet.dst_addr = hdr.arp.sender_hw_addr;
+        hdr.ethernet.src_addr = mac;
+        hdr.arp.opcode = ARP_OP_REPLY;
+        hdr.arp.target_hw_addr = hdr.arp.sender_hw_addr;
+        hdr.arp.target_proto_addr = hdr.arp.sender_proto_addr;
+        hdr.arp.sender_hw_addr = mac;
+        hdr.arp.sender_proto_addr = asked;
+        standard_metadata.egress_spec = standard_metadata.ingress_port;
+        standard_metadata.priority = PRIORITY_RESERVATION;
+    }
+
+    table arp_replies {
+        key = {
+            hdr.arp.target_proto_addr : exact @name("target_ip");
+        }
+        actions = {
+            answer_arp;
+            @defaultonly drop_packet;
+        }
+        const default_action = drop_packet(DROP_ARP_UNANSWERED);
+        size = MAX_ARP_ANSWERS;
+    }
+
+    // ---- IPv4 routing: longest prefix match on the destination.
+    action route(port_t port, mac_addr_t next_hop_mac) {
+        standard_metadata.egress_spec = port;
+        hdr.ethernet.dst_addr = next_hop_mac;
+        hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
+        meta.routed = 1;
+    }
+
+    table routes {
+        key = {
+            hdr.ipv4.dst_addr : lpm @name("dst_addr");
+        }
+        actions = {
+            route;
+            @defaultonly drop_packet;
+        }
+        const default_action = drop_packet(DROP_NO_ROUTE);
+        size = MAX_ROUTES;
+    }
+
+    // ---- Admitted channels: exact match on the channel's selector (docs/protocol.md).
+    action admit(bit<16> channel_id, bit<3> priority, bit<1> on_yellow, bit<1> on_red) {
+        channel_meter.read(meta.color);
+        meta.channel_id = channel_id;
+        meta.channel_priority = priority;
+        meta.on_yellow = on_yellow;
+        meta.on_red = on_red;
+    }
+
+    table channels {
+        key = {
+            hdr.ipv4.src_addr : exact @name("src_addr");
+            hdr.ipv4.dst_addr : exact @name("dst_addr");
+            hdr.ipv4.protocol : exact @name("protocol");
+            meta.flow_key : exact @name("flow_key");
+        }
+        actions = {
+            admit;
+            @defaultonly NoAction;
+        }
+        const default_action = NoAction();
+        counters = channel_counter;
+        meters = channel_meter;
+        size = MAX_CHANNELS;
+    }
+
+    // ---- Classes: the few unadmitted aggregates the controller lifts out of best effort
+    // (for example network control), each policed by its class's aggregate meter.
+    action set_class(bit<8> class_id, bit<3> priority) {
+        class_meters.execute_meter((bit<32>)class_id, meta.color);
+        meta.class_id = class_id;
+        meta.class_priority = priority;
+    }
+
+    table classes {
+        key = {
+            hdr.ipv4.dscp : ternary @name("dscp");
+            hdr.ipv4.protocol : ternary @name("protocol");
+            meta.l4_dst_port : ternary @name("l4_dst_port");
+        }
+        actions = {
+            set_class;
+            @defaultonly NoAction;
+        }
+        const default_action = NoAction();
+        counters = class_counter;
+        size = MAX_CLASSES;
+    }
+
+    apply {
+        if (standard_metadata.parser_error != error.NoError) {
+            drop_packet(DROP_MALFORMED);
+        } else if (standard_metadata.checksum_error == 1) {
+            drop_packet(DROP_BAD_CHECKSUM);
+        } else if (hdr.packet_out.isValid()
+                   && hdr.packet_out.through_pipeline == PACKET_OUT_DIRECT) {
+            standard_metadata.egress_spec = hdr.packet_out.egress_port;
+            standard_metadata.priority = PRIORITY_RESERVATION;
+        } else if (hdr.arp.isValid()) {
+            if (hdr.arp.opcode == ARP_OP_REQUEST) {
+                arp_replies.apply();
+            } else {
+                drop_packet(DROP_UNSUPPORTED);
+            }
+        } else if (!hdr.ipv4.isValid()) {
+            drop_packet(DROP_UNSUPPORTED);
+        } else if (hdr.reservation.isValid() && !hdr.packet_out.isValid()) {
+            // A reservation message from a host or a neighbour router: the controller runs
+            // the admission test and re-injects or answers it (PacketOut).
+            hdr.packet_in.setValid();
+            hdr.packet_in.ingress_port = standard_metadata.ingress_port;
+            hdr.packet_in._pad = 0;
+            standard_metadata.egress_spec = CPU_PORT;
+            standard_metadata.priority = PRIORITY_RESERVATION;
+        } else if (hdr.ipv4.ttl <= 1) {
+            // Forwarding would leave TTL 0 (RFC 1812 §5.3.1); no ICMP Time Exceeded is sent.
+            drop_packet(DROP_TTL_EXPIRED);
+        } else if (routes.apply().hit) {
+            if (hdr.reservation.isValid()) {
+                // Re-injected by the controller (PacketOut through the pipeline).
+                standard_metadata.priority = PRIORITY_RESERVATION;
+            } else if (channels.apply().hit) {
+                if (meta.color == METER_GREEN) {
+                    standard_metadata.priority = meta.channel_priority;
+                } else if (meta.color == METER_YELLOW) {
+                    channel_yellow.count((bit<32>)meta.channel_id);
+                    if (meta.on_yellow == EXCESS_DROP) {
+                        drop_packet(DROP_POLICED);
+                    } else {
+                        standard_metadata.priority = PRIORITY_BEST_EFFORT;
+                    }
+                } else {
+                    channel_red.count((bit<32>)meta.channel_id);
+                    if (meta.on_red == EXCESS_DROP) {
+                        drop_packet(DROP_POLICED);
+                    } else {
+                        standard_metadata.priority = PRIORITY_BEST_EFFORT;
+                    }
+                }
+            } else if (classes.apply().hit) {
+                if (meta.color == METER_GREEN) {
+                    standard_metadata.priority = meta.class_priority;
+                } else {
+                    standard_metadata.priority = PRIORITY_BEST_EFFORT;
+                    class_excess.count((bit<32>)meta.class_id);
+                }
+            } else {
+                // Unadmitted: best effort whatever the packet claims (seed 000 §3.2: ordinary
+                // traffic is served at the lowest level); the ignored claims are counted.
+                standard_metadata.priority = PRIORITY_BEST_EFFORT;
+                if (hdr.xtp.isValid() && hdr.xtp.sort != 0) {
+                    demoted_claims.count(CLAIM_XTP_SORT);
+                }
+                if (hdr.ipv4.dscp != 0) {
+                    demoted_claims.count(CLAIM_DSCP);
+                }
+            }
+        }
+        hdr.packet_out.setInvalid();
+    }
+}
+
+#endif  // TERRAPIN_INGRESS_P4
