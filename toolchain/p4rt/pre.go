@@ -1,0 +1,199 @@
+package p4rt
+
+import (
+	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+)
+
+// v1model limits, from the widths of standard_metadata fields on BMv2:
+// mcast_grp and egress_rid are bit<16>, ports bit<9>, priority bit<3>.
+const (
+	maxMulticastGroup = 1<<16 - 1
+	maxInstance       = 1<<16 - 1
+	maxPort           = 1<<9 - 1
+	maxClassOfService = 7
+)
+
+// replicas validates a replica list (spec §9.7): singleton ports, v1model
+// instance range, no duplicate (port, instance). Ports come as the v1.4
+// "port" bytes or the deprecated egress_port number.
+func replicas(rs []*p4v1.Replica) ([]Replica, error) {
+	out := make([]Replica, 0, len(rs))
+	seen := map[Replica]bool{}
+	for _, r := range rs {
+		if r == nil {
+			return nil, invalid("empty replica")
+		}
+		var port uint64
+		switch p := r.GetPortKind().(type) {
+		case *p4v1.Replica_Port:
+			v, err := canonical(p.Port, 32)
+			if err != nil {
+				return nil, invalid("replica port: %s", messageOf(err))
+			}
+			for _, c := range v {
+				port = port<<8 | uint64(c)
+			}
+		case *p4v1.Replica_EgressPort:
+			port = uint64(p.EgressPort)
+		default:
+			return nil, invalid("replica has no port")
+		}
+		if port > maxPort {
+			return nil, invalid("replica port %d is not a v1model port (9 bits)", port)
+		}
+		if r.GetInstance() > maxInstance {
+			return nil, invalid("replica instance %d exceeds v1model's 16-bit egress_rid", r.GetInstance())
+		}
+		rep := Replica{Port: uint32(port), Instance: r.GetInstance()}
+		if seen[rep] {
+			return nil, invalid("duplicate replica (port %d, instance %d)", rep.Port, rep.Instance)
+		}
+		seen[rep] = true
+		out = append(out, rep)
+	}
+	return out, nil
+}
+
+// canonicalReplicas rewrites "port" bytes in their shortest form so a
+// read returns canonical strings.
+func canonicalReplicas(rs []*p4v1.Replica) {
+	for _, r := range rs {
+		if p, ok := r.GetPortKind().(*p4v1.Replica_Port); ok {
+			p.Port = trimmed(p.Port)
+		}
+	}
+}
+
+func (ps *pipelineState) writePRE(typ p4v1.Update_Type, pre *p4v1.PacketReplicationEngineEntry) error {
+	switch x := pre.GetType().(type) {
+	case *p4v1.PacketReplicationEngineEntry_MulticastGroupEntry:
+		return ps.writeMulticastGroup(typ, x.MulticastGroupEntry)
+	case *p4v1.PacketReplicationEngineEntry_CloneSessionEntry:
+		return ps.writeCloneSession(typ, x.CloneSessionEntry)
+	default:
+		return invalid("packet replication engine entry has no type set")
+	}
+}
+
+func (ps *pipelineState) writeMulticastGroup(typ p4v1.Update_Type, m *p4v1.MulticastGroupEntry) error {
+	id := m.GetMulticastGroupId()
+	if id == 0 {
+		return invalid("multicast group id 0 is only allowed as a read wildcard")
+	}
+	if id > maxMulticastGroup {
+		return invalid("multicast group id %d exceeds v1model's 16-bit mcast_grp", id)
+	}
+	_, exists := ps.mcast[id]
+	switch typ {
+	case p4v1.Update_DELETE:
+		if !exists {
+			return errorf(codes.NotFound, "no multicast group %d", id)
+		}
+		if err := ps.ctl.DeleteMulticastGroup(id); err != nil {
+			return engineErr("deleting the multicast group", err)
+		}
+		delete(ps.mcast, id)
+		return nil
+	case p4v1.Update_INSERT:
+		if exists {
+			return errorf(codes.AlreadyExists, "multicast group %d exists", id)
+		}
+	case p4v1.Update_MODIFY:
+		if !exists {
+			return errorf(codes.NotFound, "no multicast group %d", id)
+		}
+	}
+	reps, err := replicas(m.GetReplicas())
+	if err != nil {
+		return err
+	}
+	if err := ps.ctl.SetMulticastGroup(id, reps); err != nil {
+		return engineErr("setting the multicast group", err)
+	}
+	kept := proto.Clone(m).(*p4v1.MulticastGroupEntry)
+	canonicalReplicas(kept.Replicas)
+	ps.mcast[id] = kept
+	return nil
+}
+
+func (ps *pipelineState) writeCloneSession(typ p4v1.Update_Type, c *p4v1.CloneSessionEntry) error {
+	id := c.GetSessionId()
+	if id == 0 {
+		return invalid("clone session id 0 is only allowed as a read wildcard")
+	}
+	_, exists := ps.clones[id]
+	switch typ {
+	case p4v1.Update_DELETE:
+		if !exists {
+			return errorf(codes.NotFound, "no clone session %d", id)
+		}
+		if err := ps.ctl.DeleteCloneSession(id); err != nil {
+			return engineErr("deleting the clone session", err)
+		}
+		delete(ps.clones, id)
+		return nil
+	case p4v1.Update_INSERT:
+		if exists {
+			return errorf(codes.AlreadyExists, "clone session %d exists", id)
+		}
+	case p4v1.Update_MODIFY:
+		if !exists {
+			return errorf(codes.NotFound, "no clone session %d", id)
+		}
+	}
+	if c.GetClassOfService() > maxClassOfService {
+		return invalid("class of service %d exceeds v1model's 3-bit priority", c.GetClassOfService())
+	}
+	if c.GetPacketLengthBytes() < 0 {
+		return invalid("negative packet_length_bytes")
+	}
+	reps, err := replicas(c.GetReplicas())
+	if err != nil {
+		return err
+	}
+	sess := CloneSession{Replicas: reps, ClassOfService: c.GetClassOfService(), TruncateBytes: c.GetPacketLengthBytes()}
+	if err := ps.ctl.SetCloneSession(id, sess); err != nil {
+		return engineErr("setting the clone session", err)
+	}
+	kept := proto.Clone(c).(*p4v1.CloneSessionEntry)
+	canonicalReplicas(kept.Replicas)
+	ps.clones[id] = kept
+	return nil
+}
+
+func (ps *pipelineState) writeDigestEntry(typ p4v1.Update_Type, d *p4v1.DigestEntry) error {
+	if d.GetDigestId() == 0 {
+		return invalid("digest id 0 is only allowed as a read wildcard")
+	}
+	if _, ok := ps.schema.digests[d.GetDigestId()]; !ok {
+		return errorf(codes.NotFound, "no digest with id %#x", d.GetDigestId())
+	}
+	_, exists := ps.digestCfg[d.GetDigestId()]
+	switch typ {
+	case p4v1.Update_DELETE:
+		if !exists {
+			return errorf(codes.NotFound, "digest %#x is not enabled", d.GetDigestId())
+		}
+		delete(ps.digestCfg, d.GetDigestId())
+		return nil
+	case p4v1.Update_INSERT:
+		if exists {
+			return errorf(codes.AlreadyExists, "digest %#x is already enabled", d.GetDigestId())
+		}
+	case p4v1.Update_MODIFY:
+		if !exists {
+			return errorf(codes.NotFound, "digest %#x is not enabled", d.GetDigestId())
+		}
+	}
+	cfg := d.GetConfig()
+	if cfg == nil {
+		return invalid("digest entry needs a config")
+	}
+	if cfg.GetMaxTimeoutNs() < 0 || cfg.GetMaxListSize() < 0 || cfg.GetAckTimeoutNs() < 0 {
+		return invalid("digest config values must not be negative")
+	}
+	ps.digestCfg[d.GetDigestId()] = proto.Clone(cfg).(*p4v1.DigestEntry_Config)
+	return nil
+}

@@ -1,0 +1,159 @@
+package p4rt
+
+import (
+	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+	"google.golang.org/protobuf/proto"
+)
+
+// reconcile carries the forwarding state of old into the prepared (not
+// yet forwarding) pipeline next, for RECONCILE_AND_COMMIT. It keeps what
+// the new program can still express, object by object, matched by name as
+// PI does for BMv2: table entries whose table still has a compatible key
+// and whose action (by name, parameters by name, values fitting) is still
+// one of the table's actions, with their direct counter values and meter
+// configs; client default actions; multicast groups; clone sessions;
+// indirect meter configs within the new size; digest configs. Anything
+// else is dropped, and the count is logged. Indexed counter and register
+// cells are data, not forwarding state, and start from zero as in a fresh
+// pipeline.
+func (s *Server) reconcile(old, next *pipelineState) {
+	dropped := 0
+	byName := func(sch *schema) map[string]*tableInfo {
+		m := map[string]*tableInfo{}
+		for _, t := range sch.tables {
+			m[t.name] = t
+		}
+		return m
+	}
+	newTables := byName(next.schema)
+	for _, oid := range old.schema.tableIDs {
+		ot, ots := old.schema.tables[oid], old.tables[oid]
+		nt := newTables[ot.name]
+		if nt == nil || !sameKey(ot, nt) || nt.isConst || nt.indirect {
+			for _, e := range ots.entries {
+				if e.hasHandle {
+					dropped++
+				}
+			}
+			continue
+		}
+		nts := next.tables[nt.id]
+		if ots.defaultAction != nil && nt.constDefaultID == 0 {
+			if act, ok := translateAction(old.schema, next.schema, nt, *ots.defaultAction, true); ok {
+				name, args := next.schema.engineArgs(act)
+				if next.ctl.SetDefaultAction(nt.name, name, args) == nil {
+					nts.defaultAction = &act
+					nts.defaultCookie, nts.defaultMeta = ots.defaultCookie, clone(ots.defaultMeta)
+				}
+			}
+		}
+		for _, e := range ots.sortedEntries() {
+			if !e.hasHandle {
+				continue
+			}
+			act, ok := translateAction(old.schema, next.schema, nt, e.action, false)
+			if !ok {
+				dropped++
+				continue
+			}
+			name, args := next.schema.engineArgs(act)
+			h, err := next.ctl.AddEntry(nt.name, keyFields(nt, e.match), e.priority, name, args)
+			if err != nil {
+				dropped++
+				continue
+			}
+			ne := &tableEntry{match: e.match, priority: e.priority, action: act, handle: h, hasHandle: true,
+				controllerMetadata: e.controllerMetadata, metadata: clone(e.metadata)}
+			if nt.directMeter != 0 && e.meter != nil && next.ctl.SetDirectMeter(nt.name, h, e.meter) == nil {
+				ne.meter = e.meter
+			}
+			if ot.directCounter != 0 && nt.directCounter != 0 {
+				if v, err := old.ctl.ReadDirectCounter(ot.name, e.handle); err == nil {
+					_ = next.ctl.WriteDirectCounter(nt.name, h, v)
+				}
+			}
+			next.seq++
+			ne.seq = next.seq
+			nts.entries[entryKey(ne.match, ne.priority)] = ne
+		}
+	}
+	for id, g := range old.mcast {
+		if reps, err := replicas(g.GetReplicas()); err == nil && next.ctl.SetMulticastGroup(id, reps) == nil {
+			next.mcast[id] = proto.Clone(g).(*p4v1.MulticastGroupEntry)
+		} else {
+			dropped++
+		}
+	}
+	for id, c := range old.clones {
+		reps, err := replicas(c.GetReplicas())
+		sess := CloneSession{Replicas: reps, ClassOfService: c.GetClassOfService(), TruncateBytes: c.GetPacketLengthBytes()}
+		if err == nil && next.ctl.SetCloneSession(id, sess) == nil {
+			next.clones[id] = proto.Clone(c).(*p4v1.CloneSessionEntry)
+		} else {
+			dropped++
+		}
+	}
+	newMeters := map[string]*arrayInfo{}
+	for _, m := range next.schema.meters {
+		newMeters[m.name] = m
+	}
+	for id, cells := range old.meters {
+		nm := newMeters[old.schema.meters[id].name]
+		for i, c := range cells {
+			if nm == nil || i >= nm.size || next.ctl.SetMeter(nm.name, i, c) != nil {
+				dropped++
+				continue
+			}
+			if next.meters[nm.id] == nil {
+				next.meters[nm.id] = map[int64]*MeterConfig{}
+			}
+			next.meters[nm.id][i] = c
+		}
+	}
+	for id, c := range old.digestCfg {
+		if nd := next.schema.digestByName[old.schema.digests[id].name]; nd != nil {
+			next.digestCfg[nd.id] = proto.Clone(c).(*p4v1.DigestEntry_Config)
+		} else {
+			dropped++
+		}
+	}
+	if dropped > 0 {
+		s.log.Warn("RECONCILE_AND_COMMIT dropped state the new program cannot hold", "objects", dropped)
+	}
+}
+
+// sameKey reports whether entries of table a can be installed in b: the
+// same match kinds in the same order, and fields no narrower.
+func sameKey(a, b *tableInfo) bool {
+	if len(a.fields) != len(b.fields) || a.needsPriority != b.needsPriority {
+		return false
+	}
+	for i := range a.fields {
+		if a.fields[i].kind != b.fields[i].kind || b.fields[i].width < a.fields[i].width {
+			return false
+		}
+	}
+	return true
+}
+
+// translateAction rebinds an action call to the new schema by names.
+func translateAction(from, to *schema, nt *tableInfo, b boundAction, asDefault bool) (boundAction, bool) {
+	oa := from.actions[b.id]
+	for id := range nt.actionScopes {
+		na := to.actions[id]
+		if na.name != oa.name {
+			continue
+		}
+		call := &p4v1.Action{ActionId: id}
+		for i, p := range oa.params {
+			for _, np := range na.params {
+				if np.name == p.name {
+					call.Params = append(call.Params, &p4v1.Action_Param{ParamId: np.id, Value: b.params[i]})
+				}
+			}
+		}
+		out, err := to.parseAction(nt, call, asDefault)
+		return out, err == nil
+	}
+	return boundAction{}, false
+}

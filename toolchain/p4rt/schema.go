@@ -1,0 +1,658 @@
+package p4rt
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"sort"
+	"strings"
+
+	p4configv1 "github.com/p4lang/p4runtime/go/p4/config/v1"
+	"google.golang.org/grpc/codes"
+)
+
+// schema indexes one P4Info by id and ties each object to the BMv2 JSON
+// object of the same name. P4Info and BMv2 JSON written by p4c (and by
+// terrapin-p4c) use the same fully qualified names ("ingress.ipv4_lpm",
+// "@name" annotations applied, a leading "." dropped), and PI's bmv2 backend
+// relies on exactly that: it looks P4Info names up in the switch. Match
+// fields map by position in the key, action parameters by name (they are
+// also in the same order), direct resources through the table they are
+// attached to.
+type schema struct {
+	info *p4configv1.P4Info
+
+	tables         map[uint32]*tableInfo
+	tableIDs       []uint32
+	actions        map[uint32]*actionInfo
+	counters       map[uint32]*arrayInfo
+	counterIDs     []uint32
+	meters         map[uint32]*arrayInfo
+	meterIDs       []uint32
+	registers      map[uint32]*arrayInfo
+	registerIDs    []uint32
+	directCounters map[uint32]*tableInfo // direct counter id → its table
+	directMeters   map[uint32]*tableInfo
+	digests        map[uint32]*digestInfo
+	digestIDs      []uint32
+	digestByName   map[string]*digestInfo
+	packetIn       *controllerHeader
+	packetOut      *controllerHeader
+}
+
+type matchKind int
+
+const (
+	matchExact matchKind = iota
+	matchLPM
+	matchTernary
+	matchRange
+	matchOptional
+)
+
+func (k matchKind) String() string {
+	return [...]string{"exact", "lpm", "ternary", "range", "optional"}[k]
+}
+
+type fieldInfo struct {
+	id    uint32
+	name  string
+	width int
+	kind  matchKind
+}
+
+type tableInfo struct {
+	id                uint32
+	name              string // P4Info name == BMv2 JSON name
+	fields            []fieldInfo
+	fieldIndex        map[uint32]int
+	actionScopes      map[uint32]p4configv1.ActionRef_Scope
+	constDefaultID    uint32
+	initialDefault    *p4configv1.TableActionCall
+	directCounter     uint32
+	directCounterName string
+	directMeter       uint32
+	directMeterName   string
+	meterType         p4configv1.MeterSpec_Type
+	isConst           bool
+	needsPriority     bool
+	idleTimeout       bool
+	indirect          bool
+	size              int64
+	constEntries      []constEntry
+}
+
+type paramInfo struct {
+	id    uint32
+	name  string
+	width int
+	pos   int
+}
+
+type actionInfo struct {
+	id         uint32
+	name       string
+	params     []paramInfo
+	paramIndex map[uint32]int
+}
+
+type arrayInfo struct {
+	id        uint32
+	name      string
+	size      int64
+	width     int // registers: element width
+	meterType p4configv1.MeterSpec_Type
+}
+
+type digestInfo struct {
+	id     uint32
+	name   string
+	widths []int // struct members in order, when the type is a flat struct
+}
+
+type ctrlField struct {
+	id    uint32
+	name  string
+	width int
+}
+
+// controllerHeader is a @controller_header header: its fields in
+// declaration order, which is the order they sit on the wire.
+type controllerHeader struct {
+	fields []ctrlField
+	bits   int
+}
+
+// constEntry is an entry from the program's "entries" table property, as
+// the BMv2 JSON lists it; it is read back to clients like any entry.
+type constEntry struct {
+	match    []fieldValue
+	priority int32
+	actionID uint32
+	params   [][]byte
+}
+
+// bmv2JSON is the part of a BMv2 JSON file the server needs.
+type bmv2JSON struct {
+	Actions []struct {
+		Name        string `json:"name"`
+		ID          int    `json:"id"`
+		RuntimeData []struct {
+			Name     string `json:"name"`
+			Bitwidth int    `json:"bitwidth"`
+		} `json:"runtime_data"`
+	} `json:"actions"`
+	Pipelines []struct {
+		Tables []struct {
+			Name      string   `json:"name"`
+			Actions   []string `json:"actions"`
+			ActionIDs []int    `json:"action_ids"`
+			Key       []struct {
+				MatchType string `json:"match_type"`
+			} `json:"key"`
+			Entries []struct {
+				MatchKey []struct {
+					MatchType    string `json:"match_type"`
+					Key          string `json:"key"`
+					Mask         string `json:"mask"`
+					Start        string `json:"start"`
+					End          string `json:"end"`
+					PrefixLength int    `json:"prefix_length"`
+				} `json:"match_key"`
+				ActionEntry struct {
+					ActionID   int      `json:"action_id"`
+					ActionData []string `json:"action_data"`
+				} `json:"action_entry"`
+				Priority int `json:"priority"`
+			} `json:"entries"`
+		} `json:"tables"`
+	} `json:"pipelines"`
+	CounterArrays  []namedArray `json:"counter_arrays"`
+	MeterArrays    []namedArray `json:"meter_arrays"`
+	RegisterArrays []namedArray `json:"register_arrays"`
+	LearnLists     []namedArray `json:"learn_lists"`
+}
+
+type namedArray struct {
+	Name     string `json:"name"`
+	IsDirect bool   `json:"is_direct"`
+	Binding  string `json:"binding"`
+	Size     int64  `json:"size"`
+	Bitwidth int    `json:"bitwidth"`
+}
+
+func invalid(format string, args ...any) error {
+	return errorf(codes.InvalidArgument, format, args...)
+}
+
+// jsonName finds the BMv2 JSON name for a P4Info name among names.
+func jsonName(p4infoName string, names map[string]bool) (string, bool) {
+	if names[p4infoName] {
+		return p4infoName, true
+	}
+	if names["."+p4infoName] {
+		return "." + p4infoName, true
+	}
+	return "", false
+}
+
+// newSchema checks that info describes the program in deviceConfig and
+// indexes it. Any mismatch is INVALID_ARGUMENT: the config "cannot be
+// realized" (spec §14).
+func newSchema(info *p4configv1.P4Info, deviceConfig []byte) (*schema, error) {
+	if info == nil {
+		return nil, invalid("config has no p4info")
+	}
+	var dev bmv2JSON
+	if err := json.Unmarshal(deviceConfig, &dev); err != nil {
+		return nil, invalid("p4_device_config is not BMv2 JSON: %v", err)
+	}
+	s := &schema{
+		info:           info,
+		tables:         map[uint32]*tableInfo{},
+		actions:        map[uint32]*actionInfo{},
+		counters:       map[uint32]*arrayInfo{},
+		meters:         map[uint32]*arrayInfo{},
+		registers:      map[uint32]*arrayInfo{},
+		directCounters: map[uint32]*tableInfo{},
+		directMeters:   map[uint32]*tableInfo{},
+		digests:        map[uint32]*digestInfo{},
+		digestByName:   map[string]*digestInfo{},
+	}
+	seen := map[uint32]string{}
+	claim := func(id uint32, name string) error {
+		if id == 0 {
+			return invalid("P4Info object %q has id 0", name)
+		}
+		if other, dup := seen[id]; dup {
+			return invalid("P4Info id %#x used by both %q and %q", id, other, name)
+		}
+		seen[id] = name
+		return nil
+	}
+
+	jsonActions := map[string]bool{}
+	jsonActionWidths := map[string]map[string]int{}
+	jsonActionByID := map[int]string{}
+	for _, a := range dev.Actions {
+		jsonActions[a.Name] = true
+		jsonActionByID[a.ID] = a.Name
+		w := map[string]int{}
+		for _, p := range a.RuntimeData {
+			w[p.Name] = p.Bitwidth
+		}
+		jsonActionWidths[a.Name] = w
+	}
+	for _, a := range info.GetActions() {
+		pre := a.GetPreamble()
+		if err := claim(pre.GetId(), pre.GetName()); err != nil {
+			return nil, err
+		}
+		jn, ok := jsonName(pre.GetName(), jsonActions)
+		if !ok {
+			return nil, invalid("P4Info action %q is not in the device config", pre.GetName())
+		}
+		ai := &actionInfo{id: pre.GetId(), name: jn, paramIndex: map[uint32]int{}}
+		for i, p := range a.GetParams() {
+			if p.GetBitwidth() <= 0 {
+				return nil, invalid("action %q parameter %q has no bitwidth", pre.GetName(), p.GetName())
+			}
+			if _, dup := ai.paramIndex[p.GetId()]; dup {
+				return nil, invalid("action %q has two parameters with id %d", pre.GetName(), p.GetId())
+			}
+			if w, ok := jsonActionWidths[jn][p.GetName()]; ok && w != int(p.GetBitwidth()) {
+				return nil, invalid("action %q parameter %q is %d bits in P4Info, %d in the device config",
+					pre.GetName(), p.GetName(), p.GetBitwidth(), w)
+			}
+			ai.paramIndex[p.GetId()] = i
+			ai.params = append(ai.params, paramInfo{id: p.GetId(), name: p.GetName(), width: int(p.GetBitwidth()), pos: i})
+		}
+		s.actions[ai.id] = ai
+	}
+
+	type jsonTable = struct {
+		idx int
+		pi  int
+	}
+	jsonTables := map[string]bool{}
+	jsonTableAt := map[string]jsonTable{}
+	for pi, p := range dev.Pipelines {
+		for i, t := range p.Tables {
+			jsonTables[t.Name] = true
+			jsonTableAt[t.Name] = jsonTable{idx: i, pi: pi}
+		}
+	}
+	directCounterOf := map[string]string{} // table name → direct counter name
+	for _, c := range dev.CounterArrays {
+		if c.IsDirect {
+			directCounterOf[c.Binding] = c.Name
+		}
+	}
+	directMeterOf := map[string]string{}
+	for _, m := range dev.MeterArrays {
+		if m.IsDirect {
+			directMeterOf[m.Binding] = m.Name
+		}
+	}
+
+	directCounterIDs := map[uint32]*p4configv1.DirectCounter{}
+	for _, c := range info.GetDirectCounters() {
+		if err := claim(c.GetPreamble().GetId(), c.GetPreamble().GetName()); err != nil {
+			return nil, err
+		}
+		directCounterIDs[c.GetPreamble().GetId()] = c
+	}
+	directMeterIDs := map[uint32]*p4configv1.DirectMeter{}
+	for _, m := range info.GetDirectMeters() {
+		if err := claim(m.GetPreamble().GetId(), m.GetPreamble().GetName()); err != nil {
+			return nil, err
+		}
+		directMeterIDs[m.GetPreamble().GetId()] = m
+	}
+
+	for _, t := range info.GetTables() {
+		pre := t.GetPreamble()
+		if err := claim(pre.GetId(), pre.GetName()); err != nil {
+			return nil, err
+		}
+		jn, ok := jsonName(pre.GetName(), jsonTables)
+		if !ok {
+			return nil, invalid("P4Info table %q is not in the device config", pre.GetName())
+		}
+		ti := &tableInfo{
+			id:             pre.GetId(),
+			name:           jn,
+			fieldIndex:     map[uint32]int{},
+			actionScopes:   map[uint32]p4configv1.ActionRef_Scope{},
+			constDefaultID: t.GetConstDefaultActionId(),
+			initialDefault: t.GetInitialDefaultAction(),
+			isConst:        t.GetIsConstTable(),
+			idleTimeout:    t.GetIdleTimeoutBehavior() != p4configv1.Table_NO_TIMEOUT,
+			indirect:       t.GetImplementationId() != 0,
+			size:           t.GetSize(),
+		}
+		at := jsonTableAt[jn]
+		jt := dev.Pipelines[at.pi].Tables[at.idx]
+		if len(jt.Key) != len(t.GetMatchFields()) {
+			return nil, invalid("table %q has %d match fields in P4Info, %d in the device config",
+				pre.GetName(), len(t.GetMatchFields()), len(jt.Key))
+		}
+		for i, f := range t.GetMatchFields() {
+			var kind matchKind
+			switch f.GetMatchType() {
+			case p4configv1.MatchField_EXACT:
+				kind = matchExact
+			case p4configv1.MatchField_LPM:
+				kind = matchLPM
+			case p4configv1.MatchField_TERNARY:
+				kind = matchTernary
+				ti.needsPriority = true
+			case p4configv1.MatchField_RANGE:
+				kind = matchRange
+				ti.needsPriority = true
+			case p4configv1.MatchField_OPTIONAL:
+				kind = matchOptional
+				ti.needsPriority = true
+			default:
+				return nil, invalid("table %q field %q: match kind %v is not supported",
+					pre.GetName(), f.GetName(), f.GetMatchType())
+			}
+			if f.GetBitwidth() <= 0 {
+				return nil, invalid("table %q field %q has no bitwidth", pre.GetName(), f.GetName())
+			}
+			if _, dup := ti.fieldIndex[f.GetId()]; dup || f.GetId() == 0 {
+				return nil, invalid("table %q has a duplicate or zero match field id %d", pre.GetName(), f.GetId())
+			}
+			ti.fieldIndex[f.GetId()] = i
+			ti.fields = append(ti.fields, fieldInfo{id: f.GetId(), name: f.GetName(), width: int(f.GetBitwidth()), kind: kind})
+		}
+		for _, ref := range t.GetActionRefs() {
+			if _, ok := s.actions[ref.GetId()]; !ok {
+				return nil, invalid("table %q refers to unknown action id %#x", pre.GetName(), ref.GetId())
+			}
+			ti.actionScopes[ref.GetId()] = ref.GetScope()
+		}
+		for _, rid := range t.GetDirectResourceIds() {
+			if _, ok := directCounterIDs[rid]; ok {
+				ti.directCounter = rid
+				ti.directCounterName = directCounterOf[jn]
+				s.directCounters[rid] = ti
+				continue
+			}
+			if m, ok := directMeterIDs[rid]; ok {
+				ti.directMeter = rid
+				ti.directMeterName = directMeterOf[jn]
+				ti.meterType = m.GetSpec().GetType()
+				s.directMeters[rid] = ti
+				continue
+			}
+			return nil, invalid("table %q has unknown direct resource %#x", pre.GetName(), rid)
+		}
+		// Entries the program declares: read back like any entry. BMv2
+		// numbers them 1..N with 1 the most urgent; P4Runtime wants the
+		// larger number to win, and p4c gives N..1 (spec §9.1.4).
+		maxPrio := 0
+		for _, e := range jt.Entries {
+			if e.Priority > maxPrio {
+				maxPrio = e.Priority
+			}
+		}
+		for _, e := range jt.Entries {
+			ce, err := s.constEntryFrom(ti, jsonActionByID, e.MatchKey, e.ActionEntry.ActionID, e.ActionEntry.ActionData)
+			if err != nil {
+				return nil, invalid("table %q: initial entry: %v", pre.GetName(), err)
+			}
+			if ti.needsPriority {
+				ce.priority = int32(maxPrio + 1 - e.Priority)
+			}
+			ti.constEntries = append(ti.constEntries, ce)
+		}
+		s.tables[ti.id] = ti
+		s.tableIDs = append(s.tableIDs, ti.id)
+	}
+	for id := range directCounterIDs {
+		if _, ok := s.directCounters[id]; !ok {
+			return nil, invalid("direct counter %#x is attached to no table", id)
+		}
+	}
+	for id := range directMeterIDs {
+		if _, ok := s.directMeters[id]; !ok {
+			return nil, invalid("direct meter %#x is attached to no table", id)
+		}
+	}
+
+	arrays := func(kind string, names []namedArray) map[string]namedArray {
+		m := map[string]namedArray{}
+		for _, a := range names {
+			if !a.IsDirect {
+				m[a.Name] = a
+			}
+		}
+		return m
+	}
+	jc, jm, jr := arrays("counter", dev.CounterArrays), arrays("meter", dev.MeterArrays), arrays("register", dev.RegisterArrays)
+	present := func(m map[string]namedArray) map[string]bool {
+		out := map[string]bool{}
+		for k := range m {
+			out[k] = true
+		}
+		return out
+	}
+	for _, c := range info.GetCounters() {
+		pre := c.GetPreamble()
+		if err := claim(pre.GetId(), pre.GetName()); err != nil {
+			return nil, err
+		}
+		jn, ok := jsonName(pre.GetName(), present(jc))
+		if !ok {
+			return nil, invalid("P4Info counter %q is not in the device config", pre.GetName())
+		}
+		s.counters[pre.GetId()] = &arrayInfo{id: pre.GetId(), name: jn, size: c.GetSize()}
+		s.counterIDs = append(s.counterIDs, pre.GetId())
+	}
+	for _, m := range info.GetMeters() {
+		pre := m.GetPreamble()
+		if err := claim(pre.GetId(), pre.GetName()); err != nil {
+			return nil, err
+		}
+		jn, ok := jsonName(pre.GetName(), present(jm))
+		if !ok {
+			return nil, invalid("P4Info meter %q is not in the device config", pre.GetName())
+		}
+		s.meters[pre.GetId()] = &arrayInfo{id: pre.GetId(), name: jn, size: m.GetSize(), meterType: m.GetSpec().GetType()}
+		s.meterIDs = append(s.meterIDs, pre.GetId())
+	}
+	for _, r := range info.GetRegisters() {
+		pre := r.GetPreamble()
+		if err := claim(pre.GetId(), pre.GetName()); err != nil {
+			return nil, err
+		}
+		jn, ok := jsonName(pre.GetName(), present(jr))
+		if !ok {
+			return nil, invalid("P4Info register %q is not in the device config", pre.GetName())
+		}
+		w := 0
+		if bs := r.GetTypeSpec().GetBitstring(); bs != nil {
+			switch {
+			case bs.GetBit() != nil:
+				w = int(bs.GetBit().GetBitwidth())
+			case bs.GetInt() != nil:
+				w = int(bs.GetInt().GetBitwidth())
+			}
+		}
+		if w == 0 {
+			w = jr[jn].Bitwidth
+		}
+		if w <= 0 {
+			return nil, invalid("register %q: only bit<W> registers are supported", pre.GetName())
+		}
+		s.registers[pre.GetId()] = &arrayInfo{id: pre.GetId(), name: jn, size: int64(r.GetSize()), width: w}
+		s.registerIDs = append(s.registerIDs, pre.GetId())
+	}
+	for _, d := range info.GetDigests() {
+		pre := d.GetPreamble()
+		if err := claim(pre.GetId(), pre.GetName()); err != nil {
+			return nil, err
+		}
+		di := &digestInfo{id: pre.GetId(), name: pre.GetName()}
+		if st := d.GetTypeSpec().GetStruct(); st != nil {
+			if def, ok := info.GetTypeInfo().GetStructs()[st.GetName()]; ok {
+				for _, m := range def.GetMembers() {
+					w := 0
+					if bs := m.GetTypeSpec().GetBitstring(); bs != nil {
+						if b := bs.GetBit(); b != nil {
+							w = int(b.GetBitwidth())
+						} else if b := bs.GetInt(); b != nil {
+							w = int(b.GetBitwidth())
+						}
+					}
+					di.widths = append(di.widths, w)
+				}
+			}
+		}
+		s.digests[di.id] = di
+		s.digestIDs = append(s.digestIDs, di.id)
+		s.digestByName[di.name] = di
+	}
+	for _, cpm := range info.GetControllerPacketMetadata() {
+		pre := cpm.GetPreamble()
+		if err := claim(pre.GetId(), pre.GetName()); err != nil {
+			return nil, err
+		}
+		h := &controllerHeader{}
+		ids := map[uint32]bool{}
+		for _, m := range cpm.GetMetadata() {
+			if m.GetBitwidth() <= 0 {
+				return nil, invalid("controller header %q field %q has no bitwidth", pre.GetName(), m.GetName())
+			}
+			if ids[m.GetId()] {
+				return nil, invalid("controller header %q has two fields with id %d", pre.GetName(), m.GetId())
+			}
+			ids[m.GetId()] = true
+			h.fields = append(h.fields, ctrlField{id: m.GetId(), name: m.GetName(), width: int(m.GetBitwidth())})
+			h.bits += int(m.GetBitwidth())
+		}
+		switch pre.GetName() {
+		case "packet_in":
+			s.packetIn = h
+		case "packet_out":
+			s.packetOut = h
+		}
+	}
+	for _, id := range []*[]uint32{&s.tableIDs, &s.counterIDs, &s.meterIDs, &s.registerIDs, &s.digestIDs} {
+		sort.Slice(*id, func(i, j int) bool { return (*id)[i] < (*id)[j] })
+	}
+	for _, ap := range info.GetActionProfiles() {
+		if err := claim(ap.GetPreamble().GetId(), ap.GetPreamble().GetName()); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// constEntryFrom converts a BMv2 JSON "entries" element.
+func (s *schema) constEntryFrom(ti *tableInfo, jsonActionByID map[int]string,
+	keys []struct {
+		MatchType    string `json:"match_type"`
+		Key          string `json:"key"`
+		Mask         string `json:"mask"`
+		Start        string `json:"start"`
+		End          string `json:"end"`
+		PrefixLength int    `json:"prefix_length"`
+	}, actionID int, data []string) (constEntry, error) {
+	var ce constEntry
+	if len(keys) != len(ti.fields) {
+		return ce, fmt.Errorf("%d match values for %d fields", len(keys), len(ti.fields))
+	}
+	for i, k := range keys {
+		f := ti.fields[i]
+		fv := fieldValue{present: true}
+		var err error
+		num := func(h string) []byte {
+			if err != nil {
+				return nil
+			}
+			var v []byte
+			v, err = hexValue(h, f.width)
+			return v
+		}
+		switch f.kind {
+		case matchExact:
+			fv.value = num(k.Key)
+		case matchLPM:
+			fv.value = num(k.Key)
+			fv.prefixLen = k.PrefixLength
+			fv.present = k.PrefixLength > 0
+		case matchTernary, matchOptional:
+			fv.value = num(k.Key)
+			fv.mask = num(k.Mask)
+			if k.MatchType == "exact" || k.Mask == "" {
+				fv.mask = allOnes(f.width)
+			}
+			if err == nil {
+				fv.value = andBytes(fv.value, fv.mask, f.width)
+				fv.present = !isZero(fv.mask)
+				if f.kind == matchOptional && fv.present && !equalValue(fv.mask, allOnes(f.width)) {
+					err = fmt.Errorf("optional field %q with a partial mask", f.name)
+				}
+			}
+		case matchRange:
+			fv.value = num(k.Start)
+			fv.high = num(k.End)
+			fv.present = err == nil && !(isZero(fv.value) && equalValue(fv.high, allOnes(f.width)))
+		}
+		if err != nil {
+			return ce, err
+		}
+		if !fv.present {
+			fv = fieldValue{}
+		}
+		ce.match = append(ce.match, fv)
+	}
+	jn := jsonActionByID[actionID]
+	for id, a := range s.actions {
+		if a.name == jn {
+			if _, ok := ti.actionScopes[id]; ok {
+				ce.actionID = id
+				break
+			}
+		}
+	}
+	if ce.actionID == 0 {
+		return ce, fmt.Errorf("action %q is not one of the table's actions in P4Info", jn)
+	}
+	a := s.actions[ce.actionID]
+	if len(data) != len(a.params) {
+		return ce, fmt.Errorf("action %q: %d arguments for %d parameters", jn, len(data), len(a.params))
+	}
+	for i, d := range data {
+		v, err := hexValue(d, a.params[i].width)
+		if err != nil {
+			return ce, err
+		}
+		ce.params = append(ce.params, v)
+	}
+	return ce, nil
+}
+
+// hexValue parses a BMv2 JSON hex string into a canonical string, taking
+// the value modulo 2^width like BMv2 does for negative constants.
+func hexValue(h string, width int) ([]byte, error) {
+	neg := strings.HasPrefix(h, "-")
+	h = strings.TrimPrefix(h, "-")
+	h = strings.TrimPrefix(strings.TrimPrefix(h, "0x"), "0X")
+	v, ok := new(big.Int).SetString(h, 16)
+	if !ok {
+		return nil, fmt.Errorf("bad hex value %q", h)
+	}
+	if neg {
+		v.Neg(v)
+	}
+	mod := new(big.Int).Lsh(big.NewInt(1), uint(width))
+	v.Mod(v, mod)
+	b := v.Bytes()
+	if len(b) == 0 {
+		b = []byte{0}
+	}
+	return b, nil
+}

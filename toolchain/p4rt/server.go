@@ -1,0 +1,262 @@
+package p4rt
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+)
+
+// APIVersion is the P4Runtime version the server implements.
+const APIVersion = "1.4.1"
+
+// maxMessageBytes bounds gRPC messages. A BMv2 JSON for a large program is
+// several MB, past gRPC's 4 MB default (the spec's §A.7 asks servers to
+// take large SetForwardingPipelineConfig requests).
+const maxMessageBytes = 256 << 20
+
+// Config configures a Server.
+type Config struct {
+	// DeviceID is the P4Runtime device id (simple_switch_grpc --device-id).
+	DeviceID uint64
+	Target   Target
+	// Logger receives per-request diagnostics; nil discards them.
+	Logger *slog.Logger
+}
+
+// Server is the P4Runtime service of one device.
+type Server struct {
+	p4v1.UnimplementedP4RuntimeServer
+
+	deviceID uint64
+	target   Target
+	log      *slog.Logger
+	arb      *arbiter
+	digests  *digestEngine
+
+	// mu serializes writes and pipeline changes; reads share it (the spec's
+	// §13.5 allows a single reader/writer lock).
+	mu sync.RWMutex
+	// cur is the pipeline Reads and Writes refer to: the committed one, or
+	// the one a VERIFY_AND_SAVE saved (then committed is false).
+	cur       *pipelineState
+	committed bool
+	// io is cur's schema, for the packet paths that must not take mu.
+	io atomic.Pointer[schema]
+}
+
+// NewServer creates a server for cfg.Target and registers its sinks there.
+func NewServer(cfg Config) *Server {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{deviceID: cfg.DeviceID, target: cfg.Target, log: log, arb: newArbiter()}
+	s.digests = newDigestEngine(s)
+	cfg.Target.SetControllerSink(s.toController)
+	cfg.Target.SetDigestSink(s.digests.receive)
+	return s
+}
+
+// Register adds the service to g.
+func (s *Server) Register(g *grpc.Server) { p4v1.RegisterP4RuntimeServer(g, s) }
+
+// Serve serves P4Runtime on lis until ctx is done, then stops gracefully
+// (giving open streams a second to finish).
+func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
+	g := grpc.NewServer(grpc.MaxRecvMsgSize(maxMessageBytes), grpc.MaxSendMsgSize(maxMessageBytes))
+	s.Register(g)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go s.digests.run(ctx)
+	errc := make(chan error, 1)
+	go func() { errc <- g.Serve(lis) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	stopped := make(chan struct{})
+	go func() { g.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(time.Second):
+		g.Stop()
+	}
+	if err := <-errc; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		return err
+	}
+	return nil
+}
+
+// Capabilities reports the implemented API version (spec §17).
+func (s *Server) Capabilities(context.Context, *p4v1.CapabilitiesRequest) (*p4v1.CapabilitiesResponse, error) {
+	return &p4v1.CapabilitiesResponse{P4RuntimeApiVersion: APIVersion}, nil
+}
+
+func (s *Server) checkDevice(id uint64) error {
+	if id != s.deviceID {
+		return errorf(codes.NotFound, "unknown device id %d (this switch is %d)", id, s.deviceID)
+	}
+	return nil
+}
+
+// checkPrimary applies the checks the spec orders before a Write or
+// SetForwardingPipelineConfig: device, then primary (§12, §14).
+func (s *Server) checkPrimary(deviceID uint64, role string, election *p4v1.Uint128) error {
+	if err := s.checkDevice(deviceID); err != nil {
+		return err
+	}
+	if !s.arb.isPrimary(role, electionOf(election)) {
+		return errorf(codes.PermissionDenied, "not the primary controller for role %q (send a MasterArbitrationUpdate with the highest election id first)", role)
+	}
+	return nil
+}
+
+// SetForwardingPipelineConfig installs a pipeline (spec §14).
+func (s *Server) SetForwardingPipelineConfig(ctx context.Context, req *p4v1.SetForwardingPipelineConfigRequest) (*p4v1.SetForwardingPipelineConfigResponse, error) {
+	if err := s.checkPrimary(req.GetDeviceId(), req.GetRole(), req.GetElectionId()); err != nil {
+		return nil, rpcError(err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.setPipeline(ctx, req); err != nil {
+		s.log.Info("SetForwardingPipelineConfig failed", "action", req.GetAction().String(), "err", err)
+		return nil, rpcError(err)
+	}
+	s.log.Info("SetForwardingPipelineConfig", "action", req.GetAction().String())
+	return &p4v1.SetForwardingPipelineConfigResponse{}, nil
+}
+
+func (s *Server) setPipeline(ctx context.Context, req *p4v1.SetForwardingPipelineConfigRequest) error {
+	cfg := req.GetConfig()
+	prepare := func() (*pipelineState, error) {
+		if cfg == nil {
+			return nil, invalid("config is missing")
+		}
+		sch, err := newSchema(cfg.GetP4Info(), cfg.GetP4DeviceConfig())
+		if err != nil {
+			return nil, err
+		}
+		prepared, err := s.target.PreparePipeline(ctx, cfg.GetP4DeviceConfig())
+		if err != nil {
+			return nil, invalid("device config cannot be realized: %v", err)
+		}
+		kept := proto.Clone(cfg).(*p4v1.ForwardingPipelineConfig)
+		return newPipelineState(kept, sch, prepared), nil
+	}
+	switch req.GetAction() {
+	case p4v1.SetForwardingPipelineConfigRequest_VERIFY:
+		ps, err := prepare()
+		if err != nil {
+			return err
+		}
+		ps.prepared.Discard()
+		return nil
+	case p4v1.SetForwardingPipelineConfigRequest_VERIFY_AND_SAVE:
+		ps, err := prepare()
+		if err != nil {
+			return err
+		}
+		// Writes from now on program the saved pipeline directly, so COMMIT
+		// needs no replay: the writes are already in it.
+		s.dropSaved()
+		s.cur, s.committed = ps, false
+		s.io.Store(ps.schema)
+		return nil
+	case p4v1.SetForwardingPipelineConfigRequest_VERIFY_AND_COMMIT:
+		ps, err := prepare()
+		if err != nil {
+			return err
+		}
+		if err := ps.prepared.Commit(); err != nil {
+			ps.prepared.Discard()
+			return errorf(codes.Internal, "committing the pipeline: %v", err)
+		}
+		s.dropSaved()
+		s.install(ps)
+		return nil
+	case p4v1.SetForwardingPipelineConfigRequest_COMMIT:
+		if cfg != nil {
+			return invalid("COMMIT takes no config")
+		}
+		if s.cur == nil || s.committed {
+			return errorf(codes.NotFound, "no saved config to commit (VERIFY_AND_SAVE first)")
+		}
+		if err := s.cur.prepared.Commit(); err != nil {
+			return errorf(codes.Internal, "committing the pipeline: %v", err)
+		}
+		s.install(s.cur)
+		return nil
+	case p4v1.SetForwardingPipelineConfigRequest_RECONCILE_AND_COMMIT:
+		ps, err := prepare()
+		if err != nil {
+			return err
+		}
+		if s.cur != nil {
+			s.reconcile(s.cur, ps)
+		}
+		if err := ps.prepared.Commit(); err != nil {
+			ps.prepared.Discard()
+			return errorf(codes.Internal, "committing the pipeline: %v", err)
+		}
+		s.dropSaved()
+		s.install(ps)
+		return nil
+	default:
+		return invalid("unknown SetForwardingPipelineConfig action %v", req.GetAction())
+	}
+}
+
+// dropSaved discards a saved, uncommitted pipeline.
+func (s *Server) dropSaved() {
+	if s.cur != nil && !s.committed {
+		s.cur.prepared.Discard()
+		s.cur = nil
+		s.io.Store(nil)
+	}
+}
+
+func (s *Server) install(ps *pipelineState) {
+	s.cur, s.committed = ps, true
+	s.io.Store(ps.schema)
+	s.digests.reset(ps)
+}
+
+// GetForwardingPipelineConfig returns the config as set (spec §15).
+func (s *Server) GetForwardingPipelineConfig(_ context.Context, req *p4v1.GetForwardingPipelineConfigRequest) (*p4v1.GetForwardingPipelineConfigResponse, error) {
+	if err := s.checkDevice(req.GetDeviceId()); err != nil {
+		return nil, rpcError(err)
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.cur == nil {
+		return &p4v1.GetForwardingPipelineConfigResponse{}, nil
+	}
+	c := s.cur.config
+	out := &p4v1.ForwardingPipelineConfig{}
+	if c.GetCookie() != nil {
+		out.Cookie = &p4v1.ForwardingPipelineConfig_Cookie{Cookie: c.GetCookie().GetCookie()}
+	}
+	switch req.GetResponseType() {
+	case p4v1.GetForwardingPipelineConfigRequest_ALL:
+		out.P4Info = c.GetP4Info()
+		out.P4DeviceConfig = c.GetP4DeviceConfig()
+	case p4v1.GetForwardingPipelineConfigRequest_COOKIE_ONLY:
+	case p4v1.GetForwardingPipelineConfigRequest_P4INFO_AND_COOKIE:
+		out.P4Info = c.GetP4Info()
+	case p4v1.GetForwardingPipelineConfigRequest_DEVICE_CONFIG_AND_COOKIE:
+		out.P4DeviceConfig = c.GetP4DeviceConfig()
+	default:
+		return nil, rpcError(invalid("unknown response_type %v", req.GetResponseType()))
+	}
+	return &p4v1.GetForwardingPipelineConfigResponse{Config: out}, nil
+}

@@ -1,0 +1,52 @@
+package p4rt
+
+import (
+	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+)
+
+// pipelineState is everything the server knows about one pipeline: the
+// config as the client sent it, the schema derived from it, the engine
+// control, and the state P4Runtime reads back.
+type pipelineState struct {
+	config   *p4v1.ForwardingPipelineConfig
+	schema   *schema
+	prepared PreparedPipeline
+	ctl      PipelineControl
+
+	tables    map[uint32]*tableState
+	seq       uint64
+	meters    map[uint32]map[int64]*MeterConfig // indirect meters: non-default configs
+	mcast     map[uint32]*p4v1.MulticastGroupEntry
+	clones    map[uint32]*p4v1.CloneSessionEntry
+	digestCfg map[uint32]*p4v1.DigestEntry_Config
+}
+
+func newPipelineState(cfg *p4v1.ForwardingPipelineConfig, s *schema, prepared PreparedPipeline) *pipelineState {
+	ps := &pipelineState{
+		config:    cfg,
+		schema:    s,
+		prepared:  prepared,
+		ctl:       prepared.Control(),
+		tables:    map[uint32]*tableState{},
+		meters:    map[uint32]map[int64]*MeterConfig{},
+		mcast:     map[uint32]*p4v1.MulticastGroupEntry{},
+		clones:    map[uint32]*p4v1.CloneSessionEntry{},
+		digestCfg: map[uint32]*p4v1.DigestEntry_Config{},
+	}
+	for _, id := range s.tableIDs {
+		t := s.tables[id]
+		ts := &tableState{entries: map[string]*tableEntry{}}
+		for _, ce := range t.constEntries {
+			ps.seq++
+			ts.entries[entryKey(ce.match, ce.priority)] = &tableEntry{
+				seq:      ps.seq,
+				match:    ce.match,
+				priority: ce.priority,
+				action:   boundAction{id: ce.actionID, params: ce.params},
+				isConst:  true,
+			}
+		}
+		ps.tables[id] = ts
+	}
+	return ps
+}

@@ -1,0 +1,366 @@
+package p4rt
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+
+	p4configv1 "github.com/p4lang/p4runtime/go/p4/config/v1"
+	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+	"google.golang.org/grpc/codes"
+)
+
+// fieldValue is one validated key field in canonical form. present is
+// false for a "don't care" field (omitted from the P4Runtime match).
+type fieldValue struct {
+	present   bool
+	value     []byte // exact, lpm, ternary value, optional value, range low
+	mask      []byte // ternary
+	prefixLen int    // lpm
+	high      []byte // range
+}
+
+// entryKey is the identity of an entry: its canonical match and priority
+// (spec §9.1: "match and priority uniquely identify an entry").
+func entryKey(match []fieldValue, priority int32) string {
+	var b strings.Builder
+	for _, f := range match {
+		if !f.present {
+			b.WriteString("*|")
+			continue
+		}
+		b.WriteString(string(f.value))
+		b.WriteByte('/')
+		b.WriteString(string(f.mask))
+		b.WriteByte('/')
+		b.WriteString(strconv.Itoa(f.prefixLen))
+		b.WriteByte('/')
+		b.WriteString(string(f.high))
+		b.WriteByte('|')
+	}
+	b.WriteString(strconv.Itoa(int(priority)))
+	return b.String()
+}
+
+// parseMatch validates a P4Runtime match against the table (spec §9.1.1).
+func parseMatch(t *tableInfo, fms []*p4v1.FieldMatch) ([]fieldValue, error) {
+	out := make([]fieldValue, len(t.fields))
+	for _, fm := range fms {
+		if fm == nil {
+			return nil, invalid("table %q: empty match element", t.name)
+		}
+		i, ok := t.fieldIndex[fm.GetFieldId()]
+		if !ok {
+			return nil, invalid("table %q has no match field with id %d", t.name, fm.GetFieldId())
+		}
+		f := t.fields[i]
+		if out[i].present {
+			return nil, invalid("table %q: match field %q given twice", t.name, f.name)
+		}
+		fv, err := parseField(t, f, fm)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = fv
+	}
+	for i, f := range t.fields {
+		if f.kind == matchExact && !out[i].present {
+			return nil, invalid("table %q: exact match field %q is missing", t.name, f.name)
+		}
+	}
+	return out, nil
+}
+
+func parseField(t *tableInfo, f fieldInfo, fm *p4v1.FieldMatch) (fieldValue, error) {
+	fv := fieldValue{present: true}
+	wrongKind := func() (fieldValue, error) {
+		return fieldValue{}, invalid("table %q: field %q is %s, the request gives another match kind", t.name, f.name, f.kind)
+	}
+	where := func(err error) error {
+		return errorf(codeOf(err), "table %q field %q: %s", t.name, f.name, messageOf(err))
+	}
+	var err error
+	switch f.kind {
+	case matchExact:
+		m := fm.GetExact()
+		if m == nil {
+			return wrongKind()
+		}
+		if fv.value, err = canonical(m.GetValue(), f.width); err != nil {
+			return fv, where(err)
+		}
+	case matchLPM:
+		m := fm.GetLpm()
+		if m == nil {
+			return wrongKind()
+		}
+		if fv.value, err = canonical(m.GetValue(), f.width); err != nil {
+			return fv, where(err)
+		}
+		p := int(m.GetPrefixLen())
+		if p <= 0 || p > f.width {
+			// A zero prefix is "don't care", which must be omitted.
+			return fv, invalid("table %q field %q: prefix length %d out of (0, %d]", t.name, f.name, m.GetPrefixLen(), f.width)
+		}
+		if trailingZeros(fv.value, f.width) < f.width-p {
+			return fv, invalid("table %q field %q: value 0x%x has bits set past its /%d prefix", t.name, f.name, fv.value, p)
+		}
+		fv.prefixLen = p
+	case matchTernary:
+		m := fm.GetTernary()
+		if m == nil {
+			return wrongKind()
+		}
+		if fv.value, err = canonical(m.GetValue(), f.width); err != nil {
+			return fv, where(err)
+		}
+		if fv.mask, err = canonical(m.GetMask(), f.width); err != nil {
+			return fv, where(err)
+		}
+		if isZero(fv.mask) {
+			return fv, invalid("table %q field %q: zero mask (don't care must be omitted)", t.name, f.name)
+		}
+		if !equalValue(andBytes(fv.value, fv.mask, f.width), fv.value) {
+			return fv, invalid("table %q field %q: value 0x%x has bits outside mask 0x%x", t.name, f.name, fv.value, fv.mask)
+		}
+	case matchRange:
+		m := fm.GetRange()
+		if m == nil {
+			return wrongKind()
+		}
+		if fv.value, err = canonical(m.GetLow(), f.width); err != nil {
+			return fv, where(err)
+		}
+		if fv.high, err = canonical(m.GetHigh(), f.width); err != nil {
+			return fv, where(err)
+		}
+		if compareValue(fv.value, fv.high) > 0 {
+			return fv, invalid("table %q field %q: range low 0x%x > high 0x%x", t.name, f.name, fv.value, fv.high)
+		}
+		if isZero(fv.value) && equalValue(fv.high, allOnes(f.width)) {
+			return fv, invalid("table %q field %q: full range (don't care must be omitted)", t.name, f.name)
+		}
+	case matchOptional:
+		m := fm.GetOptional()
+		if m == nil {
+			return wrongKind()
+		}
+		if fv.value, err = canonical(m.GetValue(), f.width); err != nil {
+			return fv, where(err)
+		}
+	}
+	return fv, nil
+}
+
+// keyFields converts a canonical match to the engine's fixed-width form.
+func keyFields(t *tableInfo, match []fieldValue) []KeyField {
+	out := make([]KeyField, len(t.fields))
+	for i, f := range t.fields {
+		v := match[i]
+		k := KeyField{}
+		switch f.kind {
+		case matchExact:
+			k = KeyField{Kind: MatchExact, Value: padded(v.value, f.width)}
+		case matchLPM:
+			k = KeyField{Kind: MatchLPM, Value: padded(v.value, f.width), PrefixLen: v.prefixLen}
+			if !v.present {
+				k.Value, k.PrefixLen = padded(nil, f.width), 0
+			}
+		case matchTernary:
+			k = KeyField{Kind: MatchTernary, Value: padded(v.value, f.width), Mask: padded(v.mask, f.width)}
+		case matchOptional:
+			k = KeyField{Kind: MatchOptional, Value: padded(v.value, f.width), Mask: padded(nil, f.width)}
+			if v.present {
+				k.Mask = padded(allOnes(f.width), f.width)
+			}
+		case matchRange:
+			k = KeyField{Kind: MatchRange, Value: padded(v.value, f.width), High: padded(v.high, f.width)}
+			if !v.present {
+				k.Value, k.High = padded(nil, f.width), padded(allOnes(f.width), f.width)
+			}
+		}
+		out[i] = k
+	}
+	return out
+}
+
+// matchProto renders a canonical match for a read response; don't-care
+// fields are omitted, as they must be in writes (read-write symmetry).
+func matchProto(t *tableInfo, match []fieldValue) []*p4v1.FieldMatch {
+	var out []*p4v1.FieldMatch
+	for i, f := range t.fields {
+		v := match[i]
+		if !v.present {
+			continue
+		}
+		fm := &p4v1.FieldMatch{FieldId: f.id}
+		switch f.kind {
+		case matchExact:
+			fm.FieldMatchType = &p4v1.FieldMatch_Exact_{Exact: &p4v1.FieldMatch_Exact{Value: clone(v.value)}}
+		case matchLPM:
+			fm.FieldMatchType = &p4v1.FieldMatch_Lpm{Lpm: &p4v1.FieldMatch_LPM{Value: clone(v.value), PrefixLen: int32(v.prefixLen)}}
+		case matchTernary:
+			fm.FieldMatchType = &p4v1.FieldMatch_Ternary_{Ternary: &p4v1.FieldMatch_Ternary{Value: clone(v.value), Mask: clone(v.mask)}}
+		case matchRange:
+			fm.FieldMatchType = &p4v1.FieldMatch_Range_{Range: &p4v1.FieldMatch_Range{Low: clone(v.value), High: clone(v.high)}}
+		case matchOptional:
+			fm.FieldMatchType = &p4v1.FieldMatch_Optional_{Optional: &p4v1.FieldMatch_Optional{Value: clone(v.value)}}
+		}
+		out = append(out, fm)
+	}
+	return out
+}
+
+func clone(b []byte) []byte { return append([]byte(nil), b...) }
+
+// boundAction is a validated action call: canonical params in the order
+// of the action's declaration.
+type boundAction struct {
+	id     uint32
+	params [][]byte
+}
+
+// parseAction validates an action call for table t (spec §9.1.2).
+func (s *schema) parseAction(t *tableInfo, a *p4v1.Action, asDefault bool) (boundAction, error) {
+	if a == nil {
+		return boundAction{}, invalid("table %q: action is missing", t.name)
+	}
+	scope, ok := t.actionScopes[a.GetActionId()]
+	if !ok {
+		return boundAction{}, invalid("action id %#x is not an action of table %q", a.GetActionId(), t.name)
+	}
+	ai := s.actions[a.GetActionId()]
+	if asDefault && scope == p4configv1.ActionRef_TABLE_ONLY {
+		return boundAction{}, errorf(codes.PermissionDenied, "action %q is @tableonly in table %q", ai.name, t.name)
+	}
+	if !asDefault && scope == p4configv1.ActionRef_DEFAULT_ONLY {
+		return boundAction{}, errorf(codes.PermissionDenied, "action %q is @defaultonly in table %q", ai.name, t.name)
+	}
+	return s.bindParams(ai, a.GetParams())
+}
+
+func (s *schema) bindParams(ai *actionInfo, ps []*p4v1.Action_Param) (boundAction, error) {
+	out := boundAction{id: ai.id, params: make([][]byte, len(ai.params))}
+	for _, p := range ps {
+		if p == nil {
+			return boundAction{}, invalid("action %q: empty parameter", ai.name)
+		}
+		i, ok := ai.paramIndex[p.GetParamId()]
+		if !ok {
+			return boundAction{}, invalid("action %q has no parameter with id %d", ai.name, p.GetParamId())
+		}
+		if out.params[i] != nil {
+			return boundAction{}, invalid("action %q: parameter %q given twice", ai.name, ai.params[i].name)
+		}
+		v, err := canonical(p.GetValue(), ai.params[i].width)
+		if err != nil {
+			return boundAction{}, errorf(codeOf(err), "action %q parameter %q: %s", ai.name, ai.params[i].name, messageOf(err))
+		}
+		out.params[i] = v
+	}
+	for i, v := range out.params {
+		if v == nil {
+			return boundAction{}, invalid("action %q: parameter %q is missing", ai.name, ai.params[i].name)
+		}
+	}
+	return out, nil
+}
+
+// engineArgs widens canonical params for the engine.
+func (s *schema) engineArgs(b boundAction) (string, [][]byte) {
+	ai := s.actions[b.id]
+	args := make([][]byte, len(b.params))
+	for i, v := range b.params {
+		args[i] = padded(v, ai.params[i].width)
+	}
+	return ai.name, args
+}
+
+func (s *schema) actionProto(b boundAction) *p4v1.Action {
+	ai := s.actions[b.id]
+	a := &p4v1.Action{ActionId: b.id}
+	for i, v := range b.params {
+		a.Params = append(a.Params, &p4v1.Action_Param{ParamId: ai.params[i].id, Value: clone(v)})
+	}
+	return a
+}
+
+// tableEntry is an installed entry as the server remembers it, so that a
+// read returns what was written (spec §8.2 read-write symmetry).
+type tableEntry struct {
+	seq                uint64
+	match              []fieldValue
+	priority           int32
+	action             boundAction
+	handle             EntryHandle
+	controllerMetadata uint64
+	metadata           []byte
+	meter              *MeterConfig // nil: default (all GREEN)
+	isConst            bool
+	hasHandle          bool // entries the engine installed itself have none
+}
+
+// tableState is one table's entries and its default entry.
+type tableState struct {
+	entries map[string]*tableEntry
+	// defaultAction is the client's default; nil means the program's.
+	defaultAction *boundAction
+	defaultCookie uint64
+	defaultMeta   []byte
+}
+
+// sortedEntries returns entries in insertion order, so reads are stable.
+func (ts *tableState) sortedEntries() []*tableEntry {
+	out := make([]*tableEntry, 0, len(ts.entries))
+	for _, e := range ts.entries {
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].seq < out[j].seq })
+	return out
+}
+
+// parseMeterConfig validates a MeterConfig for a meter of type mt
+// (spec §9.6, v1.4 meter types).
+func parseMeterConfig(mc *p4v1.MeterConfig, mt p4configv1.MeterSpec_Type) (*MeterConfig, error) {
+	if mc == nil {
+		return nil, nil
+	}
+	if mc.GetCir() < 0 || mc.GetCburst() < 0 || mc.GetPir() < 0 || mc.GetPburst() < 0 || mc.GetEburst() < 0 {
+		return nil, invalid("meter config has a negative rate or burst")
+	}
+	switch mt {
+	case p4configv1.MeterSpec_TWO_RATE_THREE_COLOR:
+		if mc.GetEburst() != 0 {
+			return nil, invalid("eburst must be unset for a two-rate three-colour meter")
+		}
+		if mc.GetCir() > mc.GetPir() {
+			// RFC 2698 requires PIR >= CIR.
+			return nil, invalid("cir %d exceeds pir %d (RFC 2698 needs pir >= cir)", mc.GetCir(), mc.GetPir())
+		}
+	case p4configv1.MeterSpec_SINGLE_RATE_THREE_COLOR, p4configv1.MeterSpec_SINGLE_RATE_TWO_COLOR:
+		if mc.GetCir() != mc.GetPir() || mc.GetCburst() != mc.GetPburst() {
+			return nil, invalid("a single-rate meter needs pir == cir and pburst == cburst")
+		}
+		if mt == p4configv1.MeterSpec_SINGLE_RATE_TWO_COLOR && mc.GetEburst() != 0 {
+			return nil, invalid("eburst must be unset for a single-rate two-colour meter")
+		}
+		if mt == p4configv1.MeterSpec_SINGLE_RATE_THREE_COLOR && mc.GetEburst() != 0 {
+			return nil, errorf(codes.Unimplemented, "single-rate three-colour meters (eburst) are not supported by the v1model engine")
+		}
+	}
+	return &MeterConfig{CIR: mc.GetCir(), CBurst: mc.GetCburst(), PIR: mc.GetPir(), PBurst: mc.GetPburst()}, nil
+}
+
+func meterProto(c *MeterConfig) *p4v1.MeterConfig {
+	if c == nil {
+		return nil
+	}
+	return &p4v1.MeterConfig{Cir: c.CIR, Cburst: c.CBurst, Pir: c.PIR, Pburst: c.PBurst}
+}
+
+func counterValue(d *p4v1.CounterData) (CounterValue, error) {
+	if d.GetByteCount() < 0 || d.GetPacketCount() < 0 {
+		return CounterValue{}, invalid("negative counter value")
+	}
+	return CounterValue{Bytes: d.GetByteCount(), Packets: d.GetPacketCount()}, nil
+}

@@ -1,0 +1,536 @@
+package p4rt
+
+import (
+	"context"
+	"fmt"
+
+	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+	"google.golang.org/grpc/codes"
+)
+
+// Write applies a batch of updates (spec §12). Updates are applied in
+// order (CONTINUE_ON_ERROR); the optional atomicity modes are
+// UNIMPLEMENTED.
+func (s *Server) Write(_ context.Context, req *p4v1.WriteRequest) (resp *p4v1.WriteResponse, err error) {
+	if err := s.checkPrimary(req.GetDeviceId(), req.GetRole(), req.GetElectionId()); err != nil {
+		return nil, rpcError(err)
+	}
+	if req.GetAtomicity() != p4v1.WriteRequest_CONTINUE_ON_ERROR {
+		return nil, rpcError(errorf(codes.Unimplemented, "atomicity %v is not supported; use CONTINUE_ON_ERROR", req.GetAtomicity()))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur == nil {
+		return nil, rpcError(errorf(codes.FailedPrecondition, "no forwarding pipeline config has been set"))
+	}
+	errs := make([]error, len(req.GetUpdates()))
+	for i, u := range req.GetUpdates() {
+		errs[i] = s.applyGuarded(s.cur, u)
+	}
+	if err := batchError("Write", errs); err != nil {
+		return nil, err
+	}
+	return &p4v1.WriteResponse{}, nil
+}
+
+// applyGuarded keeps one bad update from taking the switch down: a panic
+// in the translation or the engine becomes an INTERNAL error for that
+// update, and is logged for a bug report.
+func (s *Server) applyGuarded(ps *pipelineState, u *p4v1.Update) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("BUG: panic while applying a P4Runtime update", "panic", fmt.Sprint(r))
+			err = errorf(codes.Internal, "internal error: %v", r)
+		}
+	}()
+	return s.apply(ps, u)
+}
+
+func (s *Server) apply(ps *pipelineState, u *p4v1.Update) error {
+	if u == nil || u.GetEntity() == nil {
+		return invalid("update has no entity")
+	}
+	typ := u.GetType()
+	if typ != p4v1.Update_INSERT && typ != p4v1.Update_MODIFY && typ != p4v1.Update_DELETE {
+		return invalid("update type %v is not INSERT, MODIFY or DELETE", typ)
+	}
+	e := u.GetEntity()
+	switch x := e.GetEntity().(type) {
+	case *p4v1.Entity_TableEntry:
+		return ps.writeTableEntry(typ, x.TableEntry)
+	case *p4v1.Entity_CounterEntry:
+		return ps.writeCounterEntry(typ, x.CounterEntry)
+	case *p4v1.Entity_DirectCounterEntry:
+		return ps.writeDirectCounterEntry(typ, x.DirectCounterEntry)
+	case *p4v1.Entity_MeterEntry:
+		return ps.writeMeterEntry(typ, x.MeterEntry)
+	case *p4v1.Entity_DirectMeterEntry:
+		return ps.writeDirectMeterEntry(typ, x.DirectMeterEntry)
+	case *p4v1.Entity_RegisterEntry:
+		return ps.writeRegisterEntry(typ, x.RegisterEntry)
+	case *p4v1.Entity_PacketReplicationEngineEntry:
+		return ps.writePRE(typ, x.PacketReplicationEngineEntry)
+	case *p4v1.Entity_DigestEntry:
+		err := ps.writeDigestEntry(typ, x.DigestEntry)
+		if err == nil {
+			s.digests.reset(ps)
+		}
+		return err
+	case *p4v1.Entity_ActionProfileMember, *p4v1.Entity_ActionProfileGroup:
+		return errorf(codes.Unimplemented, "action profiles are not supported")
+	case *p4v1.Entity_ValueSetEntry:
+		return errorf(codes.Unimplemented, "parser value sets are not supported")
+	case *p4v1.Entity_ExternEntry:
+		return errorf(codes.Unimplemented, "v1model has no P4Runtime extern entries")
+	default:
+		return invalid("entity has no entity set")
+	}
+}
+
+// engineErr maps an engine failure that the server's own checks did not
+// foresee: a code the engine chose is kept, anything else is INTERNAL.
+func engineErr(what string, err error) error {
+	c := codeOf(err)
+	return errorf(c, "%s: %s", what, messageOf(err))
+}
+
+func (ps *pipelineState) table(id uint32) (*tableInfo, *tableState, error) {
+	if id == 0 {
+		return nil, nil, invalid("table id 0 is only allowed as a read wildcard")
+	}
+	t, ok := ps.schema.tables[id]
+	if !ok {
+		return nil, nil, errorf(codes.NotFound, "no table with id %#x", id)
+	}
+	return t, ps.tables[id], nil
+}
+
+func (ps *pipelineState) writeTableEntry(typ p4v1.Update_Type, te *p4v1.TableEntry) error {
+	t, ts, err := ps.table(te.GetTableId())
+	if err != nil {
+		return err
+	}
+	if te.GetIsConst() {
+		return invalid("is_const must be false in a write")
+	}
+	if te.GetIsDefaultAction() {
+		return ps.writeDefaultEntry(typ, t, ts, te)
+	}
+	if t.indirect {
+		return errorf(codes.Unimplemented, "table %q uses an action profile, which is not supported", t.name)
+	}
+	if len(t.fields) == 0 && typ == p4v1.Update_INSERT {
+		return invalid("table %q has no key: only its default entry can be written", t.name)
+	}
+	if te.GetTimeSinceLastHit() != nil {
+		return invalid("time_since_last_hit must be unset in a write")
+	}
+	if typ != p4v1.Update_DELETE && te.GetIdleTimeoutNs() != 0 {
+		if !t.idleTimeout {
+			return invalid("table %q does not support idle timeout", t.name)
+		}
+		return errorf(codes.Unimplemented, "idle timeout is not supported by terrapin-switch")
+	}
+	prio := te.GetPriority()
+	if t.needsPriority && prio <= 0 {
+		return invalid("table %q has ternary/range/optional fields: priority must be > 0", t.name)
+	}
+	if !t.needsPriority && prio != 0 {
+		return invalid("table %q has only exact/lpm fields: priority must be 0", t.name)
+	}
+	match, err := parseMatch(t, te.GetMatch())
+	if err != nil {
+		return err
+	}
+	key := entryKey(match, prio)
+	old := ts.entries[key]
+
+	if typ == p4v1.Update_DELETE {
+		if t.isConst || (old != nil && old.isConst) {
+			return errorf(codes.PermissionDenied, "table %q: entries declared by the program cannot be deleted", t.name)
+		}
+		if old == nil {
+			return errorf(codes.NotFound, "table %q: no such entry", t.name)
+		}
+		if err := ps.ctl.DeleteEntry(t.name, old.handle); err != nil {
+			return engineErr("deleting the entry", err)
+		}
+		delete(ts.entries, key)
+		return nil
+	}
+
+	if te.GetMeterCounterData() != nil {
+		return errorf(codes.Unimplemented, "per-colour meter counters are not supported")
+	}
+	if te.GetCounterData() != nil && t.directCounter == 0 {
+		return invalid("table %q has no direct counter", t.name)
+	}
+	var counter CounterValue
+	if te.GetCounterData() != nil {
+		if counter, err = counterValue(te.GetCounterData()); err != nil {
+			return err
+		}
+	}
+	if te.GetMeterConfig() != nil && t.directMeter == 0 {
+		return invalid("table %q has no direct meter", t.name)
+	}
+	meter, err := parseMeterConfig(te.GetMeterConfig(), t.meterType)
+	if err != nil {
+		return err
+	}
+
+	if typ == p4v1.Update_INSERT {
+		if t.isConst {
+			return errorf(codes.PermissionDenied, "table %q is const: entries cannot be added", t.name)
+		}
+		if old != nil {
+			return errorf(codes.AlreadyExists, "table %q: the entry exists", t.name)
+		}
+		if te.GetAction() == nil {
+			return invalid("table %q: INSERT needs an action", t.name)
+		}
+		if te.GetAction().GetAction() == nil {
+			return errorf(codes.Unimplemented, "table %q: only direct actions are supported (no action profiles)", t.name)
+		}
+		act, err := ps.schema.parseAction(t, te.GetAction().GetAction(), false)
+		if err != nil {
+			return err
+		}
+		if t.size > 0 && int64(len(ts.entries)) >= t.size {
+			return errorf(codes.ResourceExhausted, "table %q is full (%d entries)", t.name, t.size)
+		}
+		name, args := ps.schema.engineArgs(act)
+		h, err := ps.ctl.AddEntry(t.name, keyFields(t, match), prio, name, args)
+		if err != nil {
+			return engineErr("adding the entry", err)
+		}
+		e := &tableEntry{match: match, priority: prio, action: act, handle: h, hasHandle: true,
+			controllerMetadata: te.GetControllerMetadata(), metadata: clone(te.GetMetadata()), meter: meter}
+		if meter != nil {
+			if err := ps.ctl.SetDirectMeter(t.name, h, meter); err != nil {
+				_ = ps.ctl.DeleteEntry(t.name, h)
+				return engineErr("configuring the direct meter", err)
+			}
+		}
+		if te.GetCounterData() != nil {
+			if err := ps.ctl.WriteDirectCounter(t.name, h, counter); err != nil {
+				_ = ps.ctl.DeleteEntry(t.name, h)
+				return engineErr("setting the direct counter", err)
+			}
+		}
+		ps.seq++
+		e.seq = ps.seq
+		ts.entries[key] = e
+		return nil
+	}
+
+	// MODIFY: full-snapshot semantics (§12), except that an unset action
+	// keeps the action and an unset counter_data keeps the count (§9.1.2,
+	// §9.1.8).
+	if old == nil {
+		return errorf(codes.NotFound, "table %q: no such entry", t.name)
+	}
+	if t.isConst || old.isConst {
+		if te.GetAction() != nil {
+			return errorf(codes.PermissionDenied, "table %q: the action of an entry declared by the program cannot change", t.name)
+		}
+		return errorf(codes.Unimplemented, "table %q: direct resources of entries declared by the program are not supported", t.name)
+	}
+	act := old.action
+	if te.GetAction() != nil {
+		if te.GetAction().GetAction() == nil {
+			return errorf(codes.Unimplemented, "table %q: only direct actions are supported (no action profiles)", t.name)
+		}
+		if act, err = ps.schema.parseAction(t, te.GetAction().GetAction(), false); err != nil {
+			return err
+		}
+		name, args := ps.schema.engineArgs(act)
+		if err := ps.ctl.ModifyEntry(t.name, old.handle, name, args); err != nil {
+			return engineErr("modifying the entry", err)
+		}
+	}
+	if t.directMeter != 0 {
+		if err := ps.ctl.SetDirectMeter(t.name, old.handle, meter); err != nil {
+			return engineErr("configuring the direct meter", err)
+		}
+		old.meter = meter
+	}
+	if te.GetCounterData() != nil {
+		if err := ps.ctl.WriteDirectCounter(t.name, old.handle, counter); err != nil {
+			return engineErr("setting the direct counter", err)
+		}
+	}
+	old.action = act
+	old.controllerMetadata = te.GetControllerMetadata()
+	old.metadata = clone(te.GetMetadata())
+	return nil
+}
+
+// writeDefaultEntry handles is_default_action (spec §9.1.3).
+func (ps *pipelineState) writeDefaultEntry(typ p4v1.Update_Type, t *tableInfo, ts *tableState, te *p4v1.TableEntry) error {
+	if typ != p4v1.Update_MODIFY {
+		return invalid("the default entry can only be modified")
+	}
+	if len(te.GetMatch()) != 0 || te.GetPriority() != 0 {
+		return invalid("the default entry has no match and priority 0")
+	}
+	if te.GetIdleTimeoutNs() != 0 || te.GetTimeSinceLastHit() != nil {
+		return invalid("the default entry has no idle timeout")
+	}
+	if t.constDefaultID != 0 {
+		return errorf(codes.PermissionDenied, "table %q has a const default action", t.name)
+	}
+	if te.GetCounterData() != nil || te.GetMeterConfig() != nil || te.GetMeterCounterData() != nil {
+		return errorf(codes.Unimplemented, "direct resources of default entries are not supported (as in BMv2)")
+	}
+	if t.indirect {
+		return errorf(codes.Unimplemented, "table %q uses an action profile, which is not supported", t.name)
+	}
+	if te.GetAction() == nil {
+		// Reset to the program's default.
+		act, ok := ps.schema.initialDefault(t)
+		if ok {
+			name, args := ps.schema.engineArgs(act)
+			if err := ps.ctl.SetDefaultAction(t.name, name, args); err != nil {
+				return engineErr("restoring the default action", err)
+			}
+		}
+		ts.defaultAction, ts.defaultCookie, ts.defaultMeta = nil, 0, nil
+		return nil
+	}
+	if te.GetAction().GetAction() == nil {
+		return errorf(codes.Unimplemented, "table %q: only direct actions are supported (no action profiles)", t.name)
+	}
+	act, err := ps.schema.parseAction(t, te.GetAction().GetAction(), true)
+	if err != nil {
+		return err
+	}
+	name, args := ps.schema.engineArgs(act)
+	if err := ps.ctl.SetDefaultAction(t.name, name, args); err != nil {
+		return engineErr("setting the default action", err)
+	}
+	ts.defaultAction = &act
+	ts.defaultCookie = te.GetControllerMetadata()
+	ts.defaultMeta = clone(te.GetMetadata())
+	return nil
+}
+
+// initialDefault is the program's default action for t.
+func (s *schema) initialDefault(t *tableInfo) (boundAction, bool) {
+	d := t.initialDefault
+	if d == nil {
+		return boundAction{}, false
+	}
+	ai, ok := s.actions[d.GetActionId()]
+	if !ok {
+		return boundAction{}, false
+	}
+	var ps []*p4v1.Action_Param
+	for _, a := range d.GetArguments() {
+		ps = append(ps, &p4v1.Action_Param{ParamId: a.GetParamId(), Value: a.GetValue()})
+	}
+	b, err := s.bindParams(ai, ps)
+	if err != nil {
+		return boundAction{}, false
+	}
+	return b, true
+}
+
+// findEntry resolves the table entry a direct resource refers to.
+func (ps *pipelineState) findEntry(te *p4v1.TableEntry) (*tableInfo, *tableEntry, error) {
+	if te == nil {
+		return nil, nil, invalid("table_entry is missing")
+	}
+	t, ts, err := ps.table(te.GetTableId())
+	if err != nil {
+		return nil, nil, err
+	}
+	if te.GetIsDefaultAction() {
+		return nil, nil, errorf(codes.Unimplemented, "direct resources of default entries are not supported (as in BMv2)")
+	}
+	match, err := parseMatch(t, te.GetMatch())
+	if err != nil {
+		return nil, nil, err
+	}
+	e := ts.entries[entryKey(match, te.GetPriority())]
+	if e == nil {
+		return nil, nil, errorf(codes.NotFound, "table %q: no such entry", t.name)
+	}
+	if !e.hasHandle {
+		return nil, nil, errorf(codes.Unimplemented, "table %q: direct resources of entries declared by the program are not supported", t.name)
+	}
+	return t, e, nil
+}
+
+func onlyModify(typ p4v1.Update_Type, what string) error {
+	if typ != p4v1.Update_MODIFY {
+		return invalid("%s supports MODIFY only", what)
+	}
+	return nil
+}
+
+func (ps *pipelineState) writeDirectCounterEntry(typ p4v1.Update_Type, d *p4v1.DirectCounterEntry) error {
+	if err := onlyModify(typ, "DirectCounterEntry"); err != nil {
+		return err
+	}
+	if t, ok := ps.schema.tables[d.GetTableEntry().GetTableId()]; ok && t.directCounter == 0 {
+		return invalid("table %q has no direct counter", t.name)
+	}
+	t, e, err := ps.findEntry(d.GetTableEntry())
+	if err != nil {
+		return err
+	}
+	if d.GetData() == nil {
+		return nil
+	}
+	v, err := counterValue(d.GetData())
+	if err != nil {
+		return err
+	}
+	if err := ps.ctl.WriteDirectCounter(t.name, e.handle, v); err != nil {
+		return engineErr("setting the direct counter", err)
+	}
+	return nil
+}
+
+func (ps *pipelineState) writeDirectMeterEntry(typ p4v1.Update_Type, d *p4v1.DirectMeterEntry) error {
+	if err := onlyModify(typ, "DirectMeterEntry"); err != nil {
+		return err
+	}
+	if d.GetCounterData() != nil {
+		return errorf(codes.Unimplemented, "per-colour meter counters are not supported")
+	}
+	if t, ok := ps.schema.tables[d.GetTableEntry().GetTableId()]; ok && t.directMeter == 0 {
+		return invalid("table %q has no direct meter", t.name)
+	}
+	t, e, err := ps.findEntry(d.GetTableEntry())
+	if err != nil {
+		return err
+	}
+	mc, err := parseMeterConfig(d.GetConfig(), t.meterType)
+	if err != nil {
+		return err
+	}
+	if err := ps.ctl.SetDirectMeter(t.name, e.handle, mc); err != nil {
+		return engineErr("configuring the direct meter", err)
+	}
+	e.meter = mc
+	return nil
+}
+
+// indexRange resolves an Index message against an array of size n: unset
+// means every cell (spec §9.5, §9.6, §9.9).
+func indexRange(idx *p4v1.Index, n int64) (int64, int64, error) {
+	if idx == nil {
+		return 0, n, nil
+	}
+	i := idx.GetIndex()
+	if i < 0 {
+		return 0, 0, invalid("negative index %d", i)
+	}
+	if i >= n {
+		return 0, 0, errorf(codes.OutOfRange, "index %d is past the array's %d cells", i, n)
+	}
+	return i, i + 1, nil
+}
+
+func (ps *pipelineState) writeCounterEntry(typ p4v1.Update_Type, c *p4v1.CounterEntry) error {
+	if err := onlyModify(typ, "CounterEntry"); err != nil {
+		return err
+	}
+	if c.GetCounterId() == 0 {
+		return invalid("counter id 0 is only allowed as a read wildcard")
+	}
+	ci, ok := ps.schema.counters[c.GetCounterId()]
+	if !ok {
+		return errorf(codes.NotFound, "no counter with id %#x", c.GetCounterId())
+	}
+	lo, hi, err := indexRange(c.GetIndex(), ci.size)
+	if err != nil {
+		return err
+	}
+	if c.GetData() == nil {
+		return nil
+	}
+	v, err := counterValue(c.GetData())
+	if err != nil {
+		return err
+	}
+	for i := lo; i < hi; i++ {
+		if err := ps.ctl.WriteCounter(ci.name, i, v); err != nil {
+			return engineErr("writing the counter", err)
+		}
+	}
+	return nil
+}
+
+func (ps *pipelineState) writeMeterEntry(typ p4v1.Update_Type, m *p4v1.MeterEntry) error {
+	if err := onlyModify(typ, "MeterEntry"); err != nil {
+		return err
+	}
+	if m.GetMeterId() == 0 {
+		return invalid("meter id 0 is only allowed as a read wildcard")
+	}
+	mi, ok := ps.schema.meters[m.GetMeterId()]
+	if !ok {
+		return errorf(codes.NotFound, "no meter with id %#x", m.GetMeterId())
+	}
+	if m.GetCounterData() != nil {
+		return errorf(codes.Unimplemented, "per-colour meter counters are not supported")
+	}
+	lo, hi, err := indexRange(m.GetIndex(), mi.size)
+	if err != nil {
+		return err
+	}
+	mc, err := parseMeterConfig(m.GetConfig(), mi.meterType)
+	if err != nil {
+		return err
+	}
+	cells := ps.meters[mi.id]
+	if cells == nil {
+		cells = map[int64]*MeterConfig{}
+		ps.meters[mi.id] = cells
+	}
+	for i := lo; i < hi; i++ {
+		if err := ps.ctl.SetMeter(mi.name, i, mc); err != nil {
+			return engineErr("configuring the meter", err)
+		}
+		if mc == nil {
+			delete(cells, i)
+		} else {
+			cells[i] = mc
+		}
+	}
+	return nil
+}
+
+func (ps *pipelineState) writeRegisterEntry(typ p4v1.Update_Type, r *p4v1.RegisterEntry) error {
+	if err := onlyModify(typ, "RegisterEntry"); err != nil {
+		return err
+	}
+	if r.GetRegisterId() == 0 {
+		return invalid("register id 0 is only allowed as a read wildcard")
+	}
+	ri, ok := ps.schema.registers[r.GetRegisterId()]
+	if !ok {
+		return errorf(codes.NotFound, "no register with id %#x", r.GetRegisterId())
+	}
+	lo, hi, err := indexRange(r.GetIndex(), ri.size)
+	if err != nil {
+		return err
+	}
+	bs := r.GetData().GetBitstring()
+	if r.GetData() == nil || bs == nil {
+		return invalid("register %q: data must be a bitstring P4Data", ri.name)
+	}
+	v, err := canonical(bs, ri.width)
+	if err != nil {
+		return invalid("register %q: %s", ri.name, messageOf(err))
+	}
+	for i := lo; i < hi; i++ {
+		if err := ps.ctl.WriteRegister(ri.name, i, padded(v, ri.width)); err != nil {
+			return engineErr("writing the register", err)
+		}
+	}
+	return nil
+}
