@@ -1,0 +1,417 @@
+package device
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// RingVersion selects the PACKET_MMAP receive ring layout.
+type RingVersion int
+
+const (
+	// RingV2 hands each frame to user space as soon as the kernel writes it.
+	// It is the default: measured on the 2-core bench box, TPACKET_V3 only
+	// wakes the reader when a block retires (full, or after the 1 ms minimum
+	// block timeout), which adds up to a millisecond of latency at low rates,
+	// while V2 reaches the same saturation throughput (docs/performance.md).
+	RingV2 RingVersion = 2
+	// RingV3 packs variable-size frames into blocks; cheaper on memory for
+	// jumbo-MTU ports, slower to deliver at low rates.
+	RingV3 RingVersion = 3
+)
+
+// frameHeadroom is the space reserved in front of every received frame so
+// that a pipeline can push headers without moving the payload.
+const frameHeadroom = 128
+
+// MaxFrame is the largest frame the device handles (9000-byte MTU plus the
+// Ethernet header and one VLAN tag), as the seeds' FDDI stand-in needs.
+const MaxFrame = 9000 + 14 + 4
+
+// afPacketSocket is one AF_PACKET socket bound to one interface: a mmap'ed
+// receive ring and batched transmission with sendmmsg.
+type afPacketSocket struct {
+	fd      int
+	ifindex int
+	name    string
+	version RingVersion
+
+	ring []byte // the whole mmap'ed rx ring
+
+	// V2 layout: frames of frameSize bytes, frameNr of them.
+	frameSize int
+	frameNr   int
+	frameIdx  int
+
+	// V3 layout: blocks of blockSize bytes.
+	blockSize int
+	blockNr   int
+	blockIdx  int
+	// position inside the block being consumed (V3).
+	curBlock   []byte
+	curLeft    int
+	curOffset  int
+	curPending bool
+
+	// wake is an eventfd that makes a blocked poll return at shutdown.
+	wake int
+	pfd  [2]unix.PollFd
+
+	// sendmmsg batch, preallocated so the send path does not allocate.
+	msgs []unix.Mmsghdr
+	iovs []unix.Iovec
+
+	snapTruncated atomic.Uint64 // frames the ring cut short
+}
+
+// socketConfig gives the ring geometry.
+type socketConfig struct {
+	Version   RingVersion
+	RingBytes int // total rx ring size
+	MaxFrame  int // largest frame expected (MTU + L2 header)
+	TxBatch   int
+	// IgnoreOutgoing is false only for the bench reflector on a shared
+	// interface; the switch never wants to see its own transmissions.
+	IgnoreOutgoing bool
+}
+
+func htons(v uint16) uint16 { return v<<8 | v>>8 }
+
+// openAFPacket opens, configures and binds the socket for iface.
+func openAFPacket(iface string, cfg socketConfig) (*afPacketSocket, error) {
+	ifi, err := net.InterfaceByName(iface)
+	if err != nil {
+		return nil, fmt.Errorf("interface %s: %w", iface, err)
+	}
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_ALL)))
+	if err != nil {
+		return nil, fmt.Errorf("AF_PACKET socket for %s: %w (needs root or CAP_NET_RAW)", iface, err)
+	}
+	s := &afPacketSocket{fd: fd, ifindex: ifi.Index, name: iface, version: cfg.Version, wake: -1}
+	ok := false
+	defer func() {
+		if !ok {
+			s.close()
+		}
+	}()
+	if cfg.IgnoreOutgoing {
+		// Without this the ring would also carry every frame we send.
+		if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1); err != nil {
+			return nil, fmt.Errorf("%s: PACKET_IGNORE_OUTGOING: %w", iface, err)
+		}
+	}
+	// Frames we send skip the qdisc: the traffic manager already queues and
+	// paces, a second queue would only add latency.
+	_ = unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_QDISC_BYPASS, 1)
+	if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_VERSION, int(versionConst(cfg.Version))); err != nil {
+		return nil, fmt.Errorf("%s: PACKET_VERSION: %w", iface, err)
+	}
+	if err := s.setupRing(cfg); err != nil {
+		return nil, fmt.Errorf("%s: %w", iface, err)
+	}
+	mreq := unix.PacketMreq{Ifindex: int32(ifi.Index), Type: unix.PACKET_MR_PROMISC}
+	if err := unix.SetsockoptPacketMreq(fd, unix.SOL_PACKET, unix.PACKET_ADD_MEMBERSHIP, &mreq); err != nil {
+		return nil, fmt.Errorf("%s: promiscuous mode: %w", iface, err)
+	}
+	sll := unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifi.Index}
+	if err := unix.Bind(fd, &sll); err != nil {
+		return nil, fmt.Errorf("%s: bind: %w", iface, err)
+	}
+	s.wake, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("eventfd: %w", err)
+	}
+	s.pfd[0] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
+	s.pfd[1] = unix.PollFd{Fd: int32(s.wake), Events: unix.POLLIN}
+	batch := cfg.TxBatch
+	if batch <= 0 {
+		batch = 64
+	}
+	s.msgs = make([]unix.Mmsghdr, batch)
+	s.iovs = make([]unix.Iovec, batch)
+	for i := range s.msgs {
+		s.msgs[i].Hdr.Iov = &s.iovs[i]
+		s.msgs[i].Hdr.Iovlen = 1
+	}
+	ok = true
+	return s, nil
+}
+
+func versionConst(v RingVersion) int {
+	if v == RingV3 {
+		return unix.TPACKET_V3
+	}
+	return unix.TPACKET_V2
+}
+
+func roundUp(v, to int) int { return (v + to - 1) / to * to }
+
+func (s *afPacketSocket) setupRing(cfg socketConfig) error {
+	maxFrame := cfg.MaxFrame
+	if maxFrame <= 0 || maxFrame > MaxFrame {
+		maxFrame = MaxFrame
+	}
+	ringBytes := cfg.RingBytes
+	if ringBytes <= 0 {
+		ringBytes = 4 << 20
+	}
+	page := unix.Getpagesize()
+	switch cfg.Version {
+	case RingV3:
+		// A block must hold the largest frame with its headers.
+		bs := page
+		for bs < maxFrame+256 {
+			bs <<= 1
+		}
+		if bs < 1<<16 {
+			bs = 1 << 16
+		}
+		nr := ringBytes / bs
+		if nr < 4 {
+			nr = 4
+		}
+		req := unix.TpacketReq3{
+			Block_size: uint32(bs), Block_nr: uint32(nr),
+			Frame_size: 2048, Frame_nr: uint32(bs / 2048 * nr),
+			Retire_blk_tov: 1, // ms: the smallest the kernel accepts
+		}
+		if err := unix.SetsockoptTpacketReq3(s.fd, unix.SOL_PACKET, unix.PACKET_RX_RING, &req); err != nil {
+			return fmt.Errorf("PACKET_RX_RING (v3): %w", err)
+		}
+		s.blockSize, s.blockNr = bs, nr
+	default:
+		hdr := roundUp(unix.SizeofTpacket2Hdr, unix.TPACKET_ALIGNMENT) + unix.SizeofSockaddrLinklayer
+		fs := roundUp(hdr+16+maxFrame, unix.TPACKET_ALIGNMENT)
+		// Frames never straddle blocks; pick a block that wastes little.
+		bs := page
+		for bs < fs || bs%fs > bs/8 {
+			bs += page
+			if bs > 1<<20 {
+				break
+			}
+		}
+		perBlock := bs / fs
+		nr := ringBytes / bs
+		if nr < 2 {
+			nr = 2
+		}
+		req := unix.TpacketReq{Block_size: uint32(bs), Block_nr: uint32(nr), Frame_size: uint32(fs), Frame_nr: uint32(perBlock * nr)}
+		if err := unix.SetsockoptTpacketReq(s.fd, unix.SOL_PACKET, unix.PACKET_RX_RING, &req); err != nil {
+			return fmt.Errorf("PACKET_RX_RING (v2): %w", err)
+		}
+		s.frameSize, s.frameNr = fs, perBlock*nr
+		s.blockSize, s.blockNr = bs, nr
+	}
+	ring, err := unix.Mmap(s.fd, 0, s.blockSize*s.blockNr, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_LOCKED|unix.MAP_POPULATE)
+	if err != nil {
+		ring, err = unix.Mmap(s.fd, 0, s.blockSize*s.blockNr, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		if err != nil {
+			return fmt.Errorf("mmap rx ring: %w", err)
+		}
+	}
+	s.ring = ring
+	return nil
+}
+
+// v2FrameAt returns the frame slot i of a V2 ring. Frames are laid out
+// block by block, each block holding whole frames.
+func (s *afPacketSocket) v2FrameAt(i int) []byte {
+	perBlock := s.blockSize / s.frameSize
+	b, f := i/perBlock, i%perBlock
+	off := b*s.blockSize + f*s.frameSize
+	return s.ring[off : off+s.frameSize]
+}
+
+func loadStatus(p unsafe.Pointer) uint32   { return atomic.LoadUint32((*uint32)(p)) }
+func storeStatus(p unsafe.Pointer, v uint32) { atomic.StoreUint32((*uint32)(p), v) }
+
+// rxFrame describes one received frame still inside the ring.
+type rxFrame struct {
+	data     []byte
+	wireLen  int
+	outgoing bool
+}
+
+// next returns the next ready frame, or ok=false when the ring is empty.
+// The frame stays valid until release is called.
+func (s *afPacketSocket) next() (f rxFrame, ok bool) {
+	if s.version == RingV3 {
+		return s.nextV3()
+	}
+	slot := s.v2FrameAt(s.frameIdx)
+	hdr := (*unix.Tpacket2Hdr)(unsafe.Pointer(&slot[0]))
+	if loadStatus(unsafe.Pointer(&hdr.Status))&unix.TP_STATUS_USER == 0 {
+		return f, false
+	}
+	mac, snap := int(hdr.Mac), int(hdr.Snaplen)
+	if mac+snap > len(slot) {
+		snap = len(slot) - mac
+	}
+	f.data = slot[mac : mac+snap]
+	f.wireLen = int(hdr.Len)
+	sllOff := roundUp(unix.SizeofTpacket2Hdr, unix.TPACKET_ALIGNMENT)
+	f.outgoing = slot[sllOff+10] == unix.PACKET_OUTGOING // sockaddr_ll.sll_pkttype
+	return f, true
+}
+
+// release hands the last frame returned by next back to the kernel.
+func (s *afPacketSocket) release() {
+	if s.version == RingV3 {
+		s.releaseV3()
+		return
+	}
+	slot := s.v2FrameAt(s.frameIdx)
+	hdr := (*unix.Tpacket2Hdr)(unsafe.Pointer(&slot[0]))
+	storeStatus(unsafe.Pointer(&hdr.Status), unix.TP_STATUS_KERNEL)
+	s.frameIdx++
+	if s.frameIdx == s.frameNr {
+		s.frameIdx = 0
+	}
+}
+
+func (s *afPacketSocket) blockAt(i int) []byte {
+	return s.ring[i*s.blockSize : (i+1)*s.blockSize]
+}
+
+func (s *afPacketSocket) nextV3() (f rxFrame, ok bool) {
+	for {
+		if s.curBlock == nil {
+			blk := s.blockAt(s.blockIdx)
+			bh := (*unix.TpacketHdrV1)(unsafe.Pointer(&blk[8]))
+			if loadStatus(unsafe.Pointer(&bh.Block_status))&unix.TP_STATUS_USER == 0 {
+				return f, false
+			}
+			s.curBlock = blk
+			s.curLeft = int(bh.Num_pkts)
+			s.curOffset = int(bh.Offset_to_first_pkt)
+		}
+		if s.curLeft == 0 {
+			s.releaseBlock()
+			continue
+		}
+		if s.curOffset+unix.SizeofTpacket3Hdr > len(s.curBlock) {
+			s.releaseBlock()
+			continue
+		}
+		hdr := (*unix.Tpacket3Hdr)(unsafe.Pointer(&s.curBlock[s.curOffset]))
+		mac, snap := s.curOffset+int(hdr.Mac), int(hdr.Snaplen)
+		if mac+snap > len(s.curBlock) {
+			s.releaseBlock()
+			continue
+		}
+		f.data = s.curBlock[mac : mac+snap]
+		f.wireLen = int(hdr.Len)
+		sllOff := s.curOffset + roundUp(unix.SizeofTpacket3Hdr, unix.TPACKET_ALIGNMENT)
+		f.outgoing = s.curBlock[sllOff+10] == unix.PACKET_OUTGOING
+		s.curPending = true
+		return f, true
+	}
+}
+
+func (s *afPacketSocket) releaseV3() {
+	if !s.curPending {
+		return
+	}
+	s.curPending = false
+	hdr := (*unix.Tpacket3Hdr)(unsafe.Pointer(&s.curBlock[s.curOffset]))
+	s.curLeft--
+	if s.curLeft == 0 || hdr.Next_offset == 0 {
+		s.releaseBlock()
+		return
+	}
+	s.curOffset += int(hdr.Next_offset)
+}
+
+func (s *afPacketSocket) releaseBlock() {
+	bh := (*unix.TpacketHdrV1)(unsafe.Pointer(&s.curBlock[8]))
+	storeStatus(unsafe.Pointer(&bh.Block_status), unix.TP_STATUS_KERNEL)
+	s.curBlock = nil
+	s.curPending = false
+	s.blockIdx++
+	if s.blockIdx == s.blockNr {
+		s.blockIdx = 0
+	}
+}
+
+// errWoken reports that wait returned because of wakeUp.
+var errWoken = errors.New("woken")
+
+// wait blocks until the ring has a frame, timeoutMs passes, or wakeUp is
+// called (then it returns errWoken).
+func (s *afPacketSocket) wait(timeoutMs int) error {
+	s.pfd[0].Revents, s.pfd[1].Revents = 0, 0
+	_, err := unix.Poll(s.pfd[:], timeoutMs)
+	if err != nil && err != unix.EINTR {
+		return err
+	}
+	if s.pfd[1].Revents != 0 {
+		return errWoken
+	}
+	if s.pfd[0].Revents&(unix.POLLERR|unix.POLLNVAL) != 0 {
+		return fmt.Errorf("%s: poll error (interface gone?)", s.name)
+	}
+	return nil
+}
+
+func (s *afPacketSocket) wakeUp() {
+	var one = [8]byte{1}
+	_, _ = unix.Write(s.wake, one[:])
+}
+
+// send transmits frames in one sendmmsg call (or a few, if the kernel
+// accepts only part of the batch). It returns how many were sent.
+func (s *afPacketSocket) send(frames [][]byte) (int, error) {
+	sent := 0
+	for sent < len(frames) {
+		n := len(frames) - sent
+		if n > len(s.msgs) {
+			n = len(s.msgs)
+		}
+		for i := 0; i < n; i++ {
+			fr := frames[sent+i]
+			s.iovs[i].Base = &fr[0]
+			s.iovs[i].Len = uint64(len(fr))
+		}
+		r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(s.fd), uintptr(unsafe.Pointer(&s.msgs[0])), uintptr(n), unix.MSG_DONTWAIT, 0, 0)
+		if e != 0 {
+			if e == unix.EINTR {
+				continue
+			}
+			return sent, e
+		}
+		if r == 0 {
+			return sent, unix.EAGAIN
+		}
+		sent += int(r)
+	}
+	return sent, nil
+}
+
+func (s *afPacketSocket) close() {
+	if s.ring != nil {
+		_ = unix.Munmap(s.ring)
+		s.ring = nil
+	}
+	if s.fd >= 0 {
+		_ = unix.Close(s.fd)
+		s.fd = -1
+	}
+	if s.wake >= 0 {
+		_ = unix.Close(s.wake)
+		s.wake = -1
+	}
+}
+
+// interfaceMTU returns the MTU of iface (for sizing the ring).
+func interfaceMTU(iface string) int {
+	ifi, err := net.InterfaceByName(iface)
+	if err != nil || ifi.MTU <= 0 {
+		return 1500
+	}
+	return ifi.MTU
+}

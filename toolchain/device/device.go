@@ -1,0 +1,653 @@
+// Package device turns a compiled P4 pipeline into a network device: ports
+// on Linux interfaces (AF_PACKET with PACKET_MMAP receive rings, batched
+// sendmmsg transmission), a traffic manager with strict-priority queues and
+// per-port line-rate pacing, multicast and clone replication, a CPU port
+// feeding the P4Runtime server, per-port pcap files and counters.
+//
+// Threading, chosen for a 2-core machine: one goroutine per input port
+// receives a batch, runs ingress, enqueues, and then drains the egress
+// queues of unpaced ports it touched itself (run to completion: no hand-off
+// between threads on the fast path). A port with a line rate gets its own
+// pacer goroutine on a locked OS thread that sleeps with nanosleep, since
+// Go's timers here round sleeps up to about a millisecond.
+package device
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// PortConfig binds a switch port number to a Linux interface.
+type PortConfig struct {
+	Num     uint16
+	Iface   string
+	RateBps uint64 // line rate in bits/s; 0 = as fast as the interface takes
+}
+
+// Config configures a Device.
+type Config struct {
+	Ports          []PortConfig
+	CPUPort        int // -1: no CPU port
+	PriorityQueues int // queues per port (BMv2 --priority-queues); default 8
+	QueueCapacity  int // packets per queue; default 64, as BMv2
+	PcapDir        string
+	Ring           RingVersion // default RingV2
+	RingBytes      int         // per-port receive ring; default 4 MiB
+	// SpinPolls is how many empty ring checks a receive loop makes (with a
+	// scheduler yield between) before it blocks in poll(2). Spinning trades
+	// CPU for latency; on 2 cores the generator needs that CPU, so the
+	// default is small (measured in docs/performance.md).
+	SpinPolls int
+	Logger    *slog.Logger
+}
+
+const (
+	defaultQueues   = 8
+	defaultCapacity = 64
+	txBatch         = 32
+	rxBatch         = 64
+	maxHops         = 8 // resubmit/recirculate bound, so a looping program cannot spin forever
+	// paceSlack bounds how much transmission credit a paced port can catch
+	// up after a late wake-up: lateness beyond it is treated as idle time,
+	// so a port never bursts more than this much above its line rate.
+	paceSlack = 2 * time.Millisecond
+	// ethOverhead is what Ethernet adds on the wire to the frame the
+	// pipeline emits: FCS 4, preamble+SFD 8, inter-frame gap 12 bytes.
+	ethOverhead = 24
+	ethMinFrame = 60 // without FCS; shorter frames are padded on the wire
+)
+
+// WireBytes is what a frame of n bytes (as captured, without FCS) occupies
+// on an Ethernet link; pacing charges this, so a port set to R bits/s
+// carries R bits/s of physical-layer Ethernet.
+func WireBytes(n int) int {
+	if n < ethMinFrame {
+		n = ethMinFrame
+	}
+	return n + ethOverhead
+}
+
+// Device is a running switch data plane.
+type Device struct {
+	cfg    Config
+	log    *slog.Logger
+	start  time.Time
+	pool   *pool
+	nq     int
+	pipeMu sync.RWMutex
+	pipe   Pipeline
+
+	ports   [512]*egressPort
+	inputs  []*inputPort
+	cpu     *egressPort
+	cpuIn   *inputPort
+	injMu   sync.Mutex
+	injW    *worker
+	subs    atomic.Pointer[[]*packetInSub]
+	subMu   sync.Mutex
+	running atomic.Bool
+
+	// drops not tied to a queue
+	dropNoPipeline atomic.Uint64
+	dropNoPort     atomic.Uint64
+	dropPriority   atomic.Uint64
+	dropPool       atomic.Uint64
+	dropIngress    atomic.Uint64
+	dropEgress     atomic.Uint64
+	dropLoop       atomic.Uint64
+}
+
+type packetInSub struct{ fn func(frame []byte) }
+
+// inputPort is the receive side of a port.
+type inputPort struct {
+	num   uint16
+	iface string
+	sock  *afPacketSocket
+	pcap  *pcapWriter
+
+	rxPackets   atomic.Uint64
+	rxBytes     atomic.Uint64
+	rxTruncated atomic.Uint64
+	ringDrops   atomic.Uint64
+	statMu      sync.Mutex
+}
+
+// queue is one strict-priority FIFO of an egress port.
+type queue struct {
+	ring     []*packet
+	head, n  int
+	enq      atomic.Uint64
+	drops    atomic.Uint64
+	depth    atomic.Int64
+	maxDepth atomic.Int64
+}
+
+// egressPort is the traffic-manager side of a port.
+type egressPort struct {
+	num   uint16
+	iface string
+	sock  *afPacketSocket // nil for the CPU port
+	pcap  *pcapWriter
+	cpu   bool
+
+	mu       sync.Mutex
+	queues   []queue
+	depth    int
+	maxDepth atomic.Int64
+	rateBps  uint64
+	nextFree int64 // ns since start, when the link is free again
+	idle     bool  // queues ran empty since the last transmission
+	remBits  uint64
+	kick     chan struct{}
+	out      [][]byte // egress scratch, capacity MaxFrame+frameHeadroom
+	outv     [][]byte
+
+	txPackets atomic.Uint64
+	txBytes   atomic.Uint64
+	txErrors  atomic.Uint64
+}
+
+// New opens the ports. Nothing is received until Run.
+func New(cfg Config) (*Device, error) {
+	if cfg.PriorityQueues <= 0 {
+		cfg.PriorityQueues = defaultQueues
+	}
+	if cfg.PriorityQueues > 32 {
+		return nil, fmt.Errorf("--priority-queues %d: at most 32", cfg.PriorityQueues)
+	}
+	if cfg.QueueCapacity <= 0 {
+		cfg.QueueCapacity = defaultCapacity
+	}
+	if cfg.Ring == 0 {
+		cfg.Ring = RingV2
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.CPUPort >= DropPort {
+		return nil, fmt.Errorf("cpu port %d: must be below 511 (the drop port)", cfg.CPUPort)
+	}
+	d := &Device{cfg: cfg, log: cfg.Logger, start: time.Now(), nq: cfg.PriorityQueues}
+	ok := false
+	defer func() {
+		if !ok {
+			d.closePorts()
+		}
+	}()
+	maxMTU := 1500
+	seen := map[string]bool{}
+	for _, pc := range cfg.Ports {
+		if pc.Num >= DropPort {
+			return nil, fmt.Errorf("port %d@%s: port numbers are 9-bit and %d is the drop port", pc.Num, pc.Iface, DropPort)
+		}
+		if int(pc.Num) == cfg.CPUPort {
+			return nil, fmt.Errorf("port %d@%s: number is the CPU port", pc.Num, pc.Iface)
+		}
+		if d.ports[pc.Num] != nil {
+			return nil, fmt.Errorf("port %d given twice", pc.Num)
+		}
+		if seen[pc.Iface] {
+			return nil, fmt.Errorf("interface %s given twice", pc.Iface)
+		}
+		seen[pc.Iface] = true
+		if m := interfaceMTU(pc.Iface); m > maxMTU {
+			maxMTU = m
+		}
+		mtu := interfaceMTU(pc.Iface)
+		if mtu > 9000 {
+			mtu = 9000
+		}
+		sock, err := openAFPacket(pc.Iface, socketConfig{
+			Version: cfg.Ring, RingBytes: cfg.RingBytes, MaxFrame: mtu + 18,
+			TxBatch: txBatch, IgnoreOutgoing: true,
+		})
+		if err != nil {
+			return nil, err
+		}
+		in := &inputPort{num: pc.Num, iface: pc.Iface, sock: sock}
+		eg := d.newEgressPort(pc.Num, pc.Iface, pc.RateBps)
+		eg.sock = sock
+		if cfg.PcapDir != "" {
+			if in.pcap, err = createPcap(cfg.PcapDir, pc.Iface+"_in.pcap"); err != nil {
+				sock.close()
+				return nil, err
+			}
+			if eg.pcap, err = createPcap(cfg.PcapDir, pc.Iface+"_out.pcap"); err != nil {
+				sock.close()
+				return nil, err
+			}
+		}
+		d.inputs = append(d.inputs, in)
+		d.ports[pc.Num] = eg
+	}
+	if cfg.CPUPort > 0 {
+		d.cpu = d.newEgressPort(uint16(cfg.CPUPort), "cpu", 0)
+		d.cpu.cpu = true
+		d.ports[cfg.CPUPort] = d.cpu
+		d.cpuIn = &inputPort{num: uint16(cfg.CPUPort), iface: "cpu"}
+	}
+	if maxMTU > 9000 {
+		maxMTU = 9000
+	}
+	bufSize := roundUp(maxMTU+18, 64)
+	if bufSize < 2048 {
+		bufSize = 2048
+	}
+	// Every queue can be full while each receive loop holds a batch and a
+	// packet-out is in flight; replicas beyond that are dropped and counted.
+	count := (len(cfg.Ports)+1)*(cfg.PriorityQueues*cfg.QueueCapacity+rxBatch+txBatch) + 256
+	if count > 1<<17 {
+		count = 1 << 17
+	}
+	d.pool = newPool(count, bufSize)
+	d.injW = d.newWorker()
+	ok = true
+	return d, nil
+}
+
+func (d *Device) newEgressPort(num uint16, iface string, rate uint64) *egressPort {
+	p := &egressPort{num: num, iface: iface, rateBps: rate, kick: make(chan struct{}, 1), idle: true}
+	p.queues = make([]queue, d.nq)
+	for i := range p.queues {
+		p.queues[i].ring = make([]*packet, d.cfg.QueueCapacity)
+	}
+	p.out = make([][]byte, txBatch)
+	p.outv = make([][]byte, 0, txBatch)
+	for i := range p.out {
+		p.out[i] = make([]byte, MaxFrame+frameHeadroom)
+	}
+	return p
+}
+
+// nowNs is the device clock: nanoseconds since start, monotonic.
+func (d *Device) nowNs() int64 { return int64(time.Since(d.start)) }
+
+// SetPipeline installs p (nil: drop everything, as --no-p4 does until a
+// pipeline is pushed). Packets already queued finish on the pipeline that
+// admitted them; free packet states are re-created for p here, so the
+// forwarding path seldom has to.
+func (d *Device) SetPipeline(p Pipeline) {
+	d.pipeMu.Lock()
+	defer d.pipeMu.Unlock()
+	d.pipe = p
+	d.pool.mu.Lock()
+	for _, pk := range d.pool.pkts {
+		setState(pk, p)
+	}
+	d.pool.mu.Unlock()
+}
+
+// setState gives pk a state of pipeline p (allocating only when pk's state
+// belongs to another pipeline, i.e. after a pipeline change).
+func setState(pk *packet, p Pipeline) {
+	if pk.pipe == p && (p == nil || pk.st != nil) {
+		return
+	}
+	pk.pipe = p
+	if p == nil {
+		pk.st = nil
+		return
+	}
+	pk.st = p.NewState()
+}
+
+// flushQueues drops everything queued (at shutdown).
+func (d *Device) flushQueues() {
+	for _, eg := range d.ports {
+		if eg == nil {
+			continue
+		}
+		eg.mu.Lock()
+		for qi := range eg.queues {
+			q := &eg.queues[qi]
+			for q.n > 0 {
+				d.pool.put(q.pop())
+			}
+			q.depth.Store(0)
+		}
+		eg.depth = 0
+		eg.mu.Unlock()
+	}
+}
+
+// CurrentPipeline returns the installed pipeline, or nil.
+func (d *Device) CurrentPipeline() Pipeline {
+	d.pipeMu.RLock()
+	defer d.pipeMu.RUnlock()
+	return d.pipe
+}
+
+// SubscribePacketIn registers fn for frames the pipeline sends to the CPU
+// port. fn runs on the forwarding path with a frame valid only during the
+// call: copy what you keep, return quickly. The returned func unsubscribes.
+func (d *Device) SubscribePacketIn(fn func(frame []byte)) (cancel func()) {
+	s := &packetInSub{fn: fn}
+	d.subMu.Lock()
+	defer d.subMu.Unlock()
+	var cur []*packetInSub
+	if p := d.subs.Load(); p != nil {
+		cur = *p
+	}
+	next := append(append([]*packetInSub(nil), cur...), s)
+	d.subs.Store(&next)
+	return func() {
+		d.subMu.Lock()
+		defer d.subMu.Unlock()
+		var cur []*packetInSub
+		if p := d.subs.Load(); p != nil {
+			cur = *p
+		}
+		var next []*packetInSub
+		for _, x := range cur {
+			if x != s {
+				next = append(next, x)
+			}
+		}
+		d.subs.Store(&next)
+	}
+}
+
+// ErrNoCPUPort is returned for a packet-out when the switch has no CPU port.
+var ErrNoCPUPort = errors.New("no CPU port configured (--cpu-port)")
+
+// InjectPacketOut runs frame through ingress as if it arrived on the CPU
+// port, which is how simple_switch_grpc treats a P4Runtime PacketOut (the
+// program reads its packet_out header and picks the port).
+func (d *Device) InjectPacketOut(frame []byte) error {
+	if d.cpuIn == nil {
+		return ErrNoCPUPort
+	}
+	if len(frame) == 0 {
+		return errors.New("packet-out: empty payload")
+	}
+	if len(frame) > d.pool.bufSize {
+		return fmt.Errorf("packet-out: %d bytes exceeds the %d-byte frame limit", len(frame), d.pool.bufSize)
+	}
+	d.pipeMu.RLock()
+	defer d.pipeMu.RUnlock()
+	if d.pipe == nil {
+		return errors.New("packet-out: no pipeline loaded")
+	}
+	d.injMu.Lock()
+	defer d.injMu.Unlock()
+	d.cpuIn.rxPackets.Add(1)
+	d.cpuIn.rxBytes.Add(uint64(len(frame)))
+	w := d.injW
+	pk := d.pool.get()
+	if pk == nil {
+		d.dropPool.Add(1)
+		return errors.New("packet-out: packet buffers exhausted")
+	}
+	pk.buf.n = copy(pk.buf.data, frame)
+	pk.inPort = d.cpuIn.num
+	setState(pk, d.pipe)
+	w.ingress(pk, InstanceNormal)
+	w.flush()
+	return nil
+}
+
+// Run forwards until ctx is cancelled, then closes the ports and pcaps.
+func (d *Device) Run(ctx context.Context) error {
+	if !d.running.CompareAndSwap(false, true) {
+		return errors.New("device already running")
+	}
+	var wg sync.WaitGroup
+	errc := make(chan error, len(d.inputs))
+	for _, in := range d.inputs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := d.receiveLoop(ctx, in); err != nil {
+				errc <- err
+			}
+		}()
+	}
+	for _, eg := range d.ports {
+		if eg != nil && eg.rateBps > 0 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				d.pacerLoop(ctx, eg)
+			}()
+		}
+	}
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	for _, in := range d.inputs {
+		in.sock.wakeUp()
+	}
+	wg.Wait()
+	d.flushQueues()
+	if cerr := d.closePorts(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func (d *Device) closePorts() error {
+	var first error
+	for _, in := range d.inputs {
+		if err := in.pcap.close(); err != nil && first == nil {
+			first = err
+		}
+		in.pcap = nil
+		if in.sock != nil {
+			in.sock.close()
+		}
+	}
+	for _, eg := range d.ports {
+		if eg == nil {
+			continue
+		}
+		if err := eg.pcap.close(); err != nil && first == nil {
+			first = err
+		}
+		eg.pcap = nil
+	}
+	return first
+}
+
+func (d *Device) receiveLoop(ctx context.Context, in *inputPort) error {
+	w := d.newWorker()
+	spins := 0
+	for ctx.Err() == nil {
+		d.pipeMu.RLock()
+		n := 0
+		for n < rxBatch {
+			f, ok := in.sock.next()
+			if !ok {
+				break
+			}
+			w.receive(in, f)
+			in.sock.release()
+			n++
+		}
+		w.flush()
+		d.pipeMu.RUnlock()
+		if n > 0 {
+			in.pcap.flush()
+			spins = 0
+			continue
+		}
+		if spins < d.cfg.SpinPolls {
+			spins++
+			runtime.Gosched()
+			continue
+		}
+		spins = 0
+		if err := in.sock.wait(200); err != nil {
+			if err == errWoken {
+				return nil
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// pacerLoop serves one rate-limited port: strict priority at each dequeue,
+// and the next dequeue only once the previous frame's wire time has passed
+// (non-preemptive, like a real serial link).
+func (d *Device) pacerLoop(ctx context.Context, eg *egressPort) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	// The default 50 µs timer slack would be a third of a 1500-byte frame
+	// time at 100 Mbit/s.
+	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
+	w := d.newWorker()
+	done := ctx.Done()
+	for {
+		d.pipeMu.RLock()
+		wait := w.serveDue(eg)
+		d.pipeMu.RUnlock()
+		if len(w.deferred) > 0 {
+			d.pipeMu.RLock()
+			w.flush()
+			d.pipeMu.RUnlock()
+		}
+		if wait > 0 {
+			ts := unix.NsecToTimespec(wait)
+			_ = unix.Nanosleep(&ts, nil)
+			select {
+			case <-done:
+				return
+			default:
+			}
+			continue
+		}
+		select {
+		case <-eg.kick:
+		case <-done:
+			return
+		}
+	}
+}
+
+// serveDue sends the frames of a paced port whose time has come (strict
+// priority at each dequeue) and returns how long until the next one may
+// go, or 0 when the queues are empty. Both the pacer and an enqueuing
+// worker call it, so a frame reaching an idle link leaves at once instead
+// of waiting for the pacer thread to wake.
+func (w *worker) serveDue(eg *egressPort) (wait int64) {
+	d := w.d
+	eg.mu.Lock()
+	defer eg.mu.Unlock()
+	for eg.depth > 0 {
+		now := d.nowNs()
+		if eg.idle {
+			// The link sat idle: no credit was earned meanwhile.
+			if eg.nextFree < now {
+				eg.nextFree = now
+			}
+			eg.idle = false
+		}
+		if wt := eg.nextFree - now; wt > 0 {
+			return wt
+		}
+		if now-eg.nextFree > int64(paceSlack) {
+			eg.nextFree = now - int64(paceSlack)
+		}
+		pk := eg.dequeue()
+		eg.outv = eg.outv[:0]
+		if l := w.egress(eg, pk, eg.out[0], now); l > 0 {
+			eg.outv = append(eg.outv, eg.out[0][:l])
+			d.transmit(eg, eg.outv)
+			eg.advance(l)
+		}
+	}
+	eg.idle = true
+	return 0
+}
+
+// advance moves the link's free time by the wire time of an n-byte frame,
+// carrying the remainder so rounding never drifts the rate.
+func (eg *egressPort) advance(n int) {
+	bits := uint64(WireBytes(n))*8*1e9 + eg.remBits
+	eg.nextFree += int64(bits / eg.rateBps)
+	eg.remBits = bits % eg.rateBps
+}
+
+func (q *queue) push(pk *packet) {
+	i := q.head + q.n
+	if i >= len(q.ring) {
+		i -= len(q.ring)
+	}
+	q.ring[i] = pk
+	q.n++
+}
+
+func (q *queue) pop() *packet {
+	pk := q.ring[q.head]
+	q.ring[q.head] = nil
+	q.head++
+	if q.head == len(q.ring) {
+		q.head = 0
+	}
+	q.n--
+	return pk
+}
+
+// dequeue takes the head of the highest non-empty priority queue.
+// Caller holds eg.mu and knows eg.depth > 0.
+func (eg *egressPort) dequeue() *packet {
+	for i := len(eg.queues) - 1; i >= 0; i-- {
+		q := &eg.queues[i]
+		if q.n > 0 {
+			pk := q.pop()
+			q.depth.Store(int64(q.n))
+			eg.depth--
+			return pk
+		}
+	}
+	return nil
+}
+
+func (d *Device) transmit(eg *egressPort, frames [][]byte) {
+	if len(frames) == 0 {
+		return
+	}
+	if eg.cpu {
+		var subs []*packetInSub
+		if p := d.subs.Load(); p != nil {
+			subs = *p
+		}
+		for _, f := range frames {
+			eg.txPackets.Add(1)
+			eg.txBytes.Add(uint64(len(f)))
+			for _, s := range subs {
+				s.fn(f)
+			}
+		}
+		return
+	}
+	sent, err := eg.sock.send(frames)
+	var bytes uint64
+	now := time.Now()
+	for i, f := range frames {
+		if i < sent {
+			bytes += uint64(len(f))
+			eg.pcap.write(now, f)
+		}
+	}
+	eg.txPackets.Add(uint64(sent))
+	eg.txBytes.Add(bytes)
+	if sent < len(frames) {
+		// The kernel refused the rest (peer backlog full, interface down):
+		// count and drop rather than block the forwarding loop.
+		eg.txErrors.Add(uint64(len(frames) - sent))
+		_ = err
+	}
+	eg.pcap.flush()
+}

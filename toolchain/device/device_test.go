@@ -1,0 +1,478 @@
+package device
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// start runs d until the test ends.
+func start(t testing.TB, d *Device) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Errorf("device did not stop within 5 s")
+		}
+	})
+}
+
+func crossConnect(n int) *PortMap {
+	m := NewPortMap()
+	m.Out[1], m.Out[2] = 2, 1
+	return m
+}
+
+func TestRoundTrip(t *testing.T) {
+	tn := newTestNet(t, 2, 9000)
+	d := tn.newDevice(t, Config{})
+	d.SetPipeline(crossConnect(2))
+	h1, h2 := tn.hostSocket(t, 1), tn.hostSocket(t, 2)
+	start(t, d)
+
+	tests := []struct {
+		name string
+		from *hostSock
+		to   *hostSock
+		size int
+	}{
+		{"min 1->2", h1, h2, 60},
+		{"1500 1->2", h1, h2, 1514},
+		{"jumbo 1->2", h1, h2, 9014},
+		{"min 2->1", h2, h1, 60},
+		{"jumbo 2->1", h2, h1, 9014},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := testFrame(tc.size, uint32(i), 0)
+			tc.from.send(t, f)
+			got, _ := tc.to.recv(t, 2*time.Second)
+			if got == nil {
+				t.Fatalf("no frame forwarded")
+			}
+			if !bytes.Equal(got, f) {
+				t.Fatalf("forwarded frame differs: got %d bytes, want %d", len(got), len(f))
+			}
+		})
+	}
+	// The device must not receive what it transmitted: port 2 forwarded
+	// three frames but its host sent only two.
+	st := d.Stats()
+	for _, p := range st.Ports {
+		wantRx := map[uint16]uint64{1: 3, 2: 2}[p.Port]
+		if p.RxPackets != wantRx {
+			t.Errorf("port %d rx = %d, want %d (own transmissions must be ignored)", p.Port, p.RxPackets, wantRx)
+		}
+	}
+	// Nothing loops back to the sender.
+	if f, _ := h1.recv(t, 100*time.Millisecond); f != nil && frameSeq(f) < 10 {
+		t.Errorf("unexpected frame back on host1: seq %d", frameSeq(f))
+	}
+}
+
+func TestNoPipelineDrops(t *testing.T) {
+	tn := newTestNet(t, 2, 1500)
+	d := tn.newDevice(t, Config{})
+	h1, h2 := tn.hostSocket(t, 1), tn.hostSocket(t, 2)
+	start(t, d)
+	h1.send(t, testFrame(100, 1, 0))
+	if f, _ := h2.recv(t, 200*time.Millisecond); f != nil {
+		t.Fatal("forwarded without a pipeline")
+	}
+	waitFor(t, func() bool { return d.Stats().DropNoPipeline == 1 }, "no_pipeline drop counted")
+	// A pipeline pushed at run time takes effect.
+	d.SetPipeline(crossConnect(2))
+	h1.send(t, testFrame(100, 2, 0))
+	if f, _ := h2.recv(t, 2*time.Second); f == nil || frameSeq(f) != 2 {
+		t.Fatal("not forwarded after SetPipeline")
+	}
+}
+
+func waitFor(t testing.TB, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for: %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestTailDrop(t *testing.T) {
+	tn := newTestNet(t, 2, 1500)
+	// 1.5 Mbit/s drains a 1000-byte frame in 5.5 ms: a burst of 40 sent in
+	// well under a millisecond overflows a queue of 8.
+	d := tn.newDevice(t, Config{QueueCapacity: 8, Ports: []PortConfig{
+		{Num: 1, Iface: tn.sw(1)}, {Num: 2, Iface: tn.sw(2), RateBps: 1_500_000},
+	}})
+	d.SetPipeline(crossConnect(2))
+	h1, h2 := tn.hostSocket(t, 1), tn.hostSocket(t, 2)
+	start(t, d)
+	const burst = 40
+	for i := 0; i < burst; i++ {
+		h1.send(t, testFrame(1000, uint32(i), 0))
+	}
+	got := 0
+	for {
+		f, _ := h2.recv(t, 300*time.Millisecond)
+		if f == nil {
+			break
+		}
+		got++
+	}
+	st := d.Stats()
+	p2 := st.Ports[1]
+	drops := p2.Queues[0].Dropped
+	if drops == 0 {
+		t.Fatalf("no tail drops counted (received %d of %d)", got, burst)
+	}
+	if uint64(got)+drops != burst {
+		t.Errorf("received %d + dropped %d != sent %d", got, drops, burst)
+	}
+	if p2.Queues[0].MaxDepth != 8 {
+		t.Errorf("max depth %d, want the capacity 8", p2.Queues[0].MaxDepth)
+	}
+	if p2.TxPackets != uint64(got) {
+		t.Errorf("tx counter %d, want %d", p2.TxPackets, got)
+	}
+	var sb strings.Builder
+	if err := d.WriteMetrics(&sb); err != nil {
+		t.Fatal(err)
+	}
+	want := `terrapin_queue_drops_total{port="2",queue="0"} ` + itoa(drops)
+	if !strings.Contains(sb.String(), want+"\n") {
+		t.Errorf("metrics lack %q", want)
+	}
+}
+
+func itoa(v uint64) string { return strings.TrimSpace(strings.Replace(string(binary.AppendUvarint(nil, 0)), "\x00", "", -1)) + fmtU(v) }
+
+func fmtU(v uint64) string {
+	if v == 0 {
+		return "0"
+	}
+	var b []byte
+	for v > 0 {
+		b = append([]byte{byte('0' + v%10)}, b...)
+		v /= 10
+	}
+	return string(b)
+}
+
+func TestQueueMetadata(t *testing.T) {
+	tn := newTestNet(t, 2, 1500)
+	const rate = 10_000_000
+	d := tn.newDevice(t, Config{Ports: []PortConfig{
+		{Num: 1, Iface: tn.sw(1)}, {Num: 2, Iface: tn.sw(2), RateBps: rate},
+	}})
+	m := crossConnect(2)
+	m.PriorityOffset = 18
+	m.StampOffset = 20
+	d.SetPipeline(m)
+	h1, h2 := tn.hostSocket(t, 1), tn.hostSocket(t, 2)
+	start(t, d)
+	const n, size = 20, 1000
+	for i := 0; i < n; i++ {
+		h1.send(t, testFrame(size, uint32(i), 3))
+	}
+	frameUs := float64(WireBytes(size)*8) / rate * 1e6
+	var prevEnq uint32
+	for i := 0; i < n; i++ {
+		f, _ := h2.recv(t, 2*time.Second)
+		if f == nil {
+			t.Fatalf("frame %d missing", i)
+		}
+		if frameSeq(f) != uint32(i) {
+			t.Fatalf("frame %d arrived as %d", i, frameSeq(f))
+		}
+		enqTs := binary.BigEndian.Uint32(f[20:])
+		enqDepth := binary.BigEndian.Uint32(f[24:])
+		deqDelta := binary.BigEndian.Uint32(f[28:])
+		deqDepth := binary.BigEndian.Uint32(f[32:])
+		qid := f[36]
+		t.Logf("frame %d: enq_ts %d enq_depth %d deq_delta %d deq_depth %d", i, enqTs, enqDepth, deqDelta, deqDepth)
+		if qid != 3 {
+			t.Errorf("frame %d: qid %d, want 3", i, qid)
+		}
+		if enqTs < prevEnq {
+			t.Errorf("frame %d: enq_timestamp %d went back from %d", i, enqTs, prevEnq)
+		}
+		prevEnq = enqTs
+		// Depth at enqueue counts the packets before it still queued; the
+		// first is dequeued at once, so frame i sees at most i-1 ahead.
+		if i > 1 && (enqDepth == 0 || enqDepth > uint32(i)) {
+			t.Errorf("frame %d: enq_qdepth %d, want 1..%d", i, enqDepth, i)
+		}
+		if i == n-1 && deqDepth != 0 {
+			t.Errorf("last frame: deq_qdepth %d, want 0", deqDepth)
+		}
+		if i > 0 && i < n-1 && deqDepth == 0 {
+			t.Errorf("frame %d: deq_qdepth 0 while later frames wait", i)
+		}
+		// Frame i waits behind the i transmissions before it.
+		if i >= 1 {
+			want := float64(i) * frameUs
+			if got := float64(deqDelta); got < want-frameUs/2 || got > want+1000 {
+				t.Errorf("frame %d: deq_timedelta %d µs, want about %.0f", i, deqDelta, want)
+			}
+		}
+	}
+}
+
+func TestStrictPriority(t *testing.T) {
+	tn := newTestNet(t, 2, 1500)
+	const rate = 1_500_000
+	d := tn.newDevice(t, Config{Ports: []PortConfig{
+		{Num: 1, Iface: tn.sw(1)}, {Num: 2, Iface: tn.sw(2), RateBps: rate},
+	}})
+	m := crossConnect(2)
+	m.PriorityOffset = 18
+	d.SetPipeline(m)
+	h1, h2 := tn.hostSocket(t, 1), tn.hostSocket(t, 2)
+	start(t, d)
+	const lowSize = 1500
+	lowTx := time.Duration(float64(WireBytes(lowSize)*8) / rate * float64(time.Second))
+	// A backlog of 40 low-priority frames (about 330 ms at 1.5 Mbit/s).
+	for i := 0; i < 40; i++ {
+		h1.send(t, testFrame(lowSize, uint32(i), 0))
+	}
+	// High-priority frames arrive while it drains; each must leave after at
+	// most the one low-priority frame being transmitted.
+	type sent struct {
+		seq uint32
+		at  time.Time
+	}
+	var highs []sent
+	rng := rand.New(rand.NewSource(1))
+	go func() {}()
+	sendTimes := make(chan sent, 8)
+	go func() {
+		for k := 0; k < 5; k++ {
+			time.Sleep(time.Duration(20+rng.Intn(30)) * time.Millisecond)
+			seq := uint32(1000 + k)
+			at := time.Now()
+			h1.send(t, testFrame(100, seq, 7))
+			sendTimes <- sent{seq, at}
+		}
+		close(sendTimes)
+	}()
+	arrivals := map[uint32]time.Time{}
+	order := []uint32{}
+	for {
+		f, ts := h2.recv(t, 500*time.Millisecond)
+		if f == nil {
+			break
+		}
+		arrivals[frameSeq(f)] = ts
+		order = append(order, frameSeq(f))
+	}
+	for s := range sendTimes {
+		highs = append(highs, s)
+	}
+	if len(highs) != 5 {
+		t.Fatalf("sent %d high-priority frames", len(highs))
+	}
+	slack := 2 * time.Millisecond // host send path, pipeline, scheduler
+	for _, h := range highs {
+		at, ok := arrivals[h.seq]
+		if !ok {
+			t.Errorf("high-priority frame %d lost", h.seq)
+			continue
+		}
+		delay := at.Sub(h.at)
+		t.Logf("high %d delayed %v (one low frame = %v)", h.seq, delay, lowTx)
+		if delay > lowTx+slack {
+			t.Errorf("high-priority frame %d delayed %v > one low-priority transmission %v (+%v)", h.seq, delay, lowTx, slack)
+		}
+	}
+	// The backlog was still there: high frames overtook low ones.
+	pos := map[uint32]int{}
+	for i, s := range order {
+		pos[s] = i
+	}
+	if p, ok := pos[1004]; !ok || p >= len(order)-1 {
+		t.Errorf("last high-priority frame did not overtake the backlog (order %v)", order)
+	}
+}
+
+func TestPacing(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		rate uint64
+		size int
+	}{
+		{"1.5Mbit", 1_500_000, 1000},
+		{"10Mbit", 10_000_000, 1500},
+		{"100Mbit", 100_000_000, 1500},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tn := newTestNet(t, 2, 1500)
+			d := tn.newDevice(t, Config{QueueCapacity: 256, Ports: []PortConfig{
+				{Num: 1, Iface: tn.sw(1)}, {Num: 2, Iface: tn.sw(2), RateBps: tc.rate},
+			}})
+			d.SetPipeline(crossConnect(2))
+			h1, h2 := tn.hostSocket(t, 1), tn.hostSocket(t, 2)
+			start(t, d)
+			// Offer 20% more than the rate for 1.3 s, keeping the queue busy.
+			pps := float64(tc.rate) * 1.2 / float64(WireBytes(tc.size)*8)
+			dur := 1300 * time.Millisecond
+			stop := make(chan struct{})
+			go func() {
+				defer close(stop)
+				t0 := time.Now()
+				for i := 0; ; i++ {
+					due := t0.Add(time.Duration(float64(i) / pps * float64(time.Second)))
+					if due.Sub(t0) > dur {
+						return
+					}
+					if w := time.Until(due); w > 0 {
+						time.Sleep(w)
+					}
+					h1.send(t, testFrame(tc.size, uint32(i), 0))
+				}
+			}()
+			var first, last time.Time
+			var bits uint64
+			n := 0
+			for {
+				f, ts := h2.recv(t, 300*time.Millisecond)
+				if f == nil {
+					break
+				}
+				if n == 0 {
+					first = ts
+				} else {
+					bits += uint64(WireBytes(len(f)) * 8)
+					last = ts
+				}
+				n++
+			}
+			<-stop
+			t.Logf("stats: %+v", d.Stats().Ports[1])
+			span := last.Sub(first).Seconds()
+			if span < 1.0 {
+				t.Fatalf("measured over %.2f s only (%d frames)", span, n)
+			}
+			got := float64(bits) / span
+			errPct := (got - float64(tc.rate)) / float64(tc.rate) * 100
+			t.Logf("rate %d: measured %.0f bit/s over %.3f s (%d frames): %+.3f%%", tc.rate, got, span, n, errPct)
+			if errPct > 1 || errPct < -1 {
+				t.Errorf("pacing off by %+.2f%% (limit 1%%)", errPct)
+			}
+		})
+	}
+}
+
+func TestPcapFiles(t *testing.T) {
+	tn := newTestNet(t, 2, 1500)
+	dir := t.TempDir()
+	d := tn.newDevice(t, Config{PcapDir: dir})
+	d.SetPipeline(crossConnect(2))
+	h1, h2 := tn.hostSocket(t, 1), tn.hostSocket(t, 2)
+	start(t, d)
+	var sent [][]byte
+	for i := 0; i < 5; i++ {
+		f := testFrame(60+i*100, uint32(i), 0)
+		sent = append(sent, f)
+		h1.send(t, f)
+		if g, _ := h2.recv(t, 2*time.Second); g == nil {
+			t.Fatalf("frame %d not forwarded", i)
+		}
+	}
+	for _, name := range []string{tn.sw(1) + "_in.pcap", tn.sw(2) + "_out.pcap"} {
+		frames := readPcap(t, filepath.Join(dir, name))
+		if len(frames) != len(sent) {
+			t.Fatalf("%s: %d records, want %d", name, len(frames), len(sent))
+		}
+		for i := range sent {
+			if !bytes.Equal(frames[i], sent[i]) {
+				t.Errorf("%s record %d differs", name, i)
+			}
+		}
+	}
+	if frames := readPcap(t, filepath.Join(dir, tn.sw(2)+"_in.pcap")); len(frames) != 0 {
+		t.Errorf("%s_in.pcap has %d records, want 0", tn.sw(2), len(frames))
+	}
+}
+
+// readPcap parses a classic pcap file strictly.
+func readPcap(t *testing.T, path string) [][]byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) < 24 || binary.LittleEndian.Uint32(b) != 0xa1b2c3d4 || binary.LittleEndian.Uint32(b[20:]) != 1 {
+		t.Fatalf("%s: bad pcap global header", path)
+	}
+	var out [][]byte
+	b = b[24:]
+	for len(b) > 0 {
+		if len(b) < 16 {
+			t.Fatalf("%s: truncated record header", path)
+		}
+		usec := binary.LittleEndian.Uint32(b[4:])
+		incl, orig := binary.LittleEndian.Uint32(b[8:]), binary.LittleEndian.Uint32(b[12:])
+		if usec >= 1e6 || incl != orig || int(incl) > len(b)-16 {
+			t.Fatalf("%s: bad record header", path)
+		}
+		out = append(out, b[16:16+incl])
+		b = b[16+incl:]
+	}
+	return out
+}
+
+func TestMalformedFrames(t *testing.T) {
+	tn := newTestNet(t, 2, 9000)
+	d := tn.newDevice(t, Config{CPUPort: 255})
+	m := crossConnect(2)
+	m.PriorityOffset = 14 // garbage decides the queue
+	m.StampOffset = 40
+	d.SetPipeline(m)
+	h1, h2 := tn.hostSocket(t, 1), tn.hostSocket(t, 2)
+	start(t, d)
+	rng := rand.New(rand.NewSource(7))
+	for i := 0; i < 500; i++ {
+		n := 14 + rng.Intn(200)
+		if i%50 == 0 {
+			n = 14 + rng.Intn(9000-14)
+		}
+		f := make([]byte, n)
+		rng.Read(f)
+		h1.send(t, f)
+	}
+	// Runts through the packet-out path too (the kernel will not put a
+	// frame shorter than an Ethernet header on a veth).
+	for n := 1; n < 14; n++ {
+		if err := d.InjectPacketOut(make([]byte, n)); err != nil {
+			t.Fatalf("packet-out of %d bytes: %v", n, err)
+		}
+	}
+	h2.drain(t)
+	f := testFrame(100, 42, 0)
+	h1.send(t, f)
+	for {
+		g, _ := h2.recv(t, 2*time.Second)
+		if g == nil {
+			t.Fatal("device stopped forwarding after malformed frames")
+		}
+		if frameSeq(g) == 42 {
+			break
+		}
+	}
+}

@@ -1,0 +1,195 @@
+package device
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// QueueStats are the counters of one priority queue of a port.
+type QueueStats struct {
+	Queue    int
+	Enqueued uint64
+	Dropped  uint64 // tail drops (queue full) and flushes at pipeline change
+	Depth    int64
+	MaxDepth int64
+}
+
+// PortStats are the counters of one port.
+type PortStats struct {
+	Port        uint16
+	Iface       string
+	RateBps     uint64
+	RxPackets   uint64
+	RxBytes     uint64
+	RxTruncated uint64 // frames longer than the ring slot or buffer
+	RxRingDrops uint64 // frames the kernel dropped because the ring was full
+	TxPackets   uint64
+	TxBytes     uint64
+	TxErrors    uint64 // frames the kernel refused
+	Depth       int64
+	MaxDepth    int64
+	Queues      []QueueStats
+}
+
+// Stats is a snapshot of all counters.
+type Stats struct {
+	Ports          []PortStats
+	DropNoPipeline uint64
+	DropNoPort     uint64
+	DropPriority   uint64 // priority beyond --priority-queues (BMv2 drops these)
+	DropBuffers    uint64 // packet buffers exhausted
+	DropIngress    uint64 // dropped by the ingress control
+	DropEgress     uint64 // dropped by the egress control
+	DropLoop       uint64 // resubmit/recirculate beyond the hop bound
+}
+
+// readRingDrops adds the kernel's ring-overflow count (PACKET_STATISTICS,
+// which resets on read) to the running total.
+func (in *inputPort) readRingDrops() uint64 {
+	if in.sock == nil {
+		return 0
+	}
+	in.statMu.Lock()
+	defer in.statMu.Unlock()
+	var st unix.TpacketStatsV3
+	l := uint32(unix.SizeofTpacketStatsV3)
+	if in.sock.version == RingV2 {
+		l = unix.SizeofTpacketStats
+	}
+	_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(in.sock.fd), unix.SOL_PACKET, unix.PACKET_STATISTICS,
+		uintptr(unsafe.Pointer(&st)), uintptr(unsafe.Pointer(&l)), 0)
+	if e == 0 {
+		in.ringDrops.Add(uint64(st.Drops))
+	}
+	return in.ringDrops.Load()
+}
+
+// Stats returns a snapshot of the counters (allocates; not for the
+// per-packet path).
+func (d *Device) Stats() Stats {
+	var s Stats
+	ins := map[uint16]*inputPort{}
+	for _, in := range d.inputs {
+		ins[in.num] = in
+	}
+	if d.cpuIn != nil {
+		ins[d.cpuIn.num] = d.cpuIn
+	}
+	for _, eg := range d.ports {
+		if eg == nil {
+			continue
+		}
+		ps := PortStats{
+			Port: eg.num, Iface: eg.iface, RateBps: eg.rateBps,
+			TxPackets: eg.txPackets.Load(), TxBytes: eg.txBytes.Load(), TxErrors: eg.txErrors.Load(),
+			MaxDepth: eg.maxDepth.Load(),
+		}
+		if in := ins[eg.num]; in != nil {
+			ps.RxPackets, ps.RxBytes = in.rxPackets.Load(), in.rxBytes.Load()
+			ps.RxTruncated = in.rxTruncated.Load()
+			ps.RxRingDrops = in.readRingDrops()
+		}
+		for i := range eg.queues {
+			q := &eg.queues[i]
+			qs := QueueStats{Queue: i, Enqueued: q.enq.Load(), Dropped: q.drops.Load(), Depth: q.depth.Load(), MaxDepth: q.maxDepth.Load()}
+			ps.Depth += qs.Depth
+			ps.Queues = append(ps.Queues, qs)
+		}
+		s.Ports = append(s.Ports, ps)
+	}
+	sort.Slice(s.Ports, func(i, j int) bool { return s.Ports[i].Port < s.Ports[j].Port })
+	s.DropNoPipeline = d.dropNoPipeline.Load()
+	s.DropNoPort = d.dropNoPort.Load()
+	s.DropPriority = d.dropPriority.Load()
+	s.DropBuffers = d.dropPool.Load()
+	s.DropIngress = d.dropIngress.Load()
+	s.DropEgress = d.dropEgress.Load()
+	s.DropLoop = d.dropLoop.Load()
+	return s
+}
+
+// ResetMaxDepth clears the max-depth watermarks (a controller reads and
+// resets them per measurement interval).
+func (d *Device) ResetMaxDepth() {
+	for _, eg := range d.ports {
+		if eg == nil {
+			continue
+		}
+		eg.mu.Lock()
+		eg.maxDepth.Store(int64(eg.depth))
+		for i := range eg.queues {
+			eg.queues[i].maxDepth.Store(int64(eg.queues[i].n))
+		}
+		eg.mu.Unlock()
+	}
+}
+
+// WriteMetrics writes the counters in the Prometheus text exposition format.
+func (d *Device) WriteMetrics(w io.Writer) error {
+	s := d.Stats()
+	bw := bufio.NewWriter(w)
+	type metric struct {
+		name, help, typ string
+		port            func(p PortStats) uint64
+	}
+	portMetrics := []metric{
+		{"terrapin_port_rx_packets_total", "Frames received on the port.", "counter", func(p PortStats) uint64 { return p.RxPackets }},
+		{"terrapin_port_rx_bytes_total", "Bytes received on the port.", "counter", func(p PortStats) uint64 { return p.RxBytes }},
+		{"terrapin_port_rx_truncated_total", "Received frames dropped for exceeding the frame size.", "counter", func(p PortStats) uint64 { return p.RxTruncated }},
+		{"terrapin_port_rx_ring_drops_total", "Frames the kernel dropped because the receive ring was full.", "counter", func(p PortStats) uint64 { return p.RxRingDrops }},
+		{"terrapin_port_tx_packets_total", "Frames transmitted on the port.", "counter", func(p PortStats) uint64 { return p.TxPackets }},
+		{"terrapin_port_tx_bytes_total", "Bytes transmitted on the port.", "counter", func(p PortStats) uint64 { return p.TxBytes }},
+		{"terrapin_port_tx_errors_total", "Frames the kernel refused to transmit.", "counter", func(p PortStats) uint64 { return p.TxErrors }},
+		{"terrapin_port_queue_depth", "Packets queued on the port now.", "gauge", func(p PortStats) uint64 { return uint64(p.Depth) }},
+		{"terrapin_port_queue_depth_max", "Most packets queued on the port at once.", "gauge", func(p PortStats) uint64 { return uint64(p.MaxDepth) }},
+		{"terrapin_port_rate_bits_per_second", "Configured line rate (0 = unlimited).", "gauge", func(p PortStats) uint64 { return p.RateBps }},
+	}
+	for _, m := range portMetrics {
+		fmt.Fprintf(bw, "# HELP %s %s\n# TYPE %s %s\n", m.name, m.help, m.name, m.typ)
+		for _, p := range s.Ports {
+			fmt.Fprintf(bw, "%s{port=\"%d\",iface=\"%s\"} %d\n", m.name, p.Port, p.Iface, m.port(p))
+		}
+	}
+	type qmetric struct {
+		name, help, typ string
+		q               func(q QueueStats) uint64
+	}
+	for _, m := range []qmetric{
+		{"terrapin_queue_enqueued_total", "Packets enqueued in the priority queue.", "counter", func(q QueueStats) uint64 { return q.Enqueued }},
+		{"terrapin_queue_drops_total", "Packets tail-dropped by the full priority queue.", "counter", func(q QueueStats) uint64 { return q.Dropped }},
+		{"terrapin_queue_depth", "Packets in the priority queue now.", "gauge", func(q QueueStats) uint64 { return uint64(q.Depth) }},
+		{"terrapin_queue_depth_max", "Most packets in the priority queue at once.", "gauge", func(q QueueStats) uint64 { return uint64(q.MaxDepth) }},
+	} {
+		fmt.Fprintf(bw, "# HELP %s %s\n# TYPE %s %s\n", m.name, m.help, m.name, m.typ)
+		for _, p := range s.Ports {
+			for _, q := range p.Queues {
+				fmt.Fprintf(bw, "%s{port=\"%d\",queue=\"%d\"} %d\n", m.name, p.Port, q.Queue, m.q(q))
+			}
+		}
+	}
+	fmt.Fprintf(bw, "# HELP terrapin_drops_total Packets dropped outside the queues, by reason.\n# TYPE terrapin_drops_total counter\n")
+	for _, r := range []struct {
+		reason string
+		v      uint64
+	}{
+		{"no_pipeline", s.DropNoPipeline}, {"no_such_port", s.DropNoPort}, {"priority_out_of_range", s.DropPriority},
+		{"buffers_exhausted", s.DropBuffers}, {"ingress", s.DropIngress}, {"egress", s.DropEgress}, {"loop", s.DropLoop},
+	} {
+		fmt.Fprintf(bw, "terrapin_drops_total{reason=%q} %d\n", r.reason, r.v)
+	}
+	return bw.Flush()
+}
+
+// MetricsHandler serves WriteMetrics over HTTP (for --metrics-addr).
+func (d *Device) MetricsHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		_ = d.WriteMetrics(w)
+	})
+}
