@@ -162,8 +162,8 @@ func (ps *pipelineState) entryProto(t *tableInfo, e *tableEntry, q *p4v1.TableEn
 	}
 	// Direct resources are returned only when the request sets them
 	// (spec §9.1.8).
-	if t.directCounter != 0 && e.hasHandle && q.GetCounterData() != nil {
-		v, err := ps.ctl.ReadDirectCounter(t.name, e.handle)
+	if t.directCounter != 0 && q.GetCounterData() != nil {
+		v, err := ps.ctl.ReadDirectCounter(t.name, keyFields(t, e.match), e.priority)
 		if err != nil {
 			return nil, engineErr("reading the direct counter", err)
 		}
@@ -230,9 +230,7 @@ func (ps *pipelineState) directEntries(q *p4v1.TableEntry, has func(*tableInfo) 
 			continue
 		}
 		for _, e := range ps.tables[id].sortedEntries() {
-			if e.hasHandle {
-				ts, es = append(ts, t), append(es, e)
-			}
+			ts, es = append(ts, t), append(es, e)
 		}
 	}
 	return ts, es, nil
@@ -249,7 +247,7 @@ func (ps *pipelineState) readDirectCounters(q *p4v1.DirectCounterEntry) ([]*p4v1
 	}
 	var out []*p4v1.Entity
 	for i, e := range es {
-		v, err := ps.ctl.ReadDirectCounter(ts[i].name, e.handle)
+		v, err := ps.ctl.ReadDirectCounter(ts[i].name, keyFields(ts[i], e.match), e.priority)
 		if err != nil {
 			return nil, engineErr("reading the direct counter", err)
 		}

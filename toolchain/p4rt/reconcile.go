@@ -31,7 +31,7 @@ func (s *Server) reconcile(old, next *pipelineState) {
 		nt := newTables[ot.name]
 		if nt == nil || !sameKey(ot, nt) || nt.isConst || nt.indirect {
 			for _, e := range ots.entries {
-				if e.hasHandle {
+				if !e.isConst {
 					dropped++
 				}
 			}
@@ -48,8 +48,8 @@ func (s *Server) reconcile(old, next *pipelineState) {
 			}
 		}
 		for _, e := range ots.sortedEntries() {
-			if !e.hasHandle {
-				continue
+			if e.isConst || next.tables[nt.id].entries[entryKey(e.match, e.priority)] != nil {
+				continue // the program's own entries come with the program
 			}
 			act, ok := translateAction(old.schema, next.schema, nt, e.action, false)
 			if !ok {
@@ -57,19 +57,19 @@ func (s *Server) reconcile(old, next *pipelineState) {
 				continue
 			}
 			name, args := next.schema.engineArgs(act)
-			h, err := next.ctl.AddEntry(nt.name, keyFields(nt, e.match), e.priority, name, args)
-			if err != nil {
+			key := keyFields(nt, e.match)
+			if err := next.ctl.AddEntry(nt.name, key, e.priority, name, args); err != nil {
 				dropped++
 				continue
 			}
-			ne := &tableEntry{match: e.match, priority: e.priority, action: act, handle: h, hasHandle: true,
+			ne := &tableEntry{match: e.match, priority: e.priority, action: act,
 				controllerMetadata: e.controllerMetadata, metadata: clone(e.metadata)}
-			if nt.directMeter != 0 && e.meter != nil && next.ctl.SetDirectMeter(nt.name, h, e.meter) == nil {
+			if nt.directMeter != 0 && e.meter != nil && next.ctl.SetDirectMeter(nt.name, key, e.priority, e.meter) == nil {
 				ne.meter = e.meter
 			}
 			if ot.directCounter != 0 && nt.directCounter != 0 {
-				if v, err := old.ctl.ReadDirectCounter(ot.name, e.handle); err == nil {
-					_ = next.ctl.WriteDirectCounter(nt.name, h, v)
+				if v, err := old.ctl.ReadDirectCounter(ot.name, keyFields(ot, e.match), e.priority); err == nil {
+					_ = next.ctl.WriteDirectCounter(nt.name, key, e.priority, v)
 				}
 			}
 			next.seq++

@@ -43,7 +43,7 @@ func newPipelineState(cfg *p4v1.ForwardingPipelineConfig, s *schema, prepared Pr
 				match:    ce.match,
 				priority: ce.priority,
 				action:   boundAction{id: ce.actionID, params: ce.params},
-				isConst:  true,
+				isConst:  t.isConst,
 			}
 		}
 		ps.tables[id] = ts

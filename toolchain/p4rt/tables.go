@@ -179,6 +179,7 @@ func keyFields(t *tableInfo, match []fieldValue) []KeyField {
 				k.Value, k.High = padded(nil, f.width), padded(allOnes(f.width), f.width)
 			}
 		}
+		k.Wildcard = !v.present
 		out[i] = k
 	}
 	return out
@@ -292,12 +293,10 @@ type tableEntry struct {
 	match              []fieldValue
 	priority           int32
 	action             boundAction
-	handle             EntryHandle
 	controllerMetadata uint64
 	metadata           []byte
 	meter              *MeterConfig // nil: default (all GREEN)
-	isConst            bool
-	hasHandle          bool // entries the engine installed itself have none
+	isConst            bool         // declared by a const table: only direct resources change
 }
 
 // tableState is one table's entries and its default entry.

@@ -84,18 +84,17 @@ const (
 // KeyField is one field of a table entry's key, in the order of the table's
 // key in the program. Byte strings are fixed width: ceil(width/8) bytes,
 // big-endian, with unused high bits zero (the form BMv2's runtime takes).
-// A "don't care" field (omitted in P4Runtime) arrives fully wildcarded:
-// ternary mask 0, LPM prefix 0, range [0, max].
+// A "don't care" field (omitted in P4Runtime) has Wildcard set, and also
+// carries the equivalent values (ternary mask 0, LPM prefix 0, range
+// [0, max]) for controls that ignore the flag.
 type KeyField struct {
 	Kind      MatchKind
 	Value     []byte // exact value, LPM prefix, ternary value, range low
 	Mask      []byte // ternary mask
 	PrefixLen int    // LPM
 	High      []byte // range high (inclusive)
+	Wildcard  bool
 }
-
-// EntryHandle names an installed table entry within its table.
-type EntryHandle uint64
 
 // MeterConfig is an RFC 2698 two-rate three-colour meter configuration in
 // P4Runtime units: rates per second, bursts in units, where the unit is the
@@ -129,26 +128,33 @@ type CloneSession struct {
 // actions, counter/meter/register arrays); action arguments are
 // fixed-width big-endian byte strings in parameter order.
 //
-// Priorities follow P4Runtime: a larger number wins. (BMv2's runtime uses
-// the opposite order; the engine adapter inverts it.)
+// Priorities follow P4Runtime: a larger number wins (as the engine's
+// control API does; BMv2's runtime uses the opposite order).
+//
+// Package p4rt/enginetarget adapts an *engine.Pipeline to this interface
+// (enginetarget.Control) and provides an in-process Target over the engine.
 //
 // Errors: return a plain error for "this cannot be done"; the server maps
 // it to the right P4Runtime code from context. Errors wrapping a gRPC
 // status (status.Error) keep their code, for the few cases only the
 // engine can tell, e.g. RESOURCE_EXHAUSTED for a full table.
 type PipelineControl interface {
-	AddEntry(table string, key []KeyField, priority int32, action string, args [][]byte) (EntryHandle, error)
-	ModifyEntry(table string, h EntryHandle, action string, args [][]byte) error
-	DeleteEntry(table string, h EntryHandle) error
-	// SetDefaultAction changes the action run on a miss.
+	// Entries are identified by their key and priority (0 for tables
+	// without ternary/range/optional fields), as in P4Runtime.
+	AddEntry(table string, key []KeyField, priority int32, action string, args [][]byte) error
+	ModifyEntry(table string, key []KeyField, priority int32, action string, args [][]byte) error
+	DeleteEntry(table string, key []KeyField, priority int32) error
+	// SetDefaultAction changes the action run on a miss;
+	// ResetDefaultAction restores the program's.
 	SetDefaultAction(table string, action string, args [][]byte) error
+	ResetDefaultAction(table string) error
 
 	// Direct resources of an entry (the table's direct counter / meter).
-	ReadDirectCounter(table string, h EntryHandle) (CounterValue, error)
-	WriteDirectCounter(table string, h EntryHandle, v CounterValue) error
+	ReadDirectCounter(table string, key []KeyField, priority int32) (CounterValue, error)
+	WriteDirectCounter(table string, key []KeyField, priority int32, v CounterValue) error
 	// SetDirectMeter configures the entry's meter; nil restores the default
 	// (every packet GREEN).
-	SetDirectMeter(table string, h EntryHandle, c *MeterConfig) error
+	SetDirectMeter(table string, key []KeyField, priority int32, c *MeterConfig) error
 
 	// Indexed externs; index is within [0, size).
 	ReadCounter(counter string, index int64) (CounterValue, error)

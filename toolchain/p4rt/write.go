@@ -152,7 +152,7 @@ func (ps *pipelineState) writeTableEntry(typ p4v1.Update_Type, te *p4v1.TableEnt
 		if old == nil {
 			return errorf(codes.NotFound, "table %q: no such entry", t.name)
 		}
-		if err := ps.ctl.DeleteEntry(t.name, old.handle); err != nil {
+		if err := ps.ctl.DeleteEntry(t.name, keyFields(t, match), prio); err != nil {
 			return engineErr("deleting the entry", err)
 		}
 		delete(ts.entries, key)
@@ -200,21 +200,21 @@ func (ps *pipelineState) writeTableEntry(typ p4v1.Update_Type, te *p4v1.TableEnt
 			return errorf(codes.ResourceExhausted, "table %q is full (%d entries)", t.name, t.size)
 		}
 		name, args := ps.schema.engineArgs(act)
-		h, err := ps.ctl.AddEntry(t.name, keyFields(t, match), prio, name, args)
-		if err != nil {
+		ekey := keyFields(t, match)
+		if err := ps.ctl.AddEntry(t.name, ekey, prio, name, args); err != nil {
 			return engineErr("adding the entry", err)
 		}
-		e := &tableEntry{match: match, priority: prio, action: act, handle: h, hasHandle: true,
+		e := &tableEntry{match: match, priority: prio, action: act,
 			controllerMetadata: te.GetControllerMetadata(), metadata: clone(te.GetMetadata()), meter: meter}
 		if meter != nil {
-			if err := ps.ctl.SetDirectMeter(t.name, h, meter); err != nil {
-				_ = ps.ctl.DeleteEntry(t.name, h)
+			if err := ps.ctl.SetDirectMeter(t.name, ekey, prio, meter); err != nil {
+				_ = ps.ctl.DeleteEntry(t.name, ekey, prio)
 				return engineErr("configuring the direct meter", err)
 			}
 		}
 		if te.GetCounterData() != nil {
-			if err := ps.ctl.WriteDirectCounter(t.name, h, counter); err != nil {
-				_ = ps.ctl.DeleteEntry(t.name, h)
+			if err := ps.ctl.WriteDirectCounter(t.name, ekey, prio, counter); err != nil {
+				_ = ps.ctl.DeleteEntry(t.name, ekey, prio)
 				return engineErr("setting the direct counter", err)
 			}
 		}
@@ -230,12 +230,11 @@ func (ps *pipelineState) writeTableEntry(typ p4v1.Update_Type, te *p4v1.TableEnt
 	if old == nil {
 		return errorf(codes.NotFound, "table %q: no such entry", t.name)
 	}
-	if t.isConst || old.isConst {
-		if te.GetAction() != nil {
-			return errorf(codes.PermissionDenied, "table %q: the action of an entry declared by the program cannot change", t.name)
-		}
-		return errorf(codes.Unimplemented, "table %q: direct resources of entries declared by the program are not supported", t.name)
+	if (t.isConst || old.isConst) && te.GetAction() != nil {
+		// Only the direct resources of a const entry may change (§9.1.4).
+		return errorf(codes.PermissionDenied, "table %q: the action of a const entry cannot change", t.name)
 	}
+	ekey := keyFields(t, match)
 	act := old.action
 	if te.GetAction() != nil {
 		if te.GetAction().GetAction() == nil {
@@ -245,18 +244,18 @@ func (ps *pipelineState) writeTableEntry(typ p4v1.Update_Type, te *p4v1.TableEnt
 			return err
 		}
 		name, args := ps.schema.engineArgs(act)
-		if err := ps.ctl.ModifyEntry(t.name, old.handle, name, args); err != nil {
+		if err := ps.ctl.ModifyEntry(t.name, ekey, prio, name, args); err != nil {
 			return engineErr("modifying the entry", err)
 		}
 	}
 	if t.directMeter != 0 {
-		if err := ps.ctl.SetDirectMeter(t.name, old.handle, meter); err != nil {
+		if err := ps.ctl.SetDirectMeter(t.name, ekey, prio, meter); err != nil {
 			return engineErr("configuring the direct meter", err)
 		}
 		old.meter = meter
 	}
 	if te.GetCounterData() != nil {
-		if err := ps.ctl.WriteDirectCounter(t.name, old.handle, counter); err != nil {
+		if err := ps.ctl.WriteDirectCounter(t.name, ekey, prio, counter); err != nil {
 			return engineErr("setting the direct counter", err)
 		}
 	}
@@ -288,12 +287,8 @@ func (ps *pipelineState) writeDefaultEntry(typ p4v1.Update_Type, t *tableInfo, t
 	}
 	if te.GetAction() == nil {
 		// Reset to the program's default.
-		act, ok := ps.schema.initialDefault(t)
-		if ok {
-			name, args := ps.schema.engineArgs(act)
-			if err := ps.ctl.SetDefaultAction(t.name, name, args); err != nil {
-				return engineErr("restoring the default action", err)
-			}
+		if err := ps.ctl.ResetDefaultAction(t.name); err != nil {
+			return engineErr("restoring the default action", err)
 		}
 		ts.defaultAction, ts.defaultCookie, ts.defaultMeta = nil, 0, nil
 		return nil
@@ -356,9 +351,6 @@ func (ps *pipelineState) findEntry(te *p4v1.TableEntry) (*tableInfo, *tableEntry
 	if e == nil {
 		return nil, nil, errorf(codes.NotFound, "table %q: no such entry", t.name)
 	}
-	if !e.hasHandle {
-		return nil, nil, errorf(codes.Unimplemented, "table %q: direct resources of entries declared by the program are not supported", t.name)
-	}
 	return t, e, nil
 }
 
@@ -387,7 +379,7 @@ func (ps *pipelineState) writeDirectCounterEntry(typ p4v1.Update_Type, d *p4v1.D
 	if err != nil {
 		return err
 	}
-	if err := ps.ctl.WriteDirectCounter(t.name, e.handle, v); err != nil {
+	if err := ps.ctl.WriteDirectCounter(t.name, keyFields(t, e.match), e.priority, v); err != nil {
 		return engineErr("setting the direct counter", err)
 	}
 	return nil
@@ -411,7 +403,7 @@ func (ps *pipelineState) writeDirectMeterEntry(typ p4v1.Update_Type, d *p4v1.Dir
 	if err != nil {
 		return err
 	}
-	if err := ps.ctl.SetDirectMeter(t.name, e.handle, mc); err != nil {
+	if err := ps.ctl.SetDirectMeter(t.name, keyFields(t, e.match), e.priority, mc); err != nil {
 		return engineErr("configuring the direct meter", err)
 	}
 	e.meter = mc
