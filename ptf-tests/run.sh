@@ -1,0 +1,184 @@
+#!/usr/bin/env bash
+# PTF tests of the Terrapin P4 program (make ptf).
+#
+# Creates veth pairs tptf<N>s (switch side) / tptf<N>t (test side) for ports 1..4, runs
+# every test in ptf-tests/tests against build/bin/terrapin-switch, and against p4lang's
+# simple_switch_grpc too when it is on PATH, then removes the veths (also on failure).
+# Ends with one "N passed, M failed" line. Needs root (veths, raw sockets).
+#
+#   PTF_TESTS="dp_routing dp_arp.GatewayArpIsAnswered" bash ptf-tests/run.sh   # a subset
+#   PTF_SWITCHES="terrapin" bash ptf-tests/run.sh                             # one switch
+
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+PORTS=(1 2 3 4)
+RATE_LIMITED_PORT=4
+RATE_LIMITED_BPS=1000000
+GRPC_PORT_TERRAPIN=19850
+GRPC_PORT_BMV2=19851
+THRIFT_PORT_BMV2=19852
+P4INFO="$ROOT/build/p4/terrapin.p4info.txtpb"
+P4JSON="$ROOT/build/p4/terrapin.json"
+PTF="$ROOT/build/venv/bin/ptf"
+LOGDIR="$ROOT/build/ptf"
+mkdir -p "$LOGDIR"
+
+switch_pid=""
+
+cleanup() {
+    if [[ -n "$switch_pid" ]] && kill -0 "$switch_pid" 2>/dev/null; then
+        kill "$switch_pid" 2>/dev/null
+        wait "$switch_pid" 2>/dev/null
+    fi
+    switch_pid=""
+    for p in "${PORTS[@]}"; do
+        ip link del "tptf${p}s" 2>/dev/null
+    done
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+make_veths() {
+    for p in "${PORTS[@]}"; do
+        ip link del "tptf${p}s" 2>/dev/null
+        ip link add "tptf${p}s" type veth peer name "tptf${p}t" || return 1
+        for end in s t; do
+            local dev="tptf${p}${end}"
+            sysctl -qw "net.ipv6.conf.${dev}.disable_ipv6=1" >/dev/null 2>&1
+            # Frames are built whole by the tests; nothing should be offloaded or rewritten.
+            ethtool -K "$dev" tx off rx off tso off gso off gro off >/dev/null 2>&1
+            ip link set "$dev" up || return 1
+        done
+    done
+}
+
+wait_for_port() {
+    local port=$1 deadline=$((SECONDS + 30))
+    while ((SECONDS < deadline)); do
+        if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+            return 0
+        fi
+        if ! kill -0 "$switch_pid" 2>/dev/null; then
+            return 1
+        fi
+        sleep 0.2
+    done
+    return 1
+}
+
+total_passed=0
+total_failed=0
+
+# Counts a run's results from PTF's unittest lines ("name ... ok|FAIL|ERROR").
+tally() {
+    local log=$1 label=$2 expected=$3
+    local ok fail err
+    ok=$(grep -cE ' \.\.\. ok$' "$log")
+    fail=$(grep -cE ' \.\.\. FAIL$' "$log")
+    err=$(grep -cE ' \.\.\. ERROR$' "$log")
+    local failed=$((fail + err))
+    # Tests that never reported (PTF crashed part-way) count as failed.
+    local missing=$((expected - ok - failed))
+    if ((missing > 0)); then
+        failed=$((failed + missing))
+    fi
+    echo "ptf[$label]: $ok passed, $failed failed (log: ${log#"$ROOT"/})"
+    grep -E ' \.\.\. (FAIL|ERROR)$' "$log" | sed "s/^/  [$label] /"
+    total_passed=$((total_passed + ok))
+    total_failed=$((total_failed + failed))
+}
+
+run_suite() {
+    local label=$1 grpc_port=$2
+    shift 2
+    local switch_cmd=("$@")
+    local log="$LOGDIR/ptf-$label.log"
+    local switch_log="$LOGDIR/switch-$label.log"
+    # shellcheck disable=SC2206
+    local selection=(${PTF_TESTS:-})
+    local expected
+    expected=$("$PTF" --test-dir ptf-tests/tests --pypath ptf-tests/lib --list-test-names \
+        "${selection[@]}" 2>/dev/null | grep -cE '^[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z0-9_]+$')
+
+    "${switch_cmd[@]}" >"$switch_log" 2>&1 &
+    switch_pid=$!
+    if ! wait_for_port "$grpc_port"; then
+        echo "ptf[$label]: the switch did not start serving P4Runtime on :$grpc_port" \
+             "(log: ${switch_log#"$ROOT"/}); counting its $expected tests as failed"
+        tail -n 20 "$switch_log" | sed "s/^/  [$label] /"
+        total_failed=$((total_failed + expected))
+        cleanup_switch
+        return
+    fi
+    if [[ "$label" == bmv2 ]] && command -v simple_switch_CLI >/dev/null; then
+        # simple_switch has no --port-rate: limit the port with its runtime CLI (packets/s).
+        echo "set_queue_rate $((RATE_LIMITED_BPS / 8 / 1000)) $RATE_LIMITED_PORT" |
+            simple_switch_CLI --thrift-port "$THRIFT_PORT_BMV2" >>"$switch_log" 2>&1
+    fi
+
+    local ifaces=()
+    for p in "${PORTS[@]}"; do
+        ifaces+=(-i "$p@tptf${p}t")
+    done
+    local params="grpc_addr='127.0.0.1:$grpc_port';p4info='$P4INFO';json='$P4JSON'"
+    params+=";switch='$label';rate_limited_port=$RATE_LIMITED_PORT;rate_limited_bps=$RATE_LIMITED_BPS"
+    "$PTF" --test-dir ptf-tests/tests --pypath ptf-tests/lib "${ifaces[@]}" \
+        --qlen 1000 --log-file "$LOGDIR/ptf-$label.debug.log" \
+        --test-params "$params" "${selection[@]}" >"$log" 2>&1
+    cleanup_switch
+    tally "$log" "$label" "$expected"
+}
+
+cleanup_switch() {
+    if [[ -n "$switch_pid" ]]; then
+        kill "$switch_pid" 2>/dev/null
+        wait "$switch_pid" 2>/dev/null
+        switch_pid=""
+    fi
+}
+
+main() {
+    if [[ $EUID -ne 0 ]]; then
+        echo "ptf-tests/run.sh needs root (veth pairs, raw sockets)" >&2
+        echo "0 passed, 1 failed"
+        exit 1
+    fi
+    for f in "$P4INFO" "$P4JSON" "$PTF"; do
+        if [[ ! -e "$f" ]]; then
+            echo "missing $f (run make toolchain p4 and make setup first)" >&2
+            echo "0 passed, 1 failed"
+            exit 1
+        fi
+    done
+    if ! make_veths; then
+        echo "could not create the tptf veth pairs" >&2
+        echo "0 passed, 1 failed"
+        exit 1
+    fi
+
+    local switch_ifaces=()
+    for p in "${PORTS[@]}"; do
+        switch_ifaces+=(-i "$p@tptf${p}s")
+    done
+    local switches="${PTF_SWITCHES:-terrapin bmv2}"
+
+    if [[ " $switches " == *" terrapin "* ]]; then
+        run_suite terrapin "$GRPC_PORT_TERRAPIN" \
+            "$ROOT/build/bin/terrapin-switch" "${switch_ifaces[@]}" --no-p4 -- \
+            --grpc-server-addr "127.0.0.1:$GRPC_PORT_TERRAPIN" --cpu-port 255 --priority-queues 8 \
+            --port-rate "$RATE_LIMITED_PORT:$RATE_LIMITED_BPS"
+    fi
+    if [[ " $switches " == *" bmv2 "* ]] && command -v simple_switch_grpc >/dev/null; then
+        run_suite bmv2 "$GRPC_PORT_BMV2" \
+            simple_switch_grpc "${switch_ifaces[@]}" --no-p4 --thrift-port "$THRIFT_PORT_BMV2" -- \
+            --grpc-server-addr "127.0.0.1:$GRPC_PORT_BMV2" --cpu-port 255 --priority-queues 8
+    fi
+
+    echo "$total_passed passed, $total_failed failed"
+    ((total_failed == 0))
+}
+
+main "$@"

@@ -1,0 +1,88 @@
+"""Strict priority between the queues of a rate-limited port, and the egress telemetry.
+
+Port rate_limited_port is limited by the switch (terrapin-switch --port-rate) to
+rate_limited_bps, so that a burst offered faster than that builds a queue. The margins are
+large: at 1 Mbit/s a 1000-byte frame takes 8 ms to leave, while the whole burst is offered
+in a few milliseconds, so dozens of frames wait however loaded the machine is.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from terrapin_base import C, TerrapinTest, generous_envelope, sized_udp, udp_flow_key
+
+FRAME = 1000
+LOW_FRAMES = 40
+HIGH_FRAMES = 10
+HIGH_PRIORITY = 6
+
+
+class QueueTest(TerrapinTest):
+    def overload(self) -> list[str]:
+        """Offers LOW_FRAMES best-effort frames, then HIGH_FRAMES of an admitted channel, all
+        for the rate-limited port; returns the classes in the order they left it."""
+        out = self.rate_limited_port
+        self.admit(2, out, 17, udp_flow_key(8000, 8001), channel_id=5, priority=HIGH_PRIORITY,
+                   meter=generous_envelope())
+        low = bytes(sized_udp(1, out, FRAME, sport=3000, dport=3001))
+        high = bytes(sized_udp(2, out, FRAME, sport=8000, dport=8001))
+        self.send(1, low, count=LOW_FRAMES)
+        self.send(2, high, count=HIGH_FRAMES)
+        limit = 10 + 4 * (LOW_FRAMES + HIGH_FRAMES) * FRAME * 8 / self.rate_limited_bps
+        received = self.collect(out, idle=2.0, limit=limit)
+        # Frames are told apart by their UDP source port (bytes 34..35 of the frame).
+        order = ["high" if p[34:36] == (8000).to_bytes(2, "big") else "low" for _, p in received]
+        return order
+
+
+class StrictPriorityOnRateLimitedPort(QueueTest):
+    """Admitted frames that arrive behind a best-effort backlog leave before it."""
+
+    def runTest(self) -> None:
+        order = self.overload()
+        self.assertEqual(order.count("low"), LOW_FRAMES, "best effort lost frames (queue too short?)")
+        self.assertEqual(order.count("high"), HIGH_FRAMES)
+        last_high = max(i for i, kind in enumerate(order) if kind == "high")
+        lows_after = len(order) - 1 - last_high
+        print(f"\n  strict priority: {lows_after} of {LOW_FRAMES} best-effort frames left after the "
+              f"last of {HIGH_FRAMES} priority-{HIGH_PRIORITY} frames: {''.join(k[0] for k in order)}",
+              file=sys.stderr)
+        # With FIFO service all lows would leave first (lows_after == 0).
+        self.assertGreaterEqual(lows_after, LOW_FRAMES // 2)
+
+
+class QueueTelemetry(QueueTest):
+    """queue_traffic counts what left each queue; max_queue_depth and max_queue_delay hold
+    the deepest backlog and the longest wait, per (port, queue), and stay 0 elsewhere."""
+
+    def runTest(self) -> None:
+        out = self.rate_limited_port
+        order = self.overload()
+        self.assertEqual(len(order), LOW_FRAMES + HIGH_FRAMES)
+
+        low_cell = self.queue_cell(out, C["PRIORITY_BEST_EFFORT"])
+        high_cell = self.queue_cell(out, HIGH_PRIORITY)
+        self.assertEqual(self.sw.counter("queue_traffic", low_cell), (LOW_FRAMES, LOW_FRAMES * FRAME))
+        self.assertEqual(self.sw.counter("queue_traffic", high_cell), (HIGH_FRAMES, HIGH_FRAMES * FRAME))
+
+        low_depth = self.sw.register("max_queue_depth", low_cell)
+        high_depth = self.sw.register("max_queue_depth", high_cell)
+        low_delay = self.sw.register("max_queue_delay", low_cell)
+        high_delay = self.sw.register("max_queue_delay", high_cell)
+        frame_time_us = FRAME * 8 * 1_000_000 / self.rate_limited_bps
+        print(f"\n  telemetry port {out}: queue 0 depth {low_depth} delay {low_delay} us; "
+              f"queue {HIGH_PRIORITY} depth {high_depth} delay {high_delay} us "
+              f"(one frame = {frame_time_us:.0f} us)", file=sys.stderr)
+        # enq_qdepth counts the frames already waiting: at most all the others of its class.
+        self.assertGreaterEqual(low_depth, LOW_FRAMES // 2)
+        self.assertLess(low_depth, LOW_FRAMES)
+        self.assertLess(high_depth, HIGH_FRAMES)
+        # The last best-effort frames waited behind most of the burst.
+        self.assertGreaterEqual(low_delay, (LOW_FRAMES // 2) * frame_time_us)
+        self.assertLess(high_delay, low_delay)
+        # Untouched cells stay zero: another port, another queue of this port.
+        for cell in (self.queue_cell(3, 0), self.queue_cell(out, 3)):
+            self.assertEqual(self.sw.register("max_queue_depth", cell), 0)
+            self.assertEqual(self.sw.register("max_queue_delay", cell), 0)
+            self.assertEqual(self.sw.counter("queue_traffic", cell), (0, 0))
