@@ -227,7 +227,7 @@ func (s *afPacketSocket) v2FrameAt(i int) []byte {
 	return s.ring[off : off+s.frameSize]
 }
 
-func loadStatus(p unsafe.Pointer) uint32   { return atomic.LoadUint32((*uint32)(p)) }
+func loadStatus(p unsafe.Pointer) uint32     { return atomic.LoadUint32((*uint32)(p)) }
 func storeStatus(p unsafe.Pointer, v uint32) { atomic.StoreUint32((*uint32)(p), v) }
 
 // rxFrame describes one received frame still inside the ring.

@@ -160,7 +160,9 @@ func TestTailDrop(t *testing.T) {
 	}
 }
 
-func itoa(v uint64) string { return strings.TrimSpace(strings.Replace(string(binary.AppendUvarint(nil, 0)), "\x00", "", -1)) + fmtU(v) }
+func itoa(v uint64) string {
+	return strings.TrimSpace(strings.Replace(string(binary.AppendUvarint(nil, 0)), "\x00", "", -1)) + fmtU(v)
+}
 
 func fmtU(v uint64) string {
 	if v == 0 {

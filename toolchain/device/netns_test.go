@@ -222,7 +222,12 @@ func (h *hostSock) recv(t testing.TB, timeout time.Duration) ([]byte, time.Time)
 	_ = unix.SetsockoptTimeval(h.fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
 	buf := make([]byte, 10000)
 	oob := make([]byte, 128)
+	deadline := time.Now().Add(timeout)
 	n, oobn, _, _, err := unix.Recvmsg(h.fd, buf, oob, 0)
+	for err == unix.EINTR && time.Now().Before(deadline) {
+		// The Go runtime's preemption signal interrupts blocking calls.
+		n, oobn, _, _, err = unix.Recvmsg(h.fd, buf, oob, 0)
+	}
 	if err == unix.EAGAIN || err == unix.EWOULDBLOCK || err == unix.EINTR {
 		return nil, time.Time{}
 	}

@@ -22,13 +22,13 @@ type InstanceType uint8
 
 // BMv2 instance types (simple_switch.h PKT_INSTANCE_TYPE_*).
 const (
-	InstanceNormal        InstanceType = 0
-	InstanceIngressClone  InstanceType = 1
-	InstanceEgressClone   InstanceType = 2
-	InstanceCoalesced     InstanceType = 3
-	InstanceRecirculated  InstanceType = 4
-	InstanceReplication   InstanceType = 5
-	InstanceResubmitted   InstanceType = 6
+	InstanceNormal       InstanceType = 0
+	InstanceIngressClone InstanceType = 1
+	InstanceEgressClone  InstanceType = 2
+	InstanceCoalesced    InstanceType = 3
+	InstanceRecirculated InstanceType = 4
+	InstanceReplication  InstanceType = 5
+	InstanceResubmitted  InstanceType = 6
 )
 
 // IngressMeta is what the device tells the pipeline about a received frame.

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/terrapin/terrapin/toolchain/device"
+)
+
+func TestParseArgs(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    string
+		wantErr string
+		check   func(t *testing.T, o *options)
+	}{
+		{
+			name: "tutorial style, target options after --",
+			args: "-i 1@s1-eth1 -i 2@s1-eth2 --pcap /tmp/pcaps --nanolog ipc:///tmp/bm-0-log.ipc --device-id 3 build/basic.json --log-console --thrift-port 9090 -- --grpc-server-addr 0.0.0.0:50051 --cpu-port 255",
+			check: func(t *testing.T, o *options) {
+				if len(o.ports) != 2 || o.ports[1] != (device.PortConfig{Num: 2, Iface: "s1-eth2"}) {
+					t.Errorf("ports %+v", o.ports)
+				}
+				if o.jsonPath != "build/basic.json" || o.deviceID != 3 || o.pcapDir != "/tmp/pcaps" || !o.logConsole || o.thriftPort != 9090 {
+					t.Errorf("got %+v", o)
+				}
+				if o.grpcAddr != "0.0.0.0:50051" || o.cpuPort != 255 {
+					t.Errorf("target options: %s %d", o.grpcAddr, o.cpuPort)
+				}
+			},
+		},
+		{
+			name: "defaults",
+			args: "--no-p4",
+			check: func(t *testing.T, o *options) {
+				if o.grpcAddr != "127.0.0.1:9559" || o.cpuPort != -1 || o.priorityQs != 0 || !o.noP4 {
+					t.Errorf("got %+v", o)
+				}
+			},
+		},
+		{
+			name: "ours, = forms, attached short values",
+			args: "-i1@veth0 --interface=2@veth1 --port-rate 2:1.5M --port-rate=1:10000000 --queue-capacity=100 --priority-queues 4 -Ldebug --metrics-addr 127.0.0.1:19500 --pcap prog.json",
+			check: func(t *testing.T, o *options) {
+				if o.ports[0].RateBps != 10_000_000 || o.ports[1].RateBps != 1_500_000 {
+					t.Errorf("rates %+v", o.ports)
+				}
+				if o.queueCapacity != 100 || o.priorityQs != 4 || o.logLevel != "debug" || o.metricsAddr != "127.0.0.1:19500" {
+					t.Errorf("got %+v", o)
+				}
+				if o.pcapDir != "." || o.jsonPath != "prog.json" {
+					t.Errorf("--pcap without dir: pcap %q json %q", o.pcapDir, o.jsonPath)
+				}
+			},
+		},
+		{name: "no program", args: "-i 1@a", wantErr: "no program"},
+		{name: "both", args: "--no-p4 a.json", wantErr: "both"},
+		{name: "bad interface", args: "--no-p4 -i eth0", wantErr: "PORT@IFACE"},
+		{name: "drop port", args: "--no-p4 -i 511@eth0", wantErr: "0..510"},
+		{name: "rate without port", args: "--no-p4 -i 1@a --port-rate 2:1000", wantErr: "no such port"},
+		{name: "bad rate", args: "--no-p4 -i 1@a --port-rate 1:fast", wantErr: "rate must be"},
+		{name: "unknown option", args: "--no-p4 --frobnicate", wantErr: "unknown option"},
+		{name: "missing value", args: "--no-p4 --device-id", wantErr: "needs a value"},
+		{name: "two programs", args: "a.json b.json", wantErr: "more than one"},
+		{name: "bad level", args: "--no-p4 -L loud", wantErr: "unknown level"},
+		{name: "bad cpu port", args: "--no-p4 --cpu-port 511", wantErr: "1..510"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o, err := parseArgs(strings.Fields(tc.args))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want it to mention %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.check(t, o)
+		})
+	}
+}
+
+func TestHelpDocumentsEveryOption(t *testing.T) {
+	for _, opt := range []string{"--interface", "--no-p4", "--device-id", "--thrift-port", "--log-console", "--log-level",
+		"--pcap", "--grpc-server-addr", "--cpu-port", "--priority-queues", "--port-rate", "--queue-capacity", "--metrics-addr"} {
+		if !strings.Contains(usage, opt) {
+			t.Errorf("--help does not mention %s", opt)
+		}
+	}
+}
