@@ -121,7 +121,7 @@ class P4Info:
 class P4RuntimeClient:
     """Primary controller of one device over one StreamChannel."""
 
-    def __init__(self, address: str, device_id: int = 1, timeout: float = 10.0) -> None:
+    def __init__(self, address: str, device_id: int = 0, timeout: float = 10.0) -> None:
         self.device_id = device_id
         self.timeout = timeout
         # A fresh, growing election id lets a test become primary at once even while the
