@@ -1,0 +1,765 @@
+package types
+
+import (
+	"math/big"
+
+	"github.com/terrapin/terrapin/toolchain/p4/ast"
+	"github.com/terrapin/terrapin/toolchain/p4/scanner"
+)
+
+// scope maps names to declarations. Functions and extern methods can be
+// overloaded, so a name can map to several declarations.
+type scope struct {
+	parent *scope
+	names  map[string][]ast.Node
+}
+
+func newScope(parent *scope) *scope {
+	return &scope{parent: parent, names: map[string][]ast.Node{}}
+}
+
+func (s *scope) lookup(name string) []ast.Node {
+	for sc := s; sc != nil; sc = sc.parent {
+		if ds, ok := sc.names[name]; ok {
+			return ds
+		}
+	}
+	return nil
+}
+
+func (s *scope) global() *scope {
+	for s.parent != nil {
+		s = s.parent
+	}
+	return s
+}
+
+// context tracks where the checker is, for rules that depend on it.
+type context struct {
+	control  *ast.ControlDecl
+	parser   *ast.ParserDecl
+	action   *ast.ActionDecl
+	function *ast.FunctionDecl
+	// retType is the return type of the function being checked.
+	retType Type
+	inLoop  bool
+}
+
+// Checker holds the state of one type-checking run.
+type Checker struct {
+	info   *Info
+	errs   scanner.ErrorList
+	global *scope
+	// errorMembers and matchKinds collect the members of `error` and
+	// `match_kind` across all their declarations.
+	errorMembers map[string]*ast.EnumMember
+	matchKinds   map[string]*ast.EnumMember
+	ctx          context
+	// typeDecls caches the Type of type declarations.
+	typeDecls map[ast.Node]Type
+	// resolving detects cyclic type definitions.
+	resolving map[ast.Node]bool
+}
+
+// Check resolves and type-checks a program.
+func Check(prog *ast.Program) (*Info, scanner.ErrorList) {
+	c := &Checker{
+		info: &Info{
+			Program:        prog,
+			Types:          map[ast.Expr]Type{},
+			Values:         map[ast.Expr]Value{},
+			Uses:           map[*ast.Ident]ast.Node{},
+			Calls:          map[*ast.CallExpr]*Call{},
+			DeclTypes:      map[ast.Node]Type{},
+			ConstValues:    map[ast.Node]Value{},
+			TypeExprs:      map[ast.Type]Type{},
+			StateOwner:     map[*ast.ParserState]*ast.ParserDecl{},
+			ParentOf:       map[ast.Node]ast.Decl{},
+			ActionRefs:     map[*ast.ActionRef]*Call{},
+			DefaultActions: map[*ast.TableDecl]*ast.ActionRef{},
+			AcceptState:    &ast.ParserState{Name: "accept"},
+			RejectState:    &ast.ParserState{Name: "reject"},
+		},
+		global:       newScope(nil),
+		errorMembers: map[string]*ast.EnumMember{},
+		matchKinds:   map[string]*ast.EnumMember{},
+		typeDecls:    map[ast.Node]Type{},
+		resolving:    map[ast.Node]bool{},
+	}
+	for _, d := range prog.Decls {
+		c.topDecl(d)
+	}
+	if main := c.global.lookup("main"); len(main) > 0 {
+		if inst, ok := main[0].(*ast.InstanceDecl); ok {
+			c.info.Main = inst
+		}
+	}
+	if c.info.Main == nil && len(c.errs) == 0 {
+		c.errs.Add(scanner.Pos{}, "program has no top-level package instance called main")
+	}
+	return c.info, c.errs
+}
+
+func (c *Checker) warnf(pos scanner.Pos, format string, args ...any) {
+	c.info.Warnings.Add(pos, format, args...)
+}
+
+func (c *Checker) errorf(pos scanner.Pos, format string, args ...any) {
+	if len(c.errs) < 50 {
+		c.errs.Add(pos, format, args...)
+	}
+}
+
+// declare adds a declaration to a scope, reporting a clash unless both are
+// overloadable callables.
+func (c *Checker) declare(s *scope, name string, pos scanner.Pos, d ast.Node) {
+	if prev, ok := s.names[name]; ok {
+		if overloadable(d) && overloadable(prev[0]) {
+			s.names[name] = append(prev, d)
+			return
+		}
+		c.errorf(pos, "%s: duplicate declaration (previous at %s)", name, prev[0].Position())
+		return
+	}
+	s.names[name] = []ast.Node{d}
+}
+
+func overloadable(d ast.Node) bool {
+	switch d.(type) {
+	case *ast.ExternFuncDecl, *ast.FunctionDecl:
+		return true
+	}
+	return false
+}
+
+func (c *Checker) topDecl(d ast.Decl) {
+	s := c.global
+	switch x := d.(type) {
+	case *ast.ErrorDecl:
+		for _, m := range x.Members {
+			if _, dup := c.errorMembers[m.Name]; dup {
+				c.errorf(m.Pos, "error.%s declared twice", m.Name)
+				continue
+			}
+			c.errorMembers[m.Name] = m
+			c.info.Errors = append(c.info.Errors, m.Name)
+			c.info.ConstValues[m] = &ErrorValue{Name: m.Name}
+		}
+		return
+	case *ast.MatchKindDecl:
+		for _, m := range x.Members {
+			if _, dup := c.matchKinds[m.Name]; dup {
+				c.errorf(m.Pos, "match_kind %s declared twice", m.Name)
+				continue
+			}
+			c.matchKinds[m.Name] = m
+			c.info.ConstValues[m] = &MatchKindValue{Name: m.Name}
+			c.declare(s, m.Name, m.Pos, m)
+		}
+		return
+	case *ast.StructDecl, *ast.EnumDecl, *ast.TypedefDecl, *ast.ExternDecl,
+		*ast.BlockTypeDecl, *ast.PackageDecl:
+		c.declare(s, d.DeclName(), d.Position(), d)
+		c.declType(d)
+		return
+	case *ast.ParserDecl:
+		c.declare(s, x.Name, x.Pos, x)
+		c.declType(d)
+		c.checkParser(x, s)
+		return
+	case *ast.ControlDecl:
+		c.declare(s, x.Name, x.Pos, x)
+		c.declType(d)
+		c.checkControl(x, s)
+		return
+	case *ast.ConstDecl:
+		c.constDecl(x, s)
+		return
+	case *ast.ActionDecl:
+		c.declare(s, x.Name, x.Pos, x)
+		c.checkAction(x, s)
+		return
+	case *ast.FunctionDecl:
+		c.declare(s, x.Proto.Name, x.Proto.Pos, x)
+		c.checkFunction(x, s)
+		return
+	case *ast.ExternFuncDecl:
+		c.declare(s, x.Proto.Name, x.Proto.Pos, x)
+		c.checkProto(x.Proto, s)
+		return
+	case *ast.InstanceDecl:
+		c.instanceDecl(x, s)
+		c.declare(s, x.Name, x.Pos, x)
+		return
+	case *ast.VarDecl:
+		c.errorf(x.Pos, "variables cannot be declared at the top level; use const")
+		return
+	}
+	c.errorf(d.Position(), "unexpected declaration at top level")
+}
+
+// declType computes the Type of a type declaration.
+func (c *Checker) declType(d ast.Node) Type {
+	if t, ok := c.typeDecls[d]; ok {
+		return t
+	}
+	if c.resolving[d] {
+		c.errorf(d.Position(), "recursive type definition")
+		return &Void{}
+	}
+	c.resolving[d] = true
+	defer delete(c.resolving, d)
+	var t Type
+	switch x := d.(type) {
+	case *ast.StructDecl:
+		st := &Struct{Kind: x.Kind, Name: x.Name, Decl: x}
+		c.typeDecls[d] = st // allow self reference in error paths
+		seen := map[string]bool{}
+		for _, f := range x.Fields {
+			ft := c.resolveType(f.Type, c.global)
+			if seen[f.Name] {
+				c.errorf(f.Pos, "duplicate field %s in %s", f.Name, x.Name)
+			}
+			seen[f.Name] = true
+			c.checkFieldType(x, f, ft)
+			st.Fields = append(st.Fields, &Field{Name: f.Name, Type: ft, Annotations: f.Annotations, Decl: f})
+		}
+		c.info.Structs = append(c.info.Structs, st)
+		t = st
+	case *ast.EnumDecl:
+		et := &Enum{Name: x.Name, Decl: x}
+		if x.Underlying != nil {
+			ut := c.resolveType(x.Underlying, c.global)
+			if b, ok := Underlying(ut).(*Bits); ok {
+				et.Underlying = b
+			} else {
+				c.errorf(x.Underlying.Position(), "enum %s: underlying type must be bit<W> or int<W>", x.Name)
+				et.Underlying = &Bits{Width: 32}
+			}
+		}
+		c.typeDecls[d] = et
+		for _, m := range x.Members {
+			et.Members = append(et.Members, m.Name)
+			ev := &EnumValue{Enum: et, Member: m.Name}
+			if et.Underlying != nil && m.Value != nil {
+				c.expr(m.Value, c.global)
+				c.convert(m.Value, et.Underlying)
+				if v, ok := c.info.Values[m.Value].(*big.Int); ok {
+					ev.Value = v
+				} else {
+					c.errorf(m.Value.Position(), "enum member value must be a compile-time constant")
+					ev.Value = new(big.Int)
+				}
+			}
+			c.info.ConstValues[m] = ev
+		}
+		c.info.Enums = append(c.info.Enums, et)
+		t = et
+	case *ast.TypedefDecl:
+		base := c.resolveType(x.Type, c.global)
+		if x.NewType {
+			t = &NewType{Name: x.Name, Base: base, Decl: x}
+		} else {
+			t = base
+		}
+	case *ast.ExternDecl:
+		t = &Extern{Decl: x}
+		c.typeDecls[d] = t
+		sc := newScope(c.global)
+		for _, tp := range x.TypeParams {
+			c.declare(sc, tp.Name, tp.Pos, tp)
+		}
+		for _, m := range x.Methods {
+			c.checkProto(m, sc)
+		}
+	case *ast.BlockTypeDecl:
+		t = &Block{IsParser: x.IsParser, Name: x.Name, Params: x.Params, Decl: x}
+		c.typeDecls[d] = t
+		sc := c.typeParamScope(x.TypeParams, c.global)
+		c.checkParams(x.Params, sc)
+	case *ast.ParserDecl:
+		t = &Block{IsParser: true, Name: x.Name, Params: x.Params, Decl: x}
+	case *ast.ControlDecl:
+		t = &Block{Name: x.Name, Params: x.Params, Decl: x}
+	case *ast.PackageDecl:
+		t = &Package{Decl: x}
+		c.typeDecls[d] = t
+		sc := c.typeParamScope(x.TypeParams, c.global)
+		c.checkParams(x.Params, sc)
+	case *ast.TypeParam:
+		t = &TypeVar{Name: x.Name, Decl: x}
+	default:
+		c.errorf(d.Position(), "not a type")
+		t = &Void{}
+	}
+	c.typeDecls[d] = t
+	return t
+}
+
+func (c *Checker) checkFieldType(sd *ast.StructDecl, f *ast.Field, ft Type) {
+	u := Underlying(ft)
+	switch sd.Kind {
+	case ast.StructKindHeader:
+		switch u.(type) {
+		case *Bits, *Varbit, *Bool:
+			return
+		case *Enum:
+			if u.(*Enum).Underlying != nil {
+				return
+			}
+		case *Struct:
+			if IsStruct(u) {
+				// P4_16 allows structs of bit fields inside headers.
+				return
+			}
+		}
+		c.errorf(f.Pos, "header field %s has type %s, which headers cannot contain", f.Name, ft)
+	case ast.StructKindUnion:
+		if !IsHeader(u) {
+			c.errorf(f.Pos, "header_union member %s must be a header, not %s", f.Name, ft)
+		}
+	}
+}
+
+func (c *Checker) typeParamScope(tps []*ast.TypeParam, parent *scope) *scope {
+	sc := newScope(parent)
+	for _, tp := range tps {
+		c.declare(sc, tp.Name, tp.Pos, tp)
+	}
+	return sc
+}
+
+// resolveType turns a written type into a Type.
+func (c *Checker) resolveType(t ast.Type, s *scope) Type {
+	if t == nil {
+		return &Void{}
+	}
+	r := c.resolveType1(t, s)
+	c.info.TypeExprs[t] = r
+	return r
+}
+
+func (c *Checker) resolveType1(t ast.Type, s *scope) Type {
+	switch x := t.(type) {
+	case *ast.BitType:
+		if x.Width == nil {
+			return &Bits{Width: 1, Signed: x.Signed}
+		}
+		w := c.constInt(x.Width, s)
+		if w <= 0 || (x.Signed && w < 1) {
+			c.errorf(x.Pos, "invalid width %d", w)
+			w = 1
+		}
+		if w > 1<<16 {
+			c.errorf(x.Pos, "width %d is too large", w)
+			w = 1 << 16
+		}
+		return &Bits{Width: w, Signed: x.Signed}
+	case *ast.VarbitType:
+		w := c.constInt(x.Width, s)
+		if w <= 0 {
+			c.errorf(x.Pos, "invalid varbit width %d", w)
+			w = 8
+		}
+		return &Varbit{Max: w}
+	case *ast.BaseType:
+		switch x.Kind {
+		case "bool":
+			return &Bool{}
+		case "error":
+			return &ErrorType{}
+		case "string":
+			return &String{}
+		case "int":
+			return &InfInt{}
+		case "void":
+			return &Void{}
+		case "match_kind":
+			return &MatchKind{}
+		}
+	case *ast.NamedType:
+		sc := s
+		if x.Global {
+			sc = s.global()
+		}
+		ds := sc.lookup(x.Name)
+		if len(ds) == 0 {
+			c.errorf(x.Pos, "%s: unknown type", x.Name)
+			return &Void{}
+		}
+		switch ds[0].(type) {
+		case *ast.StructDecl, *ast.EnumDecl, *ast.TypedefDecl, *ast.ExternDecl, *ast.BlockTypeDecl,
+			*ast.PackageDecl, *ast.TypeParam, *ast.ParserDecl, *ast.ControlDecl:
+			return c.declType(ds[0])
+		}
+		c.errorf(x.Pos, "%s is not a type", x.Name)
+		return &Void{}
+	case *ast.SpecializedType:
+		base := c.resolveType(x.Base, s)
+		args := make([]Type, len(x.Args))
+		for i, a := range x.Args {
+			args[i] = c.resolveType(a, s)
+		}
+		switch b := base.(type) {
+		case *Extern:
+			if len(args) != len(b.Decl.TypeParams) {
+				c.errorf(x.Pos, "%s expects %d type arguments, got %d", b.Decl.Name, len(b.Decl.TypeParams), len(args))
+			}
+			return &Extern{Decl: b.Decl, Args: args}
+		case *Block:
+			return &Block{IsParser: b.IsParser, Name: b.Name, Params: b.Params, Decl: b.Decl, Args: args}
+		case *Package:
+			return &Package{Decl: b.Decl, Args: args}
+		case *Struct:
+			return b
+		}
+		c.errorf(x.Pos, "%s is not generic", base)
+		return base
+	case *ast.StackType:
+		elem := c.resolveType(x.Elem, s)
+		n := c.constInt(x.Size, s)
+		if n <= 0 {
+			c.errorf(x.Pos, "header stack size must be positive")
+			n = 1
+		}
+		if !IsHeader(Underlying(elem)) && !IsUnion(Underlying(elem)) {
+			c.errorf(x.Pos, "header stack element must be a header or header_union, not %s", elem)
+		}
+		return &Stack{Elem: elem, Size: n}
+	case *ast.TupleType:
+		tt := &Tuple{}
+		for _, e := range x.Elems {
+			tt.Elems = append(tt.Elems, c.resolveType(e, s))
+		}
+		return tt
+	case *ast.DontCareType:
+		return &DontCare{}
+	}
+	c.errorf(t.Position(), "unsupported type")
+	return &Void{}
+}
+
+// constInt evaluates a compile-time integer (a width or a size).
+func (c *Checker) constInt(e ast.Expr, s *scope) int {
+	c.expr(e, s)
+	v, ok := c.info.Values[e].(*big.Int)
+	if !ok {
+		c.errorf(e.Position(), "expected a compile-time constant")
+		return 0
+	}
+	if !v.IsInt64() || v.Int64() > 1<<20 || v.Int64() < -1<<20 {
+		c.errorf(e.Position(), "constant %s is out of range", v)
+		return 0
+	}
+	return int(v.Int64())
+}
+
+func (c *Checker) checkParams(ps []*ast.Param, s *scope) {
+	seen := map[string]bool{}
+	for _, p := range ps {
+		t := c.resolveType(p.Type, s)
+		c.info.DeclTypes[p] = t
+		if seen[p.Name] {
+			c.errorf(p.Pos, "duplicate parameter %s", p.Name)
+		}
+		seen[p.Name] = true
+		if p.Default != nil {
+			c.expr(p.Default, s)
+			c.convert(p.Default, t)
+		}
+	}
+}
+
+func (c *Checker) declareParams(ps []*ast.Param, s *scope) {
+	for _, p := range ps {
+		c.declare(s, p.Name, p.Pos, p)
+	}
+}
+
+func (c *Checker) checkProto(fp *ast.FunctionProto, s *scope) *scope {
+	sc := c.typeParamScope(fp.TypeParams, s)
+	if fp.ReturnType != nil {
+		c.resolveType(fp.ReturnType, sc)
+	}
+	c.checkParams(fp.Params, sc)
+	return sc
+}
+
+func (c *Checker) constDecl(x *ast.ConstDecl, s *scope) {
+	t := c.resolveType(x.Type, s)
+	c.info.DeclTypes[x] = t
+	c.expr(x.Value, s)
+	c.convert(x.Value, t)
+	if v, ok := c.info.Values[x.Value]; ok {
+		c.info.ConstValues[x] = v
+	} else {
+		c.errorf(x.Value.Position(), "const %s: initializer is not a compile-time constant", x.Name)
+	}
+	c.declare(s, x.Name, x.Pos, x)
+}
+
+func (c *Checker) varDecl(x *ast.VarDecl, s *scope) {
+	t := c.resolveType(x.Type, s)
+	c.info.DeclTypes[x] = t
+	switch Underlying(t).(type) {
+	case *Void, *Extern, *Package:
+		c.errorf(x.Pos, "cannot declare a variable of type %s", t)
+	}
+	if x.Init != nil {
+		c.expr(x.Init, s)
+		c.convert(x.Init, t)
+	}
+	c.declare(s, x.Name, x.Pos, x)
+}
+
+func (c *Checker) checkAction(a *ast.ActionDecl, s *scope) {
+	sc := newScope(s)
+	c.checkParams(a.Params, sc)
+	seenNone := false
+	for _, p := range a.Params {
+		if p.Dir == ast.None {
+			seenNone = true
+		} else if seenNone {
+			c.errorf(p.Pos, "action %s: directional parameter %s after directionless ones", a.Name, p.Name)
+		}
+	}
+	c.declareParams(a.Params, sc)
+	saved := c.ctx
+	c.ctx.action = a
+	c.ctx.retType = &Void{}
+	c.block(a.Body, sc)
+	c.ctx = saved
+	c.info.DeclTypes[a] = &Action{Decl: a}
+}
+
+func (c *Checker) checkFunction(f *ast.FunctionDecl, s *scope) {
+	sc := c.checkProto(f.Proto, s)
+	c.declareParams(f.Proto.Params, sc)
+	saved := c.ctx
+	c.ctx.function = f
+	c.ctx.retType = c.info.TypeExprs[f.Proto.ReturnType]
+	body := newScope(sc)
+	c.block(f.Body, body)
+	if _, void := c.ctx.retType.(*Void); !void && !blockReturns(f.Body) {
+		c.errorf(f.Body.End, "function %s does not return a value on every path", f.Proto.Name)
+	}
+	c.ctx = saved
+}
+
+// blockReturns reports whether every path through b ends in return or exit.
+func blockReturns(b *ast.BlockStmt) bool {
+	for _, s := range b.Stmts {
+		if stmtReturns(s) {
+			return true
+		}
+	}
+	return false
+}
+
+func stmtReturns(s ast.Stmt) bool {
+	switch x := s.(type) {
+	case *ast.ReturnStmt, *ast.ExitStmt:
+		return true
+	case *ast.BlockStmt:
+		return blockReturns(x)
+	case *ast.IfStmt:
+		return x.Else != nil && stmtReturns(x.Then) && stmtReturns(x.Else)
+	case *ast.SwitchStmt:
+		hasDefault := false
+		for _, cs := range x.Cases {
+			if cs.Default {
+				hasDefault = true
+			}
+			if cs.Body != nil && !blockReturns(cs.Body) {
+				return false
+			}
+		}
+		return hasDefault
+	}
+	return false
+}
+
+func (c *Checker) checkParser(p *ast.ParserDecl, s *scope) {
+	sc := c.typeParamScope(p.TypeParams, s)
+	c.checkParams(p.Params, sc)
+	c.checkParams(p.CtorParams, sc)
+	c.declareParams(p.Params, sc)
+	c.declareParams(p.CtorParams, sc)
+	saved := c.ctx
+	c.ctx = context{parser: p}
+	// States can be referenced before they are declared.
+	states := newScope(sc)
+	c.declare(states, "accept", p.Pos, c.info.AcceptState)
+	c.declare(states, "reject", p.Pos, c.info.RejectState)
+	for _, st := range p.States {
+		if st.Name == "accept" || st.Name == "reject" {
+			c.errorf(st.Pos, "state %s is built in and cannot be declared", st.Name)
+			continue
+		}
+		c.declare(states, st.Name, st.Pos, st)
+		c.info.StateOwner[st] = p
+		c.info.DeclTypes[st] = &StateType{}
+	}
+	locals := newScope(states)
+	for _, d := range p.Locals {
+		c.info.ParentOf[d] = p
+		c.localDecl(d, locals)
+	}
+	hasStart := false
+	for _, st := range p.States {
+		if st.Name == "start" {
+			hasStart = true
+		}
+		body := newScope(locals)
+		for _, stmt := range st.Stmts {
+			c.stmt(stmt, body)
+		}
+		if st.Transition != nil {
+			c.transition(st.Transition, body)
+		}
+	}
+	if !hasStart {
+		c.errorf(p.Pos, "parser %s has no start state", p.Name)
+	}
+	c.ctx = saved
+}
+
+func (c *Checker) transition(tr *ast.Transition, s *scope) {
+	if tr.Next != nil {
+		c.stateRef(tr.Next, s)
+		return
+	}
+	se := tr.Select
+	var keyTypes []Type
+	for _, k := range se.Keys {
+		t := c.expr(k, s)
+		if _, ok := Underlying(t).(*InfInt); ok {
+			c.errorf(k.Position(), "select key must have a fixed width")
+		}
+		keyTypes = append(keyTypes, t)
+	}
+	for _, cs := range se.Cases {
+		c.keyset(cs.Keyset, keyTypes, s)
+		c.stateRef(cs.State, s)
+	}
+}
+
+func (c *Checker) stateRef(id *ast.Ident, s *scope) {
+	ds := s.lookup(id.Name)
+	if len(ds) == 0 {
+		c.errorf(id.Pos, "%s: no such parser state", id.Name)
+		return
+	}
+	st, ok := ds[0].(*ast.ParserState)
+	if !ok {
+		c.errorf(id.Pos, "%s is not a parser state", id.Name)
+		return
+	}
+	c.info.Uses[id] = st
+}
+
+// keyset checks a select case or table entry keyset against key types.
+func (c *Checker) keyset(e ast.Expr, keyTypes []Type, s *scope) {
+	if l, ok := e.(*ast.ListExpr); ok && len(keyTypes) != 1 {
+		if len(l.Elems) != len(keyTypes) {
+			c.errorf(e.Position(), "keyset has %d elements, but there are %d keys", len(l.Elems), len(keyTypes))
+			return
+		}
+		for i, el := range l.Elems {
+			c.simpleKeyset(el, keyTypes[i], s)
+		}
+		return
+	}
+	if l, ok := e.(*ast.ListExpr); ok && len(keyTypes) == 1 && len(l.Elems) == 1 {
+		c.simpleKeyset(l.Elems[0], keyTypes[0], s)
+		return
+	}
+	switch e.(type) {
+	case *ast.DefaultExpr, *ast.DontCareExpr:
+		return
+	}
+	if len(keyTypes) != 1 {
+		// a single value set may match a tuple of keys
+		if t := c.expr(e, s); t != nil {
+			if _, ok := t.(*ValueSet); ok {
+				return
+			}
+		}
+		c.errorf(e.Position(), "keyset must have %d elements", len(keyTypes))
+		return
+	}
+	c.simpleKeyset(e, keyTypes[0], s)
+}
+
+func (c *Checker) simpleKeyset(e ast.Expr, kt Type, s *scope) {
+	switch x := e.(type) {
+	case *ast.DefaultExpr, *ast.DontCareExpr:
+		c.info.Types[e] = &DontCare{}
+	case *ast.MaskExpr:
+		c.expr(x.Value, s)
+		c.expr(x.Mask, s)
+		c.convert(x.Value, kt)
+		c.convert(x.Mask, kt)
+		c.info.Types[e] = &Set{Elem: kt}
+	case *ast.RangeExpr:
+		c.expr(x.Lo, s)
+		c.expr(x.Hi, s)
+		c.convert(x.Lo, kt)
+		c.convert(x.Hi, kt)
+		c.info.Types[e] = &Set{Elem: kt}
+	default:
+		t := c.expr(e, s)
+		if _, ok := t.(*ValueSet); ok {
+			return
+		}
+		c.convert(e, kt)
+	}
+}
+
+func (c *Checker) checkControl(ctl *ast.ControlDecl, s *scope) {
+	sc := c.typeParamScope(ctl.TypeParams, s)
+	c.checkParams(ctl.Params, sc)
+	c.checkParams(ctl.CtorParams, sc)
+	c.declareParams(ctl.Params, sc)
+	c.declareParams(ctl.CtorParams, sc)
+	saved := c.ctx
+	c.ctx = context{control: ctl}
+	locals := newScope(sc)
+	for _, d := range ctl.Locals {
+		c.info.ParentOf[d] = ctl
+		c.localDecl(d, locals)
+	}
+	c.ctx.retType = &Void{}
+	c.block(ctl.Body, newScope(locals))
+	c.ctx = saved
+}
+
+func (c *Checker) localDecl(d ast.Decl, s *scope) {
+	switch x := d.(type) {
+	case *ast.ConstDecl:
+		c.constDecl(x, s)
+	case *ast.VarDecl:
+		c.varDecl(x, s)
+	case *ast.InstanceDecl:
+		c.instanceDecl(x, s)
+		c.declare(s, x.Name, x.Pos, x)
+	case *ast.ActionDecl:
+		c.declare(s, x.Name, x.Pos, x)
+		saved := c.ctx
+		c.checkAction(x, s)
+		c.ctx = saved
+	case *ast.TableDecl:
+		c.declare(s, x.Name, x.Pos, x)
+		c.checkTable(x, s)
+	case *ast.ValueSetDecl:
+		et := c.resolveType(x.ElemType, s)
+		c.expr(x.Size, s)
+		c.declare(s, x.Name, x.Pos, x)
+		c.info.DeclTypes[x] = &ValueSet{Elem: et, Decl: x}
+	case *ast.FunctionDecl:
+		c.declare(s, x.Proto.Name, x.Proto.Pos, x)
+		c.checkFunction(x, s)
+	default:
+		c.errorf(d.Position(), "this declaration is not allowed here")
+	}
+}

@@ -1,0 +1,518 @@
+package types
+
+import (
+	"math/big"
+
+	"github.com/terrapin/terrapin/toolchain/p4/ast"
+	"github.com/terrapin/terrapin/toolchain/p4/scanner"
+)
+
+func (c *Checker) block(b *ast.BlockStmt, s *scope) {
+	sc := newScope(s)
+	for _, st := range b.Stmts {
+		c.stmt(st, sc)
+	}
+}
+
+func (c *Checker) stmt(st ast.Stmt, s *scope) {
+	switch x := st.(type) {
+	case *ast.BlockStmt:
+		c.block(x, s)
+	case *ast.EmptyStmt:
+	case *ast.AssignStmt:
+		lt := c.expr(x.LHS, s)
+		c.checkLValue(x.LHS, s)
+		if x.Op != scanner.Assign {
+			// a op= b is a = a op b (P4_16 1.2.4 §12.1).
+			c.expr(x.RHS, s)
+			c.binaryTypes(x.Op, x.LHS, x.RHS, x.Pos, true) // value unused: the target is a variable
+			return
+		}
+		c.expr(x.RHS, s)
+		c.convert(x.RHS, lt)
+	case *ast.CallStmt:
+		c.expr(x.Call, s)
+	case *ast.IfStmt:
+		c.expr(x.Cond, s)
+		c.convert(x.Cond, &Bool{})
+		c.stmt(x.Then, newScope(s))
+		if x.Else != nil {
+			c.stmt(x.Else, newScope(s))
+		}
+	case *ast.ExitStmt:
+		if c.ctx.parser != nil {
+			c.errorf(x.Pos, "exit is not allowed in a parser")
+		}
+	case *ast.ReturnStmt:
+		if c.ctx.parser != nil {
+			c.errorf(x.Pos, "return is not allowed in a parser")
+			return
+		}
+		rt := c.ctx.retType
+		if x.Value == nil {
+			if rt != nil {
+				if _, void := rt.(*Void); !void {
+					c.errorf(x.Pos, "return needs a value of type %s", rt)
+				}
+			}
+			return
+		}
+		c.expr(x.Value, s)
+		if rt == nil {
+			return
+		}
+		if _, void := rt.(*Void); void {
+			c.errorf(x.Pos, "return with a value in a procedure that returns nothing")
+			return
+		}
+		c.convert(x.Value, rt)
+	case *ast.BreakStmt:
+		if !c.ctx.inLoop {
+			c.errorf(x.Pos, "break outside a loop")
+		}
+	case *ast.ContinueStmt:
+		if !c.ctx.inLoop {
+			c.errorf(x.Pos, "continue outside a loop")
+		}
+	case *ast.DeclStmt:
+		switch d := x.Decl.(type) {
+		case *ast.VarDecl:
+			c.varDecl(d, s)
+		case *ast.ConstDecl:
+			c.constDecl(d, s)
+		case *ast.InstanceDecl:
+			c.instanceDecl(d, s)
+			c.declare(s, d.Name, d.Pos, d)
+		default:
+			c.errorf(x.Position(), "this declaration is not allowed in a block")
+		}
+	case *ast.SwitchStmt:
+		c.switchStmt(x, s)
+	case *ast.ForStmt:
+		sc := newScope(s)
+		for _, i := range x.Init {
+			c.stmt(i, sc)
+		}
+		if x.Cond != nil {
+			c.expr(x.Cond, sc)
+			c.convert(x.Cond, &Bool{})
+		}
+		for _, u := range x.Update {
+			c.stmt(u, sc)
+		}
+		saved := c.ctx.inLoop
+		c.ctx.inLoop = true
+		c.stmt(x.Body, newScope(sc))
+		c.ctx.inLoop = saved
+	case *ast.ForInStmt:
+		sc := newScope(s)
+		var vt Type
+		if x.Decl != nil {
+			vt = c.resolveType(x.Decl.Type, s)
+			c.info.DeclTypes[x.Decl] = vt
+			c.declare(sc, x.Decl.Name, x.Decl.Pos, x.Decl)
+			c.info.Uses[x.Var] = x.Decl
+		} else {
+			vt = c.expr(x.Var, s)
+		}
+		if r, ok := x.Range.(*ast.RangeExpr); ok {
+			c.expr(r.Lo, s)
+			c.expr(r.Hi, s)
+			c.convert(r.Lo, vt)
+			c.convert(r.Hi, vt)
+		} else {
+			c.expr(x.Range, s)
+		}
+		saved := c.ctx.inLoop
+		c.ctx.inLoop = true
+		c.stmt(x.Body, newScope(sc))
+		c.ctx.inLoop = saved
+	default:
+		c.errorf(st.Position(), "unsupported statement")
+	}
+}
+
+func (c *Checker) switchStmt(x *ast.SwitchStmt, s *scope) {
+	t := c.expr(x.Expr, s)
+	ae, isAction := t.(*ActionEnum)
+	seen := map[string]bool{}
+	for i, cs := range x.Cases {
+		if cs.Default && i != len(x.Cases)-1 {
+			c.errorf(cs.Pos, "default must be the last switch label")
+		}
+		for _, l := range cs.Labels {
+			if isAction {
+				id, ok := l.(*ast.Ident)
+				if !ok {
+					c.errorf(l.Position(), "switch label must name an action of table %s", ae.Table.Name)
+					continue
+				}
+				a := tableAction(ae.Table, id.Name)
+				if a == nil {
+					c.errorf(l.Position(), "%s is not an action of table %s", id.Name, ae.Table.Name)
+					continue
+				}
+				if ds := s.lookup(id.Name); len(ds) > 0 {
+					c.info.Uses[id] = ds[0]
+				}
+				if seen[id.Name] {
+					c.errorf(l.Position(), "duplicate switch label %s", id.Name)
+				}
+				seen[id.Name] = true
+				c.info.Types[l] = t
+				continue
+			}
+			c.expr(l, s)
+			c.convert(l, t)
+			if _, ok := c.info.Values[l]; !ok {
+				c.errorf(l.Position(), "switch label must be a compile-time constant")
+			}
+		}
+		if cs.Body != nil {
+			c.block(cs.Body, s)
+		}
+	}
+	if !isAction {
+		switch Underlying(t).(type) {
+		case *Bits, *Enum, *ErrorType:
+		default:
+			c.errorf(x.Expr.Position(), "cannot switch on a value of type %s", t)
+		}
+	}
+}
+
+// tableAction finds the actions-list entry of a table by action name.
+func tableAction(t *ast.TableDecl, name string) *ast.ActionRef {
+	for _, p := range t.Properties {
+		if ap, ok := p.(*ast.ActionsProperty); ok {
+			for _, a := range ap.Actions {
+				if a.Name.Name == name {
+					return a
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// checkLValue reports assignments to things that cannot be written.
+func (c *Checker) checkLValue(e ast.Expr, s *scope) {
+	switch x := e.(type) {
+	case *ast.Ident:
+		switch d := c.info.Uses[x].(type) {
+		case *ast.VarDecl:
+			return
+		case *ast.Param:
+			if d.Dir == ast.In || d.Dir == ast.None {
+				c.errorf(x.Pos, "%s is a read-only parameter and cannot be assigned", x.Name)
+			}
+			return
+		case nil:
+			return // already reported
+		}
+		c.errorf(x.Pos, "%s cannot be assigned", x.Name)
+	case *ast.MemberExpr:
+		if _, ok := c.info.Types[x.X].(*TypeOfType); ok {
+			c.errorf(x.Pos, "cannot assign to a constant")
+			return
+		}
+		switch Underlying(c.info.Types[x.X]).(type) {
+		case *Struct:
+			c.checkLValue(x.X, s)
+		case *Stack:
+			if x.Name != "next" && x.Name != "last" {
+				c.errorf(x.Pos, "%s of a header stack cannot be assigned", x.Name)
+			}
+			c.checkLValue(x.X, s)
+		default:
+			c.errorf(x.Pos, "%s cannot be assigned", x.Name)
+		}
+	case *ast.IndexExpr:
+		c.checkLValue(x.X, s)
+	case *ast.SliceExpr:
+		c.checkLValue(x.X, s)
+	case *ast.DontCareExpr:
+	default:
+		c.errorf(e.Position(), "expression cannot be assigned")
+	}
+}
+
+func (c *Checker) instanceDecl(x *ast.InstanceDecl, s *scope) {
+	t := c.resolveType(x.Type, s)
+	c.info.DeclTypes[x] = t
+	call := &Call{Kind: CallConstructor}
+	switch b := t.(type) {
+	case *Extern:
+		var ctors []*ast.FunctionProto
+		for _, m := range b.Decl.Methods {
+			if m.ReturnType == nil && m.Name == b.Decl.Name {
+				ctors = append(ctors, m)
+			}
+		}
+		ctor := pickOverload(ctors, x.Args)
+		if ctor == nil {
+			c.errorf(x.Pos, "%s has no constructor taking %d arguments", b.Decl.Name, len(x.Args))
+			return
+		}
+		env := map[*ast.TypeParam]Type{}
+		for i, tp := range b.Decl.TypeParams {
+			if i < len(b.Args) {
+				env[tp] = b.Args[i]
+			}
+		}
+		call.Proto = ctor
+		call.Extern = b
+		c.bindArgs(call, ctor.Params, x.Args, env, x.Pos, s)
+		// infer the extern's type arguments from the constructor (e.g. an
+		// unspecialized generic extern)
+		if len(b.Args) == 0 && len(b.Decl.TypeParams) > 0 {
+			b.Args = make([]Type, len(b.Decl.TypeParams))
+			for i, tp := range b.Decl.TypeParams {
+				b.Args[i] = env[tp]
+			}
+		}
+	case *Block:
+		var ctorParams []*ast.Param
+		switch d := b.Decl.(type) {
+		case *ast.ParserDecl:
+			ctorParams = d.CtorParams
+		case *ast.ControlDecl:
+			ctorParams = d.CtorParams
+		default:
+			c.errorf(x.Pos, "%s is a type without implementation and cannot be instantiated", b.Name)
+			return
+		}
+		call.Block = b
+		c.bindArgs(call, ctorParams, x.Args, nil, x.Pos, s)
+	case *Package:
+		call.Package = b
+		c.bindArgs(call, b.Decl.Params, x.Args, nil, x.Pos, s)
+	default:
+		c.errorf(x.Pos, "%s cannot be instantiated", t)
+		return
+	}
+	for _, d := range x.Init {
+		if f, ok := d.(*ast.FunctionDecl); ok {
+			c.checkFunction(f, s)
+		}
+	}
+}
+
+// pickOverload chooses among overloads by argument count (and names).
+func pickOverload(cands []*ast.FunctionProto, args []*ast.Arg) *ast.FunctionProto {
+	var best *ast.FunctionProto
+	for _, fp := range cands {
+		if arityMatches(fp.Params, args) {
+			if best == nil {
+				best = fp
+			}
+		}
+	}
+	return best
+}
+
+func arityMatches(params []*ast.Param, args []*ast.Arg) bool {
+	if len(args) > len(params) {
+		return false
+	}
+	named := len(args) > 0 && args[0].Name != ""
+	if named {
+		supplied := map[string]bool{}
+		for _, a := range args {
+			found := false
+			for _, p := range params {
+				if p.Name == a.Name {
+					found = true
+				}
+			}
+			if !found {
+				return false
+			}
+			supplied[a.Name] = true
+		}
+		for _, p := range params {
+			if !supplied[p.Name] && p.Default == nil && !p.Annotations.Has("optional") {
+				return false
+			}
+		}
+		return true
+	}
+	for i := len(args); i < len(params); i++ {
+		if params[i].Default == nil && !params[i].Annotations.Has("optional") {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *Checker) checkTable(t *ast.TableDecl, s *scope) {
+	c.info.DeclTypes[t] = &Table{Decl: t}
+	var keyTypes []Type
+	var actions *ast.ActionsProperty
+	seen := map[string]bool{}
+	for _, p := range t.Properties {
+		if seen[p.PropName()] {
+			c.errorf(p.Position(), "table %s: duplicate property %s", t.Name, p.PropName())
+		}
+		seen[p.PropName()] = true
+		switch x := p.(type) {
+		case *ast.KeyProperty:
+			for _, k := range x.Elements {
+				kt := c.expr(k.Expr, s)
+				switch Underlying(kt).(type) {
+				case *Bits, *Bool, *Enum, *ErrorType:
+				case *InfInt:
+					// a literal key: it has no width, p4c gives it one
+					// from its value; keep it as is.
+				default:
+					c.errorf(k.Expr.Position(), "table key of type %s is not supported", kt)
+				}
+				if _, ok := c.matchKinds[k.MatchKind]; !ok {
+					c.errorf(k.MatchPos, "%s is not a match_kind", k.MatchKind)
+				}
+				keyTypes = append(keyTypes, kt)
+			}
+		case *ast.ActionsProperty:
+			actions = x
+			for _, ar := range x.Actions {
+				c.actionRef(ar, s, false)
+			}
+		}
+	}
+	for _, p := range t.Properties {
+		switch x := p.(type) {
+		case *ast.EntriesProperty:
+			for _, e := range x.Entries {
+				if len(e.Keys) != len(keyTypes) {
+					c.errorf(e.Pos, "entry has %d keys, table %s has %d", len(e.Keys), t.Name, len(keyTypes))
+				} else {
+					for i, k := range e.Keys {
+						c.simpleKeyset(k, keyTypes[i], s)
+					}
+				}
+				if e.Priority != nil {
+					c.expr(e.Priority, s)
+					c.convert(e.Priority, &InfInt{})
+				}
+				c.actionRef(e.Action, s, true)
+				if actions != nil && tableAction(t, e.Action.Name.Name) == nil {
+					c.errorf(e.Action.Pos, "%s is not an action of table %s", e.Action.Name.Name, t.Name)
+				}
+			}
+		case *ast.ValueProperty:
+			switch x.Name {
+			case "default_action":
+				ar := exprToActionRef(x.Value)
+				if ar == nil {
+					c.errorf(x.Value.Position(), "default_action must name an action")
+					continue
+				}
+				c.actionRef(ar, s, true)
+				c.info.DefaultActions[t] = ar
+				if call, ok := x.Value.(*ast.CallExpr); ok {
+					c.info.Types[call] = &Void{}
+				}
+				c.info.Types[x.Value] = &Void{}
+				if actions != nil && tableAction(t, ar.Name.Name) == nil {
+					c.errorf(x.Value.Position(), "default action %s is not in the actions of table %s", ar.Name.Name, t.Name)
+				}
+			default:
+				c.expr(x.Value, s)
+				if x.Name == "size" {
+					c.convert(x.Value, &InfInt{})
+					if _, ok := c.info.Values[x.Value].(*big.Int); !ok {
+						c.errorf(x.Value.Position(), "table size must be a compile-time constant")
+					}
+				}
+			}
+		}
+	}
+}
+
+// exprToActionRef turns the value of default_action into an action
+// reference: `a`, `a()` or `a(args)`.
+func exprToActionRef(e ast.Expr) *ast.ActionRef {
+	switch x := e.(type) {
+	case *ast.Ident:
+		return &ast.ActionRef{Pos: x.Pos, Name: x}
+	case *ast.CallExpr:
+		if id, ok := x.Fun.(*ast.Ident); ok {
+			args := x.Args
+			if args == nil {
+				args = []*ast.Arg{}
+			}
+			return &ast.ActionRef{Pos: x.Pos, Name: id, Args: args}
+		}
+	}
+	return nil
+}
+
+// actionRef resolves an action named in a table. In an actions list the
+// arguments bind the directional parameters; in entries and default actions
+// (full) they bind all parameters, or only the directionless ones when the
+// directional ones were bound in the actions list.
+func (c *Checker) actionRef(ar *ast.ActionRef, s *scope, full bool) {
+	sc := s
+	if ar.Name.Global {
+		sc = s.global()
+	}
+	ds := sc.lookup(ar.Name.Name)
+	if len(ds) == 0 {
+		c.errorf(ar.Name.Pos, "%s: undeclared action", ar.Name.Name)
+		return
+	}
+	a, ok := ds[0].(*ast.ActionDecl)
+	if !ok {
+		c.errorf(ar.Name.Pos, "%s is not an action", ar.Name.Name)
+		return
+	}
+	c.info.Uses[ar.Name] = a
+	call := &Call{Kind: CallAction, Action: a, Params: a.Params, Args: make([]ast.Expr, len(a.Params)),
+		ParamTypes: make([]Type, len(a.Params))}
+	for i, p := range a.Params {
+		call.ParamTypes[i] = c.info.DeclTypes[p]
+	}
+	c.info.ActionRefs[ar] = call
+	nDir := 0
+	for _, p := range a.Params {
+		if p.Dir != ast.None {
+			nDir++
+		}
+	}
+	var targets []int
+	switch {
+	case !full:
+		for i := 0; i < len(ar.Args) && i < len(a.Params); i++ {
+			targets = append(targets, i)
+		}
+		if len(ar.Args) > nDir {
+			c.errorf(ar.Pos, "action %s: the actions list can only bind directional parameters", a.Name)
+		}
+	case len(ar.Args) == len(a.Params):
+		for i := range a.Params {
+			targets = append(targets, i)
+		}
+	case len(ar.Args) == len(a.Params)-nDir:
+		for i := nDir; i < len(a.Params); i++ {
+			targets = append(targets, i)
+		}
+	default:
+		if ar.Args != nil || len(a.Params)-nDir > 0 {
+			c.errorf(ar.Pos, "action %s expects %d arguments, got %d", a.Name, len(a.Params)-nDir, len(ar.Args))
+		}
+	}
+	for i, idx := range targets {
+		if i >= len(ar.Args) {
+			break
+		}
+		arg := ar.Args[i].Value
+		c.expr(arg, s)
+		c.convert(arg, call.ParamTypes[idx])
+		call.Args[idx] = arg
+		if full && a.Params[idx].Dir == ast.None {
+			if _, ok := c.info.Values[arg]; !ok {
+				c.errorf(arg.Position(), "action argument must be a compile-time constant")
+			}
+		}
+	}
+}
