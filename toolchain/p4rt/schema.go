@@ -75,6 +75,7 @@ type tableInfo struct {
 	directMeterName   string
 	meterType         p4configv1.MeterSpec_Type
 	isConst           bool
+	missing           bool // in P4Info only: p4c optimized it out of the JSON
 	needsPriority     bool
 	idleTimeout       bool
 	indirect          bool
@@ -94,6 +95,7 @@ type actionInfo struct {
 	name       string
 	params     []paramInfo
 	paramIndex map[uint32]int
+	missing    bool // not in the BMv2 JSON
 }
 
 type arrayInfo struct {
@@ -143,34 +145,39 @@ type bmv2JSON struct {
 		} `json:"runtime_data"`
 	} `json:"actions"`
 	Pipelines []struct {
-		Tables []struct {
-			Name      string   `json:"name"`
-			Actions   []string `json:"actions"`
-			ActionIDs []int    `json:"action_ids"`
-			Key       []struct {
-				MatchType string `json:"match_type"`
-			} `json:"key"`
-			Entries []struct {
-				MatchKey []struct {
-					MatchType    string `json:"match_type"`
-					Key          string `json:"key"`
-					Mask         string `json:"mask"`
-					Start        string `json:"start"`
-					End          string `json:"end"`
-					PrefixLength int    `json:"prefix_length"`
-				} `json:"match_key"`
-				ActionEntry struct {
-					ActionID   int      `json:"action_id"`
-					ActionData []string `json:"action_data"`
-				} `json:"action_entry"`
-				Priority int `json:"priority"`
-			} `json:"entries"`
-		} `json:"tables"`
+		Tables []jsonTable `json:"tables"`
 	} `json:"pipelines"`
 	CounterArrays  []namedArray `json:"counter_arrays"`
 	MeterArrays    []namedArray `json:"meter_arrays"`
 	RegisterArrays []namedArray `json:"register_arrays"`
 	LearnLists     []namedArray `json:"learn_lists"`
+}
+
+// jsonTable is a BMv2 JSON table, as far as the server reads it.
+type jsonTable struct {
+	Name      string   `json:"name"`
+	Actions   []string `json:"actions"`
+	ActionIDs []int    `json:"action_ids"`
+	Key       []struct {
+		MatchType string `json:"match_type"`
+	} `json:"key"`
+	Entries []struct {
+		MatchKey    []jsonMatch `json:"match_key"`
+		ActionEntry struct {
+			ActionID   int      `json:"action_id"`
+			ActionData []string `json:"action_data"`
+		} `json:"action_entry"`
+		Priority int `json:"priority"`
+	} `json:"entries"`
+}
+
+type jsonMatch struct {
+	MatchType    string `json:"match_type"`
+	Key          string `json:"key"`
+	Mask         string `json:"mask"`
+	Start        string `json:"start"`
+	End          string `json:"end"`
+	PrefixLength int    `json:"prefix_length"`
 }
 
 type namedArray struct {
@@ -248,11 +255,13 @@ func newSchema(info *p4configv1.P4Info, deviceConfig []byte) (*schema, error) {
 		if err := claim(pre.GetId(), pre.GetName()); err != nil {
 			return nil, err
 		}
+		// p4c lists actions no table uses in P4Info but not in the JSON;
+		// only the actions of tables must exist there (checked below).
 		jn, ok := jsonName(pre.GetName(), jsonActions)
 		if !ok {
-			return nil, invalid("P4Info action %q is not in the device config", pre.GetName())
+			jn = pre.GetName()
 		}
-		ai := &actionInfo{id: pre.GetId(), name: jn, paramIndex: map[uint32]int{}}
+		ai := &actionInfo{id: pre.GetId(), name: jn, paramIndex: map[uint32]int{}, missing: !ok}
 		for i, p := range a.GetParams() {
 			if p.GetBitwidth() <= 0 {
 				return nil, invalid("action %q parameter %q has no bitwidth", pre.GetName(), p.GetName())
@@ -270,16 +279,16 @@ func newSchema(info *p4configv1.P4Info, deviceConfig []byte) (*schema, error) {
 		s.actions[ai.id] = ai
 	}
 
-	type jsonTable = struct {
+	type tablePos = struct {
 		idx int
 		pi  int
 	}
 	jsonTables := map[string]bool{}
-	jsonTableAt := map[string]jsonTable{}
+	jsonTableAt := map[string]tablePos{}
 	for pi, p := range dev.Pipelines {
 		for i, t := range p.Tables {
 			jsonTables[t.Name] = true
-			jsonTableAt[t.Name] = jsonTable{idx: i, pi: pi}
+			jsonTableAt[t.Name] = tablePos{idx: i, pi: pi}
 		}
 	}
 	directCounterOf := map[string]string{} // table name → direct counter name
@@ -315,11 +324,14 @@ func newSchema(info *p4configv1.P4Info, deviceConfig []byte) (*schema, error) {
 		if err := claim(pre.GetId(), pre.GetName()); err != nil {
 			return nil, err
 		}
-		jn, ok := jsonName(pre.GetName(), jsonTables)
-		if !ok {
-			return nil, invalid("P4Info table %q is not in the device config", pre.GetName())
+		// p4c keeps tables it optimized away in P4Info; they exist for
+		// reads (always empty) but cannot take entries.
+		jn, inJSON := jsonName(pre.GetName(), jsonTables)
+		if !inJSON {
+			jn = pre.GetName()
 		}
 		ti := &tableInfo{
+			missing:        !inJSON,
 			id:             pre.GetId(),
 			name:           jn,
 			fieldIndex:     map[uint32]int{},
@@ -331,9 +343,12 @@ func newSchema(info *p4configv1.P4Info, deviceConfig []byte) (*schema, error) {
 			indirect:       t.GetImplementationId() != 0,
 			size:           t.GetSize(),
 		}
-		at := jsonTableAt[jn]
-		jt := dev.Pipelines[at.pi].Tables[at.idx]
-		if len(jt.Key) != len(t.GetMatchFields()) {
+		var jt jsonTable
+		if inJSON {
+			at := jsonTableAt[jn]
+			jt = dev.Pipelines[at.pi].Tables[at.idx]
+		}
+		if inJSON && len(jt.Key) != len(t.GetMatchFields()) {
 			return nil, invalid("table %q has %d match fields in P4Info, %d in the device config",
 				pre.GetName(), len(t.GetMatchFields()), len(jt.Key))
 		}
@@ -367,8 +382,12 @@ func newSchema(info *p4configv1.P4Info, deviceConfig []byte) (*schema, error) {
 			ti.fields = append(ti.fields, fieldInfo{id: f.GetId(), name: f.GetName(), width: int(f.GetBitwidth()), kind: kind})
 		}
 		for _, ref := range t.GetActionRefs() {
-			if _, ok := s.actions[ref.GetId()]; !ok {
+			ai, ok := s.actions[ref.GetId()]
+			if !ok {
 				return nil, invalid("table %q refers to unknown action id %#x", pre.GetName(), ref.GetId())
+			}
+			if ai.missing && inJSON {
+				return nil, invalid("P4Info action %q (of table %q) is not in the device config", ai.name, pre.GetName())
 			}
 			ti.actionScopes[ref.GetId()] = ref.GetScope()
 		}
@@ -409,6 +428,15 @@ func newSchema(info *p4configv1.P4Info, deviceConfig []byte) (*schema, error) {
 		}
 		s.tables[ti.id] = ti
 		s.tableIDs = append(s.tableIDs, ti.id)
+	}
+	mapped := 0
+	for _, t := range s.tables {
+		if !t.missing {
+			mapped++
+		}
+	}
+	if len(s.tables) > 0 && mapped == 0 {
+		return nil, invalid("none of the P4Info tables is in the device config: P4Info and BMv2 JSON are from different programs")
 	}
 	for id := range directCounterIDs {
 		if _, ok := s.directCounters[id]; !ok {
@@ -551,15 +579,7 @@ func newSchema(info *p4configv1.P4Info, deviceConfig []byte) (*schema, error) {
 }
 
 // constEntryFrom converts a BMv2 JSON "entries" element.
-func (s *schema) constEntryFrom(ti *tableInfo, jsonActionByID map[int]string,
-	keys []struct {
-		MatchType    string `json:"match_type"`
-		Key          string `json:"key"`
-		Mask         string `json:"mask"`
-		Start        string `json:"start"`
-		End          string `json:"end"`
-		PrefixLength int    `json:"prefix_length"`
-	}, actionID int, data []string) (constEntry, error) {
+func (s *schema) constEntryFrom(ti *tableInfo, jsonActionByID map[int]string, keys []jsonMatch, actionID int, data []string) (constEntry, error) {
 	var ce constEntry
 	if len(keys) != len(ti.fields) {
 		return ce, fmt.Errorf("%d match values for %d fields", len(keys), len(ti.fields))

@@ -113,6 +113,9 @@ func (ps *pipelineState) writeTableEntry(typ p4v1.Update_Type, te *p4v1.TableEnt
 	if te.GetIsConst() {
 		return invalid("is_const must be false in a write")
 	}
+	if t.missing {
+		return errorf(codes.Unimplemented, "table %q is not in the device config (the compiler removed it)", t.name)
+	}
 	if te.GetIsDefaultAction() {
 		return ps.writeDefaultEntry(typ, t, ts, te)
 	}
