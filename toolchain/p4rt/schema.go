@@ -435,8 +435,13 @@ func newSchema(info *p4configv1.P4Info, deviceConfig []byte) (*schema, error) {
 			mapped++
 		}
 	}
+	for _, a := range s.actions {
+		if !a.missing && a.name != "NoAction" {
+			mapped++
+		}
+	}
 	if len(s.tables) > 0 && mapped == 0 {
-		return nil, invalid("none of the P4Info tables is in the device config: P4Info and BMv2 JSON are from different programs")
+		return nil, invalid("none of the P4Info tables and actions is in the device config: P4Info and BMv2 JSON are from different programs")
 	}
 	for id := range directCounterIDs {
 		if _, ok := s.directCounters[id]; !ok {
