@@ -85,15 +85,16 @@ func TestP4RuntimeShellDrivesSwitch(t *testing.T) {
 	if err := sw.Start(); err != nil {
 		t.Fatal(err)
 	}
-	swDone := make(chan error, 1)
-	go func() { swDone <- sw.Wait() }()
+	swExited := make(chan struct{})
+	var swErr error
+	go func() { swErr = sw.Wait(); close(swExited) }()
 	t.Cleanup(func() {
 		_ = sw.Process.Signal(os.Interrupt)
 		select {
-		case <-swDone:
+		case <-swExited:
 		case <-time.After(5 * time.Second):
 			_ = sw.Process.Kill()
-			<-swDone
+			<-swExited
 		}
 	})
 
@@ -112,8 +113,8 @@ func TestP4RuntimeShellDrivesSwitch(t *testing.T) {
 		t.Errorf("session exited with %v; switch log:\n%s", err, swLog.String())
 	}
 	select {
-	case err := <-swDone:
-		t.Errorf("the switch exited during the session (%v):\n%s", err, swLog.String())
+	case <-swExited:
+		t.Errorf("the switch exited during the session (%v):\n%s", swErr, swLog.String())
 	default:
 	}
 }
