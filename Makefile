@@ -14,7 +14,8 @@ BUILD    := build
 BIN      := $(BUILD)/bin
 VENV     := $(BUILD)/venv
 PY       := $(VENV)/bin/python
-GO       ?= go
+# setup records the Go it found or fetched (toolchain/go.mod names the release).
+GO       ?= $(shell cat $(BUILD)/go.path 2>/dev/null || command -v go)
 
 # The P4 compiler: the bundled terrapin-p4c, or p4lang's p4c-bm2-ss (same flags).
 P4C      ?= $(BIN)/terrapin-p4c

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Installs what a fresh Debian/Ubuntu machine lacks for Terrapin, then builds the toolchain and the
+# P4 program. Idempotent: each step checks before it acts, so a second run takes seconds.
+#
+#   bash scripts/setup.sh            (make setup; also run by make run and make test)
+#
+# Needs root for the Debian packages (Mininet, iproute2, ...). Everything else lands in build/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+build=$root/build
+mkdir -p "$build"
+
+say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
+
+# --- Debian packages ---------------------------------------------------------------------------
+# mininet brings Open vSwitch as a dependency; we use only its hosts, links and CLI.
+apt_packages=(mininet iproute2 ethtool tcpdump iperf3 python3-venv python3-pip python3-dev
+              curl unzip ca-certificates build-essential sqlite3 procps psmisc)
+missing=()
+for p in "${apt_packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+    if [[ $(id -u) -ne 0 ]]; then
+        echo "setup: need root to install Debian packages: ${missing[*]}" >&2
+        exit 1
+    fi
+    say "installing Debian packages: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q >/dev/null
+    apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# --- Go ------------------------------------------------------------------------------------------
+# toolchain/go.mod names the Go release it needs. If the machine's go is missing or older, fetch
+# that release from the Go module proxy (the same place `GOTOOLCHAIN=auto` gets it from), which is
+# reachable where golang.org's download site may not be.
+need_go=$(sed -n 's/^go \([0-9.]*\)$/\1/p' toolchain/go.mod)
+version_ge() { [[ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n1)" == "$2" ]]; }
+go_ok() {
+    local v
+    v=$("$1" env GOVERSION 2>/dev/null) || return 1
+    version_ge "${v#go}" "$need_go"
+}
+gobin=""
+for candidate in "$build/go/bin/go" "$(command -v go || true)" /usr/local/go/bin/go; do
+    if [[ -n "$candidate" && -x "$candidate" ]] && go_ok "$candidate"; then gobin=$candidate; break; fi
+done
+if [[ -z "$gobin" ]]; then
+    ver=$(curl -fsSL "https://proxy.golang.org/golang.org/toolchain/@v/list" |
+          sed -n "s/^v0.0.1-go\(${need_go%.*}\.[0-9]*\)\.linux-amd64$/\1/p" | sort -V | tail -n1)
+    [[ -n "$ver" ]] || ver=$need_go
+    say "fetching Go $ver from the module proxy"
+    tmp=$(mktemp -d)
+    curl -fsSL -o "$tmp/go.zip" \
+        "https://proxy.golang.org/golang.org/toolchain/@v/v0.0.1-go$ver.linux-amd64.zip"
+    unzip -q "$tmp/go.zip" -d "$tmp"
+    rm -rf "$build/go"
+    mv "$tmp/golang.org/toolchain@v0.0.1-go$ver.linux-amd64" "$build/go"
+    chmod +x "$build/go/bin/"* "$build/go/pkg/tool/"*/* 2>/dev/null || true
+    rm -rf "$tmp"
+    gobin=$build/go/bin/go
+fi
+export PATH="$(dirname "$gobin"):$PATH"
+echo "$gobin" >"$build/go.path"
+
+# --- Python --------------------------------------------------------------------------------------
+# Debian's python3 carries Mininet's module; the venv sees it through --system-site-packages.
+venv=$build/venv
+if [[ ! -x "$venv/bin/python" ]]; then
+    say "creating the Python virtualenv in build/venv"
+    /usr/bin/python3 -m venv --system-site-packages "$venv"
+    "$venv/bin/pip" install -q --upgrade pip
+fi
+stamp=$build/.python-deps
+deps_files=(controller/pyproject.toml ptf-tests/requirements.txt topo/requirements.txt)
+if [[ ! -f "$stamp" ]] || [[ -n "$(find "${deps_files[@]}" -newer "$stamp" 2>/dev/null)" ]]; then
+    say "installing Python packages"
+    for f in ptf-tests/requirements.txt topo/requirements.txt; do
+        [[ -f "$f" ]] && "$venv/bin/pip" install -q -r "$f"
+    done
+    [[ -f controller/pyproject.toml ]] && "$venv/bin/pip" install -q -e "controller[dev]"
+    touch "$stamp"
+fi
+
+# --- Build ---------------------------------------------------------------------------------------
+say "building the toolchain and the P4 program"
+make --no-print-directory -s toolchain p4 GO="$gobin"
+say "ready"

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# make test: every suite of the project, one after another, then one summary line
+#   N passed, M failed
+# Each suite's log goes to build/test-logs/SUITE.log; a suite that dies without reporting its own
+# counts counts as one failure, so a crash can never pass silently.
+#
+# SUITES="go conformance" make test   runs a subset (names as printed below).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+bash scripts/setup.sh || { echo "setup failed"; echo "0 passed, 1 failed"; exit 1; }
+GO=$(cat build/go.path)
+export PATH="$(dirname "$GO"):$PATH"
+PY=$root/build/venv/bin/python
+logs=$root/build/test-logs
+rm -rf "$logs" && mkdir -p "$logs"
+
+total_pass=0
+total_fail=0
+summary=()
+
+# record SUITE PASSED FAILED SECONDS
+record() {
+    total_pass=$((total_pass + $2))
+    total_fail=$((total_fail + $3))
+    summary+=("$(printf '%-26s %5d passed, %3d failed  (%ds)' "$1" "$2" "$3" "$4")")
+    printf '%-26s %5d passed, %3d failed  (%ds)\n' "$1" "$2" "$3" "$4"
+}
+
+# run_counted SUITE CMD...: the command's last "N passed, M failed" line gives the counts; a
+# non-zero exit adds a failure unless the counts already show one.
+run_counted() {
+    local name=$1; shift
+    local log=$logs/$name.log start=$SECONDS rc p f line
+    "$@" >"$log" 2>&1
+    rc=$?
+    line=$(grep -aE '[0-9]+ passed, [0-9]+ failed' "$log" | tail -n1)
+    if [[ -n "$line" ]]; then
+        p=$(sed -E 's/.*[^0-9]?([0-9]+) passed, ([0-9]+) failed.*/\1/' <<<"$line")
+        f=$(sed -E 's/.*[^0-9]?([0-9]+) passed, ([0-9]+) failed.*/\2/' <<<"$line")
+    else
+        p=0; f=0
+    fi
+    if ((rc != 0 && f == 0)); then f=1; fi
+    if ((rc != 0)); then echo "  $name failed (exit $rc); log: $log"; tail -n 15 "$log" | sed 's/^/    /'; fi
+    record "$name" "$p" "$f" $((SECONDS - start))
+}
+
+# go test -json → one result per top-level test (fuzz seed corpora included); go vet and gofmt
+# count as one check each.
+go_unit() {
+    local vet=pass fmt=pass
+    (cd toolchain && "$GO" vet ./...) || vet=fail
+    [[ -z "$(cd toolchain && gofmt -l . | tee /dev/stderr)" ]] || fmt=fail
+    (cd toolchain && "$GO" test -json -count=1 ./... 2>&1) |
+        "$PY" scripts/count_go_tests.py --check "go vet=$vet" --check "gofmt=$fmt"
+}
+
+# Each fuzz target runs briefly with coverage guidance: a panic on any generated input fails it.
+go_fuzz() {
+    local pass=0 fail=0 pkg target
+    while read -r pkg target; do
+        if (cd toolchain && "$GO" test -run '^$' -fuzz "^${target}\$" -fuzztime "${FUZZTIME:-8s}" "$pkg"); then
+            pass=$((pass + 1))
+        else
+            fail=$((fail + 1)); echo "FAIL fuzz $pkg $target"
+        fi
+    done < <(cd toolchain && grep -rlE '^func Fuzz' --include='*_test.go' . |
+             while read -r f; do
+                 for t in $(sed -nE 's/^func (Fuzz[A-Za-z0-9_]*)\(.*/\1/p' "$f"); do
+                     echo "./$(dirname "${f#./}") $t"
+                 done
+             done | sort -u)
+    echo "$pass passed, $fail failed"
+}
+
+python_checks() {
+    local pass=0 fail=0
+    for check in "ruff check controller topo ptf-tests" "mypy --strict controller/terrapin"; do
+        if (cd "$root" && "$root/build/venv/bin/"$check); then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $check"; fi
+    done
+    echo "$pass passed, $fail failed"
+}
+
+pytest_suite() {
+    "$PY" -m pytest -q -p no:cacheprovider "$@" 2>&1 | tee /dev/stderr | "$PY" scripts/count_pytest.py
+}
+
+want() { [[ -z "${SUITES:-}" ]] || [[ " $SUITES " == *" $1 "* ]]; }
+
+want go            && run_counted go go_unit
+want fuzz          && run_counted fuzz go_fuzz
+want conformance   && run_counted conformance make --no-print-directory conformance JSON=ours VIA=engine
+want conformance   && run_counted conformance-p4c make --no-print-directory conformance JSON=p4c VIA=engine
+want conformance   && run_counted conformance-p4rt make --no-print-directory conformance JSON=ours VIA=p4runtime
+want python-lint   && run_counted python-lint python_checks
+want controller    && run_counted controller pytest_suite controller/tests
+want ptf           && run_counted ptf make --no-print-directory ptf
+want topo          && run_counted topo pytest_suite topo/tests
+
+echo
+echo "Summary"
+printf '  %s\n' "${summary[@]}"
+# No test may leave a namespace, veth or switch behind.
+leftover=$(ip netns list 2>/dev/null | grep -E '^(t[a-z]+|mn-)' || true)
+pgrep -x terrapin-switch >/dev/null && leftover="$leftover terrapin-switch still running"
+if [[ -n "$leftover" ]]; then echo "  leftovers after the tests: $leftover"; total_fail=$((total_fail + 1)); fi
+echo "$total_pass passed, $total_fail failed"
+((total_fail == 0))
