@@ -235,6 +235,7 @@ type rxFrame struct {
 	data     []byte
 	wireLen  int
 	outgoing bool
+	tsNs     int64 // kernel receive time, CLOCK_REALTIME
 }
 
 // next returns the next ready frame, or ok=false when the ring is empty.
@@ -254,6 +255,7 @@ func (s *afPacketSocket) next() (f rxFrame, ok bool) {
 	}
 	f.data = slot[mac : mac+snap]
 	f.wireLen = int(hdr.Len)
+	f.tsNs = int64(hdr.Sec)*1e9 + int64(hdr.Nsec)
 	sllOff := roundUp(unix.SizeofTpacket2Hdr, unix.TPACKET_ALIGNMENT)
 	f.outgoing = slot[sllOff+10] == unix.PACKET_OUTGOING // sockaddr_ll.sll_pkttype
 	return f, true
@@ -306,6 +308,7 @@ func (s *afPacketSocket) nextV3() (f rxFrame, ok bool) {
 		}
 		f.data = s.curBlock[mac : mac+snap]
 		f.wireLen = int(hdr.Len)
+		f.tsNs = int64(hdr.Sec)*1e9 + int64(hdr.Nsec)
 		sllOff := s.curOffset + roundUp(unix.SizeofTpacket3Hdr, unix.TPACKET_ALIGNMENT)
 		f.outgoing = s.curBlock[sllOff+10] == unix.PACKET_OUTGOING
 		s.curPending = true

@@ -1,0 +1,332 @@
+// Command terrapin-trafgen is the switch benchmark's traffic generator and
+// sink, plus the reference forwarders it compares the switch with.
+//
+//	terrapin-trafgen reflect --in IF --out IF     minimal AF_PACKET forwarder (the I/O limit)
+//	terrapin-trafgen forward --in IF --out IF     the device without P4 (ports + traffic manager)
+//	terrapin-trafgen bench --tx IF --rx IF --label NAME [--sizes 64,512,1500]
+//
+// bench sends UDP/IPv4 frames on --tx and receives them on --rx (both in
+// its own network namespace), with a sequence number and the send time in
+// the payload; it finds the saturation rate and the zero-loss rate, then
+// measures one-way latency at 10/50/90% of the zero-loss rate, and prints
+// one line per frame size.
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/terrapin/terrapin/toolchain/device"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: terrapin-trafgen reflect|forward|bench [flags]")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	var err error
+	switch os.Args[1] {
+	case "reflect":
+		err = reflectCmd(ctx, os.Args[2:])
+	case "forward":
+		err = forwardCmd(ctx, os.Args[2:])
+	case "bench":
+		err = benchCmd(ctx, os.Args[2:])
+	default:
+		err = fmt.Errorf("unknown command %q", os.Args[1])
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "terrapin-trafgen:", err)
+		os.Exit(1)
+	}
+}
+
+// reflectCmd forwards every frame from --in to --out straight from the
+// receive ring (sendmmsg reads the ring slots; no copy, no lookup).
+func reflectCmd(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("reflect", flag.ExitOnError)
+	in := fs.String("in", "", "input interface")
+	out := fs.String("out", "", "output interface")
+	fs.Parse(args)
+	rx, err := device.OpenRawPort(*in, device.RawPortConfig{})
+	if err != nil {
+		return err
+	}
+	defer rx.Close()
+	tx, err := device.OpenRawPort(*out, device.RawPortConfig{})
+	if err != nil {
+		return err
+	}
+	defer tx.Close()
+	go func() { <-ctx.Done(); rx.Wake() }()
+	bufs := make([][]byte, 64)
+	for i := range bufs {
+		bufs[i] = make([]byte, device.MaxFrame)
+	}
+	batch := make([][]byte, 0, 64)
+	for ctx.Err() == nil {
+		batch = batch[:0]
+		for len(batch) < len(bufs) {
+			f, _, ok := rx.Next()
+			if !ok {
+				break
+			}
+			n := copy(bufs[len(batch)], f)
+			batch = append(batch, bufs[len(batch)][:n])
+			rx.Release()
+		}
+		if len(batch) > 0 {
+			_, _ = tx.Send(batch)
+			continue
+		}
+		if !rx.Wait(200) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// forwardCmd runs the device with a fixed port map: the switch's I/O and
+// traffic manager without a P4 pipeline.
+func forwardCmd(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("forward", flag.ExitOnError)
+	in := fs.String("in", "", "input interface (port 1)")
+	out := fs.String("out", "", "output interface (port 2)")
+	fs.Parse(args)
+	d, err := device.New(device.Config{Ports: []device.PortConfig{{Num: 1, Iface: *in}, {Num: 2, Iface: *out}}})
+	if err != nil {
+		return err
+	}
+	m := device.NewPortMap()
+	m.Out[1], m.Out[2] = 2, 1
+	d.SetPipeline(m)
+	return d.Run(ctx)
+}
+
+const (
+	payloadOff = 14 + 20 + 8 // Ethernet, IPv4, UDP
+	magic      = 0x7465727261 // "terra"
+)
+
+// buildFrame makes a UDP/IPv4 frame of size bytes including the 4-byte FCS
+// the veth does not carry (RFC 2544 frame sizes).
+func buildFrame(size int) []byte {
+	n := size - 4
+	if n < payloadOff+32 {
+		n = payloadOff + 32
+	}
+	f := make([]byte, n)
+	copy(f[0:6], []byte{0x02, 0x00, 0x00, 0x00, 0x02, 0x02})
+	copy(f[6:12], []byte{0x02, 0x00, 0x00, 0x00, 0x01, 0x01})
+	binary.BigEndian.PutUint16(f[12:], 0x0800)
+	ip := f[14:34]
+	ip[0], ip[8], ip[9] = 0x45, 64, 17
+	binary.BigEndian.PutUint16(ip[2:], uint16(n-14))
+	copy(ip[12:16], []byte{10, 0, 0, 1})
+	copy(ip[16:20], []byte{10, 0, 1, 1})
+	var sum uint32
+	for i := 0; i < 20; i += 2 {
+		sum += uint32(binary.BigEndian.Uint16(ip[i:]))
+	}
+	for sum > 0xffff {
+		sum = sum&0xffff + sum>>16
+	}
+	binary.BigEndian.PutUint16(ip[10:], ^uint16(sum))
+	udp := f[34:42]
+	binary.BigEndian.PutUint16(udp[0:], 10000)
+	binary.BigEndian.PutUint16(udp[2:], 20000)
+	binary.BigEndian.PutUint16(udp[4:], uint16(n-34))
+	return f
+}
+
+// trial is one timed run at one offered rate.
+type trial struct {
+	sent, received uint64
+	seconds        float64
+	lat            []int64 // one-way latency samples, ns
+}
+
+type bench struct {
+	tx, rx *device.RawPort
+	id     atomic.Uint32
+}
+
+// run offers pps frames/s (0 = as fast as possible) of size bytes for dur.
+func (b *bench) run(size int, pps float64, dur time.Duration, wantLat bool) trial {
+	id := b.id.Add(1)
+	var tr trial
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	var recvd atomic.Uint64
+	lat := make([]int64, 0, 1<<16)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			f, ts, ok := b.rx.Next()
+			if !ok {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				b.rx.Wait(5)
+				continue
+			}
+			if len(f) >= payloadOff+24 && binary.BigEndian.Uint64(f[payloadOff:]) == magic && binary.BigEndian.Uint32(f[payloadOff+8:]) == id {
+				recvd.Add(1)
+				if wantLat && len(lat) < cap(lat) {
+					sentNs := int64(binary.BigEndian.Uint64(f[payloadOff+16:]))
+					lat = append(lat, ts-sentNs)
+				}
+			}
+			b.rx.Release()
+		}
+	}()
+	// Generator on a locked thread with fine timer slack, so low rates are
+	// sent evenly rather than in bursts.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
+		const batchMax = 64
+		frames := make([][]byte, batchMax)
+		for i := range frames {
+			frames[i] = buildFrame(size)
+			binary.BigEndian.PutUint64(frames[i][payloadOff:], magic)
+			binary.BigEndian.PutUint32(frames[i][payloadOff+8:], id)
+		}
+		start := time.Now()
+		var seq uint64
+		for {
+			el := time.Since(start)
+			if el >= dur {
+				break
+			}
+			n := batchMax
+			if pps > 0 {
+				due := int64(el.Seconds()*pps) + 1 - int64(seq)
+				if due <= 0 {
+					next := time.Duration(float64(seq) / pps * 1e9)
+					if w := next - el; w > 20*time.Microsecond {
+						ts := unix.NsecToTimespec(int64(w - 10*time.Microsecond))
+						unix.Nanosleep(&ts, nil)
+					}
+					continue
+				}
+				if due < int64(n) {
+					n = int(due)
+				}
+			}
+			now := time.Now().UnixNano()
+			for i := 0; i < n; i++ {
+				binary.BigEndian.PutUint32(frames[i][payloadOff+12:], uint32(seq)+uint32(i))
+				binary.BigEndian.PutUint64(frames[i][payloadOff+16:], uint64(now))
+			}
+			k, _ := b.tx.Send(frames[:n])
+			seq += uint64(k)
+			if k < n {
+				runtime.Gosched()
+			}
+		}
+		tr.sent = seq
+		tr.seconds = time.Since(start).Seconds()
+	}()
+	<-done
+	time.Sleep(150 * time.Millisecond) // stragglers
+	close(stop)
+	b.rx.Wake()
+	wg.Wait()
+	tr.received = recvd.Load()
+	tr.lat = lat
+	return tr
+}
+
+func pct(xs []int64, p float64) time.Duration {
+	if len(xs) == 0 {
+		return 0
+	}
+	i := int(float64(len(xs)-1) * p)
+	return time.Duration(xs[i])
+}
+
+func benchCmd(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("bench", flag.ExitOnError)
+	txIf := fs.String("tx", "", "interface to send on")
+	rxIf := fs.String("rx", "", "interface to receive on")
+	label := fs.String("label", "dut", "name printed on each line")
+	sizes := fs.String("sizes", "64,512,1500", "frame sizes (bytes incl. FCS)")
+	trialDur := fs.Duration("trial", time.Second, "length of one trial")
+	steps := fs.Int("steps", 7, "binary-search steps for the zero-loss rate")
+	fs.Parse(args)
+	tx, err := device.OpenRawPort(*txIf, device.RawPortConfig{})
+	if err != nil {
+		return err
+	}
+	defer tx.Close()
+	rx, err := device.OpenRawPort(*rxIf, device.RawPortConfig{RingBytes: 32 << 20})
+	if err != nil {
+		return err
+	}
+	defer rx.Close()
+	b := &bench{tx: tx, rx: rx}
+	b.run(64, 1000, 200*time.Millisecond, false) // warm up (ARP-free L2 path, page faults)
+	for _, s := range strings.Split(*sizes, ",") {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		size, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || size < 64 || size > 9018 {
+			return fmt.Errorf("bad size %q", s)
+		}
+		sat := b.run(size, 0, *trialDur, false)
+		satPPS := float64(sat.received) / sat.seconds
+		offered := float64(sat.sent) / sat.seconds
+		// Zero loss: binary search between 0 and the saturation rate.
+		lo, hi := 0.0, satPPS*1.05
+		for i := 0; i < *steps && ctx.Err() == nil; i++ {
+			mid := (lo + hi) / 2
+			tr := b.run(size, mid, *trialDur, false)
+			if tr.received >= tr.sent && float64(tr.sent) >= mid*tr.seconds*0.97 {
+				lo = mid
+			} else {
+				hi = mid
+			}
+		}
+		zl := lo
+		var lats [3][2]time.Duration
+		for i, f := range []float64{0.1, 0.5, 0.9} {
+			tr := b.run(size, zl*f, *trialDur, true)
+			slices.Sort(tr.lat)
+			lats[i] = [2]time.Duration{pct(tr.lat, 0.5), pct(tr.lat, 0.99)}
+		}
+		fmt.Printf("%-10s size=%-5d offered_sat=%.0f sat_pps=%.0f zero_loss_pps=%.0f lat10=%v/%v lat50=%v/%v lat90=%v/%v\n",
+			*label, size, offered, satPPS, zl,
+			us(lats[0][0]), us(lats[0][1]), us(lats[1][0]), us(lats[1][1]), us(lats[2][0]), us(lats[2][1]))
+	}
+	if ctx.Err() != nil {
+		return errors.New("interrupted")
+	}
+	return nil
+}
+
+func us(d time.Duration) string { return fmt.Sprintf("%.1fus", float64(d)/1e3) }

@@ -1,0 +1,63 @@
+package device
+
+// RawPort exposes the device's socket layer (receive ring, batched send)
+// without a pipeline. The benchmark's traffic generator, sink and reference
+// reflector use it, so that "the I/O limit" is measured with exactly the
+// I/O the switch uses.
+type RawPort struct{ s *afPacketSocket }
+
+// RawPortConfig configures OpenRawPort.
+type RawPortConfig struct {
+	Ring      RingVersion
+	RingBytes int
+	// SeeOwn keeps frames this socket sends visible to its ring (false for
+	// every real use).
+	SeeOwn bool
+}
+
+// OpenRawPort opens iface (in the caller's network namespace).
+func OpenRawPort(iface string, cfg RawPortConfig) (*RawPort, error) {
+	if cfg.Ring == 0 {
+		cfg.Ring = RingV2
+	}
+	mtu := interfaceMTU(iface)
+	if mtu > 9000 {
+		mtu = 9000
+	}
+	s, err := openAFPacket(iface, socketConfig{Version: cfg.Ring, RingBytes: cfg.RingBytes, MaxFrame: mtu + 18, TxBatch: 64, IgnoreOutgoing: !cfg.SeeOwn})
+	if err != nil {
+		return nil, err
+	}
+	return &RawPort{s: s}, nil
+}
+
+// Next returns the next received frame and its kernel timestamp (ns,
+// CLOCK_REALTIME); the frame is valid until Release.
+func (p *RawPort) Next() (frame []byte, tsNs int64, ok bool) {
+	f, ok := p.s.next()
+	return f.data, f.tsNs, ok
+}
+
+// Release returns the frame from Next to the kernel.
+func (p *RawPort) Release() { p.s.release() }
+
+// Send transmits frames with one sendmmsg per batch; it returns how many
+// the kernel took.
+func (p *RawPort) Send(frames [][]byte) (int, error) { return p.s.send(frames) }
+
+// Wait blocks until a frame is ready or timeoutMs passes; it returns false
+// when woken by Close.
+func (p *RawPort) Wait(timeoutMs int) bool { return p.s.wait(timeoutMs) == nil }
+
+// Wake makes a blocked Wait return false.
+func (p *RawPort) Wake() { p.s.wakeUp() }
+
+// RingDrops returns frames the kernel dropped for want of ring space since
+// the last call.
+func (p *RawPort) RingDrops() uint64 {
+	in := &inputPort{sock: p.s}
+	return in.readRingDrops()
+}
+
+// Close releases the socket.
+func (p *RawPort) Close() { p.s.close() }
