@@ -121,7 +121,7 @@ func forwardCmd(ctx context.Context, args []string) error {
 }
 
 const (
-	payloadOff = 14 + 20 + 8 // Ethernet, IPv4, UDP
+	payloadOff = 14 + 20 + 8  // Ethernet, IPv4, UDP
 	magic      = 0x7465727261 // "terra"
 )
 
