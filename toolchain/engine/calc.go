@@ -1,0 +1,337 @@
+package engine
+
+// Calculations (BMv2 "calculations"): a hash or checksum algorithm over a
+// list of fields, constants, headers and optionally the payload. The
+// inputs are concatenated bit by bit (not byte-padded) into a scratch
+// buffer, zero-padded to a whole byte, then the algorithm runs over it.
+
+import (
+	"fmt"
+	"hash/crc32"
+	"math/big"
+	"strings"
+)
+
+type hashAlgo func(p *Packet, b []byte) uint64
+
+type calcInput struct {
+	kind  int // ciField, ciConst, ciHeader
+	ref   fieldRef
+	fd    *fieldDef
+	word  int // narrow field word
+	wide  int // wide field byte offset
+	hdr   int
+	width int
+	cval  uint64
+	cwide []byte
+}
+
+const (
+	ciField = iota
+	ciConst
+	ciHeader
+	ciValid
+)
+
+type calculation struct {
+	name    string
+	algo    hashAlgo
+	algoNm  string
+	inputs  []calcInput
+	payload bool
+	// afterHdrs are the deparser-ordered headers that follow the last
+	// input header, included (when valid) before the payload.
+	afterHdrs []int
+}
+
+func crc16Table(poly uint16) *[256]uint16 {
+	var t [256]uint16
+	for i := 0; i < 256; i++ {
+		c := uint16(i)
+		for k := 0; k < 8; k++ {
+			if c&1 != 0 {
+				c = c>>1 ^ poly
+			} else {
+				c >>= 1
+			}
+		}
+		t[i] = c
+	}
+	return &t
+}
+
+// CRC-16/ARC (BMv2 "crc16"): reflected poly 0x8005, init 0, no final xor.
+var crc16ARC = crc16Table(0xA001)
+
+func algoCRC16(_ *Packet, b []byte) uint64 {
+	var crc uint16
+	for _, x := range b {
+		crc = crc>>8 ^ crc16ARC[byte(crc)^x]
+	}
+	return uint64(crc)
+}
+
+// CRC-16/CCITT-FALSE (BMv2 "crcCCITT"): poly 0x1021, init 0xFFFF.
+func algoCRCCCITT(_ *Packet, b []byte) uint64 {
+	crc := uint16(0xFFFF)
+	for _, x := range b {
+		crc ^= uint16(x) << 8
+		for k := 0; k < 8; k++ {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return uint64(crc)
+}
+
+// CRC-32 (IEEE 802.3, BMv2 "crc32").
+func algoCRC32(_ *Packet, b []byte) uint64 { return uint64(crc32.ChecksumIEEE(b)) }
+
+// Internet checksum (RFC 1071; BMv2 "csum16"/"cksum16").
+func algoCsum16(_ *Packet, b []byte) uint64 {
+	var sum uint64
+	n := len(b)
+	i := 0
+	for ; i+1 < n; i += 2 {
+		sum += uint64(b[i])<<8 | uint64(b[i+1])
+	}
+	if i < n {
+		sum += uint64(b[i]) << 8
+	}
+	for sum>>16 != 0 {
+		sum = sum&0xffff + sum>>16
+	}
+	return uint64(^uint16(sum))
+}
+
+func algoXor16(_ *Packet, b []byte) uint64 {
+	var x uint16
+	n := len(b)
+	i := 0
+	for ; i+1 < n; i += 2 {
+		x ^= uint16(b[i])<<8 | uint16(b[i+1])
+	}
+	if i < n {
+		x ^= uint16(b[i]) << 8
+	}
+	return uint64(x)
+}
+
+// identity: the first 8 bytes of the input as a big-endian number.
+func algoIdentity(_ *Packet, b []byte) uint64 {
+	var v uint64
+	for i := 0; i < len(b) && i < 8; i++ {
+		v = v<<8 | uint64(b[i])
+	}
+	return v
+}
+
+func algoRandom(p *Packet, _ []byte) uint64 { return p.random() }
+
+func lookupAlgo(name string) (hashAlgo, bool) {
+	switch strings.ToLower(name) {
+	case "crc16", "crc16_custom":
+		return algoCRC16, true
+	case "crc32", "crc32_custom":
+		return algoCRC32, true
+	case "crcccitt", "crc_ccitt":
+		return algoCRCCCITT, true
+	case "csum16", "cksum16":
+		return algoCsum16, true
+	case "xor16":
+		return algoXor16, true
+	case "identity":
+		return algoIdentity, true
+	case "random":
+		return algoRandom, true
+	}
+	return nil, false
+}
+
+func (c *compiler) compileCalculation(jc *jCalculation, deparseOrder []int) (*calculation, error) {
+	algo, ok := lookupAlgo(jc.Algo)
+	if !ok {
+		return nil, fmt.Errorf("calculation %s: unsupported algorithm %q", jc.Name, jc.Algo)
+	}
+	calc := &calculation{name: jc.Name, algo: algo, algoNm: jc.Algo}
+	ins, err := parseTVs(jc.Input)
+	if err != nil {
+		return nil, fmt.Errorf("calculation %s: %v", jc.Name, err)
+	}
+	lastHdr := -1
+	for _, in := range ins {
+		if in == nil {
+			continue
+		}
+		switch in.kind {
+		case "field":
+			if len(in.names) != 2 {
+				return nil, fmt.Errorf("calculation %s: bad field %v", jc.Name, in.names)
+			}
+			r, ok := c.lay.lookupField(in.names[0], in.names[1])
+			if !ok {
+				return nil, fmt.Errorf("calculation %s: unknown field %s.%s", jc.Name, in.names[0], in.names[1])
+			}
+			ci := calcInput{kind: ciField, ref: r, hdr: r.hdr}
+			if r.fld < 0 {
+				ci.kind = ciValid // a header's validity bit
+				ci.width = 1
+			} else {
+				ci.fd = c.lay.field(r)
+				ci.width = ci.fd.width
+				if ci.fd.narrow {
+					ci.word = c.lay.word(r)
+				} else {
+					ci.wide = c.lay.wideAt(r)
+				}
+			}
+			calc.inputs = append(calc.inputs, ci)
+			lastHdr = r.hdr
+		case "hexstr":
+			w := in.width
+			if w <= 0 {
+				w = max(in.val.BitLen(), 1)
+			}
+			ci := calcInput{kind: ciConst, width: w}
+			if w <= 64 {
+				ci.cval = low64(in.val) & mask64(w)
+			} else {
+				ci.cwide = make([]byte, (w+7)/8)
+				v := new(big.Int).And(in.val, new(big.Int).Sub(bigPow2(w), big.NewInt(1)))
+				v.FillBytes(ci.cwide)
+			}
+			calc.inputs = append(calc.inputs, ci)
+		case "header":
+			h, ok := c.lay.hdrByName[in.name]
+			if !ok {
+				return nil, fmt.Errorf("calculation %s: unknown header %s", jc.Name, in.name)
+			}
+			calc.inputs = append(calc.inputs, calcInput{kind: ciHeader, hdr: h})
+			lastHdr = h
+		case "payload":
+			calc.payload = true
+		default:
+			return nil, fmt.Errorf("calculation %s: unsupported input type %q", jc.Name, in.kind)
+		}
+	}
+	if calc.payload && lastHdr >= 0 {
+		for i, h := range deparseOrder {
+			if h == lastHdr {
+				calc.afterHdrs = append(calc.afterHdrs, deparseOrder[i+1:]...)
+				break
+			}
+		}
+	}
+	return calc, nil
+}
+
+// bitSink appends bit strings to a byte buffer.
+type bitSink struct {
+	buf  []byte
+	bits int
+}
+
+func (s *bitSink) grow(n int) {
+	need := (s.bits+n+7)/8 + 8
+	if cap(s.buf) < need {
+		nb := make([]byte, len(s.buf), 2*need)
+		copy(nb, s.buf)
+		s.buf = nb
+	}
+	for len(s.buf) < need {
+		s.buf = append(s.buf, 0)
+	}
+}
+
+func (s *bitSink) put(v uint64, w int) {
+	if w == 0 {
+		return
+	}
+	s.grow(w)
+	writeBits(s.buf, s.bits, w, v)
+	s.bits += w
+}
+
+func (s *bitSink) putBits(src []byte, off, n int) {
+	if n == 0 {
+		return
+	}
+	s.grow(n)
+	copyBits(s.buf, s.bits, src, off, n)
+	s.bits += n
+}
+
+// appendHeader appends header h as it would go on the wire.
+func appendHeader(s *bitSink, p *Packet, h *headerInst) {
+	for i := range h.typ.fields {
+		fd := &h.typ.fields[i]
+		if fd.narrow {
+			s.put(p.words[h.wordBase+fd.slot], fd.width)
+			continue
+		}
+		w := fd.width
+		if fd.varbit {
+			w = int(p.vlen[h.id])
+		}
+		if w == 0 {
+			continue
+		}
+		src := p.wide[h.wideBase+fd.woff : h.wideBase+fd.woff+fd.wlen]
+		s.putBits(src, fd.wlen*8-w, w)
+	}
+}
+
+// compute runs the calculation on the packet's current state.
+func (calc *calculation) compute(p *Packet) uint64 {
+	s := bitSink{buf: p.calcBuf[:0]}
+	hs := p.pl.lay.headers
+	for i := range calc.inputs {
+		in := &calc.inputs[i]
+		switch in.kind {
+		case ciField:
+			if !p.valid[in.hdr] {
+				continue
+			}
+			if in.fd.narrow {
+				s.put(p.words[in.word], in.width)
+			} else {
+				w := in.width
+				if in.fd.varbit {
+					w = int(p.vlen[in.hdr])
+				}
+				s.putBits(p.wide[in.wide:in.wide+in.fd.wlen], in.fd.wlen*8-w, w)
+			}
+		case ciValid:
+			v := uint64(0)
+			if p.valid[in.hdr] {
+				v = 1
+			}
+			s.put(v, 1)
+		case ciConst:
+			if in.cwide != nil {
+				s.putBits(in.cwide, len(in.cwide)*8-in.width, in.width)
+			} else {
+				s.put(in.cval, in.width)
+			}
+		case ciHeader:
+			if p.valid[in.hdr] {
+				appendHeader(&s, p, hs[in.hdr])
+			}
+		}
+	}
+	if calc.payload {
+		for _, h := range calc.afterHdrs {
+			if p.valid[h] && !hs[h].metadata {
+				appendHeader(&s, p, hs[h])
+			}
+		}
+		pl := p.buf[p.payload:p.end]
+		s.putBits(pl, 0, len(pl)*8)
+	}
+	p.calcBuf = s.buf
+	n := (s.bits + 7) / 8
+	return calc.algo(p, s.buf[:n])
+}

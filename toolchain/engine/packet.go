@@ -1,0 +1,249 @@
+package engine
+
+import (
+	"math/big"
+)
+
+// headroom is the space kept in front of a packet's bytes so that the
+// deparser can prepend headers that grew (tunnel encapsulation, added
+// headers) without moving the payload.
+const headroom = 128
+
+// tailSlack keeps readable bytes after the packet so that 64-bit loads of
+// the last field never run off the slice.
+const tailSlack = 16
+
+// Packet is the per-packet context: the PHV, the packet bytes and the
+// bookkeeping v1model needs between pipeline stages. Packets come from a
+// per-pipeline pool (Pipeline.Ingress takes one, Packet.Release returns it),
+// so processing a packet allocates nothing once the pool is warm.
+type Packet struct {
+	pl *Pipeline
+
+	words  []uint64
+	wide   []byte
+	valid  []bool
+	vlen   []int32 // per header: bits of its varbit field
+	stkNxt []int32 // per header stack: next index
+	ustNxt []int32 // per union stack: next index
+
+	buf     []byte
+	start   int // packet bytes are buf[start:end]
+	end     int
+	payload int // after parsing: where the unparsed payload starts
+
+	ad     *actionData // action data of the running action
+	exit   bool
+	failed bool // an assert/assume failed: the packet is dropped
+
+	// per-pass v1model registers (BMv2's packet registers)
+	cloneSession uint32
+	cloneValid   bool
+	cloneList    int
+	resubmit     bool
+	resubmitList int
+	recirc       bool
+	recircList   int
+	learnList    int
+	truncLen     int // truncate() primitive, 0 = none
+
+	lengthReg  uint32 // BMv2 PACKET_LENGTH register
+	ingressLen uint32 // length as received (counters and meters count this)
+
+	// set by the traffic manager hand-off
+	isClone    bool
+	cloneTrunc int
+	rid        uint32
+
+	// scratch
+	bigs    []big.Int
+	keyU    []uint64 // table key fields (narrow)
+	keyB    []byte   // table key fields (wide), and parser select keys
+	calcBuf []byte
+	laVal   uint64 // parser lookahead value being assigned
+	laBuf   []byte
+	saved   []uint64 // field-list values saved across a metadata reset
+	savedB  []byte
+	rng     uint64
+}
+
+func (pl *Pipeline) newPacket() *Packet {
+	l := pl.lay
+	p := &Packet{
+		pl:     pl,
+		words:  make([]uint64, l.nwords),
+		wide:   make([]byte, l.nwide+tailSlack),
+		valid:  make([]bool, len(l.headers)),
+		vlen:   make([]int32, len(l.headers)),
+		stkNxt: make([]int32, len(l.stacks)),
+		ustNxt: make([]int32, len(l.ustacks)),
+		bigs:   make([]big.Int, pl.nbig),
+		keyU:   make([]uint64, pl.maxKeyFields+1),
+		keyB:   make([]byte, 0, 256),
+		buf:    make([]byte, headroom+2048+tailSlack),
+	}
+	p.rng = pl.seedRNG()
+	return p
+}
+
+// acquire takes a packet context from the pool.
+func (pl *Pipeline) acquire() *Packet {
+	p, _ := pl.pool.Get().(*Packet)
+	if p == nil {
+		p = pl.newPacket()
+	}
+	return p
+}
+
+// Release returns the packet context to its pipeline's pool. The packet's
+// bytes (a frame returned by Egress) must not be used afterwards.
+func (p *Packet) Release() {
+	if p == nil || p.pl == nil {
+		return
+	}
+	p.pl.pool.Put(p)
+}
+
+// Frame returns the packet's current bytes (after Egress: the deparsed
+// frame). The slice is valid until Release.
+func (p *Packet) Frame() []byte { return p.buf[p.start:p.end] }
+
+// load copies frame into the packet buffer after the headroom.
+func (p *Packet) load(frame []byte) {
+	need := headroom + len(frame) + tailSlack
+	if cap(p.buf) < need {
+		p.buf = make([]byte, need+need/2)
+	}
+	p.buf = p.buf[:cap(p.buf)]
+	p.start = headroom
+	p.end = headroom + len(frame)
+	copy(p.buf[p.start:], frame)
+	clear(p.buf[p.end : p.end+tailSlack])
+}
+
+// resetAll makes every header invalid, zeroes all fields and per-pass state:
+// the state of a packet that just arrived.
+func (p *Packet) resetAll() {
+	clear(p.words)
+	clear(p.wide)
+	clear(p.valid)
+	clear(p.vlen)
+	clear(p.stkNxt)
+	clear(p.ustNxt)
+	for _, h := range p.pl.lay.metaHeaders {
+		p.valid[h] = true
+	}
+	p.resetRegisters()
+	p.ad = nil
+	p.exit = false
+	p.failed = false
+	p.isClone = false
+	p.cloneTrunc = 0
+	p.rid = 0
+}
+
+func (p *Packet) resetRegisters() {
+	p.cloneSession, p.cloneValid, p.cloneList = 0, false, 0
+	p.resubmit, p.resubmitList = false, 0
+	p.recirc, p.recircList = false, 0
+	p.learnList = 0
+	p.truncLen = 0
+}
+
+// resetHeaders invalidates every non-metadata header (BMv2 PHV::reset),
+// leaving metadata alone.
+func (p *Packet) resetHeaders() {
+	l := p.pl.lay
+	for i, h := range l.headers {
+		if !h.metadata {
+			p.valid[i] = false
+			p.vlen[i] = 0
+		}
+	}
+	clear(p.stkNxt)
+	clear(p.ustNxt)
+}
+
+// resetMetadata zeroes every metadata header (BMv2 PHV::reset_metadata).
+func (p *Packet) resetMetadata() {
+	l := p.pl.lay
+	for _, hid := range l.metaHeaders {
+		h := l.headers[hid]
+		clear(p.words[h.wordBase : h.wordBase+h.typ.nwords])
+		clear(p.wide[h.wideBase : h.wideBase+h.typ.nwide])
+	}
+}
+
+// zeroHeader sets every field of header h to 0 (BMv2 Header::reset).
+func (p *Packet) zeroHeader(h *headerInst) {
+	clear(p.words[h.wordBase : h.wordBase+h.typ.nwords])
+	clear(p.wide[h.wideBase : h.wideBase+h.typ.nwide])
+	p.vlen[h.id] = 0
+}
+
+// setValid marks header h valid; a header union member's siblings become
+// invalid (P4_16 §8.20).
+func (p *Packet) setValid(hid int) {
+	l := p.pl.lay
+	if u := l.headers[hid].union; u >= 0 {
+		for _, o := range l.unions[u].headers {
+			if o != hid {
+				p.valid[o] = false
+			}
+		}
+	}
+	p.valid[hid] = true
+}
+
+// copyHeader copies fields, varbit length and validity of src to dst (same
+// header type).
+func (p *Packet) copyHeader(dst, src int) {
+	l := p.pl.lay
+	d, s := l.headers[dst], l.headers[src]
+	copy(p.words[d.wordBase:d.wordBase+d.typ.nwords], p.words[s.wordBase:s.wordBase+s.typ.nwords])
+	copy(p.wide[d.wideBase:d.wideBase+d.typ.nwide], p.wide[s.wideBase:s.wideBase+s.typ.nwide])
+	p.vlen[dst] = p.vlen[src]
+	p.valid[dst] = p.valid[src]
+}
+
+// copyFrom copies the whole PHV and per-pass state of q into p (multicast
+// replicas, clones), plus q's bytes.
+func (p *Packet) copyFrom(q *Packet) {
+	copy(p.words, q.words)
+	copy(p.wide, q.wide)
+	copy(p.valid, q.valid)
+	copy(p.vlen, q.vlen)
+	copy(p.stkNxt, q.stkNxt)
+	copy(p.ustNxt, q.ustNxt)
+	n := q.end - q.start
+	need := headroom + n + tailSlack
+	if cap(p.buf) < need {
+		p.buf = make([]byte, need+need/2)
+	}
+	p.buf = p.buf[:cap(p.buf)]
+	p.start = headroom
+	p.end = headroom + n
+	copy(p.buf[p.start:p.end], q.buf[q.start:q.end])
+	clear(p.buf[p.end : p.end+tailSlack])
+	p.payload = q.payload - q.start + p.start
+	p.ad = nil
+	p.exit = false
+	p.failed = false
+	p.resetRegisters()
+	p.lengthReg = q.lengthReg
+	p.ingressLen = q.ingressLen
+	p.isClone = q.isClone
+	p.cloneTrunc = q.cloneTrunc
+	p.rid = q.rid
+}
+
+// random returns the next value of the packet context's xorshift generator
+// (v1model random()); no global state, no locks.
+func (p *Packet) random() uint64 {
+	x := p.rng
+	x ^= x << 13
+	x ^= x >> 7
+	x ^= x << 17
+	p.rng = x
+	return x
+}

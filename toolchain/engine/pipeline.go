@@ -1,0 +1,840 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Options configure a pipeline.
+type Options struct {
+	// Clock returns a monotonic time in nanoseconds. Timestamps the program
+	// sees (microseconds, as BMv2's) and meters use it. Nil: time since Load.
+	Clock func() int64
+	// Log receives log_msg output and failed assertions. Nil: discarded.
+	Log func(msg string)
+	// DropPort is the egress_spec value meaning "drop" (BMv2 default 511).
+	DropPort uint32
+	// RandomSeed seeds the per-packet-context generators used by random()
+	// and the "random" hash; 0 picks one from the clock.
+	RandomSeed uint64
+	// DigestBuffer is the capacity of the digest channel (default 1024).
+	DigestBuffer int
+}
+
+// Pipeline is a loaded, compiled P4 program.
+type Pipeline struct {
+	opts     Options
+	lay      *layout
+	mu       sync.RWMutex // table contents and value sets; see control.go
+	pool     sync.Pool
+	dropPort uint32
+	t0       time.Time
+	program  string
+
+	nbig         int
+	maxKeyFields int
+	maxKeyBytes  int
+
+	actions     []*action
+	actionByID  map[int]*action
+	tables      []*table
+	tableByID   map[int]*table
+	tableByName map[string]*table
+
+	counters      []*counterArray
+	counterByName map[string]*counterArray
+	counterByID   map[int]*counterArray
+	meters        []*meterArray
+	meterByName   map[string]*meterArray
+	meterByID     map[int]*meterArray
+	registers     []*registerArray
+	registerByName map[string]*registerArray
+	registerByID  map[int]*registerArray
+	calcByName    map[string]*calculation
+	vsets         []*valueSet
+	vsetByID      map[int]*valueSet
+	vsetByName    map[string]*valueSet
+	fieldLists    map[int][]fieldRef
+	learnByID     map[int]*learnList
+	learnLists    []*learnList
+
+	parser       *parser
+	ingress      cfNode
+	egress       cfNode
+	deparseOrder []int
+	verifyCk     []*checksum
+	updateCk     []*checksum
+	std          stdFields
+
+	pre            *pre
+	digests        chan Digest
+	digestDrops    atomic.Uint64
+	assertFailures atomic.Uint64
+	seedCounter    atomic.Uint64
+
+	names map[ObjectKind]map[string]int
+}
+
+type learnList struct {
+	name   string
+	id     int
+	fields []fieldRef
+}
+
+type checksum struct {
+	name   string
+	target *lvalue
+	calc   *calculation
+	cond   boolFn
+}
+
+// stdFields are PHV word indices of the standard metadata the architecture
+// reads and writes (-1 when the program lacks the field).
+type stdFields struct {
+	ingressPort, egressSpec, egressPort, instanceType, packetLength int
+	enqTimestamp, enqQdepth, deqTimedelta, deqQdepth, qid             int
+	ingressTS, egressTS, mcastGrp, egressRid                          int
+	checksumError, parserError, priority                              int
+	widths                                                            map[int]int
+}
+
+// BMv2 simple_switch instance types (standard_metadata.instance_type).
+const (
+	InstanceNormal       = 0
+	InstanceIngressClone = 1
+	InstanceEgressClone  = 2
+	InstanceCoalesced    = 3
+	InstanceRecirc       = 4
+	InstanceReplication  = 5
+	InstanceResubmit     = 6
+)
+
+// Load compiles a BMv2 JSON program. All per-packet work is decided here:
+// field references become PHV indices, expressions closures.
+func Load(jsonText []byte, opts Options) (pl *Pipeline, err error) {
+	defer func() {
+		// Load must never take the process down on hostile JSON.
+		if r := recover(); r != nil {
+			pl, err = nil, fmt.Errorf("invalid BMv2 JSON: %v", r)
+		}
+	}()
+	var jp jProgram
+	if err := json.Unmarshal(jsonText, &jp); err != nil {
+		return nil, fmt.Errorf("invalid BMv2 JSON: %v", err)
+	}
+	if len(jp.Meta.Version) >= 1 && jp.Meta.Version[0] != 2 {
+		return nil, fmt.Errorf("unsupported BMv2 JSON version %v (want 2.x)", jp.Meta.Version)
+	}
+	lay, err := buildLayout(&jp)
+	if err != nil {
+		return nil, err
+	}
+	pl = &Pipeline{
+		opts:           opts,
+		lay:            lay,
+		dropPort:       511,
+		t0:             time.Now(),
+		program:        jp.Program,
+		actionByID:     map[int]*action{},
+		tableByID:      map[int]*table{},
+		tableByName:    map[string]*table{},
+		counterByName:  map[string]*counterArray{},
+		counterByID:    map[int]*counterArray{},
+		meterByName:    map[string]*meterArray{},
+		meterByID:      map[int]*meterArray{},
+		registerByName: map[string]*registerArray{},
+		registerByID:   map[int]*registerArray{},
+		calcByName:     map[string]*calculation{},
+		vsetByID:       map[int]*valueSet{},
+		vsetByName:     map[string]*valueSet{},
+		fieldLists:     map[int][]fieldRef{},
+		learnByID:      map[int]*learnList{},
+		pre:            newPRE(),
+		names:          map[ObjectKind]map[string]int{},
+	}
+	if opts.DropPort != 0 {
+		pl.dropPort = opts.DropPort
+	}
+	nd := opts.DigestBuffer
+	if nd <= 0 {
+		nd = 1024
+	}
+	pl.digests = make(chan Digest, nd)
+	for k := KindTable; k <= KindHeader; k++ {
+		pl.names[k] = map[string]int{}
+	}
+	c := &compiler{pl: pl, lay: lay}
+
+	for _, jr := range jp.RegisterArrays {
+		if jr.Size < 0 || jr.Size > 1<<24 || jr.Bitwidth <= 0 || jr.Bitwidth > 1<<12 {
+			return nil, fmt.Errorf("register %s: bad size %d or width %d", jr.Name, jr.Size, jr.Bitwidth)
+		}
+		r := newRegisterArray(jr.Name, jr.ID, jr.Size, jr.Bitwidth)
+		pl.registers = append(pl.registers, r)
+		pl.registerByName[r.name] = r
+		pl.registerByID[r.id] = r
+		pl.names[KindRegister][r.name] = r.id
+	}
+	for _, jc := range jp.CounterArrays {
+		if jc.Size < 0 || jc.Size > 1<<24 {
+			return nil, fmt.Errorf("counter %s: bad size %d", jc.Name, jc.Size)
+		}
+		ca := &counterArray{name: jc.Name, id: jc.ID, direct: jc.IsDirect, table: jc.Binding}
+		if !jc.IsDirect {
+			ca.cells = make([]counterCell, jc.Size)
+		}
+		pl.counters = append(pl.counters, ca)
+		pl.counterByName[ca.name] = ca
+		pl.counterByID[ca.id] = ca
+		pl.names[KindCounter][ca.name] = ca.id
+	}
+	for _, jm := range jp.MeterArrays {
+		if jm.Size < 0 || jm.Size > 1<<24 {
+			return nil, fmt.Errorf("meter %s: bad size %d", jm.Name, jm.Size)
+		}
+		ma := &meterArray{name: jm.Name, id: jm.ID, direct: jm.IsDirect, table: jm.Binding, rateCount: jm.RateCount}
+		if jm.Type == "packets" {
+			ma.unit = MeterPackets
+		}
+		if !jm.IsDirect {
+			ma.cells = make([]meterCell, jm.Size)
+		}
+		if jm.IsDirect && len(jm.ResultTarget) == 2 {
+			lv, err := c.lvalue(&ast{kind: "field", names: jm.ResultTarget})
+			if err != nil {
+				return nil, fmt.Errorf("meter %s result: %v", jm.Name, err)
+			}
+			ma.result = lv
+		}
+		pl.meters = append(pl.meters, ma)
+		pl.meterByName[ma.name] = ma
+		pl.meterByID[ma.id] = ma
+		pl.names[KindMeter][ma.name] = ma.id
+	}
+	for _, jv := range jp.ParseVsets {
+		vs := &valueSet{name: jv.Name, id: jv.ID, width: jv.CompressedBitwidth, maxSize: jv.MaxSize}
+		pl.vsets = append(pl.vsets, vs)
+		pl.vsetByID[vs.id] = vs
+		pl.vsetByName[vs.name] = vs
+		pl.names[KindValueSet][vs.name] = vs.id
+	}
+	for _, fl := range jp.FieldLists {
+		refs, err := c.fieldListRefs(fl)
+		if err != nil {
+			return nil, err
+		}
+		pl.fieldLists[fl.ID] = refs
+	}
+	for _, ll := range jp.LearnLists {
+		refs, err := c.fieldListRefs(ll)
+		if err != nil {
+			return nil, err
+		}
+		l := &learnList{name: ll.Name, id: ll.ID, fields: refs}
+		pl.learnByID[l.id] = l
+		pl.learnLists = append(pl.learnLists, l)
+		pl.names[KindDigest][l.name] = l.id
+	}
+	for _, h := range lay.headers {
+		if !h.hidden {
+			pl.names[KindHeader][h.name] = h.id
+		}
+	}
+
+	// Deparser order (calculations with payload need it).
+	if len(jp.Deparsers) > 0 {
+		for _, name := range jp.Deparsers[0].Order {
+			h, ok := lay.hdrByName[name]
+			if !ok {
+				return nil, fmt.Errorf("deparser: unknown header %s", name)
+			}
+			pl.deparseOrder = append(pl.deparseOrder, h)
+		}
+	}
+	for i := range jp.Calculations {
+		calc, err := c.compileCalculation(&jp.Calculations[i], pl.deparseOrder)
+		if err != nil {
+			return nil, err
+		}
+		pl.calcByName[calc.name] = calc
+	}
+
+	for i := range jp.Actions {
+		a, err := c.compileAction(&jp.Actions[i])
+		if err != nil {
+			return nil, err
+		}
+		pl.actions = append(pl.actions, a)
+		if _, dup := pl.actionByID[a.id]; dup {
+			return nil, fmt.Errorf("duplicate action id %d", a.id)
+		}
+		pl.actionByID[a.id] = a
+		pl.names[KindAction][a.name] = a.id
+	}
+
+	if len(jp.Parsers) > 0 {
+		ps, err := c.compileParser(&jp.Parsers[0], jp.Errors)
+		if err != nil {
+			return nil, err
+		}
+		pl.parser = ps
+	} else {
+		pl.parser = &parser{}
+	}
+
+	var ingressJP, egressJP *jPipeline
+	for i := range jp.Pipelines {
+		switch jp.Pipelines[i].Name {
+		case "ingress":
+			ingressJP = &jp.Pipelines[i]
+		case "egress":
+			egressJP = &jp.Pipelines[i]
+		}
+	}
+	if ingressJP == nil && len(jp.Pipelines) > 0 {
+		ingressJP = &jp.Pipelines[0]
+	}
+	if egressJP == nil && len(jp.Pipelines) > 1 {
+		egressJP = &jp.Pipelines[1]
+	}
+	if pl.ingress, err = c.compileFlow(ingressJP, &jp); err != nil {
+		return nil, err
+	}
+	if pl.egress, err = c.compileFlow(egressJP, &jp); err != nil {
+		return nil, err
+	}
+
+	for i := range jp.Checksums {
+		jc := &jp.Checksums[i]
+		ck, err := c.compileChecksum(jc)
+		if err != nil {
+			return nil, err
+		}
+		if jc.Verify == nil || *jc.Verify {
+			pl.verifyCk = append(pl.verifyCk, ck)
+		}
+		if jc.Update == nil || *jc.Update {
+			pl.updateCk = append(pl.updateCk, ck)
+		}
+	}
+	pl.std = resolveStd(lay)
+	return pl, nil
+}
+
+func (c *compiler) fieldListRefs(fl jFieldList) ([]fieldRef, error) {
+	els, err := parseTVs(fl.Elements)
+	if err != nil {
+		return nil, fmt.Errorf("field list %s: %v", fl.Name, err)
+	}
+	var refs []fieldRef
+	for _, e := range els {
+		if e == nil {
+			continue
+		}
+		switch e.kind {
+		case "field":
+			r, ok := c.lay.lookupField(e.names[0], e.names[1])
+			if !ok {
+				return nil, fmt.Errorf("field list %s: unknown field %s.%s", fl.Name, e.names[0], e.names[1])
+			}
+			if r.fld >= 0 {
+				refs = append(refs, r)
+			}
+		case "header":
+			h, ok := c.lay.hdrByName[e.name]
+			if !ok {
+				return nil, fmt.Errorf("field list %s: unknown header %s", fl.Name, e.name)
+			}
+			for i := range c.lay.headers[h].typ.fields {
+				refs = append(refs, fieldRef{hdr: h, fld: i})
+			}
+		default:
+			// hexstr constants etc. carry no state to preserve
+		}
+	}
+	return refs, nil
+}
+
+func (c *compiler) compileChecksum(jc *jChecksum) (*checksum, error) {
+	calc, ok := c.pl.calcByName[jc.Calculation]
+	if !ok {
+		return nil, fmt.Errorf("checksum %s: unknown calculation %s", jc.Name, jc.Calculation)
+	}
+	if len(jc.Target) != 2 {
+		return nil, fmt.Errorf("checksum %s: bad target", jc.Name)
+	}
+	c.where = "checksum " + jc.Name
+	defer func() { c.where = "" }()
+	lv, err := c.lvalue(&ast{kind: "field", names: jc.Target})
+	if err != nil {
+		return nil, err
+	}
+	ck := &checksum{name: jc.Name, target: lv, calc: calc}
+	if len(jc.IfCond) > 0 && string(jc.IfCond) != "null" {
+		a, err := parseTV(jc.IfCond)
+		if err != nil {
+			return nil, err
+		}
+		if ck.cond, err = c.boolean(a); err != nil {
+			return nil, err
+		}
+	}
+	return ck, nil
+}
+
+func resolveStd(l *layout) stdFields {
+	s := stdFields{widths: map[int]int{}}
+	find := func(names ...string) int {
+		for _, n := range names {
+			hdr, fld := "standard_metadata", n
+			for i := 0; i < len(n); i++ {
+				if n[i] == '.' {
+					hdr, fld = n[:i], n[i+1:]
+					break
+				}
+			}
+			r, ok := l.lookupField(hdr, fld)
+			if !ok || r.fld < 0 {
+				continue
+			}
+			fd := l.field(r)
+			if !fd.narrow {
+				continue
+			}
+			w := l.word(r)
+			s.widths[w] = fd.width
+			return w
+		}
+		return -1
+	}
+	s.ingressPort = find("ingress_port")
+	s.egressSpec = find("egress_spec")
+	s.egressPort = find("egress_port")
+	s.instanceType = find("instance_type")
+	s.packetLength = find("packet_length")
+	s.enqTimestamp = find("queueing_metadata.enq_timestamp", "enq_timestamp")
+	s.enqQdepth = find("queueing_metadata.enq_qdepth", "enq_qdepth")
+	s.deqTimedelta = find("queueing_metadata.deq_timedelta", "deq_timedelta")
+	s.deqQdepth = find("queueing_metadata.deq_qdepth", "deq_qdepth")
+	s.qid = find("queueing_metadata.qid", "qid")
+	s.ingressTS = find("intrinsic_metadata.ingress_global_timestamp", "ingress_global_timestamp")
+	s.egressTS = find("intrinsic_metadata.egress_global_timestamp", "egress_global_timestamp")
+	s.mcastGrp = find("intrinsic_metadata.mcast_grp", "mcast_grp")
+	s.egressRid = find("intrinsic_metadata.egress_rid", "egress_rid")
+	s.checksumError = find("checksum_error")
+	s.parserError = find("parser_error")
+	s.priority = find("intrinsic_metadata.priority", "priority")
+	return s
+}
+
+// set writes a standard metadata field (truncated to its width).
+func (s *stdFields) set(p *Packet, w int, v uint64) {
+	if w >= 0 {
+		p.words[w] = v & mask64(s.widths[w])
+	}
+}
+
+func (s *stdFields) get(p *Packet, w int) uint64 {
+	if w < 0 {
+		return 0
+	}
+	return p.words[w]
+}
+
+// ---- control flow ----
+
+type cfNode interface {
+	exec(p *Packet) cfNode
+}
+
+type tableNode struct{ t *table }
+
+type condNode struct {
+	cond        boolFn
+	onTrue      cfNode
+	onFalse     cfNode
+	name        string
+	trueN, falN *string
+}
+
+type callNode struct {
+	a    *action
+	next cfNode
+}
+
+func (n *tableNode) exec(p *Packet) cfNode {
+	t := n.t
+	en := t.lookup(p)
+	if en != nil {
+		if t.directCounter != nil {
+			en.counter.add(uint64(p.ingressLen))
+		}
+		if dm := t.directMeter; dm != nil && dm.result != nil && en.meter != nil {
+			color := en.meter.execute(dm.input(p), p.pl.clock())
+			t.writeColor(p, uint64(color))
+		}
+		en.act.run(p, en.data)
+		if t.hasHitMiss {
+			return t.hitNext
+		}
+		return t.nextByAction[en.act.id]
+	}
+	act := t.defAct
+	if act != nil {
+		act.run(p, t.defData)
+	}
+	if t.hasHitMiss {
+		return t.missNext
+	}
+	if act == nil {
+		return t.baseNext
+	}
+	return t.nextByAction[act.id]
+}
+
+func (t *table) writeColor(p *Packet, v uint64) {
+	lv := t.directMeter.result
+	if lv.fd.narrow {
+		h := t.pl.lay.headers[lv.hdr(p)]
+		p.words[h.wordBase+lv.fd.slot] = v & mask64(lv.fd.width)
+	}
+}
+
+func (n *condNode) exec(p *Packet) cfNode {
+	if n.cond(p) {
+		return n.onTrue
+	}
+	return n.onFalse
+}
+
+func (n *callNode) exec(p *Packet) cfNode {
+	n.a.run(p, nil)
+	return n.next
+}
+
+func runControl(p *Packet, n cfNode) {
+	for n != nil && !p.exit && !p.failed {
+		n = n.exec(p)
+	}
+}
+
+func (c *compiler) compileFlow(jpp *jPipeline, jp *jProgram) (cfNode, error) {
+	if jpp == nil {
+		return nil, nil
+	}
+	nodes := map[string]cfNode{}
+	var tables []*table
+	var tjs []*jTable
+	for i := range jpp.Tables {
+		jt := &jpp.Tables[i]
+		t, err := c.compileTable(jt)
+		if err != nil {
+			return nil, err
+		}
+		if _, dup := c.pl.tableByID[t.info.ID]; dup {
+			return nil, fmt.Errorf("duplicate table id %d", t.info.ID)
+		}
+		for _, ca := range c.pl.counters {
+			if ca.direct && ca.table == t.info.Name {
+				t.directCounter = ca
+				t.info.DirectCounter = ca.name
+			}
+		}
+		if jt.WithCounters && t.directCounter == nil {
+			// with_counters without a named counter array: still count.
+			t.directCounter = &counterArray{name: t.info.Name + "$counter", direct: true, table: t.info.Name}
+		}
+		dmName := ""
+		if jt.DirectMeters != nil {
+			dmName = *jt.DirectMeters
+		}
+		for _, ma := range c.pl.meters {
+			if ma.direct && (ma.table == t.info.Name || ma.name == dmName) {
+				t.directMeter = ma
+				t.info.DirectMeter = ma.name
+			}
+		}
+		if err := t.constEntries(jt); err != nil {
+			return nil, err
+		}
+		nodes[jt.Name] = &tableNode{t: t}
+		tables = append(tables, t)
+		tjs = append(tjs, jt)
+		c.pl.tables = append(c.pl.tables, t)
+		c.pl.tableByID[t.info.ID] = t
+		c.pl.tableByName[t.info.Name] = t
+		c.pl.names[KindTable][t.info.Name] = t.info.ID
+	}
+	var conds []*condNode
+	var cjs []*jConditional
+	for i := range jpp.Conditionals {
+		jc := &jpp.Conditionals[i]
+		c.where = "conditional " + jc.Name
+		a, err := parseTV(jc.Expression)
+		if err != nil {
+			return nil, c.errorf("%v", err)
+		}
+		b, err := c.boolean(a)
+		if err != nil {
+			return nil, err
+		}
+		c.where = ""
+		n := &condNode{cond: b, name: jc.Name}
+		nodes[jc.Name] = n
+		conds = append(conds, n)
+		cjs = append(cjs, jc)
+	}
+	var calls []*callNode
+	var ajs []*jActionCall
+	for i := range jpp.ActionCalls {
+		ja := &jpp.ActionCalls[i]
+		a, ok := c.pl.actionByID[ja.ActionID]
+		if !ok {
+			return nil, fmt.Errorf("action call %s: unknown action %d", ja.Name, ja.ActionID)
+		}
+		n := &callNode{a: a}
+		nodes[ja.Name] = n
+		calls = append(calls, n)
+		ajs = append(ajs, ja)
+	}
+	ref := func(name *string, what string) (cfNode, error) {
+		if name == nil {
+			return nil, nil
+		}
+		n, ok := nodes[*name]
+		if !ok {
+			return nil, fmt.Errorf("%s: unknown control flow node %s", what, *name)
+		}
+		return n, nil
+	}
+	var err error
+	for i, t := range tables {
+		jt := tjs[i]
+		if t.baseNext, err = ref(jt.BaseDefaultNext, "table "+t.info.Name); err != nil {
+			return nil, err
+		}
+		names := map[string]int{}
+		for k, aid := range jt.ActionIDs {
+			if k < len(jt.Actions) {
+				names[jt.Actions[k]] = aid
+			}
+		}
+		for key, nx := range jt.NextTables {
+			n, err := ref(nx, "table "+t.info.Name)
+			if err != nil {
+				return nil, err
+			}
+			switch key {
+			case "__HIT__":
+				t.hitNext, t.hasHitMiss = n, true
+			case "__MISS__":
+				t.missNext, t.hasHitMiss = n, true
+			default:
+				aid, ok := names[key]
+				if !ok {
+					// next_tables keyed by a name not in "actions": look up
+					// the action by name globally.
+					id, ok2 := c.pl.names[KindAction][key]
+					if !ok2 {
+						return nil, fmt.Errorf("table %s: next_tables names unknown action %s", t.info.Name, key)
+					}
+					aid = id
+				}
+				t.nextByAction[aid] = n
+			}
+		}
+		// Actions without a next_tables entry continue at base_default_next.
+		for _, aid := range jt.ActionIDs {
+			if _, ok := t.nextByAction[aid]; !ok {
+				t.nextByAction[aid] = t.baseNext
+			}
+		}
+	}
+	for i, n := range conds {
+		if n.onTrue, err = ref(cjs[i].TrueNext, "conditional "+n.name); err != nil {
+			return nil, err
+		}
+		if n.onFalse, err = ref(cjs[i].FalseNext, "conditional "+n.name); err != nil {
+			return nil, err
+		}
+	}
+	for i, n := range calls {
+		if n.next, err = ref(ajs[i].NextNode, "action call "+ajs[i].Name); err != nil {
+			return nil, err
+		}
+	}
+	return ref(jpp.InitTable, "pipeline "+jpp.Name)
+}
+
+// ---- clocks, logging, randomness ----
+
+// clock returns nanoseconds since the pipeline's time origin.
+func (pl *Pipeline) clock() int64 {
+	if pl.opts.Clock != nil {
+		return pl.opts.Clock()
+	}
+	return int64(time.Since(pl.t0))
+}
+
+// Now returns the pipeline clock in microseconds, the unit of BMv2's
+// timestamps (enq_timestamp etc.); the device uses it for queueing metadata.
+func (pl *Pipeline) Now() uint64 { return uint64(pl.clock() / 1000) }
+
+func (pl *Pipeline) logf(format string, args ...any) {
+	if pl.opts.Log != nil {
+		pl.opts.Log(fmt.Sprintf(format, args...))
+	}
+}
+
+func (pl *Pipeline) seedRNG() uint64 {
+	base := pl.opts.RandomSeed
+	if base == 0 {
+		base = uint64(time.Now().UnixNano())
+	}
+	s := base + 0x9E3779B97F4A7C15*(pl.seedCounter.Add(1))
+	if s == 0 {
+		s = 1
+	}
+	return s
+}
+
+// Program returns the program name from the JSON ("program" attribute).
+func (pl *Pipeline) Program() string { return pl.program }
+
+// AssertionFailures counts packets dropped by a failed assert/assume.
+func (pl *Pipeline) AssertionFailures() uint64 { return pl.assertFailures.Load() }
+
+// ---- info helpers for control.go ----
+
+func (pl *Pipeline) table(id int) (*table, error) {
+	t, ok := pl.tableByID[id]
+	if !ok {
+		return nil, errf(CodeNotFound, "no table with id %d", id)
+	}
+	return t, nil
+}
+
+func (pl *Pipeline) tableInfos() []TableInfo {
+	out := make([]TableInfo, len(pl.tables))
+	for i, t := range pl.tables {
+		out[i] = t.info
+		out[i].Keys = append([]KeyFieldInfo(nil), t.info.Keys...)
+		out[i].ActionIDs = append([]int(nil), t.info.ActionIDs...)
+	}
+	return out
+}
+
+func (pl *Pipeline) actionInfos() []ActionInfo {
+	out := make([]ActionInfo, len(pl.actions))
+	for i, a := range pl.actions {
+		out[i] = a.info()
+	}
+	return out
+}
+
+func (pl *Pipeline) counterInfos() []CounterInfo {
+	out := make([]CounterInfo, len(pl.counters))
+	for i, c := range pl.counters {
+		out[i] = CounterInfo{Name: c.name, ID: c.id, Size: len(c.cells), Direct: c.direct, Table: c.table}
+	}
+	return out
+}
+
+func (pl *Pipeline) meterInfos() []MeterInfo {
+	out := make([]MeterInfo, len(pl.meters))
+	for i, m := range pl.meters {
+		out[i] = MeterInfo{Name: m.name, ID: m.id, Size: len(m.cells), Direct: m.direct, Table: m.table, Unit: m.unit, RateCount: m.rateCount}
+	}
+	return out
+}
+
+func (pl *Pipeline) registerInfos() []RegisterInfo {
+	out := make([]RegisterInfo, len(pl.registers))
+	for i, r := range pl.registers {
+		out[i] = RegisterInfo{Name: r.name, ID: r.id, Size: r.size(), Bitwidth: r.width}
+	}
+	return out
+}
+
+func (pl *Pipeline) valueSetInfos() []ValueSetInfo {
+	out := make([]ValueSetInfo, len(pl.vsets))
+	for i, v := range pl.vsets {
+		out[i] = ValueSetInfo{Name: v.name, ID: v.id, Bitwidth: v.width, MaxSize: v.maxSize}
+	}
+	return out
+}
+
+func (pl *Pipeline) digestInfos() []DigestInfo {
+	out := make([]DigestInfo, len(pl.learnLists))
+	for i, l := range pl.learnLists {
+		d := DigestInfo{Name: l.name, ID: l.id}
+		for _, r := range l.fields {
+			fd := pl.lay.field(r)
+			d.Fields = append(d.Fields, ParamInfo{Name: pl.lay.headers[r.hdr].name + "." + fd.name, Bitwidth: fd.width})
+		}
+		out[i] = d
+	}
+	return out
+}
+
+func (pl *Pipeline) counterArray(id, index int) (*counterArray, error) {
+	c, ok := pl.counterByID[id]
+	if !ok {
+		return nil, errf(CodeNotFound, "no counter with id %d", id)
+	}
+	if c.direct {
+		return nil, errf(CodeInvalidArgument, "counter %s is direct; read it through its table entries", c.name)
+	}
+	if index < 0 || index >= len(c.cells) {
+		return c, errf(CodeOutOfRange, "counter %s index %d out of range 0..%d", c.name, index, len(c.cells)-1)
+	}
+	return c, nil
+}
+
+func (pl *Pipeline) meterArray(id, index int) (*meterArray, error) {
+	m, ok := pl.meterByID[id]
+	if !ok {
+		return nil, errf(CodeNotFound, "no meter with id %d", id)
+	}
+	if m.direct {
+		return nil, errf(CodeInvalidArgument, "meter %s is direct; configure it through its table entries", m.name)
+	}
+	if index >= len(m.cells) {
+		return nil, errf(CodeOutOfRange, "meter %s index %d out of range 0..%d", m.name, index, len(m.cells)-1)
+	}
+	return m, nil
+}
+
+func (pl *Pipeline) registerArray(id, index int) (*registerArray, error) {
+	r, ok := pl.registerByID[id]
+	if !ok {
+		return nil, errf(CodeNotFound, "no register with id %d", id)
+	}
+	if index < 0 || index >= r.size() {
+		return r, errf(CodeOutOfRange, "register %s index %d out of range 0..%d", r.name, index, r.size()-1)
+	}
+	return r, nil
+}
+
+// fieldValue reads any field as big-endian bytes of its width (digests).
+func (p *Packet) fieldBytes(r fieldRef) []byte {
+	l := p.pl.lay
+	fd := l.field(r)
+	nb := (fd.width + 7) / 8
+	out := make([]byte, nb)
+	if fd.narrow {
+		putUint(out, p.words[l.word(r)])
+	} else {
+		off := l.wideAt(r)
+		copy(out, p.wide[off+fd.wlen-nb:off+fd.wlen])
+	}
+	return out
+}
+
+var _ = big.NewInt
+var _ = sort.Ints

@@ -1,0 +1,444 @@
+package engine
+
+// The v1model packet path, split at the traffic manager the way a real
+// switch needs it:
+//
+//	Ingress(frame, port)  parser, checksum verification, ingress control,
+//	                      then BMv2's after-ingress logic (I2E clone,
+//	                      digest, resubmit, multicast, drop, unicast); it
+//	                      returns egress jobs for the device to queue.
+//	Egress(job, qmeta)    egress control with BMv2's queueing metadata,
+//	                      E2E clone, drop, checksum update, deparser,
+//	                      recirculation (which runs ingress again and yields
+//	                      more jobs); it returns the frame to transmit.
+//
+// The after-ingress and after-egress steps follow simple_switch.md's
+// pseudocode and simple_switch.cpp (field lists preserved on resubmit,
+// recirculate and clones; metadata reset; instance_type values).
+
+// Job is a packet waiting for egress: the device queues it on Port in the
+// queue of its Priority (standard_metadata.priority when it left ingress,
+// 0 lowest).
+type Job struct {
+	Pkt      *Packet
+	Port     uint32
+	Priority uint8
+}
+
+// QueueMeta is the queueing metadata egress sees, in BMv2's units: times
+// in microseconds of the pipeline clock (Pipeline.Now), depths in packets.
+type QueueMeta struct {
+	EnqTimestamp uint64
+	EnqQdepth    uint32
+	DeqTimedelta uint32
+	DeqQdepth    uint32
+	Qid          uint8
+}
+
+// Output is a frame leaving the switch. Frame is valid until the caller
+// calls Pkt.Release().
+type Output struct {
+	Port  uint32
+	Frame []byte
+	Pkt   *Packet
+}
+
+// maxResubmits bounds resubmission loops of one packet (BMv2 has no bound;
+// a program that always resubmits would spin forever).
+const maxResubmits = 64
+
+// Ingress runs a received frame through ingress and appends the resulting
+// egress jobs to jobs. frame is copied; the caller may reuse it.
+func (pl *Pipeline) Ingress(frame []byte, port uint32, jobs []Job) []Job {
+	p := pl.acquire()
+	p.load(frame)
+	p.resetAll()
+	s := &pl.std
+	n := uint32(len(frame))
+	s.set(p, s.ingressPort, uint64(port))
+	s.set(p, s.packetLength, uint64(n))
+	s.set(p, s.instanceType, InstanceNormal)
+	s.set(p, s.ingressTS, pl.Now())
+	p.lengthReg = n
+	p.ingressLen = n
+	pl.mu.RLock()
+	jobs = pl.ingressPass(p, jobs)
+	pl.mu.RUnlock()
+	return jobs
+}
+
+func (pl *Pipeline) ingressPass(p *Packet, jobs []Job) []Job {
+	s := &pl.std
+	for round := 0; ; round++ {
+		inStart, inEnd := p.start, p.end
+		ingressSize := p.lengthReg
+		errVal := pl.parser.run(p)
+		s.set(p, s.parserError, errVal)
+		pl.verifyChecksums(p)
+		runControl(p, pl.ingress)
+		p.exit = false
+		if p.failed {
+			p.Release()
+			return jobs
+		}
+		// I2E clone: the packet as it entered this ingress pass, parsed
+		// again, metadata reset except the preserved field list.
+		if p.cloneValid {
+			p.cloneValid = false
+			if sess := pl.pre.sessionRef(p.cloneSession); sess != nil {
+				for _, r := range sess.Replicas {
+					c := pl.acquire()
+					c.load(p.buf[inStart:inEnd])
+					c.resetAll()
+					pl.parser.run(c)
+					c.resetMetadata()
+					pl.copyFieldList(c, p, p.cloneList)
+					s.set(c, s.instanceType, InstanceIngressClone)
+					c.lengthReg = ingressSize
+					c.ingressLen = p.ingressLen
+					c.isClone = true
+					c.cloneTrunc = sess.TruncateLength
+					if len(sess.Replicas) > 1 || r.Rid != 0 {
+						s.set(c, s.egressRid, uint64(r.Rid))
+					}
+					jobs = pl.enqueue(c, r.Port, jobs)
+				}
+			}
+		}
+		if p.learnList != 0 {
+			pl.sendDigest(p, p.learnList)
+			p.learnList = 0
+		}
+		if p.resubmit && round < maxResubmits {
+			list := p.resubmitList
+			pl.saveFieldList(p, list)
+			ingressLen := p.ingressLen
+			p.start, p.end = inStart, inEnd
+			p.resetAll()
+			pl.restoreFieldList(p, list)
+			s.set(p, s.instanceType, InstanceResubmit)
+			s.set(p, s.packetLength, uint64(ingressSize))
+			p.lengthReg = ingressSize
+			p.ingressLen = ingressLen
+			continue
+		}
+		if mg := s.get(p, s.mcastGrp); mg != 0 {
+			s.set(p, s.instanceType, InstanceReplication)
+			for _, r := range pl.pre.replicas(uint32(mg)) {
+				c := pl.acquire()
+				c.copyFrom(p)
+				s.set(c, s.egressRid, uint64(r.Rid))
+				jobs = pl.enqueue(c, r.Port, jobs)
+			}
+			p.Release()
+			return jobs
+		}
+		spec := s.get(p, s.egressSpec)
+		if s.egressSpec < 0 || spec == uint64(pl.dropPort) {
+			p.Release()
+			return jobs
+		}
+		s.set(p, s.instanceType, InstanceNormal)
+		return pl.enqueue(p, uint32(spec), jobs)
+	}
+}
+
+func (pl *Pipeline) enqueue(p *Packet, port uint32, jobs []Job) []Job {
+	prio := uint8(pl.std.get(p, pl.std.priority))
+	return append(jobs, Job{Pkt: p, Port: port, Priority: prio})
+}
+
+// Egress runs one dequeued job through egress and the deparser. If the
+// packet leaves the switch, out.Pkt is non-nil and the caller must call
+// out.Pkt.Release() once out.Frame has been sent. Jobs created on the way
+// (egress clones, packets recirculated into ingress) are appended to jobs.
+func (pl *Pipeline) Egress(job Job, q QueueMeta, jobs []Job) (out Output, more []Job) {
+	p := job.Pkt
+	s := &pl.std
+	pl.mu.RLock()
+	defer pl.mu.RUnlock()
+	s.set(p, s.egressPort, uint64(job.Port))
+	s.set(p, s.egressSpec, 0)
+	s.set(p, s.packetLength, uint64(p.lengthReg))
+	s.set(p, s.enqTimestamp, q.EnqTimestamp)
+	s.set(p, s.enqQdepth, uint64(q.EnqQdepth))
+	s.set(p, s.deqTimedelta, uint64(q.DeqTimedelta))
+	s.set(p, s.deqQdepth, uint64(q.DeqQdepth))
+	s.set(p, s.qid, uint64(q.Qid))
+	s.set(p, s.egressTS, pl.Now())
+	runControl(p, pl.egress)
+	p.exit = false
+	if p.failed {
+		p.Release()
+		return Output{}, jobs
+	}
+	// E2E clone: the packet as egress left it (headers included), metadata
+	// reset except the preserved field list.
+	if p.cloneValid {
+		p.cloneValid = false
+		if sess := pl.pre.sessionRef(p.cloneSession); sess != nil {
+			for _, r := range sess.Replicas {
+				c := pl.acquire()
+				c.copyFrom(p)
+				c.resetMetadata()
+				pl.copyFieldList(c, p, p.cloneList)
+				s.set(c, s.instanceType, InstanceEgressClone)
+				c.isClone = true
+				c.cloneTrunc = sess.TruncateLength
+				if len(sess.Replicas) > 1 || r.Rid != 0 {
+					s.set(c, s.egressRid, uint64(r.Rid))
+				}
+				jobs = pl.enqueue(c, r.Port, jobs)
+			}
+		}
+	}
+	if s.get(p, s.egressSpec) == uint64(pl.dropPort) {
+		p.Release()
+		return Output{}, jobs
+	}
+	pl.deparse(p)
+	if p.recirc {
+		list := p.recircList
+		pl.saveFieldList(p, list)
+		n := uint32(p.end - p.start)
+		// the deparsed bytes become the received packet
+		start, end := p.start, p.end
+		p.resetAll()
+		p.start, p.end = start, end
+		pl.restoreFieldList(p, list)
+		s.set(p, s.instanceType, InstanceRecirc)
+		s.set(p, s.packetLength, uint64(n))
+		p.lengthReg = n
+		p.ingressLen = n
+		jobs = pl.ingressPass(p, jobs)
+		return Output{}, jobs
+	}
+	limit := 0
+	if p.truncLen != 0 {
+		limit = p.truncLen
+	}
+	if p.isClone && p.cloneTrunc > 0 && (limit == 0 || p.cloneTrunc < limit) {
+		limit = p.cloneTrunc
+	}
+	if limit < 0 {
+		p.end = p.start
+	} else if limit > 0 && p.end-p.start > limit {
+		p.end = p.start + limit
+	}
+	return Output{Port: job.Port, Frame: p.buf[p.start:p.end], Pkt: p}, jobs
+}
+
+// ProcessPacket runs a frame through the whole switch synchronously, with
+// unbounded FIFO queues and zero queueing delay, calling emit for every
+// frame that leaves (the frame is only valid during the call). It is the
+// path used by the STF runner, tests and fuzzing.
+func (pl *Pipeline) ProcessPacket(frame []byte, port uint32, emit func(port uint32, frame []byte)) {
+	jobs := pl.Ingress(frame, port, nil)
+	for steps := 0; len(jobs) > 0; steps++ {
+		j := jobs[0]
+		jobs = jobs[1:]
+		if steps > 10000 { // runaway recirculation
+			j.Pkt.Release()
+			continue
+		}
+		now := pl.Now()
+		out, more := pl.Egress(j, QueueMeta{EnqTimestamp: now, Qid: j.Priority}, nil)
+		jobs = append(jobs, more...)
+		if out.Pkt != nil {
+			if emit != nil {
+				emit(out.Port, out.Frame)
+			}
+			out.Pkt.Release()
+		}
+	}
+}
+
+// ---- helpers ----
+
+func (pl *Pipeline) verifyChecksums(p *Packet) {
+	s := &pl.std
+	bad := false
+	for _, ck := range pl.verifyCk {
+		if ck.cond != nil && !ck.cond(p) {
+			continue
+		}
+		v := ck.calc.compute(p)
+		lv := ck.target
+		h := pl.lay.headers[lv.hdr(p)]
+		var cur uint64
+		if lv.fd.narrow {
+			cur = p.words[h.wordBase+lv.fd.slot]
+		} else {
+			off := h.wideBase + lv.fd.woff
+			cur = getUint(p.wide[off+lv.fd.wlen-min(lv.fd.wlen, 8) : off+lv.fd.wlen])
+		}
+		if cur != v&mask64(lv.fd.width) {
+			bad = true
+		}
+	}
+	if bad {
+		s.set(p, s.checksumError, 1)
+	} else {
+		s.set(p, s.checksumError, 0)
+	}
+}
+
+func (pl *Pipeline) updateChecksums(p *Packet) {
+	for _, ck := range pl.updateCk {
+		if ck.cond != nil && !ck.cond(p) {
+			continue
+		}
+		v := ck.calc.compute(p)
+		lv := ck.target
+		h := pl.lay.headers[lv.hdr(p)]
+		if lv.fd.narrow {
+			p.words[h.wordBase+lv.fd.slot] = v & mask64(lv.fd.width)
+		} else {
+			off := h.wideBase + lv.fd.woff
+			dst := p.wide[off : off+lv.fd.wlen]
+			clear(dst)
+			n := min(len(dst), 8)
+			putUint(dst[len(dst)-n:], v)
+			maskTop(dst, lv.fd.width)
+		}
+	}
+}
+
+// deparse updates checksums and writes the valid headers in deparser order
+// in front of the payload; the frame is then p.buf[p.start:p.end].
+func (pl *Pipeline) deparse(p *Packet) {
+	pl.updateChecksums(p)
+	hs := pl.lay.headers
+	total := 0
+	for _, h := range pl.deparseOrder {
+		if p.valid[h] && !hs[h].metadata {
+			total += headerBytes(hs[h], p)
+		}
+	}
+	if p.payload < p.start {
+		p.payload = p.start
+	}
+	if p.payload > p.end {
+		p.payload = p.end
+	}
+	start := p.payload - total
+	if start < 0 {
+		// Not enough headroom: move the payload right.
+		shift := -start
+		plen := p.end - p.payload
+		need := p.end + shift + tailSlack
+		if cap(p.buf) < need {
+			nb := make([]byte, need+headroom)
+			copy(nb[p.payload+shift:], p.buf[p.payload:p.end])
+			p.buf = nb
+		} else {
+			p.buf = p.buf[:cap(p.buf)]
+			copy(p.buf[p.payload+shift:p.payload+shift+plen], p.buf[p.payload:p.end])
+		}
+		p.payload += shift
+		p.end += shift
+		start = 0
+	}
+	if len(p.buf) < p.end+tailSlack {
+		p.buf = p.buf[:cap(p.buf)]
+	}
+	out := p.buf[start:p.payload]
+	clear(out)
+	off := 0
+	for _, hid := range pl.deparseOrder {
+		if !p.valid[hid] {
+			continue
+		}
+		h := hs[hid]
+		if h.metadata {
+			continue
+		}
+		off = emitHeader(p, h, p.buf[start:], off)
+	}
+	p.start = start
+}
+
+// emitHeader writes header h at bit offset off of b and returns the new
+// offset.
+func emitHeader(p *Packet, h *headerInst, b []byte, off int) int {
+	for i := range h.typ.fields {
+		fd := &h.typ.fields[i]
+		if fd.narrow {
+			if fd.width > 0 {
+				writeBits(b, off, fd.width, p.words[h.wordBase+fd.slot])
+			}
+			off += fd.width
+			continue
+		}
+		w := fd.width
+		if fd.varbit {
+			w = int(p.vlen[h.id])
+		}
+		if w > 0 {
+			src := p.wide[h.wideBase+fd.woff : h.wideBase+fd.woff+fd.wlen]
+			copyBits(b, off, src, fd.wlen*8-w, w)
+		}
+		off += w
+	}
+	return (off + 7) / 8 * 8
+}
+
+// saveFieldList copies the values of field list id into p's scratch.
+func (pl *Pipeline) saveFieldList(p *Packet, id int) {
+	p.saved = p.saved[:0]
+	p.savedB = p.savedB[:0]
+	for _, r := range pl.fieldLists[id] {
+		fd := pl.lay.field(r)
+		if fd.narrow {
+			p.saved = append(p.saved, p.words[pl.lay.word(r)])
+		} else {
+			off := pl.lay.wideAt(r)
+			p.savedB = append(p.savedB, p.wide[off:off+fd.wlen]...)
+		}
+	}
+}
+
+func (pl *Pipeline) restoreFieldList(p *Packet, id int) {
+	i, j := 0, 0
+	for _, r := range pl.fieldLists[id] {
+		fd := pl.lay.field(r)
+		if fd.narrow {
+			p.words[pl.lay.word(r)] = p.saved[i]
+			i++
+		} else {
+			off := pl.lay.wideAt(r)
+			copy(p.wide[off:off+fd.wlen], p.savedB[j:j+fd.wlen])
+			j += fd.wlen
+		}
+	}
+}
+
+// copyFieldList copies field list id from src to dst.
+func (pl *Pipeline) copyFieldList(dst, src *Packet, id int) {
+	for _, r := range pl.fieldLists[id] {
+		fd := pl.lay.field(r)
+		if fd.narrow {
+			w := pl.lay.word(r)
+			dst.words[w] = src.words[w]
+		} else {
+			off := pl.lay.wideAt(r)
+			copy(dst.wide[off:off+fd.wlen], src.wide[off:off+fd.wlen])
+		}
+	}
+}
+
+func (pl *Pipeline) sendDigest(p *Packet, id int) {
+	ll, ok := pl.learnByID[id]
+	if !ok {
+		return
+	}
+	d := Digest{ListID: id, Name: ll.name, Timestamp: pl.Now()}
+	for _, r := range ll.fields {
+		d.Fields = append(d.Fields, p.fieldBytes(r))
+	}
+	select {
+	case pl.digests <- d:
+	default:
+		pl.digestDrops.Add(1)
+	}
+}

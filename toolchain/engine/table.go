@@ -1,0 +1,1050 @@
+package engine
+
+// Match-action tables. A table's key is read field by field into the packet
+// context's scratch (no allocation); the lookup structure depends on the
+// key's shape:
+//
+//   - exact, key <= 64 bits: map[uint64]
+//   - exact, wider key: map[string] over the byte-padded key
+//   - lpm (one lpm field, the rest exact), key <= 64 bits: one map per
+//     prefix length present, probed from the longest down
+//   - anything else (ternary, range, optional, wide lpm): entries sorted by
+//     priority (lpm tables: by prefix length) and scanned; the first match
+//     wins
+//
+// Table contents change only under the pipeline's write lock; packet
+// processing holds the read lock for a whole pass.
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"sort"
+	"strings"
+)
+
+type tableKind uint8
+
+const (
+	tkNoKey tableKind = iota
+	tkExact64
+	tkExactBytes
+	tkLPM64
+	tkGeneric
+)
+
+type keyField struct {
+	info   KeyFieldInfo
+	narrow bool
+	read   u64Fn // narrow fields
+	wideAt func(p *Packet) int
+	nbytes int    // padded byte width
+	koff   int    // offset in the byte-padded key
+	smask  uint64 // static key mask (narrow), all ones if none
+	smaskB []byte // static key mask (wide), nil if none
+}
+
+type entry struct {
+	match   []Match // normalized copy, for readback
+	prio    int32
+	act     *action
+	data    *actionData
+	counter counterCell
+	meter   *meterCell
+	seq     uint64
+	isConst bool
+
+	k64    uint64   // exact64 / lpm64 combined key (masked)
+	kbytes string   // exactBytes key
+	prefix int      // lpm prefix length of the lpm field
+	vals   []uint64 // per narrow field: value (masked) or range low
+	masks  []uint64 // per narrow field: mask
+	his    []uint64 // per narrow field: range high
+	wvals  [][]byte // per wide field
+	wmasks [][]byte
+	whis   [][]byte
+}
+
+type table struct {
+	pl      *Pipeline
+	info    TableInfo
+	keys    []keyField
+	kind    tableKind
+	keyLen  int // byte-padded key length
+	lpmIdx  int // index of the lpm key field, -1 if none
+	lpmOnly bool
+	prioTbl bool // entries ordered by priority (ternary/range/optional)
+	actions map[int]*action
+
+	// control flow
+	nextByAction map[int]cfNode
+	hitNext      cfNode
+	missNext     cfNode
+	hasHitMiss   bool
+	baseNext     cfNode
+
+	// contents
+	entries []*entry          // insertion order
+	byID    map[string]*entry // canonical match (+priority) -> entry
+	exact64 map[uint64]*entry
+	exactB  map[string]*entry
+	lpmLens []int // distinct prefix lengths present, longest first
+	lpmMaps map[int]map[uint64]*entry
+	lpmMask map[int]uint64
+	sorted  []*entry
+	seq     uint64
+
+	defAct        *action
+	defData       *actionData
+	progDefAct    *action
+	progDefData   *actionData
+	defEntryConst bool
+
+	directCounter *counterArray
+	directMeter   *meterArray
+}
+
+func matchKindOf(s string) (MatchKind, error) {
+	switch s {
+	case "exact":
+		return MatchExact, nil
+	case "lpm":
+		return MatchLPM, nil
+	case "ternary":
+		return MatchTernary, nil
+	case "range":
+		return MatchRange, nil
+	case "optional":
+		return MatchOptional, nil
+	case "valid":
+		return MatchValid, nil
+	}
+	return 0, fmt.Errorf("unsupported match kind %q", s)
+}
+
+func (c *compiler) compileTable(jt *jTable) (*table, error) {
+	t := &table{
+		pl:           c.pl,
+		actions:      map[int]*action{},
+		nextByAction: map[int]cfNode{},
+		byID:         map[string]*entry{},
+		lpmIdx:       -1,
+	}
+	t.info = TableInfo{Name: jt.Name, ID: jt.ID, MaxSize: jt.MaxSize, ActionIDs: append([]int(nil), jt.ActionIDs...)}
+	c.where = "table " + jt.Name
+	defer func() { c.where = "" }()
+	if jt.Type != "" && jt.Type != "simple" {
+		return nil, c.errorf("table type %q (action profiles) is not supported", jt.Type)
+	}
+	allNarrow := true
+	totalBits := 0
+	nLPM := 0
+	for i, jk := range jt.Key {
+		kind, err := matchKindOf(jk.MatchType)
+		if err != nil {
+			return nil, c.errorf("%v", err)
+		}
+		kf := keyField{info: KeyFieldInfo{Name: jk.Name, Kind: kind}, smask: ^uint64(0)}
+		if kind == MatchValid {
+			var hname string
+			if err := json.Unmarshal(jk.Target, &hname); err != nil {
+				var pair []string
+				if err2 := json.Unmarshal(jk.Target, &pair); err2 != nil || len(pair) < 1 {
+					return nil, c.errorf("bad valid key target %s", string(jk.Target))
+				}
+				hname = pair[0]
+			}
+			h, ok := c.lay.hdrByName[hname]
+			if !ok {
+				return nil, c.errorf("unknown header %s in key", hname)
+			}
+			kf.info.Target = hname + ".$valid$"
+			kf.info.Bitwidth = 1
+			kf.narrow = true
+			kf.read = func(p *Packet) uint64 {
+				if p.valid[h] {
+					return 1
+				}
+				return 0
+			}
+		} else {
+			var pair []string
+			if err := json.Unmarshal(jk.Target, &pair); err != nil || len(pair) != 2 {
+				return nil, c.errorf("bad key target %s", string(jk.Target))
+			}
+			r, ok := c.lay.lookupField(pair[0], pair[1])
+			if !ok {
+				return nil, c.errorf("unknown key field %s.%s", pair[0], pair[1])
+			}
+			kf.info.Target = pair[0] + "." + pair[1]
+			if r.fld < 0 {
+				h := r.hdr
+				kf.info.Bitwidth = 1
+				kf.narrow = true
+				kf.read = func(p *Packet) uint64 {
+					if p.valid[h] {
+						return 1
+					}
+					return 0
+				}
+			} else {
+				fd := c.lay.field(r)
+				if fd.varbit {
+					return nil, c.errorf("cannot match on varbit field %s", kf.info.Target)
+				}
+				kf.info.Bitwidth = fd.width
+				if fd.narrow {
+					kf.narrow = true
+					slot := c.lay.word(r)
+					kf.read = func(p *Packet) uint64 { return p.words[slot] }
+				} else {
+					off := c.lay.wideAt(r)
+					kf.wideAt = func(*Packet) int { return off }
+				}
+			}
+		}
+		if kf.info.Name == "" {
+			kf.info.Name = kf.info.Target
+		}
+		kf.nbytes = (kf.info.Bitwidth + 7) / 8
+		if jk.Mask != nil {
+			mv, err := parseHexstr(*jk.Mask)
+			if err != nil {
+				return nil, c.errorf("key mask: %v", err)
+			}
+			if kf.narrow {
+				kf.smask = low64(mv) & mask64(kf.info.Bitwidth)
+			} else {
+				kf.smaskB = make([]byte, kf.nbytes)
+				mv.FillBytes(kf.smaskB)
+			}
+		}
+		kf.koff = t.keyLen
+		t.keyLen += kf.nbytes
+		if !kf.narrow {
+			allNarrow = false
+		}
+		totalBits += kf.info.Bitwidth
+		switch kind {
+		case MatchLPM:
+			nLPM++
+			t.lpmIdx = i
+		case MatchTernary, MatchRange, MatchOptional:
+			t.prioTbl = true
+		}
+		t.keys = append(t.keys, kf)
+		t.info.Keys = append(t.info.Keys, kf.info)
+	}
+	if nLPM > 1 {
+		return nil, c.errorf("more than one lpm key field")
+	}
+	t.info.NeedsPriority = t.prioTbl
+	switch {
+	case len(t.keys) == 0:
+		t.kind = tkNoKey
+	case t.prioTbl:
+		t.kind = tkGeneric
+	case nLPM == 1:
+		t.lpmOnly = true
+		if allNarrow && totalBits <= 64 {
+			t.kind = tkLPM64
+			t.lpmMaps = map[int]map[uint64]*entry{}
+			t.lpmMask = map[int]uint64{}
+		} else {
+			t.kind = tkGeneric
+		}
+	default:
+		if allNarrow && totalBits <= 64 {
+			t.kind = tkExact64
+			t.exact64 = map[uint64]*entry{}
+		} else {
+			t.kind = tkExactBytes
+			t.exactB = map[string]*entry{}
+		}
+	}
+	if len(t.keys) > c.pl.maxKeyFields {
+		c.pl.maxKeyFields = len(t.keys)
+	}
+	if t.keyLen > c.pl.maxKeyBytes {
+		c.pl.maxKeyBytes = t.keyLen
+	}
+	for _, aid := range jt.ActionIDs {
+		a, ok := c.pl.actionByID[aid]
+		if !ok {
+			return nil, c.errorf("unknown action id %d", aid)
+		}
+		t.actions[aid] = a
+	}
+	if jt.DefaultEntry != nil {
+		a, ok := c.pl.actionByID[jt.DefaultEntry.ActionID]
+		if !ok {
+			return nil, c.errorf("default entry: unknown action id %d", jt.DefaultEntry.ActionID)
+		}
+		ad, err := hexActionData(a, jt.DefaultEntry.ActionData)
+		if err != nil {
+			return nil, c.errorf("default entry: %v", err)
+		}
+		t.progDefAct, t.progDefData = a, ad
+		t.defAct, t.defData = a, ad
+		t.info.ConstDefault = jt.DefaultEntry.ActionConst
+		t.defEntryConst = jt.DefaultEntry.ActionEntryConst
+	}
+	// p4c's synthesized tables for straight-line code: no key, one
+	// const default action. They are invisible to the control plane.
+	t.info.Hidden = len(t.keys) == 0 && t.info.ConstDefault && len(jt.ActionIDs) <= 1 && strings.HasPrefix(shortName(jt.Name), "tbl_")
+	return t, nil
+}
+
+func shortName(n string) string {
+	if i := strings.LastIndexByte(n, '.'); i >= 0 {
+		return n[i+1:]
+	}
+	return n
+}
+
+func hexActionData(a *action, hex []string) (*actionData, error) {
+	vals := make([][]byte, len(hex))
+	for i, h := range hex {
+		v, err := parseHexstr(h)
+		if err != nil {
+			return nil, err
+		}
+		if v.Sign() < 0 {
+			if i >= len(a.params) {
+				return nil, fmt.Errorf("too many action arguments")
+			}
+			v.And(v, new(big.Int).Sub(bigPow2(a.params[i].Bitwidth), big.NewInt(1)))
+		}
+		vals[i] = v.Bytes()
+	}
+	return makeActionData(a.params, vals)
+}
+
+// constEntries installs the JSON "entries" of a table.
+func (t *table) constEntries(jt *jTable) error {
+	for n, je := range jt.Entries {
+		if len(je.MatchKey) != len(t.keys) {
+			return fmt.Errorf("table %s entry %d: %d key fields, want %d", t.info.Name, n, len(je.MatchKey), len(t.keys))
+		}
+		var e TableEntry
+		for _, mk := range je.MatchKey {
+			var m Match
+			keyHex := func() ([]byte, error) {
+				var s string
+				if err := json.Unmarshal(mk.Key, &s); err != nil {
+					var b bool
+					if err2 := json.Unmarshal(mk.Key, &b); err2 == nil {
+						if b {
+							return []byte{1}, nil
+						}
+						return []byte{0}, nil
+					}
+					return nil, fmt.Errorf("bad key %s", string(mk.Key))
+				}
+				v, err := parseHexstr(s)
+				if err != nil {
+					return nil, err
+				}
+				return v.Bytes(), nil
+			}
+			switch mk.MatchType {
+			case "exact", "valid", "optional":
+				v, err := keyHex()
+				if err != nil {
+					return fmt.Errorf("table %s entry %d: %v", t.info.Name, n, err)
+				}
+				m.Value = v
+				if mk.MatchType == "optional" && mk.Mask != "" {
+					mv, _ := parseHexstr(mk.Mask)
+					if mv != nil && mv.Sign() == 0 {
+						m.Wildcard = true
+					}
+				}
+			case "lpm":
+				v, err := keyHex()
+				if err != nil {
+					return fmt.Errorf("table %s entry %d: %v", t.info.Name, n, err)
+				}
+				m.Value, m.PrefixLen = v, mk.PrefixLength
+			case "ternary":
+				v, err := keyHex()
+				if err != nil {
+					return fmt.Errorf("table %s entry %d: %v", t.info.Name, n, err)
+				}
+				mv, err := parseHexstr(mk.Mask)
+				if err != nil {
+					return fmt.Errorf("table %s entry %d: %v", t.info.Name, n, err)
+				}
+				m.Value, m.Mask = v, mv.Bytes()
+			case "range":
+				lo, err := parseHexstr(mk.Start)
+				if err != nil {
+					return fmt.Errorf("table %s entry %d: %v", t.info.Name, n, err)
+				}
+				hi, err := parseHexstr(mk.End)
+				if err != nil {
+					return fmt.Errorf("table %s entry %d: %v", t.info.Name, n, err)
+				}
+				m.Value, m.High = lo.Bytes(), hi.Bytes()
+			default:
+				return fmt.Errorf("table %s entry %d: match type %q", t.info.Name, n, mk.MatchType)
+			}
+			e.Match = append(e.Match, m)
+		}
+		a, ok := t.actions[je.ActionEntry.ActionID]
+		if !ok {
+			return fmt.Errorf("table %s entry %d: action %d not in table", t.info.Name, n, je.ActionEntry.ActionID)
+		}
+		ad, err := hexActionData(a, je.ActionEntry.ActionData)
+		if err != nil {
+			return fmt.Errorf("table %s entry %d: %v", t.info.Name, n, err)
+		}
+		e.Action = ActionCall{ActionID: a.id, Params: exportActionData(a.params, ad)}
+		// BMv2 JSON priorities: smaller is stronger. Ours: larger wins.
+		e.Priority = int32(1<<24 - je.Priority)
+		if je.Priority < 0 || je.Priority >= 1<<24 {
+			e.Priority = int32(1<<24 - n)
+		}
+		if err := t.insert(e, true); err != nil {
+			return fmt.Errorf("table %s entry %d: %v", t.info.Name, n, err)
+		}
+	}
+	if len(jt.Entries) > 0 {
+		t.info.Immutable = true
+	}
+	return nil
+}
+
+// ---- entry normalization ----
+
+// normalize validates m against key field kf and returns a normalized copy
+// plus a canonical identity string fragment.
+func (kf *keyField) normalize(m Match) (Match, string, error) {
+	w := kf.info.Bitwidth
+	nb := kf.nbytes
+	full := make([]byte, nb)
+	for i := range full {
+		full[i] = 0xff
+	}
+	maskTop(full, w)
+	name := kf.info.Name
+	chk := func(v []byte, what string) error {
+		if !fitsWidth(v, w) {
+			return errf(CodeInvalidArgument, "%s of key field %s does not fit in %d bits", what, name, w)
+		}
+		return nil
+	}
+	var out Match
+	switch kf.info.Kind {
+	case MatchExact, MatchValid:
+		if m.Wildcard {
+			return out, "", errf(CodeInvalidArgument, "exact key field %s cannot be a wildcard", name)
+		}
+		if err := chk(m.Value, "value"); err != nil {
+			return out, "", err
+		}
+		out.Value = normBytes(m.Value, nb)
+		return out, "e" + string(out.Value), nil
+	case MatchLPM:
+		if m.Wildcard {
+			out.Value = make([]byte, nb)
+			out.PrefixLen = 0
+		} else {
+			if err := chk(m.Value, "value"); err != nil {
+				return out, "", err
+			}
+			if m.PrefixLen < 0 || m.PrefixLen > w {
+				return out, "", errf(CodeInvalidArgument, "prefix length %d of key field %s is out of range 0..%d", m.PrefixLen, name, w)
+			}
+			out.Value = normBytes(m.Value, nb)
+			out.PrefixLen = m.PrefixLen
+		}
+		pm := prefixMask(w, out.PrefixLen)
+		for i := range out.Value {
+			out.Value[i] &= pm[i]
+		}
+		return out, fmt.Sprintf("l%d:%s", out.PrefixLen, out.Value), nil
+	case MatchTernary, MatchOptional:
+		if m.Wildcard {
+			out.Value = make([]byte, nb)
+			out.Mask = make([]byte, nb)
+		} else {
+			if err := chk(m.Value, "value"); err != nil {
+				return out, "", err
+			}
+			out.Value = normBytes(m.Value, nb)
+			if kf.info.Kind == MatchOptional || m.Mask == nil {
+				out.Mask = full
+			} else {
+				if err := chk(m.Mask, "mask"); err != nil {
+					return out, "", err
+				}
+				out.Mask = normBytes(m.Mask, nb)
+			}
+		}
+		for i := range out.Value {
+			out.Value[i] &= out.Mask[i]
+		}
+		if kf.info.Kind == MatchOptional && !m.Wildcard {
+			out.Mask = nil
+		}
+		if m.Wildcard {
+			out.Wildcard = true
+		}
+		mk := out.Mask
+		if mk == nil {
+			mk = full
+		}
+		return out, "t" + string(out.Value) + "/" + string(mk), nil
+	case MatchRange:
+		if m.Wildcard {
+			out.Value = make([]byte, nb)
+			out.High = full
+			out.Wildcard = true
+		} else {
+			if err := chk(m.Value, "low bound"); err != nil {
+				return out, "", err
+			}
+			hi := m.High
+			if hi == nil {
+				hi = m.Value
+			}
+			if err := chk(hi, "high bound"); err != nil {
+				return out, "", err
+			}
+			out.Value = normBytes(m.Value, nb)
+			out.High = normBytes(hi, nb)
+			if bytes.Compare(out.Value, out.High) > 0 {
+				return out, "", errf(CodeInvalidArgument, "range of key field %s has low > high", name)
+			}
+		}
+		return out, "r" + string(out.Value) + "-" + string(out.High), nil
+	}
+	return out, "", errf(CodeInvalidArgument, "unsupported match kind")
+}
+
+func prefixMask(w, plen int) []byte {
+	nb := (w + 7) / 8
+	m := make([]byte, nb)
+	// the field occupies the low w bits of nb*8; the prefix is its top plen
+	pad := nb*8 - w
+	for b := 0; b < plen; b++ {
+		bit := pad + b
+		m[bit/8] |= 0x80 >> uint(bit%8)
+	}
+	return m
+}
+
+// identity returns the canonical key of an entry (match + priority when
+// the table orders by priority).
+func (t *table) identity(match []Match, prio int32) ([]Match, string, error) {
+	if len(match) != len(t.keys) {
+		return nil, "", errf(CodeInvalidArgument, "table %s has %d key fields, got %d", t.info.Name, len(t.keys), len(match))
+	}
+	norm := make([]Match, len(match))
+	var sb strings.Builder
+	for i := range t.keys {
+		m, id, err := t.keys[i].normalize(match[i])
+		if err != nil {
+			return nil, "", err
+		}
+		norm[i] = m
+		sb.WriteString(id)
+		sb.WriteByte(0)
+	}
+	if t.prioTbl {
+		fmt.Fprintf(&sb, "p%d", prio)
+	}
+	return norm, sb.String(), nil
+}
+
+func (t *table) checkAction(a ActionCall) (*action, *actionData, error) {
+	act, ok := t.actions[a.ActionID]
+	if !ok {
+		return nil, nil, errf(CodeInvalidArgument, "action %d is not an action of table %s", a.ActionID, t.info.Name)
+	}
+	ad, err := makeActionData(act.params, a.Params)
+	if err != nil {
+		return nil, nil, err
+	}
+	return act, ad, nil
+}
+
+// ---- mutation (callers hold pl.mu for writing) ----
+
+func (t *table) add(e TableEntry) error {
+	if t.info.Immutable {
+		return errf(CodePermissionDenied, "table %s has const entries", t.info.Name)
+	}
+	if len(t.keys) == 0 {
+		return errf(CodeInvalidArgument, "table %s has no key; set its default action instead", t.info.Name)
+	}
+	return t.insert(e, false)
+}
+
+func (t *table) insert(e TableEntry, isConst bool) error {
+	norm, id, err := t.identity(e.Match, e.Priority)
+	if err != nil {
+		return err
+	}
+	if _, dup := t.byID[id]; dup {
+		return errf(CodeAlreadyExists, "table %s already has this entry", t.info.Name)
+	}
+	if !isConst && t.info.MaxSize > 0 && len(t.entries) >= t.info.MaxSize {
+		return errf(CodeResourceExhausted, "table %s is full (%d entries)", t.info.Name, t.info.MaxSize)
+	}
+	act, ad, err := t.checkAction(e.Action)
+	if err != nil {
+		return err
+	}
+	en := &entry{match: norm, prio: e.Priority, act: act, data: ad, isConst: isConst}
+	if !t.prioTbl {
+		en.prio = 0
+	}
+	t.seq++
+	en.seq = t.seq
+	en.counter.store(e.Counter)
+	if t.directMeter != nil {
+		en.meter = &meterCell{}
+		if e.Meter != nil {
+			if err := en.meter.configure(e.Meter, 0); err != nil {
+				return err
+			}
+		}
+	}
+	t.compileEntry(en)
+	t.byID[id] = en
+	t.entries = append(t.entries, en)
+	t.index(en)
+	return nil
+}
+
+func (t *table) compileEntry(en *entry) {
+	n := len(t.keys)
+	en.vals = make([]uint64, n)
+	en.masks = make([]uint64, n)
+	en.his = make([]uint64, n)
+	var k64 uint64
+	var kb []byte
+	for i := range t.keys {
+		kf := &t.keys[i]
+		m := en.match[i]
+		w := kf.info.Bitwidth
+		var val, msk, hi []byte
+		switch kf.info.Kind {
+		case MatchExact, MatchValid:
+			val = m.Value
+			msk = nil
+		case MatchLPM:
+			val = m.Value
+			msk = prefixMask(w, m.PrefixLen)
+			en.prefix = m.PrefixLen
+		case MatchTernary, MatchOptional:
+			val = m.Value
+			msk = m.Mask
+			if m.Wildcard {
+				msk = make([]byte, kf.nbytes)
+			}
+		case MatchRange:
+			val, hi = m.Value, m.High
+		}
+		if kf.narrow {
+			en.vals[i] = getUint(val)
+			if msk == nil {
+				en.masks[i] = mask64(w)
+			} else {
+				en.masks[i] = getUint(msk)
+			}
+			if hi != nil {
+				en.his[i] = getUint(hi)
+			}
+			k64 = k64<<uint(w) | en.vals[i]
+		} else {
+			if en.wvals == nil {
+				en.wvals = make([][]byte, n)
+				en.wmasks = make([][]byte, n)
+				en.whis = make([][]byte, n)
+			}
+			en.wvals[i] = val
+			if msk == nil {
+				full := make([]byte, kf.nbytes)
+				for j := range full {
+					full[j] = 0xff
+				}
+				maskTop(full, w)
+				msk = full
+			}
+			en.wmasks[i] = msk
+			en.whis[i] = hi
+		}
+		kb = append(kb, val...)
+	}
+	en.k64 = k64
+	en.kbytes = string(kb)
+}
+
+func (t *table) lpmComboMask(plen int) uint64 {
+	if m, ok := t.lpmMask[plen]; ok {
+		return m
+	}
+	var m uint64
+	for i := range t.keys {
+		kf := &t.keys[i]
+		w := kf.info.Bitwidth
+		var fm uint64
+		if i == t.lpmIdx {
+			if plen > 0 {
+				fm = mask64(plen) << uint(w-plen)
+			}
+		} else {
+			fm = mask64(w)
+		}
+		m = m<<uint(w) | fm
+	}
+	t.lpmMask[plen] = m
+	return m
+}
+
+func (t *table) index(en *entry) {
+	switch t.kind {
+	case tkExact64:
+		t.exact64[en.k64] = en
+	case tkExactBytes:
+		t.exactB[en.kbytes] = en
+	case tkLPM64:
+		mp, ok := t.lpmMaps[en.prefix]
+		if !ok {
+			mp = map[uint64]*entry{}
+			t.lpmMaps[en.prefix] = mp
+			t.lpmLens = append(t.lpmLens, en.prefix)
+			sort.Sort(sort.Reverse(sort.IntSlice(t.lpmLens)))
+			t.lpmComboMask(en.prefix)
+		}
+		mp[en.k64&t.lpmMask[en.prefix]] = en
+	case tkGeneric:
+		t.sorted = append(t.sorted, en)
+		t.sortGeneric()
+	}
+}
+
+func (t *table) sortGeneric() {
+	sort.SliceStable(t.sorted, func(i, j int) bool {
+		a, b := t.sorted[i], t.sorted[j]
+		if t.lpmOnly {
+			if a.prefix != b.prefix {
+				return a.prefix > b.prefix
+			}
+			return a.seq < b.seq
+		}
+		if a.prio != b.prio {
+			return a.prio > b.prio
+		}
+		return a.seq < b.seq
+	})
+}
+
+func (t *table) unindex(en *entry) {
+	switch t.kind {
+	case tkExact64:
+		delete(t.exact64, en.k64)
+	case tkExactBytes:
+		delete(t.exactB, en.kbytes)
+	case tkLPM64:
+		mp := t.lpmMaps[en.prefix]
+		delete(mp, en.k64&t.lpmMask[en.prefix])
+		if len(mp) == 0 {
+			delete(t.lpmMaps, en.prefix)
+			for i, l := range t.lpmLens {
+				if l == en.prefix {
+					t.lpmLens = append(t.lpmLens[:i:i], t.lpmLens[i+1:]...)
+					break
+				}
+			}
+		}
+	case tkGeneric:
+		for i, x := range t.sorted {
+			if x == en {
+				t.sorted = append(t.sorted[:i:i], t.sorted[i+1:]...)
+				break
+			}
+		}
+	}
+}
+
+func (t *table) find(match []Match, prio int32) (*entry, error) {
+	_, id, err := t.identity(match, prio)
+	if err != nil {
+		return nil, err
+	}
+	en, ok := t.byID[id]
+	if !ok {
+		return nil, errf(CodeNotFound, "no such entry in table %s", t.info.Name)
+	}
+	return en, nil
+}
+
+func (t *table) modify(e TableEntry) error {
+	if t.info.Immutable {
+		return errf(CodePermissionDenied, "table %s has const entries", t.info.Name)
+	}
+	en, err := t.find(e.Match, e.Priority)
+	if err != nil {
+		return err
+	}
+	act, ad, err := t.checkAction(e.Action)
+	if err != nil {
+		return err
+	}
+	// Entries are read by packets under the read lock only, and we hold
+	// the write lock: updating in place is safe.
+	en.act, en.data = act, ad
+	return nil
+}
+
+func (t *table) remove(match []Match, prio int32) error {
+	if t.info.Immutable {
+		return errf(CodePermissionDenied, "table %s has const entries", t.info.Name)
+	}
+	_, id, err := t.identity(match, prio)
+	if err != nil {
+		return err
+	}
+	en, ok := t.byID[id]
+	if !ok {
+		return errf(CodeNotFound, "no such entry in table %s", t.info.Name)
+	}
+	delete(t.byID, id)
+	t.unindex(en)
+	for i, x := range t.entries {
+		if x == en {
+			t.entries = append(t.entries[:i:i], t.entries[i+1:]...)
+			break
+		}
+	}
+	return nil
+}
+
+func (t *table) clear() error {
+	var keep []*entry
+	for _, en := range t.entries {
+		if en.isConst {
+			keep = append(keep, en)
+		}
+	}
+	t.entries = nil
+	t.byID = map[string]*entry{}
+	t.exact64 = nil
+	t.exactB = nil
+	if t.kind == tkExact64 {
+		t.exact64 = map[uint64]*entry{}
+	}
+	if t.kind == tkExactBytes {
+		t.exactB = map[string]*entry{}
+	}
+	if t.kind == tkLPM64 {
+		t.lpmMaps = map[int]map[uint64]*entry{}
+		t.lpmLens = nil
+	}
+	t.sorted = nil
+	for _, en := range keep {
+		_, id, _ := t.identity(en.match, en.prio)
+		t.byID[id] = en
+		t.entries = append(t.entries, en)
+		t.index(en)
+	}
+	t.resetDefault()
+	return nil
+}
+
+func (t *table) export(en *entry) TableEntry {
+	e := TableEntry{
+		Match:    make([]Match, len(en.match)),
+		Priority: en.prio,
+		Action:   ActionCall{ActionID: en.act.id, Params: exportActionData(en.act.params, en.data)},
+		Counter:  en.counter.load(),
+		Const:    en.isConst,
+	}
+	for i, m := range en.match {
+		e.Match[i] = Match{
+			Value:     append([]byte(nil), m.Value...),
+			Mask:      append([]byte(nil), m.Mask...),
+			High:      append([]byte(nil), m.High...),
+			PrefixLen: m.PrefixLen,
+			Wildcard:  m.Wildcard,
+		}
+		if m.Mask == nil {
+			e.Match[i].Mask = nil
+		}
+		if m.High == nil {
+			e.Match[i].High = nil
+		}
+	}
+	if en.meter != nil {
+		e.Meter = en.meter.config()
+	}
+	return e
+}
+
+func (t *table) read() []TableEntry {
+	out := make([]TableEntry, 0, len(t.entries))
+	for _, en := range t.entries {
+		out = append(out, t.export(en))
+	}
+	return out
+}
+
+func (t *table) setDefault(a ActionCall) error {
+	act, ad, err := t.checkAction(a)
+	if err != nil {
+		return err
+	}
+	if t.info.ConstDefault && (t.progDefAct == nil || act != t.progDefAct) {
+		return errf(CodePermissionDenied, "table %s has a const default action", t.info.Name)
+	}
+	if t.defEntryConst {
+		return errf(CodePermissionDenied, "table %s has a const default entry", t.info.Name)
+	}
+	t.defAct, t.defData = act, ad
+	return nil
+}
+
+func (t *table) resetDefault() {
+	t.defAct, t.defData = t.progDefAct, t.progDefData
+}
+
+func (t *table) getDefault() (ActionCall, bool) {
+	if t.defAct == nil {
+		return ActionCall{}, false
+	}
+	return ActionCall{ActionID: t.defAct.id, Params: exportActionData(t.defAct.params, t.defData)}, true
+}
+
+// ---- lookup (packet path, read lock held) ----
+
+// buildKey reads the key fields into p.keyU (narrow) and p.keyB (wide).
+func (t *table) buildKey(p *Packet) {
+	for i := range t.keys {
+		kf := &t.keys[i]
+		if kf.narrow {
+			p.keyU[i] = kf.read(p) & kf.smask
+		}
+	}
+}
+
+func (t *table) wideKey(p *Packet, kf *keyField) []byte {
+	off := kf.wideAt(p)
+	b := p.wide[off : off+kf.nbytes]
+	if kf.smaskB != nil {
+		start := len(p.keyB)
+		p.keyB = append(p.keyB, b...)
+		for j := range kf.smaskB {
+			p.keyB[start+j] &= kf.smaskB[j]
+		}
+		return p.keyB[start:]
+	}
+	return b
+}
+
+func (t *table) lookup(p *Packet) *entry {
+	switch t.kind {
+	case tkNoKey:
+		return nil
+	case tkExact64:
+		var k uint64
+		for i := range t.keys {
+			kf := &t.keys[i]
+			k = k<<uint(kf.info.Bitwidth) | (kf.read(p) & kf.smask)
+		}
+		return t.exact64[k]
+	case tkLPM64:
+		var k uint64
+		for i := range t.keys {
+			kf := &t.keys[i]
+			k = k<<uint(kf.info.Bitwidth) | (kf.read(p) & kf.smask)
+		}
+		for _, l := range t.lpmLens {
+			if en := t.lpmMaps[l][k&t.lpmMask[l]]; en != nil {
+				return en
+			}
+		}
+		return nil
+	case tkExactBytes:
+		p.keyB = p.keyB[:0]
+		for i := range t.keys {
+			kf := &t.keys[i]
+			if kf.narrow {
+				var tmp [8]byte
+				putUint(tmp[8-kf.nbytes:], kf.read(p)&kf.smask)
+				p.keyB = append(p.keyB, tmp[8-kf.nbytes:]...)
+			} else {
+				off := kf.wideAt(p)
+				start := len(p.keyB)
+				p.keyB = append(p.keyB, p.wide[off:off+kf.nbytes]...)
+				if kf.smaskB != nil {
+					for j := range kf.smaskB {
+						p.keyB[start+j] &= kf.smaskB[j]
+					}
+				}
+			}
+		}
+		return t.exactB[string(p.keyB)]
+	}
+	// generic scan
+	t.buildKey(p)
+	p.keyB = p.keyB[:0]
+outer:
+	for _, en := range t.sorted {
+		for i := range t.keys {
+			kf := &t.keys[i]
+			if kf.narrow {
+				k := p.keyU[i]
+				if kf.info.Kind == MatchRange {
+					if k < en.vals[i] || k > en.his[i] {
+						continue outer
+					}
+				} else if k&en.masks[i] != en.vals[i] {
+					continue outer
+				}
+				continue
+			}
+			off := kf.wideAt(p)
+			k := p.wide[off : off+kf.nbytes]
+			if kf.info.Kind == MatchRange {
+				if bytesMasked(k, kf.smaskB, en.wvals[i]) < 0 || bytesMasked(k, kf.smaskB, en.whis[i]) > 0 {
+					continue outer
+				}
+				continue
+			}
+			m := en.wmasks[i]
+			for j := range k {
+				kb := k[j]
+				if kf.smaskB != nil {
+					kb &= kf.smaskB[j]
+				}
+				if kb&m[j] != en.wvals[i][j] {
+					continue outer
+				}
+			}
+		}
+		return en
+	}
+	return nil
+}
+
+// bytesMasked compares (k & smask) with v, big-endian.
+func bytesMasked(k, smask, v []byte) int {
+	for j := range k {
+		kb := k[j]
+		if smask != nil {
+			kb &= smask[j]
+		}
+		if kb != v[j] {
+			if kb < v[j] {
+				return -1
+			}
+			return 1
+		}
+	}
+	return 0
+}
