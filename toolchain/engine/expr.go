@@ -55,11 +55,11 @@ func capBits(n int) int {
 
 // dexpr is a compiled data (integer) expression with lazy code generators.
 type dexpr struct {
-	info  vinfo
-	cval  *big.Int // non-nil for constants
-	mod   func() u64Fn
-	big   func() bigFn
-	fieldSlot int  // >= 0 when the expression is a plain narrow unsigned field read
+	info      vinfo
+	cval      *big.Int // non-nil for constants
+	mod       func() u64Fn
+	big       func() bigFn
+	fieldSlot int // >= 0 when the expression is a plain narrow unsigned field read
 	isBool    boolFn
 }
 

@@ -41,11 +41,11 @@ type jProgram struct {
 }
 
 type jHeaderType struct {
-	Name      string            `json:"name"`
-	ID        int               `json:"id"`
-	Fields    [][]any           `json:"fields"`
-	LengthExp json.RawMessage   `json:"length_exp"`
-	MaxLength *int              `json:"max_length"`
+	Name      string          `json:"name"`
+	ID        int             `json:"id"`
+	Fields    [][]any         `json:"fields"`
+	LengthExp json.RawMessage `json:"length_exp"`
+	MaxLength *int            `json:"max_length"`
 }
 
 type jHeader struct {
@@ -172,13 +172,13 @@ type jPrimitive struct {
 }
 
 type jPipeline struct {
-	Name           string            `json:"name"`
-	ID             int               `json:"id"`
-	InitTable      *string           `json:"init_table"`
-	Tables         []jTable          `json:"tables"`
-	ActionProfiles []jActionProfile  `json:"action_profiles"`
-	Conditionals   []jConditional    `json:"conditionals"`
-	ActionCalls    []jActionCall     `json:"action_calls"`
+	Name           string           `json:"name"`
+	ID             int              `json:"id"`
+	InitTable      *string          `json:"init_table"`
+	Tables         []jTable         `json:"tables"`
+	ActionProfiles []jActionProfile `json:"action_profiles"`
+	Conditionals   []jConditional   `json:"conditionals"`
+	ActionCalls    []jActionCall    `json:"action_calls"`
 }
 
 type jActionProfile struct {

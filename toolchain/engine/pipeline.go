@@ -46,22 +46,22 @@ type Pipeline struct {
 	tableByID   map[int]*table
 	tableByName map[string]*table
 
-	counters      []*counterArray
-	counterByName map[string]*counterArray
-	counterByID   map[int]*counterArray
-	meters        []*meterArray
-	meterByName   map[string]*meterArray
-	meterByID     map[int]*meterArray
-	registers     []*registerArray
+	counters       []*counterArray
+	counterByName  map[string]*counterArray
+	counterByID    map[int]*counterArray
+	meters         []*meterArray
+	meterByName    map[string]*meterArray
+	meterByID      map[int]*meterArray
+	registers      []*registerArray
 	registerByName map[string]*registerArray
-	registerByID  map[int]*registerArray
-	calcByName    map[string]*calculation
-	vsets         []*valueSet
-	vsetByID      map[int]*valueSet
-	vsetByName    map[string]*valueSet
-	fieldLists    map[int][]fieldRef
-	learnByID     map[int]*learnList
-	learnLists    []*learnList
+	registerByID   map[int]*registerArray
+	calcByName     map[string]*calculation
+	vsets          []*valueSet
+	vsetByID       map[int]*valueSet
+	vsetByName     map[string]*valueSet
+	fieldLists     map[int][]fieldRef
+	learnByID      map[int]*learnList
+	learnLists     []*learnList
 
 	parser       *parser
 	ingress      cfNode
@@ -97,10 +97,10 @@ type checksum struct {
 // reads and writes (-1 when the program lacks the field).
 type stdFields struct {
 	ingressPort, egressSpec, egressPort, instanceType, packetLength int
-	enqTimestamp, enqQdepth, deqTimedelta, deqQdepth, qid             int
-	ingressTS, egressTS, mcastGrp, egressRid                          int
-	checksumError, parserError, priority                              int
-	widths                                                            map[int]int
+	enqTimestamp, enqQdepth, deqTimedelta, deqQdepth, qid           int
+	ingressTS, egressTS, mcastGrp, egressRid                        int
+	checksumError, parserError, priority                            int
+	widths                                                          map[int]int
 }
 
 // BMv2 simple_switch instance types (standard_metadata.instance_type).
