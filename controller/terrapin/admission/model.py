@@ -1,0 +1,229 @@
+"""The port model, the traffic envelope of a channel, and what a decision returns.
+
+Units everywhere in admission: rates in bytes per second, bursts and packets in bytes,
+times in microseconds, all integers, so that a decision is exact and repeatable.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from terrapin.constants import ADMITTED_PRIORITIES, DenialReason
+
+MICROS = 1_000_000
+
+
+@dataclass(frozen=True, order=True)
+class PortId:
+    """An egress port of one switch: the resource a hop of a channel consumes."""
+
+    switch: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.switch}:{self.port}"
+
+
+@dataclass(frozen=True, order=True)
+class ChannelKey:
+    """Seed 000 §4.1.2: the initiating host's address and its context number name a channel."""
+
+    initiator: str
+    context: int
+
+    def __str__(self) -> str:
+        return f"{self.initiator}/{self.context}"
+
+
+@dataclass(frozen=True)
+class ChannelEnvelope:
+    """What a channel asks for: the seed's QOS_t (priority, rate, burst, average idle time)
+    plus the largest packet and an optional end-to-end delay bound (Tenet, seed 001)."""
+
+    priority: int
+    rate: int  # ρ, bytes/s
+    burst: int  # σ, bytes
+    max_packet: int  # bytes (IPv4 total length)
+    delay_bound_us: int = 0  # 0 = no delay requirement
+    avg_idle_us: int = 0  # carried and reported; no test uses it
+
+
+@dataclass(frozen=True)
+class ServiceClass:
+    """Seed 003 §4: a service class owns some priority levels and at most `share` of the line.
+
+    `peak_policed` classes (the seed's "urgent" traffic) are policed at their peak rate: their
+    burst may not exceed one packet.
+    """
+
+    name: str
+    priorities: frozenset[int]
+    share: Fraction
+    peak_policed: bool = False
+
+
+ALL_TESTS = ("rate_buffer", "static_priority", "class_shares", "best_effort_floor")
+
+
+@dataclass(frozen=True)
+class PortModel:
+    """What an egress port can promise, and which admission tests guard it."""
+
+    port: PortId
+    line_rate: int  # C, bytes/s
+    queue_capacity: int  # B, bytes per priority queue
+    largest_packet: int  # bytes: the port's MTU as the channel sees it
+    reservable_rate: int = 0  # R, bytes/s the port carries at admitted levels; 0 = line_rate
+    best_effort_max_packet: int = -1  # largest best-effort packet (non-preemption); -1 = largest
+    # Seed 000 §4.1.1.1: bursts in whole 4,500-byte packets, credit period in whole timer ticks.
+    packet_granularity: int = 0
+    timer_tick_us: int = 0
+    tests: tuple[str, ...] = ALL_TESTS
+    level_delay_budget_us: tuple[tuple[int, int], ...] = ()  # (priority, µs) promises per level
+    classes: tuple[ServiceClass, ...] = ()
+    # Seed 002 equation (1): Σ MTHT_i + MTHT_new + TB_NRT <= MTRT.
+    best_effort_floor: Fraction = Fraction(0)
+    allocation_interval_us: int = 0  # MTRT; 0 = compare rates only
+    per_channel_overhead_us: int = 0  # the fixed software overhead in each MTHT_i
+    # Protocol messages ride level 7 above every admitted level; their envelope counts too.
+    control_rate: int = 0
+    control_burst: int = 0
+
+    @property
+    def reservable(self) -> int:
+        return self.reservable_rate or self.line_rate
+
+    @property
+    def lower_packet(self) -> int:
+        return (
+            self.largest_packet if self.best_effort_max_packet < 0 else self.best_effort_max_packet
+        )
+
+    def budget_us(self, priority: int) -> int | None:
+        for level, budget in self.level_delay_budget_us:
+            if level == priority:
+                return budget
+        return None
+
+    def class_of(self, priority: int) -> ServiceClass | None:
+        for service_class in self.classes:
+            if priority in service_class.priorities:
+                return service_class
+        return None
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One failed constraint: which, where, and by how much (in `unit`)."""
+
+    reason: DenialReason
+    constraint: str
+    port: PortId | None
+    priority: int | None
+    limit: int
+    would_be: int
+    excess: int
+    unit: str
+    detail: str
+
+    def describe(self) -> str:
+        where = f" at {self.port}" if self.port else ""
+        level = f" level {self.priority}" if self.priority is not None else ""
+        return (
+            f"{self.constraint}{where}{level}: {self.would_be} {self.unit} against a limit of "
+            f"{self.limit} ({self.detail}); exceeds by {self.excess} {self.unit}"
+        )
+
+
+@dataclass(frozen=True)
+class Rounding:
+    """How the allocation differs from the request (seed 000 §4.1.1.1)."""
+
+    packet_granularity: int
+    burst_packets: int  # ⌈σ / 4,500⌉ in the seed; 0 when there is no granularity
+    credit_period_us: int  # ⌊4,500 / ρ⌋ in whole timer ticks; 0 when there is no timer
+    rate_rounded_up_by: int
+    burst_rounded_up_by: int
+
+
+@dataclass(frozen=True)
+class HopAllocation:
+    """One hop of an admitted channel."""
+
+    port: PortId
+    priority: int
+    rate: int  # bytes/s allocated at this hop
+    burst: int  # bytes: the allocated burst grown by rate × upstream delay (work-conserving hops)
+    max_packet: int
+    worst_case_delay_us: int  # the static-priority bound with everything admitted so far
+    protected_delay_us: int | None  # the bound admission keeps for the channel's lifetime
+
+
+@dataclass(frozen=True)
+class Allocation:
+    key: ChannelKey
+    requested: ChannelEnvelope
+    rate: int
+    burst: int
+    rounding: Rounding
+    hops: tuple[HopAllocation, ...]
+
+    @property
+    def worst_case_delay_us(self) -> int:
+        return sum(hop.worst_case_delay_us for hop in self.hops)
+
+    @property
+    def protected_delay_us(self) -> int | None:
+        bounds = [hop.protected_delay_us for hop in self.hops]
+        if any(bound is None for bound in bounds):
+            return None
+        return sum(bound for bound in bounds if bound is not None)
+
+
+@dataclass(frozen=True)
+class Denial:
+    key: ChannelKey
+    violations: tuple[Violation, ...]
+
+    @property
+    def primary(self) -> Violation:
+        return self.violations[0]
+
+
+Decision = Allocation | Denial
+
+
+@dataclass
+class LevelLoad:
+    """The aggregate of what one priority level of one port carries."""
+
+    rate: int = 0
+    burst: int = 0
+    max_packet: int = 0
+    min_protected_us: int | None = None
+    channels: int = 0
+
+
+@dataclass
+class PortLoad:
+    """Per-level aggregates of one port, index = priority 0..7."""
+
+    levels: list[LevelLoad] = field(default_factory=lambda: [LevelLoad() for _ in range(8)])
+
+    @property
+    def admitted_rate(self) -> int:
+        return sum(self.levels[p].rate for p in ADMITTED_PRIORITIES)
+
+    @property
+    def admitted_channels(self) -> int:
+        return sum(self.levels[p].channels for p in ADMITTED_PRIORITIES)
+
+
+def ceil_div(numerator: int, denominator: int) -> int:
+    return -(-numerator // denominator)
+
+
+def floor_share(share: Fraction, value: int) -> int:
+    return math.floor(share * value)
