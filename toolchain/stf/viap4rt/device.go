@@ -1,0 +1,288 @@
+// Package viap4rt is the STF runner's P4Runtime path: it starts the real
+// terrapin-switch on veth pairs in a network namespace of its own, pushes
+// each program with SetForwardingPipelineConfig, turns the STF script's
+// control-plane commands into P4Runtime writes (names resolved through the
+// P4Info), and moves packets through the veths, collecting what comes out
+// once the switch has been quiet for a settle time.
+package viap4rt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"sort"
+	"sync"
+	"time"
+
+	p4configv1 "github.com/p4lang/p4runtime/go/p4/config/v1"
+	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+)
+
+// Options configures a Device.
+type Options struct {
+	// Switch is the terrapin-switch binary.
+	Switch string
+	// Ports are the switch ports to create (STF port numbers).
+	Ports []uint32
+	// Namespace names the network namespace (default tp4rt<pid>).
+	Namespace string
+	// Addr is the switch's gRPC address inside the namespace
+	// (default 127.0.0.1:19650; the namespace has its own loopback).
+	Addr string
+	// Settle is how long the ports must stay quiet before the output of
+	// the packets sent so far is taken as complete (default 150 ms).
+	Settle time.Duration
+	// Log receives the switch's output (nil: discarded).
+	Log io.Writer
+}
+
+const deviceID = 1
+
+// Device is one running terrapin-switch and its P4Runtime session.
+type Device struct {
+	opts  Options
+	ns    *namespace
+	cmd   *exec.Cmd
+	exit  chan struct{}
+	conn  *grpc.ClientConn
+	rt    p4v1.P4RuntimeClient
+	cstr  context.CancelFunc
+	elect *p4v1.Uint128
+	ports map[uint32]*hostPort
+	stop  chan struct{}
+	wg    sync.WaitGroup
+
+	info *p4configv1.P4Info
+	idx  *names
+	// Multicast state as STF builds it: nodes (rid + ports) attached to
+	// groups; each change rewrites the group as one MulticastGroupEntry.
+	nodes  []mcNode
+	groups map[uint32][]int
+	clones map[uint32]bool
+}
+
+type mcNode struct {
+	rid   uint32
+	ports []uint32
+}
+
+// Start creates the namespace and veths, starts the switch, and becomes
+// its primary controller. Close undoes all of it.
+func Start(ctx context.Context, opts Options) (d *Device, err error) {
+	if opts.Namespace == "" {
+		opts.Namespace = fmt.Sprintf("tp4rt%d", os.Getpid()%1000000)
+	}
+	if opts.Addr == "" {
+		opts.Addr = "127.0.0.1:19650"
+	}
+	if opts.Settle == 0 {
+		opts.Settle = 150 * time.Millisecond
+	}
+	if opts.Log == nil {
+		opts.Log = io.Discard
+	}
+	ports := append([]uint32(nil), opts.Ports...)
+	sort.Slice(ports, func(i, j int) bool { return ports[i] < ports[j] })
+	ns, err := newNamespace(ctx, opts.Namespace, ports)
+	if err != nil {
+		return nil, err
+	}
+	d = &Device{opts: opts, ns: ns, ports: map[uint32]*hostPort{}, stop: make(chan struct{}), exit: make(chan struct{}),
+		elect: &p4v1.Uint128{High: 1}}
+	defer func() {
+		if err != nil {
+			d.Close()
+		}
+	}()
+	args := []string{"netns", "exec", ns.name, opts.Switch, "--no-p4", "--device-id", fmt.Sprint(deviceID),
+		"--grpc-server-addr", opts.Addr, "--cpu-port", "255"}
+	for _, p := range ports {
+		args = append(args, "-i", fmt.Sprintf("%d@%s", p, ns.switchSide(p)))
+	}
+	d.cmd = exec.Command("ip", args...)
+	d.cmd.Stdout, d.cmd.Stderr = opts.Log, opts.Log
+	if err := d.cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() { _ = d.cmd.Wait(); close(d.exit) }()
+	for _, p := range ports {
+		hp, err := ns.openPort(p)
+		if err != nil {
+			return nil, err
+		}
+		d.ports[p] = hp
+		d.wg.Add(1)
+		go func() { defer d.wg.Done(); hp.read(d.stop) }()
+	}
+	d.conn, err = grpc.NewClient("passthrough:///"+opts.Addr,
+		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return ns.dial(ctx, addr) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(256<<20), grpc.MaxCallRecvMsgSize(256<<20)))
+	if err != nil {
+		return nil, err
+	}
+	d.rt = p4v1.NewP4RuntimeClient(d.conn)
+	if err := d.arbitrate(ctx); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// arbitrate opens the stream channel, retrying while the switch starts.
+func (d *Device) arbitrate(ctx context.Context) error {
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		sctx, cancel := context.WithCancel(context.Background())
+		st, err := d.rt.StreamChannel(sctx)
+		if err == nil {
+			err = st.Send(&p4v1.StreamMessageRequest{Update: &p4v1.StreamMessageRequest_Arbitration{
+				Arbitration: &p4v1.MasterArbitrationUpdate{DeviceId: deviceID, ElectionId: d.elect}}})
+		}
+		var resp *p4v1.StreamMessageResponse
+		if err == nil {
+			resp, err = st.Recv()
+		}
+		if err == nil {
+			if c := resp.GetArbitration().GetStatus().GetCode(); c != 0 {
+				cancel()
+				return fmt.Errorf("the switch did not make us primary (status %d)", c)
+			}
+			d.cstr = cancel
+			go func() { // keep the stream drained (PacketIn, digests)
+				for {
+					if _, err := st.Recv(); err != nil {
+						return
+					}
+				}
+			}()
+			return nil
+		}
+		cancel()
+		select {
+		case <-d.exit:
+			return errors.New("terrapin-switch exited during start-up")
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no P4Runtime answer from the switch at %s: %v", d.opts.Addr, err)
+		}
+	}
+}
+
+// Close stops the switch and removes the namespace.
+func (d *Device) Close() {
+	if d.cstr != nil {
+		d.cstr()
+	}
+	if d.conn != nil {
+		d.conn.Close()
+	}
+	if d.cmd != nil && d.cmd.Process != nil {
+		_ = d.cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-d.exit:
+		case <-time.After(5 * time.Second):
+			_ = d.cmd.Process.Kill()
+			<-d.exit
+		}
+	}
+	select {
+	case <-d.stop:
+	default:
+		close(d.stop)
+	}
+	d.wg.Wait()
+	for _, hp := range d.ports {
+		if hp.fd >= 0 {
+			_ = closeFD(hp.fd)
+		}
+	}
+	d.ns.remove()
+}
+
+// Load pushes a program (VERIFY_AND_COMMIT: empty forwarding state) and
+// forgets the previous program's control-plane state.
+func (d *Device) Load(ctx context.Context, info *p4configv1.P4Info, bmv2JSON []byte) error {
+	_, err := d.rt.SetForwardingPipelineConfig(ctx, &p4v1.SetForwardingPipelineConfigRequest{
+		DeviceId: deviceID, ElectionId: d.elect,
+		Action: p4v1.SetForwardingPipelineConfigRequest_VERIFY_AND_COMMIT,
+		Config: &p4v1.ForwardingPipelineConfig{P4Info: info, P4DeviceConfig: bmv2JSON},
+	})
+	if err != nil {
+		return fmt.Errorf("SetForwardingPipelineConfig: %s", status.Convert(err).Message())
+	}
+	d.info, d.idx = info, newNames(info)
+	d.nodes, d.groups, d.clones = nil, map[uint32][]int{}, map[uint32]bool{}
+	for _, hp := range d.ports {
+		hp.take()
+	}
+	return nil
+}
+
+// Write sends updates; a failure names the first failing update's error.
+func (d *Device) Write(ctx context.Context, updates ...*p4v1.Update) error {
+	_, err := d.rt.Write(ctx, &p4v1.WriteRequest{DeviceId: deviceID, ElectionId: d.elect, Updates: updates})
+	if err == nil {
+		return nil
+	}
+	st := status.Convert(err)
+	for i, det := range st.Details() {
+		if pe, ok := det.(*p4v1.Error); ok && pe.GetCanonicalCode() != 0 {
+			return fmt.Errorf("update %d: %s", i, pe.GetMessage())
+		}
+	}
+	return fmt.Errorf("write: %s", st.Message())
+}
+
+// Send injects frame on port's veth.
+func (d *Device) Send(port uint32, frame []byte) error {
+	hp, ok := d.ports[port]
+	if !ok {
+		return fmt.Errorf("port %d was not created (Options.Ports)", port)
+	}
+	return hp.send(frame)
+}
+
+// Collect waits until no frame has arrived on any port for the settle time
+// (at most max), then returns and clears everything received per port.
+func (d *Device) Collect(max time.Duration) map[uint32][][]byte {
+	start := time.Now()
+	for time.Since(start) < max {
+		quiet := true
+		for _, hp := range d.ports {
+			if time.Since(hp.lastArrival()) < d.opts.Settle {
+				quiet = false
+			}
+		}
+		if quiet && time.Since(start) >= d.opts.Settle {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	out := map[uint32][][]byte{}
+	for p, hp := range d.ports {
+		if f := hp.take(); len(f) > 0 {
+			out[p] = f
+		}
+	}
+	return out
+}
+
+// Alive reports whether the switch process is still running.
+func (d *Device) Alive() bool {
+	select {
+	case <-d.exit:
+		return false
+	default:
+		return true
+	}
+}

@@ -1,0 +1,206 @@
+package viap4rt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// namespace is a network namespace the backend creates for one switch:
+// veth pairs tp4rt<p>s (the switch's port p) ↔ tp4rt<p>h (where frames are
+// injected and captured). Deleting the namespace deletes the veths.
+type namespace struct {
+	name string
+}
+
+func ipCmd(ctx context.Context, args ...string) error {
+	out, err := exec.CommandContext(ctx, "ip", args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+func newNamespace(ctx context.Context, name string, ports []uint32) (*namespace, error) {
+	_ = exec.Command("ip", "netns", "del", name).Run() // a leftover of a killed run
+	if err := ipCmd(ctx, "netns", "add", name); err != nil {
+		return nil, err
+	}
+	ns := &namespace{name: name}
+	in := func(args ...string) error { return ipCmd(ctx, append([]string{"netns", "exec", name}, args...)...) }
+	steps := [][]string{
+		{"ip", "link", "set", "lo", "up"},
+		// No IPv6 autoconfiguration noise (router solicitations, DAD) on
+		// the test ports: only the test's frames may appear there.
+		{"sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"},
+		{"sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1"},
+	}
+	for _, p := range ports {
+		sw, host := ns.switchSide(p), ns.hostSide(p)
+		steps = append(steps,
+			[]string{"ip", "link", "add", sw, "type", "veth", "peer", "name", host},
+			[]string{"ip", "link", "set", sw, "mtu", "9000", "up"},
+			[]string{"ip", "link", "set", host, "mtu", "9000", "up"})
+	}
+	for _, s := range steps {
+		if err := in(s...); err != nil {
+			ns.remove()
+			return nil, err
+		}
+	}
+	return ns, nil
+}
+
+func (ns *namespace) switchSide(p uint32) string { return fmt.Sprintf("tp4rt%ds", p) }
+func (ns *namespace) hostSide(p uint32) string   { return fmt.Sprintf("tp4rt%dh", p) }
+
+func (ns *namespace) remove() { _ = exec.Command("ip", "netns", "del", ns.name).Run() }
+
+// within runs f on an OS thread switched into the namespace. Sockets
+// created by f stay in the namespace after the thread switches back.
+func (ns *namespace) within(f func() error) error {
+	target, err := os.Open("/var/run/netns/" + ns.name)
+	if err != nil {
+		return err
+	}
+	defer target.Close()
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		self, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- err
+			return
+		}
+		defer self.Close()
+		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("setns %s: %w", ns.name, err)
+			return
+		}
+		ferr := f()
+		if err := unix.Setns(int(self.Fd()), unix.CLONE_NEWNET); err != nil {
+			// The thread is stuck in the namespace: let it die with the
+			// goroutine instead of returning it to the scheduler.
+			errc <- errors.Join(ferr, err)
+			return
+		}
+		runtime.UnlockOSThread()
+		errc <- ferr
+	}()
+	return <-errc
+}
+
+// dial opens a TCP connection to addr from inside the namespace (the
+// switch's gRPC address is the namespace's loopback).
+func (ns *namespace) dial(ctx context.Context, addr string) (net.Conn, error) {
+	var c net.Conn
+	err := ns.within(func() error {
+		var d net.Dialer
+		var err error
+		c, err = d.DialContext(ctx, "tcp", addr)
+		return err
+	})
+	return c, err
+}
+
+// hostPort is an AF_PACKET socket on the host side of a switch port.
+type hostPort struct {
+	port uint32
+	fd   int
+
+	mu     sync.Mutex
+	frames [][]byte
+	last   time.Time
+}
+
+const ethPAll = 0x0003
+
+func htons(v uint16) uint16 { return v<<8 | v>>8 }
+
+func (ns *namespace) openPort(p uint32) (*hostPort, error) {
+	hp := &hostPort{port: p, fd: -1}
+	err := ns.within(func() error {
+		ifi, err := net.InterfaceByName(ns.hostSide(p))
+		if err != nil {
+			return err
+		}
+		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons(ethPAll)))
+		if err != nil {
+			return err
+		}
+		if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(ethPAll), Ifindex: ifi.Index}); err != nil {
+			unix.Close(fd)
+			return err
+		}
+		// Wake blocked reads every 50 ms so the reader can notice close.
+		tv := unix.Timeval{Usec: 50000}
+		if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+			unix.Close(fd)
+			return err
+		}
+		hp.fd = fd
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return hp, nil
+}
+
+// read collects frames arriving on the port until stop is closed. Frames
+// the backend itself sent (PACKET_OUTGOING) are not the switch's output.
+func (hp *hostPort) read(stop <-chan struct{}) {
+	buf := make([]byte, 16384)
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		n, from, err := unix.Recvfrom(hp.fd, buf, 0)
+		if err != nil {
+			if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
+				continue
+			}
+			return
+		}
+		if ll, ok := from.(*unix.SockaddrLinklayer); ok && ll.Pkttype == unix.PACKET_OUTGOING {
+			continue
+		}
+		f := append([]byte(nil), buf[:n]...)
+		hp.mu.Lock()
+		hp.frames = append(hp.frames, f)
+		hp.last = time.Now()
+		hp.mu.Unlock()
+	}
+}
+
+func (hp *hostPort) send(frame []byte) error {
+	_, err := unix.Write(hp.fd, frame)
+	return err
+}
+
+func (hp *hostPort) take() [][]byte {
+	hp.mu.Lock()
+	defer hp.mu.Unlock()
+	out := hp.frames
+	hp.frames = nil
+	return out
+}
+
+func (hp *hostPort) lastArrival() time.Time {
+	hp.mu.Lock()
+	defer hp.mu.Unlock()
+	return hp.last
+}
