@@ -361,6 +361,12 @@ func (c *compiler) wideRead(fd *fieldDef, offOf func(*Packet) int) *dexpr {
 // dataOp compiles an arithmetic operator node.
 func (c *compiler) dataOp(a *ast) (*dexpr, error) {
 	switch a.op {
+	case "b2d":
+		b, err := c.boolean(a.right)
+		if err != nil {
+			return nil, err
+		}
+		return c.b2d(b), nil
 	case "access_field":
 		h, ht, err := c.header(a.left)
 		if err != nil {
