@@ -32,8 +32,12 @@ type CorpusOptions struct {
 	Run        *regexp.Regexp // only programs whose name matches (nil: all)
 	Xfail      map[string]string
 	NewBackend func() Backend // one backend per program
-	Verbose    bool
-	Jobs       int // parallel programs (0: GOMAXPROCS)
+	// RunScript, when set, runs a whole script instead of the Backend path
+	// (used by the P4Runtime path, which drives one real switch and so
+	// runs programs one at a time).
+	RunScript func(ctx context.Context, prog *Program, script []byte) error
+	Verbose   bool
+	Jobs      int // parallel programs (0: GOMAXPROCS)
 	// CompileTimeout bounds one compiler run (default 60 s).
 	CompileTimeout time.Duration
 }
@@ -85,6 +89,41 @@ func ReadXfail(path string) (map[string]string, error) {
 	return out, sc.Err()
 }
 
+// ScriptPorts returns every port the corpus's scripts send to or expect
+// on (a real switch needs its interfaces before the first program runs).
+func ScriptPorts(dir string, run *regexp.Regexp) ([]uint32, error) {
+	names, err := Discover(dir)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[uint32]bool{}
+	for _, n := range names {
+		if run != nil && !run.MatchString(n) {
+			continue
+		}
+		f, err := os.Open(filepath.Join(dir, n+".stf"))
+		if err != nil {
+			return nil, err
+		}
+		cmds, err := ParseScript(f)
+		f.Close()
+		if err != nil {
+			continue
+		}
+		for _, c := range cmds {
+			if c.Op == "packet" || c.Op == "expect" {
+				seen[c.Port] = true
+			}
+		}
+	}
+	var out []uint32
+	for p := range seen {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out, nil
+}
+
 // Discover lists the programs of a corpus: every NAME.p4 with a NAME.stf.
 func Discover(dir string) ([]string, error) {
 	ents, err := os.ReadDir(dir)
@@ -129,6 +168,9 @@ func RunCorpus(ctx context.Context, o CorpusOptions) (*Summary, error) {
 	jobs := o.Jobs
 	if jobs <= 0 {
 		jobs = runtime.GOMAXPROCS(0)
+	}
+	if o.RunScript != nil {
+		jobs = 1
 	}
 	results := make([]Result, len(names))
 	var wg sync.WaitGroup
@@ -215,13 +257,20 @@ func runOne(ctx context.Context, o CorpusOptions, tmp, name string) (res Result)
 		return res
 	}
 	prog.Model = model
-	f, err := os.Open(filepath.Join(o.Dir, name+".stf"))
+	script, err := os.ReadFile(filepath.Join(o.Dir, name+".stf"))
 	if err != nil {
 		res.Reason = err.Error()
 		return res
 	}
-	cmds, err := ParseScript(f)
-	f.Close()
+	if o.RunScript != nil {
+		if err := o.RunScript(ctx, prog, script); err != nil {
+			res.Reason = err.Error()
+		} else {
+			res.Pass = true
+		}
+		return res
+	}
+	cmds, err := ParseScript(strings.NewReader(string(script)))
 	if err != nil {
 		res.Reason = "stf: " + err.Error()
 		return res

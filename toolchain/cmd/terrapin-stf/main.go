@@ -15,7 +15,38 @@ import (
 	"regexp"
 
 	"github.com/terrapin/terrapin/toolchain/stf"
+	"github.com/terrapin/terrapin/toolchain/stf/viap4rt"
 )
+
+// viaP4Runtime starts one terrapin-switch (stf/viap4rt: its own network
+// namespace and veths) and makes the corpus run each program through it.
+func viaP4Runtime(ctx context.Context, opts *stf.CorpusOptions, switchBin string) (func(), error) {
+	if switchBin == "" {
+		return nil, fmt.Errorf("--switch is required")
+	}
+	ports, err := stf.ScriptPorts(opts.Dir, opts.Run)
+	if err != nil {
+		return nil, err
+	}
+	dev, err := viap4rt.Start(ctx, viap4rt.Options{Switch: switchBin, Ports: ports})
+	if err != nil {
+		return nil, err
+	}
+	opts.RunScript = func(ctx context.Context, prog *stf.Program, script []byte) error {
+		if prog.P4InfoPath == "" {
+			return fmt.Errorf("no P4Info for %s", prog.Name)
+		}
+		info, err := stf.ReadP4Info(prog.P4InfoPath)
+		if err != nil {
+			return err
+		}
+		if err := dev.Load(ctx, info, prog.JSON); err != nil {
+			return err
+		}
+		return dev.RunScript(ctx, string(script))
+	}
+	return dev.Close, nil
+}
 
 func main() {
 	os.Exit(run())
@@ -48,12 +79,7 @@ func run() int {
 	case "engine":
 		opts.NewBackend = func() stf.Backend { return stf.NewEngineBackend() }
 	case "p4runtime":
-		// The P4Runtime backend (entries over P4Runtime to a running
-		// terrapin-switch, packets over veths) implements stf.Backend; it
-		// is provided by the P4RT component and not part of this build yet.
-		_ = sw
-		fmt.Fprintln(os.Stderr, "terrapin-stf: --via p4runtime: no P4Runtime backend in this build (see stf.Backend)")
-		return 2
+		// Handled below, once the program list (and so the ports) is known.
 	default:
 		fmt.Fprintf(os.Stderr, "terrapin-stf: --via must be engine or p4runtime, not %q\n", *via)
 		return 2
@@ -77,6 +103,14 @@ func run() int {
 	opts.Xfail = xfail
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	if *via == "p4runtime" {
+		closeFn, err := viaP4Runtime(ctx, &opts, *sw)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "terrapin-stf: --via p4runtime: %v\n", err)
+			return 2
+		}
+		defer closeFn()
+	}
 	sum, err := stf.RunCorpus(ctx, opts)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "terrapin-stf: %v\n", err)
