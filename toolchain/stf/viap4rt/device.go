@@ -1,9 +1,10 @@
-// Package viap4rt is the STF runner's P4Runtime path: it starts the real
-// terrapin-switch on veth pairs in a network namespace of its own, pushes
-// each program with SetForwardingPipelineConfig, turns the STF script's
-// control-plane commands into P4Runtime writes (names resolved through the
-// P4Info), and moves packets through the veths, collecting what comes out
-// once the switch has been quiet for a settle time.
+// Package viap4rt is the STF runner's P4Runtime path (make conformance
+// VIA=p4runtime): an stf.Backend that starts the real terrapin-switch on
+// veth pairs in a network namespace of its own, pushes each program with
+// SetForwardingPipelineConfig, sends the runner's control-plane commands
+// as P4Runtime writes (JSON names mapped to P4Info ids), and moves packets
+// through the veths, collecting what comes out once the switch has been
+// quiet for a settle time.
 package viap4rt
 
 import (
@@ -59,18 +60,10 @@ type Device struct {
 	stop  chan struct{}
 	wg    sync.WaitGroup
 
-	info *p4configv1.P4Info
-	idx  *names
-	// Multicast state as STF builds it: nodes (rid + ports) attached to
-	// groups; each change rewrites the group as one MulticastGroupEntry.
-	nodes  []mcNode
+	// The PRE objects of the loaded program, so that a second write to
+	// one is a MODIFY.
 	groups map[uint32][]int
 	clones map[uint32]bool
-}
-
-type mcNode struct {
-	rid   uint32
-	ports []uint32
 }
 
 // Start creates the namespace and veths, starts the switch, and becomes
@@ -220,8 +213,7 @@ func (d *Device) Load(ctx context.Context, info *p4configv1.P4Info, bmv2JSON []b
 	if err != nil {
 		return fmt.Errorf("SetForwardingPipelineConfig: %s", status.Convert(err).Message())
 	}
-	d.info, d.idx = info, newNames(info)
-	d.nodes, d.groups, d.clones = nil, map[uint32][]int{}, map[uint32]bool{}
+	d.groups, d.clones = map[uint32][]int{}, map[uint32]bool{}
 	for _, hp := range d.ports {
 		hp.take()
 	}
@@ -255,6 +247,19 @@ func (d *Device) Send(port uint32, frame []byte) error {
 // Collect waits until no frame has arrived on any port for the settle time
 // (at most max), then returns and clears everything received per port.
 func (d *Device) Collect(max time.Duration) map[uint32][][]byte {
+	d.waitQuiet(max)
+	out := map[uint32][][]byte{}
+	for p, hp := range d.ports {
+		if f := hp.take(); len(f) > 0 {
+			out[p] = f
+		}
+	}
+	return out
+}
+
+// waitQuiet returns once no frame has arrived for the settle time (the
+// frames are kept for Collect), or after max.
+func (d *Device) waitQuiet(max time.Duration) {
 	start := time.Now()
 	for time.Since(start) < max {
 		quiet := true
@@ -268,13 +273,25 @@ func (d *Device) Collect(max time.Duration) map[uint32][][]byte {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	out := map[uint32][][]byte{}
-	for p, hp := range d.ports {
-		if f := hp.take(); len(f) > 0 {
-			out[p] = f
-		}
+}
+
+// Read reads entities; a per-entity failure becomes the error.
+func (d *Device) Read(ctx context.Context, entities ...*p4v1.Entity) ([]*p4v1.Entity, error) {
+	st, err := d.rt.Read(ctx, &p4v1.ReadRequest{DeviceId: deviceID, Entities: entities})
+	if err != nil {
+		return nil, err
 	}
-	return out
+	var out []*p4v1.Entity
+	for {
+		r, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read: %s", status.Convert(err).Message())
+		}
+		out = append(out, r.GetEntities()...)
+	}
 }
 
 // Alive reports whether the switch process is still running.
