@@ -166,7 +166,10 @@ def test_no_sequence_over_admits(
             for m in range(300 if op[0] == "fill" else 1):
                 k = ChannelKey("10.0.0.1", n * 1000 + m)
                 decision = ledger.admit(
-                    k, path, env, hold_seconds=2.0 if tentative else None  # type: ignore[arg-type]
+                    k,
+                    path,
+                    env,
+                    hold_seconds=2.0 if tentative else None,  # type: ignore[arg-type]
                 )
                 if not isinstance(decision, Allocation):
                     break

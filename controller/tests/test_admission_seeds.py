@@ -59,7 +59,7 @@ def denied(decision: object) -> Denial:
     ("mbit", "burst", "rate", "period_us", "packets"),
     [
         (10, 22_500, 1_500_000, 3000, 5),  # "a request for 10 Mbits/s had to be increased to 12"
-        (6, 27_000, 750_000, 6000, 6),  # "for a rate of 6 Mbits/s the counter is updated every 6 ms"
+        (6, 27_000, 750_000, 6000, 6),  # "for 6 Mbits/s the counter is updated every 6 ms"
         (9, 27_000, 1_125_000, 4000, 6),  # "with a rate of 9 Mbits/s ... every 4 ms"
         (18, 9_000, 2_250_000, 2000, 2),  # the file transfer: 18 Mbit/s, 2 packets
         (7.2, 27_000, 900_000, 5000, 6),  # 4,500 B / 900 B/ms = 5 ms exactly: no rounding
@@ -154,7 +154,7 @@ def delay_port(**over: object) -> PortModel:
 
 
 def test_seed000_worst_case_eight_packets_is_7_2_ms() -> None:
-    """"the router could have 8 packets (the sum of the high priority burst allocations) in its
+    """ "the router could have 8 packets (the sum of the high priority burst allocations) in its
     high priority queue ... a delay of up to 7.2 ms": (6 + 2) × 4,500 B / 5,000,000 B/s."""
     ledger = AdmissionLedger([delay_port()])
     a = admitted(ledger.admit(key(1), [S1], ChannelEnvelope(6, 1_125_000, 27_000, 4500)))
@@ -285,7 +285,7 @@ def test_urgent_class_is_peak_policed() -> None:
 
 
 def test_frr_level_takes_twenty_1_5_mbit_sources() -> None:
-    """"the FRR level can accommodate as many as 20 1.5 Megabits/sec CBR video sources"."""
+    """ "the FRR level can accommodate as many as 20 1.5 Megabits/sec CBR video sources"."""
     ledger = AdmissionLedger([xunet_port()])
     video = ChannelEnvelope(5, 187_500, 3000, 1500)
     for n in range(20):

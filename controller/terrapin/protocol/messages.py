@@ -1,0 +1,209 @@
+"""Reservation messages (ICMP type 253) ⇄ dataclasses, per docs/protocol.md.
+
+Decoding never raises anything but `MalformedMessage`, which names the offending field, so a
+bad packet from the network becomes a log line and a counter, never a crash.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import struct
+from dataclasses import dataclass, field, replace
+
+from terrapin.constants import (
+    ICMP_TYPE_RESERVATION,
+    MESSAGE_LENGTH,
+    PROTOCOL_VERSION,
+    MessageCode,
+)
+
+# offset: type code checksum version flags hops context initiator destination protocol
+#         priority reason reserved flow_key rate burst avg_idle_us max_packet delay_us shortfall
+_LAYOUT = struct.Struct("!BBHBBHI4s4sBBBBQIIIIII")
+assert _LAYOUT.size == MESSAGE_LENGTH
+
+FLAG_RETRANSMISSION = 0x01
+FLAG_TRUNCATED = 0x02  # REPORT_STATUS: more records than fit in one message
+_KNOWN_FLAGS = FLAG_RETRANSMISSION | FLAG_TRUNCATED
+
+U8, U16, U32, U64 = 0xFF, 0xFFFF, 0xFFFF_FFFF, 0xFFFF_FFFF_FFFF_FFFF
+
+
+class MalformedMessage(ValueError):
+    """A message that does not follow docs/protocol.md; `field` names what is wrong."""
+
+    def __init__(self, field_name: str, why: str) -> None:
+        super().__init__(f"{field_name}: {why}")
+        self.field = field_name
+        self.why = why
+
+
+def internet_checksum(data: bytes) -> int:
+    """RFC 1071 one's-complement sum, as ICMP (RFC 792) and IPv4 use it."""
+    if len(data) % 2:
+        data += b"\x00"
+    total: int = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF
+
+
+@dataclass(frozen=True)
+class ReservationMessage:
+    code: MessageCode
+    context: int
+    initiator: str
+    destination: str
+    protocol: int = 0
+    priority: int = 0
+    flow_key: int = 0
+    rate: int = 0
+    burst: int = 0
+    avg_idle_us: int = 0
+    max_packet: int = 0
+    delay_us: int = 0
+    shortfall: int = 0
+    reason: int = 0
+    flags: int = 0
+    hops: int = 0
+    payload: bytes = field(default=b"", repr=False)
+
+    @property
+    def channel(self) -> tuple[str, int]:
+        return self.initiator, self.context
+
+    @property
+    def is_retransmission(self) -> bool:
+        return bool(self.flags & FLAG_RETRANSMISSION)
+
+    def with_code(self, code: MessageCode, **changes: object) -> ReservationMessage:
+        return replace(self, code=code, **changes)  # type: ignore[arg-type]
+
+    def encode(self) -> bytes:
+        """The ICMP message (type, code, checksum, body, payload) with its checksum filled in."""
+        _check_ranges(self)
+        body = _LAYOUT.pack(
+            ICMP_TYPE_RESERVATION,
+            int(self.code),
+            0,
+            PROTOCOL_VERSION,
+            self.flags,
+            self.hops,
+            self.context,
+            ipaddress.IPv4Address(self.initiator).packed,
+            ipaddress.IPv4Address(self.destination).packed,
+            self.protocol,
+            self.priority,
+            self.reason,
+            0,
+            self.flow_key,
+            self.rate,
+            self.burst,
+            self.avg_idle_us,
+            self.max_packet,
+            self.delay_us,
+            self.shortfall,
+        )
+        message = body + self.payload
+        checksum = internet_checksum(message)
+        return message[:2] + struct.pack("!H", checksum) + message[4:]
+
+
+def _check_ranges(msg: ReservationMessage) -> None:
+    limits = {
+        "flags": U8,
+        "hops": U16,
+        "context": U32,
+        "protocol": U8,
+        "priority": U8,
+        "reason": U8,
+        "flow_key": U64,
+        "rate": U32,
+        "burst": U32,
+        "avg_idle_us": U32,
+        "max_packet": U32,
+        "delay_us": U32,
+        "shortfall": U32,
+    }
+    for name, limit in limits.items():
+        value = getattr(msg, name)
+        if not 0 <= value <= limit:
+            raise MalformedMessage(name, f"{value} does not fit ({limit} at most)")
+    for name in ("initiator", "destination"):
+        try:
+            ipaddress.IPv4Address(getattr(msg, name))
+        except ValueError as exc:
+            raise MalformedMessage(name, str(exc)) from None
+
+
+def decode(data: bytes) -> ReservationMessage:
+    """Parse one ICMP message (starting at the ICMP type byte)."""
+    if len(data) < MESSAGE_LENGTH:
+        raise MalformedMessage("length", f"{len(data)} bytes, the message has {MESSAGE_LENGTH}")
+    (
+        icmp_type,
+        code,
+        _checksum,
+        version,
+        flags,
+        hops,
+        context,
+        initiator,
+        destination,
+        protocol,
+        priority,
+        reason,
+        reserved,
+        flow_key,
+        rate,
+        burst,
+        avg_idle_us,
+        max_packet,
+        delay_us,
+        shortfall,
+    ) = _LAYOUT.unpack_from(data)
+    if icmp_type != ICMP_TYPE_RESERVATION:
+        raise MalformedMessage("type", f"{icmp_type}, expected {ICMP_TYPE_RESERVATION}")
+    try:
+        message_code = MessageCode(code)
+    except ValueError:
+        raise MalformedMessage("code", f"{code} is not 1..7") from None
+    if internet_checksum(bytes(data)) != 0:
+        raise MalformedMessage("checksum", "ICMP checksum does not verify")
+    if version != PROTOCOL_VERSION:
+        raise MalformedMessage("version", f"{version}, only {PROTOCOL_VERSION} is known")
+    if flags & ~_KNOWN_FLAGS:
+        raise MalformedMessage("flags", f"unknown flag bits {flags & ~_KNOWN_FLAGS:#x}")
+    if reserved != 0:
+        raise MalformedMessage("reserved", f"{reserved}, must be 0")
+    payload = bytes(data[MESSAGE_LENGTH:])
+    if payload and message_code != MessageCode.REPORT_STATUS:
+        raise MalformedMessage("length", f"{len(payload)} bytes after a {message_code.name}")
+    return ReservationMessage(
+        code=message_code,
+        context=context,
+        initiator=str(ipaddress.IPv4Address(initiator)),
+        destination=str(ipaddress.IPv4Address(destination)),
+        protocol=protocol,
+        priority=priority,
+        flow_key=flow_key,
+        rate=rate,
+        burst=burst,
+        avg_idle_us=avg_idle_us,
+        max_packet=max_packet,
+        delay_us=delay_us,
+        shortfall=shortfall,
+        reason=reason,
+        flags=flags,
+        hops=hops,
+        payload=payload,
+    )
+
+
+def flow_key_from_ports(src_port: int, dst_port: int) -> int:
+    """UDP/TCP channels: src_port << 16 | dst_port (docs/protocol.md, docs/dataplane.md)."""
+    return (src_port & U16) << 16 | (dst_port & U16)
+
+
+def ports_from_flow_key(flow_key: int) -> tuple[int, int]:
+    return (flow_key >> 16) & U16, flow_key & U16
