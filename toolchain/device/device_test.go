@@ -33,7 +33,8 @@ func start(t testing.TB, d *Device) {
 
 func crossConnect(n int) *PortMap {
 	m := NewPortMap()
-	m.Out[1], m.Out[2] = 2, 1
+	m.Connect(1, 2)
+	m.Connect(2, 1)
 	return m
 }
 

@@ -30,13 +30,13 @@ func FuzzDevicePath(f *testing.F) {
 	f.Add(testFrame(1514, 2, 9), byte(3))
 	f.Add(bytes.Repeat([]byte{0xff}, 3000), byte(4))
 	m := NewPortMap()
-	m.Out[1], m.Out[255] = 255, 255
+	m.Connect(1, 255)
+	m.Connect(255, 255)
 	m.PriorityOffset = 0
 	m.StampOffset = 20
 	d, got := newCPUOnlyDevice(f, m)
 	in := &inputPort{num: 1, iface: "fuzz"}
 	w := d.newWorker()
-	freePkts, freeBufs := d.pool.free()
 	f.Fuzz(func(t *testing.T, frame []byte, mode byte) {
 		*got = (*got)[:0]
 		before := d.Stats()
@@ -48,7 +48,7 @@ func FuzzDevicePath(f *testing.F) {
 			d.pipeMu.RUnlock()
 		case 1:
 			err := d.InjectPacketOut(frame)
-			if len(frame) == 0 || len(frame) > d.pool.bufSize {
+			if len(frame) == 0 || len(frame) > MaxFrame {
 				if err == nil {
 					t.Fatalf("packet-out of %d bytes accepted", len(frame))
 				}
@@ -81,11 +81,11 @@ func FuzzDevicePath(f *testing.F) {
 			if len(frame) >= 37 && out[36] != prio {
 				t.Fatalf("qid %d, want %d", out[36], prio)
 			}
-		} else if len(frame) <= d.pool.bufSize && after.DropBuffers == before.DropBuffers && after.DropPriority == before.DropPriority {
+		} else if len(frame) <= MaxFrame && after.Ports[0].Queues[prio].Dropped == before.Ports[0].Queues[prio].Dropped {
 			t.Fatalf("frame of %d bytes neither delivered nor counted as dropped", len(frame))
 		}
-		if p, b := d.pool.free(); p != freePkts || b != freeBufs {
-			t.Fatalf("pool leak: %d/%d free, want %d/%d", p, b, freePkts, freeBufs)
+		if n := m.Outstanding(); n != 0 {
+			t.Fatalf("%d packets never released", n)
 		}
 	})
 }
@@ -94,7 +94,7 @@ func FuzzDevicePath(f *testing.F) {
 // enqueue, drain, egress, transmit) allocates nothing per packet.
 func TestNoAllocsPerPacket(t *testing.T) {
 	m := NewPortMap()
-	m.Out[1] = 255
+	m.Connect(1, 255)
 	d, err := New(Config{CPUPort: 255})
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +123,7 @@ func TestNoAllocsPerPacket(t *testing.T) {
 // (everything but the syscalls) with the trivial PortMap pipeline.
 func BenchmarkForwardingPath(b *testing.B) {
 	m := NewPortMap()
-	m.Out[1] = 255
+	m.Connect(1, 255)
 	d, err := New(Config{CPUPort: 255})
 	if err != nil {
 		b.Fatal(err)

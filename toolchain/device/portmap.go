@@ -1,81 +1,96 @@
 package device
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"sync"
+	"sync/atomic"
+)
 
 // PortMap is a fixed pipeline without P4: each input port forwards to one
-// output port. The device tests and the I/O benchmark use it to exercise
-// ports and the traffic manager independently of the engine; it is also
-// the reference for what a Pipeline must do.
+// output port (or a list of ports, as a multicast group would). The device
+// tests and the benchmark's "device without P4" row use it to exercise ports
+// and the traffic manager independently of the engine; it is also the
+// smallest example of what a Pipeline must do.
 type PortMap struct {
-	// Out[p] is where frames from port p go; DropPort (or 0 when unset via
-	// NewPortMap) drops.
-	Out [512]uint16
+	// Out[p] lists where frames from port p go; empty drops.
+	Out [512][]uint16
 	// PriorityOffset, when >= 0, takes the queue from the low 3 bits of
 	// that frame byte (as a program would set standard_metadata.priority).
 	PriorityOffset int
 	// StampOffset, when > 0, makes egress write the queueing metadata into
-	// the frame at that offset, big-endian: enq_timestamp, enq_qdepth,
-	// deq_timedelta, deq_qdepth (4 bytes each), qid (1 byte).
+	// the frame at that offset, big-endian: enq_timestamp (low 32 bits),
+	// enq_qdepth, deq_timedelta, deq_qdepth (4 bytes each), qid (1 byte).
 	StampOffset int
-	// Multicast groups: group -> replicas.
-	Groups map[uint16][]Replica
+
+	mu          sync.Mutex
+	free        []*portMapPacket
+	outstanding atomic.Int64
+}
+
+type portMapPacket struct {
+	buf []byte
+	n   int
 }
 
 // NewPortMap returns a PortMap that drops everything until Out is set.
-func NewPortMap() *PortMap {
-	m := &PortMap{PriorityOffset: -1}
-	for i := range m.Out {
-		m.Out[i] = DropPort
+func NewPortMap() *PortMap { return &PortMap{PriorityOffset: -1} }
+
+// Connect makes frames from port in go to the out ports.
+func (m *PortMap) Connect(in uint16, out ...uint16) { m.Out[in&511] = out }
+
+func (m *PortMap) get() *portMapPacket {
+	m.outstanding.Add(1)
+	m.mu.Lock()
+	if n := len(m.free); n > 0 {
+		p := m.free[n-1]
+		m.free = m.free[:n-1]
+		m.mu.Unlock()
+		return p
 	}
-	return m
+	m.mu.Unlock()
+	return &portMapPacket{buf: make([]byte, MaxFrame)} // warm-up only
 }
-
-type portMapState struct {
-	frame []byte
-	in    uint16
-}
-
-// NewState implements Pipeline.
-func (m *PortMap) NewState() PacketState { return &portMapState{} }
 
 // Ingress implements Pipeline.
-func (m *PortMap) Ingress(st PacketState, frame []byte, meta IngressMeta) IngressDecision {
-	s := st.(*portMapState)
-	s.frame, s.in = frame, meta.Port
-	dec := IngressDecision{EgressPort: m.Out[meta.Port&511]}
+func (m *PortMap) Ingress(frame []byte, port uint16, jobs []Job) []Job {
+	outs := m.Out[port&511]
+	if len(frame) > MaxFrame {
+		return jobs
+	}
+	var prio uint8
 	if m.PriorityOffset >= 0 && m.PriorityOffset < len(frame) {
-		dec.Priority = frame[m.PriorityOffset] & 7
+		prio = frame[m.PriorityOffset] & 7
 	}
-	if g := dec.EgressPort; g >= 0x1000 {
-		dec.McastGroup = g - 0x1000
+	for _, o := range outs {
+		p := m.get()
+		p.n = copy(p.buf, frame)
+		jobs = append(jobs, Job{Pkt: p, Port: o, Priority: prio})
 	}
-	return dec
+	return jobs
 }
 
 // Egress implements Pipeline.
-func (m *PortMap) Egress(st PacketState, meta EgressMeta, out []byte) EgressDecision {
-	s := st.(*portMapState)
-	n := copy(out, s.frame)
-	if o := m.StampOffset; o > 0 && o+17 <= n {
-		q := meta.Queue
-		binary.BigEndian.PutUint32(out[o:], q.EnqTimestampUs)
+func (m *PortMap) Egress(job Job, q QueueMeta, more []Job) ([]byte, []Job) {
+	p := job.Pkt.(*portMapPacket)
+	out := p.buf[:p.n]
+	if o := m.StampOffset; o > 0 && o+17 <= len(out) {
+		binary.BigEndian.PutUint32(out[o:], uint32(q.EnqTimestampUs))
 		binary.BigEndian.PutUint32(out[o+4:], q.EnqQdepth)
 		binary.BigEndian.PutUint32(out[o+8:], q.DeqTimedeltaUs)
 		binary.BigEndian.PutUint32(out[o+12:], q.DeqQdepth)
 		out[o+16] = q.Qid
 	}
-	return EgressDecision{Len: n}
+	return out, more
 }
 
-// CopyState implements Pipeline.
-func (m *PortMap) CopyState(dst, src PacketState, _ InstanceType) {
-	*dst.(*portMapState) = *src.(*portMapState)
+// Release implements Pipeline.
+func (m *PortMap) Release(pkt PacketRef) {
+	p := pkt.(*portMapPacket)
+	m.outstanding.Add(-1)
+	m.mu.Lock()
+	m.free = append(m.free, p)
+	m.mu.Unlock()
 }
 
-// MulticastGroup implements Pipeline.
-func (m *PortMap) MulticastGroup(group uint16, dst []Replica) []Replica {
-	return append(dst, m.Groups[group]...)
-}
-
-// CloneSessionReplicas implements Pipeline.
-func (m *PortMap) CloneSessionReplicas(uint32, []Replica) ([]Replica, bool) { return nil, false }
+// Outstanding is how many packets are held by the device (for leak tests).
+func (m *PortMap) Outstanding() int64 { return m.outstanding.Load() }

@@ -43,10 +43,8 @@ type Stats struct {
 	DropNoPipeline uint64
 	DropNoPort     uint64
 	DropPriority   uint64 // priority beyond --priority-queues (BMv2 drops these)
-	DropBuffers    uint64 // packet buffers exhausted
-	DropIngress    uint64 // dropped by the ingress control
-	DropEgress     uint64 // dropped by the egress control
-	DropLoop       uint64 // resubmit/recirculate beyond the hop bound
+	DropIngress    uint64 // ingress produced no packet to queue
+	DropEgress     uint64 // egress sent nothing out (dropped, recirculated)
 }
 
 // readRingDrops adds the kernel's ring-overflow count (PACKET_STATISTICS,
@@ -107,10 +105,8 @@ func (d *Device) Stats() Stats {
 	s.DropNoPipeline = d.dropNoPipeline.Load()
 	s.DropNoPort = d.dropNoPort.Load()
 	s.DropPriority = d.dropPriority.Load()
-	s.DropBuffers = d.dropPool.Load()
 	s.DropIngress = d.dropIngress.Load()
 	s.DropEgress = d.dropEgress.Load()
-	s.DropLoop = d.dropLoop.Load()
 	return s
 }
 
@@ -179,7 +175,7 @@ func (d *Device) WriteMetrics(w io.Writer) error {
 		v      uint64
 	}{
 		{"no_pipeline", s.DropNoPipeline}, {"no_such_port", s.DropNoPort}, {"priority_out_of_range", s.DropPriority},
-		{"buffers_exhausted", s.DropBuffers}, {"ingress", s.DropIngress}, {"egress", s.DropEgress}, {"loop", s.DropLoop},
+		{"ingress", s.DropIngress}, {"egress", s.DropEgress},
 	} {
 		fmt.Fprintf(bw, "terrapin_drops_total{reason=%q} %d\n", r.reason, r.v)
 	}

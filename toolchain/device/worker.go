@@ -5,26 +5,25 @@ import "time"
 // worker is the per-goroutine scratch of the forwarding path, so that
 // nothing on it allocates.
 type worker struct {
-	d        *Device
-	replicas []Replica
-	touched  []*egressPort
-	deferred []deferredPacket
-}
-
-// deferredPacket is work produced while an egress port lock is held (an
-// E2E clone, a recirculation) and done after it is released, since it may
-// need that same port.
-type deferredPacket struct {
-	pk      *packet
-	ingress bool
+	d       *Device
+	jobs    []Job
+	more    []Job
+	touched []*egressPort
+	// deferred holds jobs made while an egress port lock was held (egress
+	// clones, recirculated packets); they are queued after it is released,
+	// since they may be for that same port.
+	deferred     []Job
+	deferredPipe []Pipeline
 }
 
 func (d *Device) newWorker() *worker {
 	return &worker{
-		d:        d,
-		replicas: make([]Replica, 0, 64),
-		touched:  make([]*egressPort, 0, 16),
-		deferred: make([]deferredPacket, 0, 64),
+		d:            d,
+		jobs:         make([]Job, 0, 64),
+		more:         make([]Job, 0, 64),
+		touched:      make([]*egressPort, 0, 16),
+		deferred:     make([]Job, 0, 64),
+		deferredPipe: make([]Pipeline, 0, 64),
 	}
 }
 
@@ -50,121 +49,48 @@ func (w *worker) receive(in *inputPort, f rxFrame) {
 		d.dropNoPipeline.Add(1)
 		return
 	}
-	if len(f.data) > d.pool.bufSize {
-		in.rxTruncated.Add(1)
-		return
-	}
-	pk := d.pool.get()
-	if pk == nil {
-		d.dropPool.Add(1)
-		return
-	}
-	pk.buf.n = copy(pk.buf.data, f.data)
-	pk.inPort = in.num
-	setState(pk, d.pipe)
-	w.ingress(pk, InstanceNormal)
+	w.ingress(f.data, in.num)
 }
 
-// ingress runs the ingress control on pk and queues what it decides,
-// in BMv2's order: clone, then resubmit, then multicast or unicast.
-func (w *worker) ingress(pk *packet, kind InstanceType) {
-	d := w.d
-	pipe := pk.pipe
-	pk.instance = kind
-	dec := pipe.Ingress(pk.st, pk.buf.bytes(), IngressMeta{
-		Port: pk.inPort, Instance: kind, TimestampUs: uint64(d.nowNs() / 1e3),
-	})
-	if dec.Clone {
-		w.replicas = w.replicas[:0]
-		var ok bool
-		w.replicas, ok = pipe.CloneSessionReplicas(dec.CloneSession, w.replicas)
-		if ok {
-			for _, r := range w.replicas {
-				if c := w.replica(pk, InstanceIngressClone); c != nil {
-					c.outPort, c.rid, c.prio = r.Port, r.Rid, dec.Priority
-					w.enqueue(c)
-				}
-			}
-		}
-	}
-	if dec.Resubmit {
-		if pk.hops >= maxHops {
-			d.dropLoop.Add(1)
-			d.pool.put(pk)
-			return
-		}
-		r := w.replica(pk, InstanceResubmitted)
-		hops := pk.hops
-		d.pool.put(pk)
-		if r != nil {
-			r.hops = hops + 1
-			w.ingress(r, InstanceResubmitted)
-		}
+// ingress runs a frame through the current pipeline and queues its jobs.
+// Caller holds d.pipeMu for reading.
+func (w *worker) ingress(frame []byte, port uint16) {
+	pipe := w.d.pipe
+	w.jobs = pipe.Ingress(frame, port, w.jobs[:0])
+	if len(w.jobs) == 0 {
+		w.d.dropIngress.Add(1)
 		return
 	}
-	if dec.McastGroup != 0 {
-		w.replicas = w.replicas[:0]
-		w.replicas = pipe.MulticastGroup(dec.McastGroup, w.replicas)
-		for _, r := range w.replicas {
-			if c := w.replica(pk, InstanceReplication); c != nil {
-				c.outPort, c.rid, c.prio = r.Port, r.Rid, dec.Priority
-				w.enqueue(c)
-			}
-		}
-		d.pool.put(pk)
-		return
+	for i := range w.jobs {
+		w.enqueue(w.jobs[i], pipe)
+		w.jobs[i] = Job{}
 	}
-	if dec.Drop || dec.EgressPort == DropPort {
-		d.dropIngress.Add(1)
-		d.pool.put(pk)
-		return
-	}
-	pk.outPort, pk.rid, pk.prio = dec.EgressPort, 0, dec.Priority
-	w.enqueue(pk)
 }
 
-// replica makes a packet sharing src's buffer with a copy of its state.
-func (w *worker) replica(src *packet, kind InstanceType) *packet {
+// enqueue puts a job in its egress port's queue (tail drop when full).
+func (w *worker) enqueue(job Job, pipe Pipeline) {
 	d := w.d
-	c := d.pool.getPacket()
-	if c == nil {
-		d.dropPool.Add(1)
-		return nil
-	}
-	c.buf = src.buf
-	src.buf.refs.Add(1)
-	c.inPort, c.hops, c.instance = src.inPort, src.hops, kind
-	setState(c, src.pipe)
-	src.pipe.CopyState(c.st, src.st, kind)
-	return c
-}
-
-// enqueue puts pk in its egress port's queue (tail drop when full).
-func (w *worker) enqueue(pk *packet) {
-	d := w.d
-	eg := d.ports[pk.outPort&511]
-	if eg == nil {
+	eg := d.ports[job.Port&511]
+	if eg == nil || job.Port >= 512 {
 		d.dropNoPort.Add(1)
-		d.pool.put(pk)
+		pipe.Release(job.Pkt)
 		return
 	}
-	if int(pk.prio) >= d.nq {
+	if int(job.Priority) >= d.nq {
 		// BMv2 drops a packet whose priority has no queue.
 		d.dropPriority.Add(1)
-		d.pool.put(pk)
+		pipe.Release(job.Pkt)
 		return
 	}
-	q := &eg.queues[pk.prio]
+	q := &eg.queues[job.Priority]
 	eg.mu.Lock()
 	if q.n == len(q.ring) {
 		eg.mu.Unlock()
 		q.drops.Add(1)
-		d.pool.put(pk)
+		pipe.Release(job.Pkt)
 		return
 	}
-	pk.enqNs = d.nowNs()
-	pk.enqDepth = uint32(eg.depth)
-	q.push(pk)
+	q.push(queued{job: job, pipe: pipe, enqNs: d.nowNs(), enqDepth: uint32(eg.depth)})
 	eg.depth++
 	q.enq.Add(1)
 	q.depth.Store(int64(q.n))
@@ -183,8 +109,9 @@ func (w *worker) enqueue(pk *packet) {
 	w.touched = append(w.touched, eg)
 }
 
-// flush drains the unpaced ports this worker queued to, then any deferred
-// work that draining produced. Caller holds d.pipeMu for reading.
+// flush serves the ports this worker queued to — draining unpaced ones,
+// sending what a paced one may send now and waking its pacer for the rest
+// — then queues the jobs that produced. Caller holds d.pipeMu for reading.
 func (w *worker) flush() {
 	for len(w.touched) > 0 || len(w.deferred) > 0 {
 		for len(w.touched) > 0 {
@@ -193,7 +120,6 @@ func (w *worker) flush() {
 			if eg.rateBps == 0 {
 				w.drain(eg)
 			} else if w.serveDue(eg) > 0 {
-				// More than the link may carry now: the pacer takes over.
 				select {
 				case eg.kick <- struct{}{}:
 				default:
@@ -201,13 +127,10 @@ func (w *worker) flush() {
 			}
 		}
 		for len(w.deferred) > 0 {
-			x := w.deferred[len(w.deferred)-1]
-			w.deferred = w.deferred[:len(w.deferred)-1]
-			if x.ingress {
-				w.ingress(x.pk, InstanceRecirculated)
-			} else {
-				w.enqueue(x.pk)
-			}
+			i := len(w.deferred) - 1
+			job, pipe := w.deferred[i], w.deferredPipe[i]
+			w.deferred, w.deferredPipe = w.deferred[:i], w.deferredPipe[:i]
+			w.enqueue(job, pipe)
 		}
 	}
 }
@@ -217,93 +140,46 @@ func (w *worker) flush() {
 func (w *worker) drain(eg *egressPort) {
 	eg.mu.Lock()
 	for eg.depth > 0 {
-		eg.outv = eg.outv[:0]
 		now := w.d.nowNs()
-		for i := 0; i < len(eg.out) && eg.depth > 0; i++ {
-			pk := eg.dequeue()
-			if l := w.egress(eg, pk, eg.out[len(eg.outv)], now); l > 0 {
-				eg.outv = append(eg.outv, eg.out[len(eg.outv)][:l])
-			}
+		for len(eg.outv) < txBatch && eg.depth > 0 {
+			w.egress(eg, eg.dequeue(), now)
 		}
-		w.d.transmit(eg, eg.outv)
+		w.d.transmit(eg)
 	}
 	eg.mu.Unlock()
 }
 
-// egress runs the egress control for pk, dequeued from eg at now, and
-// deparses into out. It returns the frame length to send, 0 if none.
-// It always releases pk. Caller holds eg.mu.
-func (w *worker) egress(eg *egressPort, pk *packet, out []byte, now int64) int {
+// egress runs the egress pipeline for a job dequeued from eg at now and
+// adds the frame to eg's transmit batch. It returns the frame length, 0
+// if nothing leaves. Caller holds eg.mu.
+func (w *worker) egress(eg *egressPort, e queued, now int64) int {
 	d := w.d
-	pipe := pk.pipe
-	enqUs := pk.enqNs / 1e3
-	meta := EgressMeta{
-		Port: eg.num, Rid: pk.rid, Instance: pk.instance, TimestampUs: uint64(now / 1e3),
-		Queue: QueueMeta{
-			EnqTimestampUs: uint32(enqUs),
-			EnqQdepth:      pk.enqDepth,
-			DeqTimedeltaUs: uint32(now/1e3 - enqUs),
-			DeqQdepth:      uint32(eg.depth),
-			Qid:            pk.prio,
-		},
+	enqUs := e.enqNs / 1e3
+	q := QueueMeta{
+		EnqTimestampUs: uint64(enqUs),
+		EnqQdepth:      e.enqDepth,
+		DeqTimedeltaUs: uint32(now/1e3 - enqUs),
+		DeqQdepth:      uint32(eg.depth),
+		Qid:            e.job.Priority,
 	}
-	dec := pipe.Egress(pk.st, meta, out[:cap(out)])
-	if dec.Clone {
-		w.replicas = w.replicas[:0]
-		var ok bool
-		w.replicas, ok = pipe.CloneSessionReplicas(dec.CloneSession, w.replicas)
-		if ok {
-			for _, r := range w.replicas {
-				if c := w.replica(pk, InstanceEgressClone); c != nil {
-					c.outPort, c.rid, c.prio = r.Port, r.Rid, pk.prio
-					w.deferred = append(w.deferred, deferredPacket{pk: c})
-				}
-			}
-		}
+	frame, more := e.pipe.Egress(e.job, q, w.more[:0])
+	for i := range more {
+		w.deferred = append(w.deferred, more[i])
+		w.deferredPipe = append(w.deferredPipe, e.pipe)
+		more[i] = Job{}
 	}
-	n := dec.Len
-	if n < 0 || n > len(out) {
-		n = 0
-	}
-	if dec.Recirculate && !dec.Drop && n > 0 {
-		w.recirculate(pk, out[:n])
-		n = 0
-	} else if dec.Drop {
+	w.more = more[:0]
+	if frame == nil {
 		d.dropEgress.Add(1)
-		n = 0
+		return 0
 	}
-	d.pool.put(pk)
-	return n
-}
-
-// recirculate sends the deparsed frame back to ingress on the same port.
-func (w *worker) recirculate(pk *packet, frame []byte) {
-	d := w.d
-	if pk.hops >= maxHops {
-		d.dropLoop.Add(1)
-		return
-	}
-	if len(frame) > d.pool.bufSize {
+	if len(frame) == 0 {
+		// Truncated to nothing: there is no frame to put on a wire.
+		e.pipe.Release(e.job.Pkt)
 		d.dropEgress.Add(1)
-		return
+		return 0
 	}
-	c := d.pool.get()
-	if c == nil {
-		d.dropPool.Add(1)
-		return
-	}
-	c.buf.n = copy(c.buf.data, frame)
-	c.inPort, c.hops = pk.inPort, pk.hops+1
-	// A recirculated packet re-enters the current pipeline; its preserved
-	// metadata can only carry over when that is still the one it left.
-	setState(c, d.pipe)
-	if d.pipe == nil {
-		d.dropNoPipeline.Add(1)
-		d.pool.put(c)
-		return
-	}
-	if d.pipe == pk.pipe {
-		d.pipe.CopyState(c.st, pk.st, InstanceRecirculated)
-	}
-	w.deferred = append(w.deferred, deferredPacket{pk: c, ingress: true})
+	eg.outv = append(eg.outv, frame)
+	eg.outq = append(eg.outq, e)
+	return len(frame)
 }

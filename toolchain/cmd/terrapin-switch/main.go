@@ -109,7 +109,7 @@ func serve(o *options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	target := switchtarget.New(dev, compilePipeline)
+	target := switchtarget.New(dev, switchtarget.EngineCompiler(dev, func(msg string) { log.Info("log_msg", "msg", msg) }))
 	defer target.Close()
 	if jsonBytes != nil {
 		pp, err := target.PreparePipeline(ctx, jsonBytes)

@@ -115,7 +115,8 @@ func forwardCmd(ctx context.Context, args []string) error {
 		return err
 	}
 	m := device.NewPortMap()
-	m.Out[1], m.Out[2] = 2, 1
+	m.Connect(1, 2)
+	m.Connect(2, 1)
 	d.SetPipeline(m)
 	return d.Run(ctx)
 }

@@ -12,7 +12,9 @@ import (
 	"sync/atomic"
 
 	"github.com/terrapin/terrapin/toolchain/device"
+	"github.com/terrapin/terrapin/toolchain/engine"
 	"github.com/terrapin/terrapin/toolchain/p4rt"
+	"github.com/terrapin/terrapin/toolchain/p4rt/enginetarget"
 )
 
 // Compiled is one pipeline compiled from BMv2 JSON.
@@ -21,14 +23,29 @@ type Compiled struct {
 	Control  p4rt.PipelineControl
 	// Digests delivers the pipeline's digest messages; nil if none. It is
 	// drained while the pipeline forwards.
-	Digests <-chan p4rt.Digest
+	Digests <-chan engine.Digest
 	// Close releases the pipeline (optional).
 	Close func()
 }
 
-// Compiler turns BMv2 JSON bytes into a pipeline; it is where the engine
-// plugs in.
+// Compiler turns BMv2 JSON bytes into a pipeline.
 type Compiler func(ctx context.Context, json []byte) (Compiled, error)
+
+// EngineCompiler compiles with the engine, on dev's clock, logging the
+// program's log_msg output to log (nil: discarded).
+func EngineCompiler(dev *device.Device, log func(string)) Compiler {
+	return func(ctx context.Context, json []byte) (Compiled, error) {
+		pl, err := engine.Load(json, engine.Options{Clock: dev.NowNs, DropPort: device.DropPort, Log: log})
+		if err != nil {
+			return Compiled{}, err
+		}
+		return Compiled{
+			Pipeline: device.NewEnginePipeline(pl),
+			Control:  enginetarget.Control(pl),
+			Digests:  pl.Digests(),
+		}, nil
+	}
+}
 
 // Target implements p4rt.Target over a device.
 type Target struct {
@@ -107,7 +124,7 @@ func (p *prepared) forwardDigests() {
 				return
 			}
 			if sink := p.t.digestSink.Load(); sink != nil {
-				(*sink)(dg)
+				(*sink)(enginetarget.DigestOf(dg))
 			}
 		}
 	}
