@@ -156,8 +156,8 @@ type egressPort struct {
 	idle     bool  // queues ran empty since the last transmission
 	remBits  uint64
 	kick     chan struct{}
-	outv     [][]byte    // frames of the batch being sent
-	outq     []queued    // their packets, released after the send
+	outv     [][]byte // frames of the batch being sent
+	outq     []queued // their packets, released after the send
 
 	txPackets atomic.Uint64
 	txBytes   atomic.Uint64
