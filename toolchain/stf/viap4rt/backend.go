@@ -111,6 +111,9 @@ func rpcCtx() (context.Context, context.CancelFunc) {
 // Start implements stf.Backend: a switch from the pool, the program pushed
 // with its P4Info.
 func (b *Backend) Start(prog *stf.Program) error {
+	if b.pool == nil && b.dev != nil {
+		return nil // RunScript: the device has the program already
+	}
 	if prog.P4InfoPath == "" {
 		return errors.New("the P4Runtime path needs the program's P4Info")
 	}
@@ -140,7 +143,9 @@ func (b *Backend) Start(prog *stf.Program) error {
 func (b *Backend) Stop() error {
 	if b.dev != nil {
 		b.dev.Collect(maxSettle) // leave no stray frames for the next program
-		b.pool.put(b.dev)
+		if b.pool != nil {
+			b.pool.put(b.dev)
+		}
 		b.dev = nil
 	}
 	return nil

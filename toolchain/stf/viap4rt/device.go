@@ -16,11 +16,14 @@ import (
 	"os"
 	"os/exec"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
 	p4configv1 "github.com/p4lang/p4runtime/go/p4/config/v1"
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+	"github.com/terrapin/terrapin/toolchain/engine"
+	"github.com/terrapin/terrapin/toolchain/stf"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
@@ -64,6 +67,9 @@ type Device struct {
 	// one is a MODIFY.
 	groups map[uint32][]int
 	clones map[uint32]bool
+	// The loaded program, for RunScript.
+	loaded *stf.Program
+	info   *p4configv1.P4Info
 }
 
 // Start creates the namespace and veths, starts the switch, and becomes
@@ -214,6 +220,13 @@ func (d *Device) Load(ctx context.Context, info *p4configv1.P4Info, bmv2JSON []b
 		return fmt.Errorf("SetForwardingPipelineConfig: %s", status.Convert(err).Message())
 	}
 	d.groups, d.clones = map[uint32][]int{}, map[uint32]bool{}
+	// The runner resolves STF names against an engine model of the program.
+	model, err := engine.Load(bmv2JSON, engine.Options{})
+	if err != nil {
+		return fmt.Errorf("loading the program for name resolution: %v", err)
+	}
+	d.loaded = &stf.Program{JSON: bmv2JSON, Model: model}
+	d.info = info
 	for _, hp := range d.ports {
 		hp.take()
 	}
@@ -302,4 +315,20 @@ func (d *Device) Alive() bool {
 	default:
 		return true
 	}
+}
+
+// RunScript runs an STF script against the program last loaded with Load,
+// through the conformance runner (stf.Run: the same name resolution and
+// output comparison as the engine path) with this device as its backend.
+func (d *Device) RunScript(ctx context.Context, script string) error {
+	if d.loaded == nil {
+		return errors.New("no program loaded")
+	}
+	cmds, err := stf.ParseScript(strings.NewReader(script))
+	if err != nil {
+		return err
+	}
+	b := &Backend{dev: d, prog: d.loaded, info: d.info}
+	defer b.Stop()
+	return stf.Run(b, d.loaded, cmds, nil)
 }
