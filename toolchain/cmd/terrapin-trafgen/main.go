@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -118,6 +119,28 @@ func forwardCmd(ctx context.Context, args []string) error {
 	m.Connect(1, 2)
 	m.Connect(2, 1)
 	d.SetPipeline(m)
+	if path := os.Getenv("TRAFGEN_CPUPROFILE"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if os.Getenv("TRAFGEN_STATS") != "" {
+		go func() {
+			for ctx.Err() == nil {
+				time.Sleep(time.Second)
+				for _, p := range d.Stats().Ports {
+					fmt.Fprintf(os.Stderr, "port %d: rx %d ring_drops %d tx %d tx_errors %d queue_drops %d max_depth %d\n",
+						p.Port, p.RxPackets, p.RxRingDrops, p.TxPackets, p.TxErrors, p.Queues[0].Dropped, p.MaxDepth)
+				}
+			}
+		}()
+	}
 	return d.Run(ctx)
 }
 
@@ -314,6 +337,10 @@ func benchCmd(ctx context.Context, args []string) error {
 			}
 		}
 		zl := lo
+		if zl == 0 {
+			fmt.Printf("%-10s size=%-5d offered_sat=%.0f sat_pps=%.0f zero_loss_pps=0 (no loss-free rate found)\n", *label, size, offered, satPPS)
+			continue
+		}
 		var lats [3][2]time.Duration
 		for i, f := range []float64{0.1, 0.5, 0.9} {
 			tr := b.run(size, zl*f, *trialDur, true)
