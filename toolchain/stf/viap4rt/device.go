@@ -248,11 +248,20 @@ func (d *Device) Write(ctx context.Context, updates ...*p4v1.Update) error {
 	return fmt.Errorf("write: %s", st.Message())
 }
 
-// Send injects frame on port's veth.
+// minFrame is the shortest frame an Ethernet interface carries: the
+// kernel refuses to send less than a link-layer header (dev_validate_header).
+const minFrame = 14
+
+// Send injects frame on port's veth. Frames shorter than an Ethernet
+// header cannot cross a veth; they are zero-padded to 14 bytes, so the
+// switch sees the padding as payload (docs/p4runtime.md).
 func (d *Device) Send(port uint32, frame []byte) error {
 	hp, ok := d.ports[port]
 	if !ok {
 		return fmt.Errorf("port %d was not created (Options.Ports)", port)
+	}
+	if len(frame) < minFrame {
+		frame = append(append(make([]byte, 0, minFrame), frame...), make([]byte, minFrame-len(frame))...)
 	}
 	return hp.send(frame)
 }
