@@ -65,9 +65,7 @@ def denied(decision: object) -> Denial:
         (7.2, 27_000, 900_000, 5000, 6),  # 4,500 B / 900 B/ms = 5 ms exactly: no rounding
     ],
 )
-def test_rounding_follows_the_seed(
-    mbit: float, burst: int, rate: int, period_us: int, packets: int
-) -> None:
+def test_rounding_follows_the_seed(mbit: float, burst: int, rate: int, period_us: int, packets: int) -> None:
     ledger = AdmissionLedger([seed000_port()])
     env = ChannelEnvelope(priority=6, rate=int(mbit * MBIT), burst=burst, max_packet=4500)
     alloc = admitted(ledger.admit(key(1), [S1], env))

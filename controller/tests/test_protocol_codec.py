@@ -143,9 +143,7 @@ def test_bad_field_with_valid_checksum(offset: int, value: int, field: str) -> N
 
 def test_out_of_range_fields_are_refused_on_encode() -> None:
     with pytest.raises(MalformedMessage) as info:
-        ReservationMessage(
-            MessageCode.REQUEST_ADMIT, 1, "10.0.0.1", "10.0.0.2", rate=2**32
-        ).encode()
+        ReservationMessage(MessageCode.REQUEST_ADMIT, 1, "10.0.0.1", "10.0.0.2", rate=2**32).encode()
     assert info.value.field == "rate"
     with pytest.raises(MalformedMessage) as info:
         ReservationMessage(MessageCode.REQUEST_ADMIT, 1, "10.0.0.300", "10.0.0.2").encode()

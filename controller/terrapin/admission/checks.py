@@ -302,8 +302,7 @@ def round_envelope(port: PortModel, env: ChannelEnvelope) -> tuple[int, int, Rou
                 exact_period,
                 port.timer_tick_us - exact_period,
                 "us",
-                f"one {granularity}-byte packet per credit period needs a period of at least "
-                f"one timer tick",
+                f"one {granularity}-byte packet per credit period needs a period of at least one timer tick",
             )
         rate = ceil_div(granularity * MICROS, period)
     return (
@@ -319,11 +318,7 @@ def round_envelope(port: PortModel, env: ChannelEnvelope) -> tuple[int, int, Rou
     )
 
 
-def merge_rounding(
-    roundings: Sequence[Rounding], rate: int, burst: int, env: ChannelEnvelope
-) -> Rounding:
+def merge_rounding(roundings: Sequence[Rounding], rate: int, burst: int, env: ChannelEnvelope) -> Rounding:
     """The channel's allocation is the largest rounding over its hops."""
     coarsest = max(roundings, key=lambda r: (r.packet_granularity, r.credit_period_us))
-    return replace(
-        coarsest, rate_rounded_up_by=rate - env.rate, burst_rounded_up_by=burst - env.burst
-    )
+    return replace(coarsest, rate_rounded_up_by=rate - env.rate, burst_rounded_up_by=burst - env.burst)

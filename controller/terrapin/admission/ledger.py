@@ -161,9 +161,7 @@ class AdmissionLedger:
                 self._entries[key] = _Entry(decision, state, expires)
             return decision
 
-    def evaluate(
-        self, key: ChannelKey, path: Sequence[PortId], envelope: ChannelEnvelope
-    ) -> Decision:
+    def evaluate(self, key: ChannelKey, path: Sequence[PortId], envelope: ChannelEnvelope) -> Decision:
         """The decision `admit` would take, without recording anything."""
         with self._lock:
             self._expire_locked()
@@ -206,9 +204,7 @@ class AdmissionLedger:
                 raise LedgerError(f"channel {allocation.key} already exists")
             for hop in allocation.hops:
                 if hop.port not in self._ports:
-                    raise LedgerError(
-                        f"stored channel {allocation.key} uses unknown port {hop.port}"
-                    )
+                    raise LedgerError(f"stored channel {allocation.key} uses unknown port {hop.port}")
             self._apply(allocation)
             self._entries[allocation.key] = _Entry(allocation, COMMITTED, None)
 
@@ -282,9 +278,7 @@ class AdmissionLedger:
 
     def _expire_locked(self) -> list[Allocation]:
         now = self._clock()
-        gone = [
-            k for k, e in self._entries.items() if e.expires_at is not None and e.expires_at <= now
-        ]
+        gone = [k for k, e in self._entries.items() if e.expires_at is not None and e.expires_at <= now]
         released = []
         for key in gone:
             entry = self._entries.pop(key)
@@ -414,9 +408,7 @@ class AdmissionLedger:
         if problem is None:
             return None
         name, value, detail = problem
-        return Violation(
-            DenialReason.INVALID_REQUEST, f"invalid.{name}", None, None, 0, value, 0, "", detail
-        )
+        return Violation(DenialReason.INVALID_REQUEST, f"invalid.{name}", None, None, 0, value, 0, "", detail)
 
 
 def _capped(value: int, cap: int | None) -> int:

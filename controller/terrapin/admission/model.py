@@ -97,9 +97,7 @@ class PortModel:
 
     @property
     def lower_packet(self) -> int:
-        return (
-            self.largest_packet if self.best_effort_max_packet < 0 else self.best_effort_max_packet
-        )
+        return self.largest_packet if self.best_effort_max_packet < 0 else self.best_effort_max_packet
 
     def budget_us(self, priority: int) -> int | None:
         for level, budget in self.level_delay_budget_us:

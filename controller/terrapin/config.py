@@ -1,0 +1,271 @@
+"""The controller's one configuration file (YAML, or TOML by extension), validated on load.
+
+Every error names the offending key (pydantic's location), so a bad file fails at start-up
+with a message, never later with a traceback. docs/controller.md shows a complete example.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import secrets
+import tomllib
+from fractions import Fraction
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from terrapin.admission.model import ALL_TESTS, PortId, PortModel, ServiceClass
+from terrapin.constants import ADMITTED_PRIORITIES, CPU_PORT
+
+_MAC = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
+
+
+class ConfigError(Exception):
+    """The configuration file is unreadable or invalid; the message says where."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ClassConfig(_Strict):
+    name: str
+    priorities: list[int]
+    share: float = Field(gt=0, le=1)
+    peak_policed: bool = False
+
+    @field_validator("priorities")
+    @classmethod
+    def _admitted(cls, value: list[int]) -> list[int]:
+        for p in value:
+            if p not in ADMITTED_PRIORITIES:
+                raise ValueError(f"priority {p} is not an admitted level (1..6)")
+        return value
+
+
+TestName = Literal["rate_buffer", "static_priority", "class_shares", "best_effort_floor"]
+
+
+def _default_tests() -> list[TestName]:
+    # Class shares need classes configured (seed 003's experiment does), so they are opt-in.
+    return ["rate_buffer", "static_priority", "best_effort_floor"]
+
+
+class AdmissionConfig(_Strict):
+    """Per-port admission settings; `admission:` at the top sets defaults for every port."""
+
+    tests: list[TestName] = Field(default_factory=_default_tests)
+    queue_capacity: int = Field(default=64 * 1500, gt=0)  # bytes per priority queue
+    largest_packet: int = Field(default=1500, gt=0)
+    best_effort_max_packet: int | None = Field(default=None, ge=0)
+    reservable_fraction: float = Field(default=0.9, gt=0, le=1)
+    packet_granularity: int = Field(default=0, ge=0)
+    timer_tick_us: int = Field(default=0, ge=0)
+    level_delay_budget_us: dict[int, int] = Field(default_factory=dict)
+    classes: list[ClassConfig] = Field(default_factory=list)
+    best_effort_floor: float = Field(default=0.1, ge=0, lt=1)
+    allocation_interval_us: int = Field(default=0, ge=0)
+    per_channel_overhead_us: int = Field(default=0, ge=0)
+    control_rate: int = Field(default=12_000, ge=0)  # bytes/s the protocol may use at level 7
+    control_burst: int = Field(default=8 * 90, ge=0)  # eight 90-byte messages back to back
+
+    @field_validator("level_delay_budget_us")
+    @classmethod
+    def _levels(cls, value: dict[int, int]) -> dict[int, int]:
+        for level, budget in value.items():
+            if level not in ADMITTED_PRIORITIES or budget <= 0:
+                raise ValueError(f"level {level}: budget {budget} (levels 1..6, budget > 0 µs)")
+        return value
+
+
+class PortConfig(_Strict):
+    number: int = Field(ge=0, lt=CPU_PORT)
+    mac: str
+    rate_bps: int = Field(gt=0)
+    peer: str  # a host name, or "switch:port" for a trunk
+    gateway_ip: str | None = None
+    admission: dict[str, object] = Field(default_factory=dict)
+
+    @field_validator("mac")
+    @classmethod
+    def _mac(cls, value: str) -> str:
+        if not _MAC.match(value):
+            raise ValueError(f"{value!r} is not a MAC address like 02:00:00:00:00:01")
+        return value.lower()
+
+    @field_validator("gateway_ip")
+    @classmethod
+    def _ip(cls, value: str | None) -> str | None:
+        return None if value is None else str(ipaddress.IPv4Address(value))
+
+
+class SwitchConfig(_Strict):
+    name: str
+    address: str  # P4Runtime gRPC address host:port
+    device_id: int = Field(default=1, ge=0)
+    router_ip: str | None = None  # source of messages this router originates
+    ports: list[PortConfig]
+
+    @field_validator("router_ip")
+    @classmethod
+    def _ip(cls, value: str | None) -> str | None:
+        return None if value is None else str(ipaddress.IPv4Address(value))
+
+
+class HostConfig(_Strict):
+    name: str
+    ip: str
+    mac: str
+    switch: str
+    port: int
+
+    @field_validator("ip")
+    @classmethod
+    def _ip(cls, value: str) -> str:
+        return str(ipaddress.IPv4Address(value.split("/")[0]))
+
+    @field_validator("mac")
+    @classmethod
+    def _mac(cls, value: str) -> str:
+        if not _MAC.match(value):
+            raise ValueError(f"{value!r} is not a MAC address")
+        return value.lower()
+
+
+class P4Config(_Strict):
+    p4info: str = "build/p4/terrapin.p4info.txtpb"
+    json_path: str = Field(default="build/p4/terrapin.json", alias="json")
+    # "if_different": push only when the switch's pipeline cookie differs (after a switch
+    # restart it has none); "always": push at every connection (clears the switch).
+    push: Literal["if_different", "always", "never"] = "if_different"
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class RestConfig(_Strict):
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=0, le=65535)
+    token: str | None = None  # bearer token for mutating calls; generated if absent
+    token_file: str | None = None
+
+
+class ProtocolConfig(_Strict):
+    hold_seconds: float = Field(default=5.0, gt=0)  # tentative holds expire after this
+    reply_cache_seconds: float = Field(default=60.0, gt=0)
+
+
+class Config(_Strict):
+    p4: P4Config = Field(default_factory=P4Config)
+    rest: RestConfig = Field(default_factory=RestConfig)
+    store: str = "build/run/terrapin.sqlite"
+    protocol: ProtocolConfig = Field(default_factory=ProtocolConfig)
+    excess: Literal["demote", "drop"] = "demote"  # traffic beyond a channel's envelope
+    admission: AdmissionConfig = Field(default_factory=AdmissionConfig)
+    switches: list[SwitchConfig]
+    hosts: list[HostConfig] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Config:
+        names = [s.name for s in self.switches]
+        if len(set(names)) != len(names):
+            raise ValueError("switch names must be unique")
+        switch_ports = {s.name: {p.number: p for p in s.ports} for s in self.switches}
+        host_names = {h.name for h in self.hosts}
+        for s in self.switches:
+            numbers = [p.number for p in s.ports]
+            if len(set(numbers)) != len(numbers):
+                raise ValueError(f"switch {s.name}: port numbers must be unique")
+            for p in s.ports:
+                if ":" in p.peer:
+                    peer_switch, _, peer_port = p.peer.partition(":")
+                    other = switch_ports.get(peer_switch, {}).get(int(peer_port or -1))
+                    if other is None:
+                        raise ValueError(f"{s.name}:{p.number}: peer {p.peer} is not a port")
+                    if other.peer != f"{s.name}:{p.number}":
+                        raise ValueError(f"{s.name}:{p.number}: peer {p.peer} does not point back")
+                elif p.peer not in host_names:
+                    raise ValueError(f"{s.name}:{p.number}: peer {p.peer!r} is not a host")
+        for h in self.hosts:
+            port = switch_ports.get(h.switch, {}).get(h.port)
+            if port is None:
+                raise ValueError(f"host {h.name}: {h.switch}:{h.port} is not a configured port")
+            if port.peer != h.name:
+                raise ValueError(f"host {h.name}: {h.switch}:{h.port} names peer {port.peer}")
+        ips = [h.ip for h in self.hosts]
+        if len(set(ips)) != len(ips):
+            raise ValueError("host addresses must be unique")
+        for s in self.switches:
+            for p in s.ports:
+                merged = self.admission.model_dump() | p.admission
+                try:
+                    AdmissionConfig.model_validate(merged)
+                except ValidationError as exc:
+                    raise ValueError(f"{s.name}:{p.number} admission: {exc}") from None
+        return self
+
+    def rest_token(self) -> str:
+        if self.rest.token:
+            return self.rest.token
+        if self.rest.token_file:
+            return Path(self.rest.token_file).read_text().strip()
+        return secrets.token_urlsafe(24)
+
+    def port_models(self) -> list[PortModel]:
+        models = []
+        for s in self.switches:
+            for p in s.ports:
+                adm = AdmissionConfig.model_validate(self.admission.model_dump() | p.admission)
+                models.append(port_model(PortId(s.name, p.number), p.rate_bps, adm))
+        return models
+
+
+def port_model(port: PortId, rate_bps: int, adm: AdmissionConfig) -> PortModel:
+    line = rate_bps // 8
+    return PortModel(
+        port=port,
+        line_rate=line,
+        queue_capacity=adm.queue_capacity,
+        largest_packet=adm.largest_packet,
+        reservable_rate=max(1, int(Fraction(str(adm.reservable_fraction)) * line)),
+        best_effort_max_packet=-1 if adm.best_effort_max_packet is None else adm.best_effort_max_packet,
+        packet_granularity=adm.packet_granularity,
+        timer_tick_us=adm.timer_tick_us,
+        tests=tuple(t for t in ALL_TESTS if t in adm.tests),
+        level_delay_budget_us=tuple(sorted(adm.level_delay_budget_us.items())),
+        classes=tuple(
+            ServiceClass(c.name, frozenset(c.priorities), Fraction(str(c.share)), c.peak_policed)
+            for c in adm.classes
+        ),
+        best_effort_floor=Fraction(str(adm.best_effort_floor)),
+        allocation_interval_us=adm.allocation_interval_us,
+        per_channel_overhead_us=adm.per_channel_overhead_us,
+        control_rate=adm.control_rate,
+        control_burst=adm.control_burst,
+    )
+
+
+def load_config(path: str | Path) -> Config:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"{path}: {exc.strerror}") from None
+    try:
+        data = tomllib.loads(text) if path.suffix == ".toml" else yaml.safe_load(text)
+    except (yaml.YAMLError, tomllib.TOMLDecodeError) as exc:
+        kind = "TOML" if path.suffix == ".toml" else "YAML"
+        raise ConfigError(f"{path}: not valid {kind}: {exc}") from None
+    return parse_config(data, str(path))
+
+
+def parse_config(data: object, source: str = "config") -> Config:
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(x) for x in err['loc']) or '(top)'}: {err['msg']}" for err in exc.errors()
+        )
+        raise ConfigError(f"{source}: {problems}") from None

@@ -1,0 +1,201 @@
+"""Topology and routing from the configuration; the path of a channel; two-phase path setup.
+
+Routing is shortest-path over the configured trunks (ties broken by name and port number, so
+every run computes the same routes). A channel's path is the list of egress ports its packets
+leave by, from the switch its source is attached to up to the destination's port: each is a
+resource the admission ledger accounts for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from terrapin.admission.model import PortId
+from terrapin.config import Config, HostConfig
+
+
+class NoRoute(Exception):
+    """No configured path between two addresses."""
+
+
+@dataclass(frozen=True)
+class ChannelSelector:
+    """What the data plane matches: source, destination, protocol, XTP key or L4 ports."""
+
+    src: str
+    dst: str
+    protocol: int
+    flow_key: int
+
+
+@dataclass(frozen=True)
+class Route:
+    prefix: str  # a host route, a.b.c.d/32
+    port: int
+    next_hop_mac: str
+
+
+@dataclass(frozen=True)
+class Forwarding:
+    """The base state a switch needs before any channel: routes, ARP answers, port MACs."""
+
+    routes: tuple[Route, ...]
+    arp_answers: tuple[tuple[str, str], ...]  # (gateway ip, mac)
+    port_macs: tuple[tuple[int, str], ...]
+
+
+class Topology:
+    def __init__(self, config: Config) -> None:
+        self._config = config
+        self.switch_names = sorted(s.name for s in config.switches)
+        self._ports = {s.name: {p.number: p for p in s.ports} for s in config.switches}
+        self.hosts_by_ip: dict[str, HostConfig] = {h.ip: h for h in config.hosts}
+        # trunk adjacency: switch → [(port, peer switch)]
+        self._trunks: dict[str, list[tuple[int, str]]] = {name: [] for name in self._ports}
+        for s in config.switches:
+            for p in sorted(s.ports, key=lambda x: x.number):
+                if ":" in p.peer:
+                    self._trunks[s.name].append((p.number, p.peer.partition(":")[0]))
+        self._next_port: dict[tuple[str, str], int] = {}
+        for target in self._ports:
+            self._route_towards(target)
+
+    def _route_towards(self, target: str) -> None:
+        """BFS from `target` over trunks: each switch learns its port towards it."""
+        seen = {target}
+        queue = deque([target])
+        while queue:
+            here = queue.popleft()
+            for name in sorted(self._ports):
+                if name in seen:
+                    continue
+                for port, peer in self._trunks[name]:
+                    if peer == here:
+                        self._next_port[(name, target)] = port
+                        seen.add(name)
+                        queue.append(name)
+                        break
+
+    def host(self, ip: str) -> HostConfig:
+        try:
+            return self.hosts_by_ip[str(ipaddress.IPv4Address(ip))]
+        except (KeyError, ValueError):
+            raise NoRoute(f"{ip} is not a configured host") from None
+
+    def egress_port(self, switch: str, dst_ip: str) -> int:
+        dest = self.host(dst_ip)
+        if dest.switch == switch:
+            return dest.port
+        port = self._next_port.get((switch, dest.switch))
+        if port is None:
+            raise NoRoute(f"no path from {switch} to {dest.switch}")
+        return port
+
+    def peer_switch(self, switch: str, port: int) -> str | None:
+        peer = self._ports[switch][port].peer
+        return peer.partition(":")[0] if ":" in peer else None
+
+    def path(self, src_ip: str, dst_ip: str, first_switch: str | None = None) -> list[PortId]:
+        """Egress ports from the source's switch (or `first_switch`) to the destination."""
+        switch = first_switch or self.host(src_ip).switch
+        self.host(dst_ip)
+        hops: list[PortId] = []
+        while True:
+            port = self.egress_port(switch, dst_ip)
+            hops.append(PortId(switch, port))
+            nxt = self.peer_switch(switch, port)
+            if nxt is None:
+                return hops
+            if len(hops) > len(self._ports):
+                raise NoRoute(f"routing loop towards {dst_ip}")
+            switch = nxt
+
+    def forwarding(self, switch: str) -> Forwarding:
+        routes = []
+        for ip, host in sorted(self.hosts_by_ip.items()):
+            try:
+                port = self.egress_port(switch, ip)
+            except NoRoute:
+                continue
+            if host.switch == switch:
+                mac = host.mac
+            else:
+                peer = self._ports[switch][port].peer
+                peer_switch, _, peer_port = peer.partition(":")
+                mac = self._ports[peer_switch][int(peer_port)].mac
+            routes.append(Route(f"{ip}/32", port, mac))
+        arps = tuple(
+            (p.gateway_ip, p.mac)
+            for p in sorted(self._ports[switch].values(), key=lambda x: x.number)
+            if p.gateway_ip
+        )
+        macs = tuple((n, p.mac) for n, p in sorted(self._ports[switch].items()))
+        return Forwarding(tuple(routes), arps, macs)
+
+    def router_ip(self, switch: str) -> str | None:
+        for s in self._config.switches:
+            if s.name == switch:
+                if s.router_ip:
+                    return s.router_ip
+                gateways = [p.gateway_ip for p in s.ports if p.gateway_ip]
+                return gateways[0] if gateways else None
+        return None
+
+
+# ---- two-phase path setup ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ChannelEntry:
+    """One hop's classification entry and meter, in the switch's own units."""
+
+    switch: str
+    selector: ChannelSelector
+    channel_id: int
+    priority: int
+    cir: int  # bytes/s (Ethernet frame bytes, as the meters count)
+    cburst: int
+    pir: int
+    pburst: int
+    demote_excess: bool
+
+
+class ChannelProgrammer(Protocol):
+    """What path setup needs from the switches (switches.SwitchFabric, or a test fake)."""
+
+    async def install_channel(self, entry: ChannelEntry) -> None: ...
+
+    async def remove_channel(self, entry: ChannelEntry) -> None: ...
+
+
+class PathSetupError(Exception):
+    def __init__(self, switch: str, cause: BaseException) -> None:
+        super().__init__(f"{switch}: {cause}")
+        self.switch = switch
+        self.cause = cause
+
+
+async def install_path(programmer: ChannelProgrammer, entries: Sequence[ChannelEntry]) -> None:
+    """Write every hop (concurrently: the switches are independent); if any write fails, remove
+    the ones that succeeded and raise, so the path is either complete or absent (RCAP: all hops
+    commit or none do)."""
+    results = await asyncio.gather(*(programmer.install_channel(e) for e in entries), return_exceptions=True)
+    failed = [(e, r) for e, r in zip(entries, results, strict=True) if isinstance(r, BaseException)]
+    if not failed:
+        return
+    done = [e for e, r in zip(entries, results, strict=True) if not isinstance(r, BaseException)]
+    await remove_path(programmer, done)
+    entry, cause = failed[0]
+    raise PathSetupError(entry.switch, cause)
+
+
+async def remove_path(programmer: ChannelProgrammer, entries: Sequence[ChannelEntry]) -> list[str]:
+    """Remove every hop; returns the switches where removal failed (reconciliation retries them
+    when they reconnect)."""
+    results = await asyncio.gather(*(programmer.remove_channel(e) for e in entries), return_exceptions=True)
+    return [e.switch for e, r in zip(entries, results, strict=True) if isinstance(r, BaseException)]

@@ -1,0 +1,266 @@
+"""The router's side of the reservation protocol (seed 000 §4.1.2, Figure 15).
+
+Every reservation message crossing a switch reaches the controller as a PacketIn (the switch
+punts ICMP 253 from any port); the controller acts for that switch and re-injects the message
+through the pipeline (PacketOut), which routes it to its next hop, or answers it.
+
+The controller sees the whole network, so the first switch a REQUEST_ADMIT reaches admits the
+entire path at once (tentatively, atomically in the ledger); later switches find the hold and
+only count the hop. The first REQUEST_ACCEPT to come back (at the destination's switch)
+installs every hop, all or nothing; REQUEST_DENIED releases the hold. Everything is keyed by
+(initiator, context) and idempotent, so lost and repeated messages are harmless: a host
+retransmits REQUEST_ADMIT until it hears an answer, holds expire, duplicates are re-forwarded.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Awaitable, Callable
+
+from terrapin.admission import Denial
+from terrapin.admission.model import ChannelEnvelope, ChannelKey
+from terrapin.constants import DenialReason, MessageCode
+from terrapin.paths import ChannelSelector
+from terrapin.protocol.messages import (
+    FLAG_TRUNCATED,
+    MalformedMessage,
+    ReservationMessage,
+    decode,
+)
+from terrapin.protocol.packets import IcmpDatagram, build_frame, parse_frame
+from terrapin.protocol.status import StatusReport, encode_status
+from terrapin.reservations import ChannelRequest, Conflict, ReservationService, simple_denial
+
+LOG = logging.getLogger("terrapin.protocol")
+
+PacketOut = Callable[[str, bytes], Awaitable[None]]
+StatusSource = Callable[[str, ChannelKey | None], Awaitable[StatusReport]]
+
+U32 = 0xFFFF_FFFF
+
+
+def _envelope(msg: ReservationMessage) -> ChannelEnvelope:
+    return ChannelEnvelope(
+        priority=msg.priority,
+        rate=msg.rate,
+        burst=msg.burst,
+        max_packet=msg.max_packet,
+        delay_bound_us=msg.delay_us,
+        avg_idle_us=msg.avg_idle_us,
+    )
+
+
+def _selector(msg: ReservationMessage) -> ChannelSelector:
+    return ChannelSelector(msg.initiator, msg.destination, msg.protocol, msg.flow_key)
+
+
+def _same_channel(a: ReservationMessage, b: ReservationMessage) -> bool:
+    return _selector(a) == _selector(b) and _envelope(a) == _envelope(b)
+
+
+class ProtocolHandler:
+    def __init__(
+        self,
+        service: ReservationService,
+        send: PacketOut,
+        status: StatusSource,
+        hold_seconds: float,
+    ) -> None:
+        self._service = service
+        self._send = send
+        self._status = status
+        self._hold_seconds = hold_seconds
+        self._requests: dict[ChannelKey, ReservationMessage] = {}
+        self.counters: Counter[str] = Counter()
+
+    async def handle_packet_in(self, switch: str, ingress_port: int, frame: bytes) -> None:
+        try:
+            datagram = parse_frame(frame)
+            msg = decode(datagram.icmp)
+        except MalformedMessage as exc:
+            self.counters["malformed"] += 1
+            LOG.warning(
+                "switch %s port %d: malformed reservation message dropped: %s",
+                switch,
+                ingress_port,
+                exc,
+            )
+            return
+        self.counters[msg.code.name] += 1
+        if datagram.ttl <= 1:
+            self.counters["ttl_expired"] += 1
+            LOG.warning("switch %s: %s with TTL %d dropped", switch, msg.code.name, datagram.ttl)
+            return
+        handler = {
+            MessageCode.REQUEST_ADMIT: self._admit,
+            MessageCode.REQUEST_ACCEPT: self._accept,
+            MessageCode.REQUEST_DENIED: self._denied,
+            MessageCode.REQUEST_STATUS: self._status_request,
+            MessageCode.REPORT_STATUS: self._forward,
+            MessageCode.NOTIFY_CLOSE: self._notify_close,
+            MessageCode.RECVD_CLOSE: self._forward,
+        }[msg.code]
+        await handler(switch, datagram, msg)
+
+    # ---- sending --------------------------------------------------------------------------------
+
+    async def _forward(self, switch: str, datagram: IcmpDatagram, msg: ReservationMessage) -> None:
+        counted = msg.with_code(msg.code, hops=min(msg.hops + 1, 0xFFFF))
+        frame = build_frame(datagram.src, datagram.dst, counted.encode(), ttl=datagram.ttl)
+        await self._send(switch, frame)
+
+    async def _originate(self, switch: str, dst: str, msg: ReservationMessage) -> None:
+        """A message this router generates (a denial, a status report, a close)."""
+        src = self._service.topology.router_ip(switch) or msg.destination
+        counted = msg.with_code(msg.code, hops=min(msg.hops + 1, 0xFFFF))
+        await self._send(switch, build_frame(src, dst, counted.encode()))
+
+    async def _deny(self, switch: str, msg: ReservationMessage, denial: Denial) -> None:
+        v = denial.primary
+        self.counters["denied_here"] += 1
+        LOG.info("deny %s/%d at %s: %s", msg.initiator, msg.context, switch, v.describe())
+        reply = msg.with_code(
+            MessageCode.REQUEST_DENIED,
+            reason=int(v.reason),
+            shortfall=min(max(v.excess, 0), U32),
+            flags=0,
+        )
+        await self._originate(switch, msg.initiator, reply)
+
+    # ---- Figure 15 ------------------------------------------------------------------------------
+
+    async def _admit(self, switch: str, datagram: IcmpDatagram, msg: ReservationMessage) -> None:
+        key = ChannelKey(msg.initiator, msg.context)
+        installed = self._service.get(key)
+        if installed is not None:
+            if installed.selector == _selector(msg) and installed.allocation.requested == _envelope(msg):
+                # A retransmission after we committed: let the destination re-confirm.
+                await self._forward(switch, datagram, msg)
+            else:
+                await self._deny(switch, msg, _conflict(key))
+            return
+        held = self._service.ledger.get(key)
+        if held is not None:
+            earlier = self._requests.get(key)
+            if earlier is not None and _same_channel(earlier, msg):
+                self._service.ledger.refresh(key, self._hold_seconds)
+                await self._forward(switch, datagram, msg)
+            else:
+                await self._deny(switch, msg, _conflict(key))
+            return
+        request = ChannelRequest(key, _selector(msg), _envelope(msg), origin="inband")
+        try:
+            decision = self._service.hold(request, self._hold_seconds, first_switch=switch)
+        except Conflict:
+            await self._deny(switch, msg, _conflict(key))
+            return
+        if isinstance(decision, Denial):
+            await self._deny(switch, msg, decision)
+            return
+        self._requests[key] = msg
+        LOG.info("hold %s on %s", key, " ".join(str(h.port) for h in decision.hops))
+        await self._forward(switch, datagram, msg)
+
+    async def _accept(self, switch: str, datagram: IcmpDatagram, msg: ReservationMessage) -> None:
+        key = ChannelKey(msg.initiator, msg.context)
+        record = self._service.get(key)
+        if record is None:
+            request = ChannelRequest(key, _selector(msg), _envelope(msg), origin="inband")
+            if self._service.ledger.get(key) is None:
+                # The hold expired (or this controller restarted): admit again before installing.
+                try:
+                    decision = self._service.hold(request, self._hold_seconds, first_switch=None)
+                except Conflict:
+                    decision = _conflict(key)
+                if isinstance(decision, Denial):
+                    await self._refuse_after_accept(switch, msg, decision)
+                    return
+            result = await self._service.install(request)
+            self._requests.pop(key, None)
+            if isinstance(result, Denial):
+                await self._refuse_after_accept(switch, msg, result)
+                return
+            record = result
+            LOG.info("installed %s (channel %d)", key, record.channel_id)
+        alloc = record.allocation
+        bound = (
+            alloc.protected_delay_us if alloc.protected_delay_us is not None else alloc.worst_case_delay_us
+        )
+        # The initiator learns what was allocated: the seed's re-factored rate and burst.
+        confirmed = msg.with_code(
+            MessageCode.REQUEST_ACCEPT,
+            rate=min(alloc.rate, U32),
+            burst=min(alloc.burst, U32),
+            delay_us=min(bound, U32),
+        )
+        await self._forward(switch, datagram, confirmed)
+
+    async def _refuse_after_accept(self, switch: str, msg: ReservationMessage, denial: Denial) -> None:
+        """The destination accepted but the path could not be set up: tell the initiator, and
+        tell the destination the channel is closed."""
+        await self._deny(switch, msg, denial)
+        close = msg.with_code(MessageCode.NOTIFY_CLOSE, reason=int(denial.primary.reason))
+        await self._originate(switch, msg.destination, close)
+
+    async def _denied(self, switch: str, datagram: IcmpDatagram, msg: ReservationMessage) -> None:
+        key = ChannelKey(msg.initiator, msg.context)
+        if self._service.release_hold(key):
+            LOG.info(
+                "released hold %s: %s",
+                key,
+                DenialReason(msg.reason).name
+                if msg.reason in DenialReason._value2member_map_
+                else msg.reason,
+            )
+        self._requests.pop(key, None)
+        await self._forward(switch, datagram, msg)
+
+    async def _notify_close(self, switch: str, datagram: IcmpDatagram, msg: ReservationMessage) -> None:
+        key = ChannelKey(msg.initiator, msg.context)
+        record = self._service.get(key)
+        if record is not None:
+            # Only an end of the channel, or a router, may close it.
+            if datagram.src not in (msg.initiator, msg.destination) and not self._is_router(datagram.src):
+                self.counters["close_refused"] += 1
+                LOG.warning("NOTIFY_CLOSE for %s from %s ignored", key, datagram.src)
+                return
+            await self._service.close(key)
+            LOG.info("closed %s", key)
+        else:
+            self._service.release_hold(key)
+        self._requests.pop(key, None)
+        await self._forward(switch, datagram, msg)
+
+    def _is_router(self, ip: str) -> bool:
+        topo = self._service.topology
+        return any(topo.router_ip(name) == ip for name in topo.switch_names)
+
+    async def _status_request(self, switch: str, datagram: IcmpDatagram, msg: ReservationMessage) -> None:
+        here = self._service.topology.router_ip(switch)
+        if msg.destination not in ("0.0.0.0", here) and self._is_router(msg.destination):
+            await self._forward(switch, datagram, msg)  # addressed to another router
+            return
+        key = ChannelKey(msg.initiator, msg.context) if msg.context else None
+        report = await self._status(switch, key)
+        payload, truncated = encode_status(report)
+        reply = msg.with_code(
+            MessageCode.REPORT_STATUS,
+            payload=payload,
+            flags=FLAG_TRUNCATED if truncated else 0,
+        )
+        await self._originate(switch, datagram.src, reply)
+
+    def forget_expired(self) -> None:
+        """Drop remembered requests whose holds are gone."""
+        for key in [k for k in self._requests if self._service.ledger.get(k) is None]:
+            del self._requests[key]
+
+
+def _conflict(key: ChannelKey) -> Denial:
+    return simple_denial(
+        key,
+        DenialReason.CONTEXT_CONFLICT,
+        "context_conflict",
+        f"{key} already names a different channel",
+    )

@@ -1,0 +1,211 @@
+"""Reservations in SQLite: what survives a controller restart.
+
+A row is written before any switch is programmed (state "installing") and marked "active"
+once every hop is written, so after a crash the controller knows every channel that may exist
+on a switch and can reconcile instead of guessing.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from terrapin.admission.model import (
+    Allocation,
+    ChannelEnvelope,
+    ChannelKey,
+    HopAllocation,
+    PortId,
+    Rounding,
+)
+from terrapin.paths import ChannelSelector
+
+INSTALLING = "installing"
+ACTIVE = "active"
+MAX_CHANNEL_ID = 8192  # p4src MAX_CHANNELS: channel_id indexes the yellow/red counters
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS reservations (
+    channel_id  INTEGER PRIMARY KEY,
+    initiator   TEXT NOT NULL,
+    context     INTEGER NOT NULL,
+    src         TEXT NOT NULL,
+    dst         TEXT NOT NULL,
+    protocol    INTEGER NOT NULL,
+    flow_key    TEXT NOT NULL,
+    origin      TEXT NOT NULL,
+    state       TEXT NOT NULL,
+    demote      INTEGER NOT NULL,
+    allocation  TEXT NOT NULL,
+    created_at  REAL NOT NULL,
+    UNIQUE (initiator, context)
+);
+"""
+
+
+class StoreFull(Exception):
+    """All channel ids (the data plane's MAX_CHANNELS) are in use."""
+
+
+@dataclass(frozen=True)
+class Reservation:
+    channel_id: int
+    key: ChannelKey
+    selector: ChannelSelector
+    origin: str  # "rest" or "inband"
+    state: str
+    demote_excess: bool
+    allocation: Allocation
+    created_at: float
+
+
+def allocation_to_json(a: Allocation) -> str:
+    return json.dumps(
+        {
+            "key": [a.key.initiator, a.key.context],
+            "requested": asdict(a.requested),
+            "rate": a.rate,
+            "burst": a.burst,
+            "rounding": asdict(a.rounding),
+            "hops": [{**asdict(h), "port": [h.port.switch, h.port.port]} for h in a.hops],
+        },
+        sort_keys=True,
+    )
+
+
+def allocation_from_json(text: str) -> Allocation:
+    d: dict[str, Any] = json.loads(text)
+    return Allocation(
+        key=ChannelKey(d["key"][0], int(d["key"][1])),
+        requested=ChannelEnvelope(**d["requested"]),
+        rate=int(d["rate"]),
+        burst=int(d["burst"]),
+        rounding=Rounding(**d["rounding"]),
+        hops=tuple(
+            HopAllocation(**{**h, "port": PortId(h["port"][0], int(h["port"][1]))}) for h in d["hops"]
+        ),
+    )
+
+
+class ReservationStore:
+    def __init__(self, path: str | Path) -> None:
+        if str(path) != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(_SCHEMA)
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def add(
+        self,
+        allocation: Allocation,
+        selector: ChannelSelector,
+        origin: str,
+        demote_excess: bool,
+        state: str = INSTALLING,
+    ) -> Reservation:
+        """Insert with the lowest free channel id, in one transaction."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                channel_id = self._free_id()
+                now = time.time()
+                self._db.execute(
+                    "INSERT INTO reservations VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (
+                        channel_id,
+                        allocation.key.initiator,
+                        allocation.key.context,
+                        selector.src,
+                        selector.dst,
+                        selector.protocol,
+                        str(selector.flow_key),
+                        origin,
+                        state,
+                        int(demote_excess),
+                        allocation_to_json(allocation),
+                        now,
+                    ),
+                )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return Reservation(
+            channel_id, allocation.key, selector, origin, state, demote_excess, allocation, now
+        )
+
+    def _free_id(self) -> int:
+        rows = self._db.execute("SELECT channel_id FROM reservations ORDER BY channel_id")
+        expected = 0
+        for (used,) in rows:
+            if used != expected:
+                break
+            expected += 1
+        if expected >= MAX_CHANNEL_ID:
+            raise StoreFull(f"all {MAX_CHANNEL_ID} channel ids are in use")
+        return expected
+
+    def set_state(self, key: ChannelKey, state: str) -> None:
+        with self._lock:
+            self._db.execute(
+                "UPDATE reservations SET state=? WHERE initiator=? AND context=?",
+                (state, key.initiator, key.context),
+            )
+
+    def remove(self, key: ChannelKey) -> bool:
+        with self._lock:
+            cur = self._db.execute(
+                "DELETE FROM reservations WHERE initiator=? AND context=?",
+                (key.initiator, key.context),
+            )
+            return cur.rowcount > 0
+
+    def get(self, key: ChannelKey) -> Reservation | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT * FROM reservations WHERE initiator=? AND context=?",
+                (key.initiator, key.context),
+            ).fetchone()
+        return None if row is None else _row(row)
+
+    def get_by_id(self, channel_id: int) -> Reservation | None:
+        with self._lock:
+            row = self._db.execute("SELECT * FROM reservations WHERE channel_id=?", (channel_id,)).fetchone()
+        return None if row is None else _row(row)
+
+    def all(self) -> list[Reservation]:
+        with self._lock:
+            rows = self._db.execute("SELECT * FROM reservations ORDER BY channel_id").fetchall()
+        return [_row(r) for r in rows]
+
+    def largest_context(self, initiator: str) -> int:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT MAX(context) FROM reservations WHERE initiator=?", (initiator,)
+            ).fetchone()
+        return int(row[0]) if row and row[0] is not None else -1
+
+
+def _row(row: tuple[Any, ...]) -> Reservation:
+    (cid, initiator, context, src, dst, protocol, flow_key, origin, state, demote, alloc, at) = row
+    return Reservation(
+        channel_id=int(cid),
+        key=ChannelKey(initiator, int(context)),
+        selector=ChannelSelector(src, dst, int(protocol), int(flow_key)),
+        origin=origin,
+        state=state,
+        demote_excess=bool(demote),
+        allocation=allocation_from_json(alloc),
+        created_at=float(at),
+    )

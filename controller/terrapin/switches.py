@@ -1,0 +1,454 @@
+"""The only module that speaks P4Runtime. Table, meter, counter and register names live here.
+
+Built on finsy (asyncio P4Runtime client: one gRPC stream per switch, arbitration, P4Info-aware
+entities, packet I/O, reconnection). Only standard P4Runtime is used, so the same code drives
+terrapin-switch and p4lang's simple_switch_grpc. docs/controller.md explains the choice.
+
+Names and units come from docs/dataplane.md ("Controller-facing names").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import finsy as fy
+
+from terrapin.admission.model import HopAllocation, ceil_div
+from terrapin.config import Config
+from terrapin.paths import ChannelEntry, ChannelSelector, Forwarding, Topology
+
+LOG = logging.getLogger("terrapin.switches")
+
+# ---- names from p4src (docs/dataplane.md) ----------------------------------------------------
+T_ROUTES = "TerrapinIngress.routes"
+T_ARP = "TerrapinIngress.arp_replies"
+T_CHANNELS = "TerrapinIngress.channels"
+T_PORT_MACS = "TerrapinEgress.port_macs"
+A_ROUTE = "TerrapinIngress.route"
+A_ANSWER_ARP = "TerrapinIngress.answer_arp"
+A_ADMIT = "TerrapinIngress.admit"
+A_SET_SOURCE_MAC = "TerrapinEgress.set_source_mac"
+C_CHANNEL_YELLOW = "TerrapinIngress.channel_yellow"
+C_CHANNEL_RED = "TerrapinIngress.channel_red"
+C_QUEUE_TRAFFIC = "TerrapinEgress.queue_traffic"
+C_DROPS = "TerrapinIngress.drops"
+R_MAX_DEPTH = "TerrapinEgress.max_queue_depth"
+R_MAX_DELAY = "TerrapinEgress.max_queue_delay"
+PACKET_OUT_PIPELINE = 1
+PACKET_OUT_DIRECT = 0
+EXCESS_DROP = 0
+EXCESS_DEMOTE = 1
+QUEUES_PER_PORT = 8
+DROP_REASONS = (
+    "malformed",
+    "bad_checksum",
+    "unsupported",
+    "no_route",
+    "ttl_expired",
+    "arp_unanswered",
+    "policed",
+)
+# The meters count Ethernet frames (14-byte header, no FCS); the envelope counts IPv4 bytes.
+ETHERNET_HEADER = 14
+
+PacketHandler = Callable[[str, int, bytes], Awaitable[None]]
+DesiredChannels = Callable[[str], Sequence[ChannelEntry]]
+
+
+class SwitchUnavailable(Exception):
+    """The switch is not connected (or not yet reconciled); nothing was written."""
+
+
+def entry_for_hop(
+    switch: str,
+    selector: ChannelSelector,
+    channel_id: int,
+    hop: HopAllocation,
+    demote_excess: bool,
+) -> ChannelEntry:
+    """The hop's (ρ, σ) as a strict trTCM: CIR = PIR = ρ, CBS = PBS = σ (docs/dataplane.md), in
+    frame bytes: each packet of up to max_packet IPv4 bytes carries 14 more on the wire."""
+    rate = ceil_div(hop.rate * (hop.max_packet + ETHERNET_HEADER), hop.max_packet)
+    burst = ceil_div(hop.burst * (hop.max_packet + ETHERNET_HEADER), hop.max_packet)
+    return ChannelEntry(
+        switch=switch,
+        selector=selector,
+        channel_id=channel_id,
+        priority=hop.priority,
+        cir=rate,
+        cburst=burst,
+        pir=rate,
+        pburst=burst,
+        demote_excess=demote_excess,
+    )
+
+
+def _channel_table_entry(entry: ChannelEntry) -> fy.P4TableEntry:
+    excess = EXCESS_DEMOTE if entry.demote_excess else EXCESS_DROP
+    return fy.P4TableEntry(
+        T_CHANNELS,
+        match=fy.P4TableMatch(
+            src_addr=entry.selector.src,
+            dst_addr=entry.selector.dst,
+            protocol=entry.selector.protocol,
+            flow_key=entry.selector.flow_key,
+        ),
+        action=fy.P4TableAction(
+            A_ADMIT,
+            channel_id=entry.channel_id,
+            priority=entry.priority,
+            on_yellow=excess,
+            on_red=excess,
+        ),
+        meter_config=fy.P4MeterConfig(cir=entry.cir, cburst=entry.cburst, pir=entry.pir, pburst=entry.pburst),
+    )
+
+
+def _forwarding_entries(fwd: Forwarding) -> list[fy.P4TableEntry]:
+    entries = [
+        fy.P4TableEntry(
+            T_ROUTES,
+            match=fy.P4TableMatch(dst_addr=r.prefix),
+            action=fy.P4TableAction(A_ROUTE, port=r.port, next_hop_mac=r.next_hop_mac),
+        )
+        for r in fwd.routes
+    ]
+    entries += [
+        fy.P4TableEntry(
+            T_ARP,
+            match=fy.P4TableMatch(target_ip=ip),
+            action=fy.P4TableAction(A_ANSWER_ARP, mac=mac),
+        )
+        for ip, mac in fwd.arp_answers
+    ]
+    entries += [
+        fy.P4TableEntry(
+            T_PORT_MACS,
+            match=fy.P4TableMatch(port=port),
+            action=fy.P4TableAction(A_SET_SOURCE_MAC, mac=mac),
+        )
+        for port, mac in fwd.port_macs
+    ]
+    return entries
+
+
+@dataclass(frozen=True)
+class QueueTelemetry:
+    port: int
+    priority: int
+    max_depth_packets: int
+    max_delay_us: int
+    packets: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class ChannelCounters:
+    packets: int
+    bytes: int
+    yellow_packets: int
+    red_packets: int
+
+
+@dataclass(frozen=True)
+class ReconcileReport:
+    switch: str
+    inserted: int
+    modified: int
+    deleted: int
+    kept: int
+
+
+class SwitchFabric:
+    """All switches of the configuration, each on its own finsy stream."""
+
+    def __init__(
+        self,
+        config: Config,
+        topology: Topology,
+        on_packet: PacketHandler,
+        desired_channels: DesiredChannels,
+        config_dir: Path | None = None,
+    ) -> None:
+        self._topology = topology
+        self._on_packet = on_packet
+        self._desired = desired_channels
+        base = config_dir or Path.cwd()
+        p4info = _resolve(base, config.p4.p4info)
+        p4blob = _resolve(base, config.p4.json_path)
+        options = fy.SwitchOptions(
+            p4info=p4info,
+            p4blob=None if config.p4.push == "never" else p4blob,
+            p4force=config.p4.push == "always",
+            ready_handler=self._on_ready,
+        )
+        self._switches = {
+            s.name: fy.Switch(s.name, s.address, options(device_id=s.device_id)) for s in config.switches
+        }
+        self._ready = {name: asyncio.Event() for name in self._switches}
+        self._tasks: list[asyncio.Task[None]] = []
+        self.reconciled: dict[str, ReconcileReport] = {}
+        self.last_error: dict[str, str] = {}
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(self._switches)
+
+    def start(self) -> None:
+        for sw in self._switches.values():
+            self._tasks.append(asyncio.create_task(self._run(sw), name=f"switch-{sw.name}"))
+
+    async def _run(self, sw: fy.Switch) -> None:
+        # finsy's Switch.run reconnects forever (throttled after quick failures).
+        while True:
+            try:
+                await sw.run()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a switch fault must never end the controller
+                self.last_error[sw.name] = str(exc)
+                LOG.warning("switch %s stopped: %s; reconnecting", sw.name, exc)
+                self._ready[sw.name].clear()
+                await asyncio.sleep(0.5)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+
+    def is_ready(self, name: str) -> bool:
+        sw = self._switches.get(name)
+        return sw is not None and sw.is_up and self._ready[name].is_set()
+
+    async def wait_ready(self, timeout: float) -> bool:
+        try:
+            await asyncio.wait_for(asyncio.gather(*(e.wait() for e in self._ready.values())), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    def _switch(self, name: str) -> fy.Switch:
+        sw = self._switches.get(name)
+        if sw is None or not sw.is_up:
+            raise SwitchUnavailable(f"switch {name} is not connected")
+        return sw
+
+    # ---- lifecycle: the pipeline is pushed by finsy (cookie compare), then we reconcile ------
+
+    async def _on_ready(self, sw: fy.Switch) -> None:
+        self._ready[sw.name].clear()
+        try:
+            report = await self.reconcile(sw.name)
+        except Exception as exc:
+            self.last_error[sw.name] = f"reconcile: {exc}"
+            LOG.error("switch %s: reconcile failed: %s", sw.name, exc)
+            raise
+        self.reconciled[sw.name] = report
+        LOG.info("switch %s ready: %s", sw.name, report)
+        sw.create_task(self._packet_loop(sw), name=f"packets-{sw.name}")
+        self._ready[sw.name].set()
+
+    async def _packet_loop(self, sw: fy.Switch) -> None:
+        async for packet in sw.read_packets():
+            try:
+                port = int(packet.metadata.get("ingress_port", 0))
+                await self._on_packet(sw.name, port, bytes(packet.payload))
+            except Exception:  # one bad packet must not stop the loop
+                LOG.exception("switch %s: packet handler failed", sw.name)
+
+    async def reconcile(self, name: str) -> ReconcileReport:
+        """Make the switch's entries equal the desired state: insert what is missing, modify
+        what differs (in place, so an admitted channel never disappears), delete the rest."""
+        sw = self._switch(name)
+        schema = sw.p4info
+        desired = _forwarding_entries(self._topology.forwarding(name))
+        desired += [_channel_table_entry(e) for e in self._desired(name)]
+        want = {_key(e, schema): e for e in desired}
+        have: dict[tuple[Any, ...], fy.P4TableEntry] = {}
+        for table in (T_ROUTES, T_ARP, T_PORT_MACS, T_CHANNELS):
+            async for entry in _read(sw, fy.P4TableEntry(table)):
+                have[_key(entry, schema)] = entry
+        inserts = [e for k, e in want.items() if k not in have]
+        modifies = [e for k, e in want.items() if k in have and not _same(e, have[k], schema)]
+        deletes = [e for k, e in have.items() if k not in want]
+        if deletes:
+            await sw.delete(deletes)
+        if modifies:
+            await sw.modify(modifies)
+        if inserts:
+            await sw.insert(inserts)
+        return ReconcileReport(name, len(inserts), len(modifies), len(deletes), len(want) - len(inserts))
+
+    # ---- channels (paths.ChannelProgrammer) -----------------------------------------------
+
+    async def install_channel(self, entry: ChannelEntry) -> None:
+        if not self.is_ready(entry.switch):
+            raise SwitchUnavailable(f"switch {entry.switch} is not ready")
+        await self._switch(entry.switch).insert([_channel_table_entry(entry)])
+
+    async def remove_channel(self, entry: ChannelEntry) -> None:
+        sw = self._switch(entry.switch)
+        match = fy.P4TableMatch(
+            src_addr=entry.selector.src,
+            dst_addr=entry.selector.dst,
+            protocol=entry.selector.protocol,
+            flow_key=entry.selector.flow_key,
+        )
+        # Not strict: an entry already gone (a switch restarted empty) is not an error.
+        await sw.write([-fy.P4TableEntry(T_CHANNELS, match=match)], strict=False)
+
+    async def read_channels(self, name: str) -> list[tuple[ChannelSelector, dict[str, Any]]]:
+        """Channel entries as the switch has them, with action parameters and meter."""
+        sw = self._switch(name)
+        found = []
+        async for entry in _read(sw, fy.P4TableEntry(T_CHANNELS)):
+            match = entry.match or fy.P4TableMatch()
+            selector = ChannelSelector(
+                src=str(_as_ip(match["src_addr"])),
+                dst=str(_as_ip(match["dst_addr"])),
+                protocol=int(match["protocol"]),
+                flow_key=int(match["flow_key"]),
+            )
+            info: dict[str, Any] = {}
+            if isinstance(entry.action, fy.P4TableAction):
+                info.update({k: int(v) for k, v in (entry.action.args or {}).items()})
+            if entry.meter_config is not None:
+                m = entry.meter_config
+                info.update(cir=m.cir, cburst=m.cburst, pir=m.pir, pburst=m.pburst)
+            found.append((selector, info))
+        return found
+
+    # ---- packet I/O ---------------------------------------------------------------------------
+
+    async def packet_out(self, name: str, frame: bytes, egress_port: int | None = None) -> None:
+        """Through the pipeline (routed like a host's packet) unless a port is named."""
+        sw = self._switch(name)
+        mode = PACKET_OUT_PIPELINE if egress_port is None else PACKET_OUT_DIRECT
+        await sw.write([fy.P4PacketOut(frame, egress_port=egress_port or 0, through_pipeline=mode, _pad=0)])
+
+    # ---- telemetry ----------------------------------------------------------------------------
+
+    async def queue_telemetry(self, name: str, ports: Iterable[int]) -> list[QueueTelemetry]:
+        sw = self._switch(name)
+        cells = [(port, prio) for port in ports for prio in range(QUEUES_PER_PORT)]
+        indices = [port * QUEUES_PER_PORT + prio for port, prio in cells]
+        depth = await _read_registers(sw, R_MAX_DEPTH, indices)
+        delay = await _read_registers(sw, R_MAX_DELAY, indices)
+        traffic = await _read_counters(sw, C_QUEUE_TRAFFIC, indices)
+        return [
+            QueueTelemetry(
+                port=port,
+                priority=prio,
+                max_depth_packets=depth.get(i, 0),
+                max_delay_us=delay.get(i, 0),
+                packets=traffic.get(i, (0, 0))[0],
+                bytes=traffic.get(i, (0, 0))[1],
+            )
+            for (port, prio), i in zip(cells, indices, strict=True)
+        ]
+
+    async def reset_queue_telemetry(self, name: str, ports: Iterable[int]) -> None:
+        sw = self._switch(name)
+        updates = []
+        for port in ports:
+            for prio in range(QUEUES_PER_PORT):
+                i = port * QUEUES_PER_PORT + prio
+                updates.append(~fy.P4RegisterEntry(R_MAX_DEPTH, index=i, data=0))
+                updates.append(~fy.P4RegisterEntry(R_MAX_DELAY, index=i, data=0))
+        await sw.write(updates)
+
+    async def channel_counters(
+        self, name: str, selector: ChannelSelector, channel_id: int
+    ) -> ChannelCounters:
+        sw = self._switch(name)
+        match = fy.P4TableMatch(
+            src_addr=selector.src,
+            dst_addr=selector.dst,
+            protocol=selector.protocol,
+            flow_key=selector.flow_key,
+        )
+        packets = byte_count = 0
+        async for entry in _read(
+            sw, fy.P4DirectCounterEntry(table_entry=fy.P4TableEntry(T_CHANNELS, match=match))
+        ):
+            if entry.data is not None:
+                packets, byte_count = entry.data.packet_count, entry.data.byte_count
+        yellow = await _read_counters(sw, C_CHANNEL_YELLOW, [channel_id])
+        red = await _read_counters(sw, C_CHANNEL_RED, [channel_id])
+        return ChannelCounters(
+            packets=packets,
+            bytes=byte_count,
+            yellow_packets=yellow.get(channel_id, (0, 0))[0],
+            red_packets=red.get(channel_id, (0, 0))[0],
+        )
+
+    async def drop_counters(self, name: str) -> dict[str, int]:
+        sw = self._switch(name)
+        counts = await _read_counters(sw, C_DROPS, list(range(len(DROP_REASONS))))
+        return {reason: counts.get(i, (0, 0))[0] for i, reason in enumerate(DROP_REASONS)}
+
+
+async def _read_registers(sw: fy.Switch, name: str, indices: list[int]) -> dict[int, int]:
+    found: dict[int, int] = {}
+    if not indices:
+        return found
+    async for entry in _read(sw, [fy.P4RegisterEntry(name, index=i) for i in indices]):
+        if entry.index is not None and entry.data is not None:
+            found[entry.index] = int(entry.data)
+    return found
+
+
+async def _read_counters(sw: fy.Switch, name: str, indices: list[int]) -> dict[int, tuple[int, int]]:
+    found: dict[int, tuple[int, int]] = {}
+    if not indices:
+        return found
+    async for entry in _read(sw, [fy.P4CounterEntry(name, index=i) for i in indices]):
+        if entry.index is not None:
+            found[entry.index] = (entry.packet_count, entry.byte_count)
+    return found
+
+
+def _read(sw: fy.Switch, entity: Any) -> AsyncIterator[Any]:
+    # finsy's read() is an async generator whose overloads are typed as coroutines.
+    return cast(AsyncIterator[Any], sw.read(entity))
+
+
+def _key(entry: fy.P4TableEntry, schema: Any) -> tuple[Any, ...]:
+    pb = entry.encode(schema).table_entry
+    fields = sorted((m.field_id, m.SerializeToString(deterministic=True)) for m in pb.match)
+    return (pb.table_id, pb.priority, tuple(fields))
+
+
+def _same(want: fy.P4TableEntry, have: fy.P4TableEntry, schema: Any) -> bool:
+    a = want.encode(schema).table_entry
+    b = have.encode(schema).table_entry
+    if a.action.SerializeToString(deterministic=True) != b.action.SerializeToString(deterministic=True):
+        return False
+    if a.HasField("meter_config"):
+        mine, theirs = a.meter_config, b.meter_config
+        return (mine.cir, mine.cburst, mine.pir, mine.pburst) == (
+            theirs.cir,
+            theirs.cburst,
+            theirs.pir,
+            theirs.pburst,
+        )
+    return True
+
+
+def _as_ip(value: Any) -> str:
+    import ipaddress
+
+    if isinstance(value, int):
+        return str(ipaddress.IPv4Address(value))
+    return str(ipaddress.IPv4Address(str(value)))
+
+
+def _resolve(base: Path, path: str) -> Path:
+    p = Path(path)
+    return p if p.is_absolute() else (base / p)
