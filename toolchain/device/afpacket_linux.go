@@ -15,10 +15,10 @@ type RingVersion int
 
 const (
 	// RingV2 hands each frame to user space as soon as the kernel writes it.
-	// It is the default: measured on the 2-core bench box, TPACKET_V3 only
-	// wakes the reader when a block retires (full, or after the 1 ms minimum
-	// block timeout), which adds up to a millisecond of latency at low rates,
-	// while V2 reaches the same saturation throughput (docs/performance.md).
+	// It is the default because TPACKET_V3 only wakes the reader when a
+	// block retires (full, or after the 1 ms minimum block timeout), which
+	// adds up to a millisecond of latency at low rates (TestRingVersions
+	// shows it); V2 reads in batches all the same when frames queue up.
 	RingV2 RingVersion = 2
 	// RingV3 packs variable-size frames into blocks; cheaper on memory for
 	// jumbo-MTU ports, slower to deliver at low rates.
