@@ -1,0 +1,410 @@
+package lower
+
+import (
+	"math/big"
+
+	"github.com/terrapin/terrapin/toolchain/lower/ir"
+	"github.com/terrapin/terrapin/toolchain/p4/ast"
+	"github.com/terrapin/terrapin/toolchain/p4/scanner"
+	"github.com/terrapin/terrapin/toolchain/p4/types"
+)
+
+// call lowers a call; stmt is true when its value is not used.
+func (b *body) call(x *ast.CallExpr, stmt bool) any {
+	c := b.l.info.Calls[x]
+	if c == nil {
+		b.errorf(x.Pos, "internal: unresolved call")
+		panic(bailout{})
+	}
+	switch c.Kind {
+	case types.CallBuiltin:
+		return b.builtin(x, c)
+	case types.CallTableApply:
+		if b.kind != kindControl {
+			b.errorf(x.Pos, "tables can only be applied in a control's apply block")
+			panic(bailout{})
+		}
+		ap := b.applyTable(x)
+		return &applyVal{ap: ap}
+	case types.CallAction:
+		b.inlineAction(c.Action, c, x.Pos)
+		return nil
+	case types.CallFunction:
+		return b.inlineFunction(c.Function, c, x.Pos)
+	case types.CallExternFunction, types.CallExternMethod:
+		return b.externCall(x, c, stmt)
+	case types.CallBlockApply:
+		b.applyBlock(x, c)
+		return nil
+	}
+	b.errorf(x.Pos, "unsupported call")
+	panic(bailout{})
+}
+
+func (b *body) builtin(x *ast.CallExpr, c *types.Call) any {
+	recv := b.expr(c.Recv)
+	switch c.Builtin {
+	case "isValid":
+		return &scalarVal{e: b.validOf(recv), t: &types.Bool{}}
+	case "setValid", "setInvalid":
+		valid := c.Builtin == "setValid"
+		frag := exprText(x)
+		switch r := recv.(type) {
+		case *headerLoc, *dynHeader:
+			b.emit(&ir.SetValid{Header: headerRefOf(r), Valid: valid, Loc: b.l.source(x.Pos, frag)})
+			return nil
+		}
+	case "push_front", "pop_front":
+		s, ok := recv.(*stackLoc)
+		n, _ := b.l.info.Values[c.Args[0]].(*big.Int)
+		if !ok || n == nil {
+			break
+		}
+		if c.Builtin == "push_front" {
+			b.emit(&ir.PushFront{Stack: s.name, Count: int(n.Int64()), Loc: b.l.source(x.Pos, exprText(x))})
+		} else {
+			b.emit(&ir.PopFront{Stack: s.name, Count: int(n.Int64()), Loc: b.l.source(x.Pos, exprText(x))})
+		}
+		return nil
+	}
+	b.errorf(x.Pos, "unsupported use of %s", c.Builtin)
+	panic(bailout{})
+}
+
+// isConstant reports whether a value needs no copy to be stable.
+func isConstant(v any) bool {
+	switch x := v.(type) {
+	case *scalarVal:
+		switch x.e.(type) {
+		case *ir.Const, *ir.BoolConst, *ir.ActionParam:
+			return true
+		}
+	case *constVal:
+		return true
+	case *structVal:
+		for _, f := range x.fields {
+			if !isConstant(f) {
+				return false
+			}
+		}
+		return true
+	case *tupleVal:
+		for _, f := range x.elems {
+			if !isConstant(f) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// bindParams implements copy-in for a call into callee and returns the
+// copy-out statements (P4_16 §6.7: in and inout arguments are copied in
+// left to right, out and inout ones copied back after the call).
+func (b *body) bindParams(params []*ast.Param, ptypes []types.Type, args []ast.Expr, callee *env, pos scanner.Pos) []mstmt {
+	var copyOut []mstmt
+	for i, p := range params {
+		var pt types.Type
+		if i < len(ptypes) {
+			pt = ptypes[i]
+		}
+		if pt == nil {
+			pt = b.l.info.DeclTypes[p]
+		}
+		var arg ast.Expr
+		if i < len(args) {
+			arg = args[i]
+		}
+		if arg == nil {
+			callee.set(p, b.l.alloc(pt, p.Name))
+			continue
+		}
+		if _, ok := types.Underlying(pt).(*types.Extern); ok {
+			callee.set(p, b.expr(arg))
+			continue
+		}
+		switch p.Dir {
+		case ast.In, ast.None:
+			v := b.exprAs(arg, pt)
+			if isConstant(v) || v == b.l.standard {
+				callee.set(p, v)
+				continue
+			}
+			if _, ok := v.(*packetVal); ok {
+				callee.set(p, v)
+				continue
+			}
+			tmp := b.l.alloc(pt, p.Name)
+			b.assign(tmp, v, pos, "")
+			callee.set(p, tmp)
+		case ast.Out:
+			loc := b.lvalue(arg)
+			if loc == b.l.standard {
+				callee.set(p, loc)
+				continue
+			}
+			tmp := b.l.alloc(pt, p.Name)
+			b.invalidate(tmp)
+			callee.set(p, tmp)
+			if loc != nil {
+				copyOut = append(copyOut, b.sub(func() { b.assign(loc, tmp, pos, "") })...)
+			}
+		case ast.InOut:
+			loc := b.lvalue(arg)
+			if loc == b.l.standard {
+				callee.set(p, loc)
+				continue
+			}
+			if _, ok := loc.(*packetVal); ok {
+				callee.set(p, loc)
+				continue
+			}
+			tmp := b.l.alloc(pt, p.Name)
+			b.assign(tmp, loc, pos, "")
+			callee.set(p, tmp)
+			copyOut = append(copyOut, b.sub(func() { b.assign(loc, tmp, pos, "") })...)
+		}
+	}
+	return copyOut
+}
+
+func (b *body) inlineFunction(fd *ast.FunctionDecl, c *types.Call, pos scanner.Pos) any {
+	callee := newEnv(b.l.globalEnv)
+	copyOut := b.bindParams(fd.Proto.Params, c.ParamTypes, c.Args, callee, pos)
+	var retLoc any
+	rt := c.Result
+	if rt != nil {
+		if _, void := rt.(*types.Void); !void {
+			retLoc = b.l.alloc(rt, "retval")
+		}
+	}
+	label := b.l.newLabel()
+	sub := &body{l: b.l, inst: b.inst, env: callee, kind: b.kind, ps: b.ps,
+		ret:        &retTarget{label: label, val: retLoc, t: rt},
+		exitCopies: append(append([]mstmt{}, copyOut...), b.exitCopies...)}
+	sub.block(fd.Body)
+	b.emit(&mBlock{label: label, body: sub.out})
+	b.emit(copyOut...)
+	return retLoc
+}
+
+// actionEnv is the environment an action's body sees: its control
+// instance's, or the global one for top-level actions.
+func (l *lowerer) actionEnv(ad *ast.ActionDecl, inst *blockInst) *env {
+	if parent := l.info.ParentOf[ad]; parent != nil && inst != nil && parent == inst.decl {
+		return inst.env
+	}
+	return l.globalEnv
+}
+
+// actionInst returns the instance an action belongs to (nil for
+// top-level actions).
+func (l *lowerer) actionInst(ad *ast.ActionDecl, inst *blockInst) *blockInst {
+	if parent := l.info.ParentOf[ad]; parent != nil && inst != nil && parent == inst.decl {
+		return inst
+	}
+	return nil
+}
+
+func (b *body) inlineAction(ad *ast.ActionDecl, c *types.Call, pos scanner.Pos) {
+	b.l.useAction(ad, b.l.actionInst(ad, b.inst))
+	callee := newEnv(b.l.actionEnv(ad, b.inst))
+	copyOut := b.bindParams(ad.Params, c.ParamTypes, c.Args, callee, pos)
+	label := b.l.newLabel()
+	sub := &body{l: b.l, inst: b.inst, env: callee, kind: b.kind, ps: b.ps,
+		ret:        &retTarget{label: label},
+		exitCopies: append(append([]mstmt{}, copyOut...), b.exitCopies...)}
+	if sub.kind == kindControl {
+		// an action cannot apply tables, but its body runs inside the
+		// control's graph like any other statements
+		sub.kind = kindControl
+	}
+	sub.block(ad.Body)
+	b.emit(&mBlock{label: label, body: sub.out})
+	b.emit(copyOut...)
+}
+
+// applyBlock inlines the apply of a sub-control (or, in a parser, a
+// sub-parser).
+func (b *body) applyBlock(x *ast.CallExpr, c *types.Call) {
+	recv := b.expr(c.Recv)
+	sb, ok := recv.(*subBlock)
+	if !ok {
+		b.errorf(x.Pos, "cannot apply this value")
+		panic(bailout{})
+	}
+	switch d := sb.decl.(type) {
+	case *ast.ControlDecl:
+		if b.kind != kindControl && b.kind != kindDeparser && b.kind != kindChecksum {
+			b.errorf(x.Pos, "controls can only be applied from controls")
+			panic(bailout{})
+		}
+		inst := b.l.instantiate(sb, b.inst)
+		copyOut := b.bindParams(d.Params, c.ParamTypes, c.Args, inst.env, x.Pos)
+		label := b.l.newLabel()
+		sub := &body{l: b.l, inst: inst, env: newEnv(inst.env), kind: b.kind,
+			ret:        &retTarget{label: label},
+			exitCopies: append(append([]mstmt{}, copyOut...), b.exitCopies...)}
+		sub.controlBody(d)
+		b.emit(&mBlock{label: label, body: sub.out})
+		b.emit(copyOut...)
+	case *ast.ParserDecl:
+		if b.kind != kindParser {
+			b.errorf(x.Pos, "parsers can only be applied from parsers")
+			panic(bailout{})
+		}
+		b.applySubParser(sb, d, c, x)
+	default:
+		b.errorf(x.Pos, "cannot apply this value")
+		panic(bailout{})
+	}
+}
+
+// controlBody lowers a control's local variable initializers and its
+// apply block.
+func (b *body) controlBody(d *ast.ControlDecl) {
+	for _, loc := range d.Locals {
+		if v, ok := loc.(*ast.VarDecl); ok {
+			t := b.l.info.DeclTypes[v]
+			storage := b.l.alloc(t, v.Name)
+			b.inst.env.set(v, storage)
+			if v.Init != nil {
+				b.assign(storage, b.exprAs(v.Init, t), v.Pos, v.Name)
+			} else {
+				b.invalidate(storage)
+			}
+		}
+	}
+	b.block(d.Body)
+}
+
+// instantiate creates a fresh instance of a sub-block for one apply.
+func (l *lowerer) instantiate(sb *subBlock, parent *blockInst) *blockInst {
+	inst := &blockInst{decl: sb.decl, name: sb.name, pos: sb.inst.Pos, env: newEnv(sb.ctor)}
+	if parent != nil {
+		inst.pipe = parent.pipe
+	}
+	if sb.applied == nil {
+		sb.applied = map[*ast.TableDecl]*ir.Table{}
+	}
+	inst.applied = sb.applied
+	inst.externs = sb.externs
+	l.declareLocals(inst)
+	sb.externs = inst.externs
+	return inst
+}
+
+// declareLocals binds the constants, instances and value sets declared in
+// a parser or control.
+func (l *lowerer) declareLocals(inst *blockInst) {
+	var locals []ast.Decl
+	switch d := inst.decl.(type) {
+	case *ast.ParserDecl:
+		locals = d.Locals
+	case *ast.ControlDecl:
+		locals = d.Locals
+	}
+	if inst.applied == nil {
+		inst.applied = map[*ast.TableDecl]*ir.Table{}
+	}
+	for _, d := range locals {
+		switch x := d.(type) {
+		case *ast.ConstDecl:
+			inst.env.set(x, &constVal{v: l.info.ConstValues[x], t: l.info.DeclTypes[x]})
+		case *ast.InstanceDecl:
+			if inst.externs != nil {
+				if v, ok := inst.externs[x]; ok {
+					inst.env.set(x, v)
+					continue
+				}
+			}
+			v := l.declareInstance(inst, x, inst.env)
+			if inst.externs == nil {
+				inst.externs = map[*ast.InstanceDecl]any{}
+			}
+			inst.externs[x] = v
+		case *ast.ValueSetDecl:
+			l.declareValueSet(inst, x)
+		case *ast.VarDecl:
+			if _, isParser := inst.decl.(*ast.ParserDecl); isParser {
+				t := l.info.DeclTypes[x]
+				inst.env.set(x, l.alloc(t, x.Name))
+			}
+		}
+	}
+}
+
+// ctorArg evaluates a constructor argument: a constant, or an instance.
+func (l *lowerer) ctorArg(e ast.Expr, ev *env, prefix string) any {
+	if v, ok := l.info.Values[e]; ok {
+		return &constVal{v: v, t: l.info.Types[e]}
+	}
+	switch x := e.(type) {
+	case *ast.Ident:
+		if v, ok := ev.lookup(l.info.Uses[x]); ok {
+			return v
+		}
+	case *ast.CallExpr:
+		c := l.info.Calls[x]
+		if c != nil && c.Kind == types.CallConstructor && c.Block != nil {
+			return &subBlock{decl: c.Block.Decl, name: prefix, ctor: l.ctorEnv(c.Block.Decl, c.Args, ev, prefix)}
+		}
+	}
+	l.errorf(e.Position(), "constructor argument must be a compile-time constant")
+	return &constVal{v: big.NewInt(0), t: &types.InfInt{}}
+}
+
+func (l *lowerer) ctorEnv(decl ast.Decl, args []ast.Expr, ev *env, prefix string) *env {
+	e := newEnv(nil)
+	var params []*ast.Param
+	switch d := decl.(type) {
+	case *ast.ParserDecl:
+		params = d.CtorParams
+	case *ast.ControlDecl:
+		params = d.CtorParams
+	}
+	for i, p := range params {
+		if i < len(args) && args[i] != nil {
+			e.set(p, l.ctorArg(args[i], ev, prefix+"."+p.Name))
+		}
+	}
+	return e
+}
+
+// declareInstance creates what an instance declaration denotes.
+func (l *lowerer) declareInstance(inst *blockInst, x *ast.InstanceDecl, ev *env) any {
+	prefix := ""
+	if inst != nil {
+		prefix = inst.name + "."
+	}
+	name := prefix + x.Name
+	if n, ok := x.Annotations.StringArg("name"); ok {
+		if len(n) > 0 && n[0] == '.' {
+			name = n[1:]
+		} else {
+			name = prefix + n
+		}
+	}
+	t := l.info.DeclTypes[x]
+	switch tt := t.(type) {
+	case *types.Block:
+		var args []ast.Expr
+		for _, a := range x.Args {
+			args = append(args, a.Value)
+		}
+		sb := &subBlock{decl: tt.Decl, inst: x, name: name, ctor: l.ctorEnv(tt.Decl, args, ev, name)}
+		ev.set(x, sb)
+		return sb
+	case *types.Extern:
+		ei := &externInst{decl: x, typ: tt, name: name, owner: inst}
+		for _, a := range x.Args {
+			ei.args = append(ei.args, l.ctorArg(a.Value, ev, name))
+		}
+		l.createExtern(ei)
+		ev.set(x, ei)
+		return ei
+	}
+	l.errorf(x.Pos, "cannot instantiate %s here", t)
+	return nil
+}

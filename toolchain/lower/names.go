@@ -1,0 +1,380 @@
+package lower
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/terrapin/terrapin/toolchain/lower/ir"
+	"github.com/terrapin/terrapin/toolchain/p4/ast"
+	"github.com/terrapin/terrapin/toolchain/p4/scanner"
+	"github.com/terrapin/terrapin/toolchain/p4/types"
+)
+
+// exprText prints an expression the way the program wrote it; p4c uses
+// this text for key names and source fragments.
+func exprText(e ast.Expr) string {
+	var b strings.Builder
+	writeExpr(&b, e)
+	return b.String()
+}
+
+var opText = map[scanner.Kind]string{}
+
+func writeExpr(b *strings.Builder, e ast.Expr) {
+	switch x := e.(type) {
+	case *ast.Ident:
+		if x.Global {
+			b.WriteByte('.')
+		}
+		b.WriteString(x.Name)
+	case *ast.IntLit:
+		b.WriteString(x.Text)
+	case *ast.BoolLit:
+		b.WriteString(strconv.FormatBool(x.Value))
+	case *ast.StringLit:
+		b.WriteString(strconv.Quote(x.Value))
+	case *ast.MemberExpr:
+		writeExpr(b, x.X)
+		b.WriteByte('.')
+		b.WriteString(x.Name)
+	case *ast.IndexExpr:
+		writeExpr(b, x.X)
+		b.WriteByte('[')
+		writeExpr(b, x.Index)
+		b.WriteByte(']')
+	case *ast.SliceExpr:
+		writeExpr(b, x.X)
+		b.WriteByte('[')
+		writeExpr(b, x.Hi)
+		b.WriteByte(':')
+		writeExpr(b, x.Lo)
+		b.WriteByte(']')
+	case *ast.CallExpr:
+		writeExpr(b, x.Fun)
+		b.WriteByte('(')
+		for i, a := range x.Args {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			if a.Name != "" {
+				b.WriteString(a.Name + " = ")
+			}
+			writeExpr(b, a.Value)
+		}
+		b.WriteByte(')')
+	case *ast.UnaryExpr:
+		b.WriteString(x.Op.String())
+		writeExpr(b, x.X)
+	case *ast.BinaryExpr:
+		writeExpr(b, x.X)
+		if x.Op == ast.ShrOp {
+			b.WriteString(" >> ")
+		} else {
+			b.WriteString(" " + x.Op.String() + " ")
+		}
+		writeExpr(b, x.Y)
+	case *ast.TernaryExpr:
+		writeExpr(b, x.Cond)
+		b.WriteString(" ? ")
+		writeExpr(b, x.Then)
+		b.WriteString(" : ")
+		writeExpr(b, x.Else)
+	case *ast.CastExpr:
+		b.WriteString("(")
+		b.WriteString(typeText(x.Type))
+		b.WriteString(")")
+		writeExpr(b, x.X)
+	case *ast.ListExpr:
+		b.WriteByte('{')
+		for i, el := range x.Elems {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			writeExpr(b, el)
+		}
+		b.WriteByte('}')
+	case *ast.StructExpr:
+		b.WriteByte('{')
+		for i, f := range x.Fields {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(f.Name + " = ")
+			writeExpr(b, f.Value)
+		}
+		b.WriteByte('}')
+	case *ast.TypeExpr:
+		b.WriteString(typeText(x.Type))
+	case *ast.DontCareExpr:
+		b.WriteByte('_')
+	case *ast.DefaultExpr:
+		b.WriteString("default")
+	case *ast.MaskExpr:
+		writeExpr(b, x.Value)
+		b.WriteString(" &&& ")
+		writeExpr(b, x.Mask)
+	case *ast.RangeExpr:
+		writeExpr(b, x.Lo)
+		b.WriteString(" .. ")
+		writeExpr(b, x.Hi)
+	}
+}
+
+func typeText(t ast.Type) string {
+	switch x := t.(type) {
+	case *ast.NamedType:
+		return x.Name
+	case *ast.BitType:
+		w := "1"
+		if x.Width != nil {
+			w = exprText(x.Width)
+		}
+		if x.Signed {
+			return "int<" + w + ">"
+		}
+		return "bit<" + w + ">"
+	case *ast.VarbitType:
+		return "varbit<" + exprText(x.Width) + ">"
+	case *ast.BaseType:
+		return x.Kind
+	case *ast.SpecializedType:
+		parts := make([]string, len(x.Args))
+		for i, a := range x.Args {
+			parts[i] = typeText(a)
+		}
+		return x.Base.Name + "<" + strings.Join(parts, ", ") + ">"
+	case *ast.StackType:
+		return typeText(x.Elem) + "[" + exprText(x.Size) + "]"
+	case *ast.TupleType:
+		parts := make([]string, len(x.Elems))
+		for i, a := range x.Elems {
+			parts[i] = typeText(a)
+		}
+		return "tuple<" + strings.Join(parts, ", ") + ">"
+	}
+	return "_"
+}
+
+// renderAnnotations prints the annotations P4Info carries: all but @name,
+// @id and the documentation ones (@brief, @description).
+func renderAnnotations(as ast.Annotations) []string {
+	var out []string
+	for _, a := range as {
+		switch a.Name {
+		case "name", "id", "brief", "description":
+			continue
+		}
+		out = append(out, renderAnnotation(a))
+	}
+	return out
+}
+
+func renderAnnotation(a *ast.Annotation) string {
+	var b strings.Builder
+	b.WriteByte('@')
+	b.WriteString(a.Name)
+	if !a.HasBody {
+		return b.String()
+	}
+	open, closeCh := "(", ")"
+	if a.Structured {
+		open, closeCh = "[", "]"
+	}
+	b.WriteString(open)
+	if len(a.Exprs) > 0 && !a.Structured {
+		for i, e := range a.Exprs {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			writeExpr(&b, e)
+		}
+	} else {
+		for i, t := range a.Tokens {
+			if i > 0 && t.Spaced {
+				b.WriteByte(' ')
+			}
+			if t.Kind == scanner.String {
+				b.WriteString(strconv.Quote(t.Text))
+			} else {
+				b.WriteString(t.Text)
+			}
+		}
+	}
+	b.WriteString(closeCh)
+	return b.String()
+}
+
+// shortName is the last component of a dotted name.
+func shortName(n string) string {
+	if i := strings.LastIndexByte(n, '.'); i >= 0 {
+		return n[i+1:]
+	}
+	return n
+}
+
+// typeNameForP4Info is the type name P4Info attaches to action parameters
+// and metadata of user-defined types.
+func typeNameForP4Info(t types.Type) string {
+	switch x := t.(type) {
+	case *types.NewType:
+		return x.Name
+	case *types.Enum:
+		if x.Underlying != nil {
+			return x.Name
+		}
+	}
+	return ""
+}
+
+// typeSpec describes a P4 type for P4Info, recording named types in the
+// program's type_info.
+func (l *lowerer) typeSpec(t types.Type) *ir.TypeSpec {
+	switch x := t.(type) {
+	case *types.NewType:
+		l.noteNewType(x)
+		return &ir.TypeSpec{Kind: "new_type", Name: x.Name}
+	}
+	switch x := types.Underlying(t).(type) {
+	case *types.Bits:
+		return &ir.TypeSpec{Kind: "bitstring", Width: x.Width, Signed: x.Signed}
+	case *types.Varbit:
+		return &ir.TypeSpec{Kind: "bitstring", Width: x.Max, Varbit: true}
+	case *types.Bool:
+		return &ir.TypeSpec{Kind: "bool"}
+	case *types.ErrorType:
+		l.typeInfo().HasError = true
+		return &ir.TypeSpec{Kind: "error"}
+	case *types.Enum:
+		if x.Underlying != nil {
+			l.noteEnum(x)
+			return &ir.TypeSpec{Kind: "serializable_enum", Name: x.Name}
+		}
+		return &ir.TypeSpec{Kind: "enum", Name: x.Name}
+	case *types.Struct:
+		l.noteStruct(x)
+		switch x.Kind {
+		case ast.StructKindHeader:
+			return &ir.TypeSpec{Kind: "header", Name: x.Name}
+		case ast.StructKindUnion:
+			return &ir.TypeSpec{Kind: "header_union", Name: x.Name}
+		}
+		return &ir.TypeSpec{Kind: "struct", Name: x.Name}
+	case *types.Tuple:
+		ts := &ir.TypeSpec{Kind: "tuple"}
+		for _, e := range x.Elems {
+			ts.Elems = append(ts.Elems, l.typeSpec(e))
+		}
+		return ts
+	case *types.Stack:
+		ts := l.typeSpec(x.Elem)
+		return &ir.TypeSpec{Kind: "header_stack", Name: ts.Name, Width: x.Size}
+	}
+	return &ir.TypeSpec{Kind: "bitstring"}
+}
+
+func (l *lowerer) typeInfo() *ir.TypeInfo {
+	if l.prog.TypeInfo == nil {
+		l.prog.TypeInfo = &ir.TypeInfo{}
+	}
+	return l.prog.TypeInfo
+}
+
+func (l *lowerer) noteStruct(st *types.Struct) {
+	ti := l.typeInfo()
+	list := &ti.Structs
+	switch st.Kind {
+	case ast.StructKindHeader:
+		list = &ti.Headers
+	case ast.StructKindUnion:
+		list = &ti.Unions
+	}
+	for _, n := range *list {
+		if n.Name == st.Name {
+			return
+		}
+	}
+	nt := &ir.NamedType{Name: st.Name}
+	*list = append(*list, nt)
+	for _, f := range st.Fields {
+		nt.Members = append(nt.Members, ir.NamedMember{Name: f.Name, Spec: l.typeSpec(f.Type)})
+	}
+}
+
+func (l *lowerer) noteEnum(e *types.Enum) {
+	ti := l.typeInfo()
+	for _, x := range ti.Enums {
+		if x.Name == e.Name {
+			return
+		}
+	}
+	se := &ir.SerializableEnum{Name: e.Name, Width: e.Underlying.Width}
+	for _, m := range e.Decl.Members {
+		if ev, ok := l.info.ConstValues[m].(*types.EnumValue); ok && ev.Value != nil {
+			se.Members = append(se.Members, ir.EnumMember{Name: m.Name, Value: ev.Value})
+		}
+	}
+	ti.Enums = append(ti.Enums, se)
+}
+
+func (l *lowerer) noteNewType(nt *types.NewType) {
+	ti := l.typeInfo()
+	for _, x := range ti.NewTypes {
+		if x.Name == nt.Name {
+			return
+		}
+	}
+	info := &ir.NewTypeInfo{Name: nt.Name, Spec: l.typeSpec(nt.Base)}
+	if nt.Decl != nil {
+		if a := nt.Decl.Annotations.Get("p4runtime_translation"); a != nil && len(a.Exprs) >= 1 {
+			if s, ok := a.Exprs[0].(*ast.StringLit); ok {
+				info.Translation = s.Value
+			}
+			if len(a.Exprs) >= 2 {
+				if lit, ok := a.Exprs[1].(*ast.IntLit); ok {
+					info.SDNWidth = int(lit.Value.Int64())
+				}
+				if te, ok := a.Exprs[1].(*ast.TypeExpr); ok {
+					if bt, ok := te.Type.(*ast.BaseType); ok && bt.Kind == "string" {
+						info.SDNString = true
+					}
+				}
+			}
+		}
+	}
+	ti.NewTypes = append(ti.NewTypes, info)
+}
+
+// collectTypeInfo records types P4Info describes even when unused by
+// digests: controller headers.
+func (l *lowerer) collectTypeInfo() {
+	for _, st := range l.info.Structs {
+		if st.Kind != ast.StructKindHeader || st.Decl == nil {
+			continue
+		}
+		a := st.Decl.Annotations.Get("controller_header")
+		if a == nil {
+			continue
+		}
+		name, _ := st.Decl.Annotations.StringArg("controller_header")
+		typeName := st.Name
+		if n, ok := st.Decl.Annotations.StringArg("name"); ok {
+			typeName = n
+		}
+		ch := &ir.ControllerHeader{Name: name, TypeName: typeName, ExplicitID: explicitID(st.Decl.Annotations)}
+		for _, an := range st.Decl.Annotations {
+			if an.Name == "controller_header" || an.Name == "id" || an.Name == "name" {
+				continue
+			}
+			ch.Annotations = append(ch.Annotations, renderAnnotation(an))
+		}
+		for _, f := range st.Fields {
+			cf := ir.ControllerField{Name: f.Name, Width: types.Width(f.Type), Annotations: renderAnnotations(f.Annotations)}
+			if nt, ok := f.Type.(*types.NewType); ok {
+				cf.TypeName = nt.Name
+				l.noteNewType(nt)
+			}
+			ch.Fields = append(ch.Fields, cf)
+		}
+		l.prog.ControllerHeaders = append(l.prog.ControllerHeaders, ch)
+	}
+}

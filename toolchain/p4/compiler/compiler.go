@@ -1,0 +1,103 @@
+// Package compiler runs terrapin-p4c's whole pipeline on one program:
+// preprocess, parse, type-check, lower to the IR, and emit BMv2 JSON and
+// P4Info. The command and the tests share it.
+package compiler
+
+import (
+	"os"
+	"sort"
+
+	"github.com/terrapin/terrapin/toolchain/bmv2json"
+	"github.com/terrapin/terrapin/toolchain/lower"
+	"github.com/terrapin/terrapin/toolchain/lower/ir"
+	"github.com/terrapin/terrapin/toolchain/p4/parser"
+	"github.com/terrapin/terrapin/toolchain/p4/preproc"
+	"github.com/terrapin/terrapin/toolchain/p4/scanner"
+	"github.com/terrapin/terrapin/toolchain/p4/types"
+	"github.com/terrapin/terrapin/toolchain/p4include"
+	"github.com/terrapin/terrapin/toolchain/p4info"
+
+	p4v1 "github.com/p4lang/p4runtime/go/p4/config/v1"
+)
+
+// Options configure one compilation.
+type Options struct {
+	// Program is the path of the P4 source file.
+	Program string
+	// IncludeDirs are searched for #include files before the bundled
+	// architecture files.
+	IncludeDirs []string
+	// Defines are -D macros (value "1" when none was given).
+	Defines map[string]string
+	// ReadFile overrides how files are read (tests); nil reads the disk.
+	ReadFile func(string) ([]byte, error)
+}
+
+// Result is a compiled program.
+type Result struct {
+	IR       *ir.Program
+	JSON     []byte
+	P4Info   *p4v1.P4Info
+	Warnings scanner.ErrorList
+}
+
+// Compile compiles a program. Errors carry positions; on error the result
+// is nil.
+func Compile(opts Options) (*Result, scanner.ErrorList) {
+	read := opts.ReadFile
+	if read == nil {
+		read = os.ReadFile
+	}
+	src, errs := preproc.Run(opts.Program, preproc.Config{
+		IncludeDirs: opts.IncludeDirs,
+		Defines:     opts.Defines,
+		Builtin:     p4include.Files,
+		ReadFile:    read,
+	})
+	if len(errs) > 0 {
+		return nil, sorted(errs)
+	}
+	prog, errs := parser.Parse(opts.Program, src)
+	if len(errs) > 0 {
+		return nil, sorted(errs)
+	}
+	info, errs := types.Check(prog)
+	if len(errs) > 0 {
+		return nil, sorted(errs)
+	}
+	lowered, errs := lower.Lower(info, lower.Options{SourceFile: opts.Program})
+	if len(errs) > 0 {
+		return nil, sorted(errs)
+	}
+	js, err := bmv2json.Emit(lowered.Program)
+	if err != nil {
+		var l scanner.ErrorList
+		l.Add(scanner.Pos{File: opts.Program}, "%v", err)
+		return nil, l
+	}
+	pi, err := p4info.Build(lowered.Program)
+	if err != nil {
+		var l scanner.ErrorList
+		l.Add(scanner.Pos{File: opts.Program}, "%v", err)
+		return nil, l
+	}
+	warnings := append(append(scanner.ErrorList{}, info.Warnings...), lowered.Warnings...)
+	return &Result{IR: lowered.Program, JSON: js, P4Info: pi, Warnings: warnings}, nil
+}
+
+// sorted orders diagnostics by position (the phases report in the order
+// they find them, which is close but not exact).
+func sorted(errs scanner.ErrorList) scanner.ErrorList {
+	out := append(scanner.ErrorList{}, errs...)
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i].Pos, out[j].Pos
+		if a.File != b.File {
+			return false
+		}
+		if a.Line != b.Line {
+			return a.Line < b.Line
+		}
+		return a.Col < b.Col
+	})
+	return out
+}
