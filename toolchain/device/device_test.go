@@ -331,12 +331,17 @@ func TestPacing(t *testing.T) {
 			d.SetPipeline(crossConnect(2))
 			h1, h2 := tn.hostSocket(t, 1), tn.hostSocket(t, 2)
 			start(t, d)
-			// Offer 20% more than the rate for 1.3 s, keeping the queue busy.
+			// A burst fills the queue, then 20% more than the rate for 1.3 s
+			// keeps it busy even when the sender is descheduled for a while.
 			pps := float64(tc.rate) * 1.2 / float64(WireBytes(tc.size)*8)
 			dur := 1300 * time.Millisecond
 			stop := make(chan struct{})
 			go func() {
 				defer close(stop)
+				const burst = 64
+				for i := 0; i < burst; i++ {
+					h1.send(t, testFrame(tc.size, uint32(1<<20+i), 0))
+				}
 				t0 := time.Now()
 				for i := 0; ; i++ {
 					due := t0.Add(time.Duration(float64(i) / pps * float64(time.Second)))
@@ -366,7 +371,6 @@ func TestPacing(t *testing.T) {
 				n++
 			}
 			<-stop
-			t.Logf("stats: %+v", d.Stats().Ports[1])
 			span := last.Sub(first).Seconds()
 			if span < 1.0 {
 				t.Fatalf("measured over %.2f s only (%d frames)", span, n)
