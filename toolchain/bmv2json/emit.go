@@ -13,12 +13,15 @@ import (
 const Compiler = "terrapin-p4c"
 
 type emitter struct {
-	p        *ir.Program
-	actionID map[*ir.Action]int
-	headerID map[string]int
-	stackID  map[string]int
-	unionID  map[string]int
-	errs     []error
+	p *ir.Program
+	// BMv2 numbers tables, conditionals and action profiles across all
+	// pipelines.
+	tableSeq, condSeq, profileSeq int
+	actionID                      map[*ir.Action]int
+	headerID                      map[string]int
+	stackID                       map[string]int
+	unionID                       map[string]int
+	errs                          []error
 }
 
 // Emit renders a program as indented BMv2 JSON.
@@ -556,6 +559,8 @@ func (e *emitter) parserOp(s ir.Stmt) []any {
 	case *ir.Extract:
 		var target any
 		switch {
+		case x.Stack != "" && x.Member != "":
+			target = obj("type", "union_stack", "value", []string{x.Stack, x.Member})
 		case x.Stack != "":
 			target = obj("type", "stack", "value", x.Stack)
 		default:
@@ -635,13 +640,15 @@ func (e *emitter) pipeline(pl *ir.Pipeline, id int) object {
 	}
 	o.add("init_table", nodeName(pl.Init))
 	tables := []any{}
-	for i, t := range pl.Tables {
-		tables = append(tables, e.table(t, i))
+	for _, t := range pl.Tables {
+		tables = append(tables, e.table(t, e.tableSeq))
+		e.tableSeq++
 	}
 	o.add("tables", tables)
 	profiles := []any{}
-	for i, ap := range pl.Profiles {
-		po := obj("name", ap.Name, "id", i, "max_size", ap.Size)
+	for _, ap := range pl.Profiles {
+		po := obj("name", ap.Name, "id", e.profileSeq, "max_size", ap.Size)
+		e.profileSeq++
 		if ap.Selector != nil {
 			in := []any{}
 			for _, x := range ap.Selector.Input {
@@ -653,8 +660,9 @@ func (e *emitter) pipeline(pl *ir.Pipeline, id int) object {
 	}
 	o.add("action_profiles", profiles)
 	conds := []any{}
-	for i, c := range pl.Conditionals {
-		co := obj("name", c.Name, "id", i)
+	for _, c := range pl.Conditionals {
+		co := obj("name", c.Name, "id", e.condSeq)
+		e.condSeq++
 		if si := sourceInfo(c.Loc); si != nil {
 			co.add("source_info", si)
 		}

@@ -241,7 +241,7 @@ func (b *body) applyBlock(x *ast.CallExpr, c *types.Call) {
 			panic(bailout{})
 		}
 		inst := b.l.instantiate(sb, b.inst)
-		copyOut := b.bindParams(d.Params, c.ParamTypes, c.Args, inst.env, x.Pos)
+		copyOut := b.bindBlockParams(d.Params, c.ParamTypes, c.Args, inst.env, x.Pos)
 		label := b.l.newLabel()
 		sub := &body{l: b.l, inst: inst, env: newEnv(inst.env), kind: b.kind,
 			ret:        &retTarget{label: label},
@@ -407,4 +407,129 @@ func (l *lowerer) declareInstance(inst *blockInst, x *ast.InstanceDecl, ev *env)
 	}
 	l.errorf(x.Pos, "cannot instantiate %s here", t)
 	return nil
+}
+
+// bindBlockParams binds the parameters of a sub-parser or sub-control.
+// Such a block can only reach its caller's data through its parameters, so
+// when the arguments are distinct, fixed storage it works on them
+// directly: that keeps what copies cannot carry (a header stack's next
+// index) and saves the copies. Otherwise it falls back to copy-in and
+// copy-out.
+func (b *body) bindBlockParams(params []*ast.Param, ptypes []types.Type, args []ast.Expr, callee *env, pos scanner.Pos) []mstmt {
+	vals := make([]any, len(params))
+	alias := true
+	keys := map[string]bool{}
+	for i, p := range params {
+		if i >= len(args) || args[i] == nil {
+			continue
+		}
+		pt := b.l.info.DeclTypes[p]
+		if i < len(ptypes) && ptypes[i] != nil {
+			pt = ptypes[i]
+		}
+		if _, ok := types.Underlying(pt).(*types.Extern); ok {
+			vals[i] = b.expr(args[i])
+			continue
+		}
+		var v any
+		if p.Dir == ast.Out || p.Dir == ast.InOut {
+			v = b.lvalue(args[i])
+		} else {
+			v = b.exprAs(args[i], pt)
+		}
+		vals[i] = v
+		if isConstant(v) {
+			continue
+		}
+		if _, ok := v.(*packetVal); ok {
+			continue
+		}
+		ks, static := storageKeys(v)
+		if !static {
+			alias = false
+		}
+		for _, k := range ks {
+			if keys[k] {
+				alias = false
+			}
+			keys[k] = true
+		}
+	}
+	var copyOut []mstmt
+	for i, p := range params {
+		v := vals[i]
+		pt := b.l.info.DeclTypes[p]
+		if i < len(ptypes) && ptypes[i] != nil {
+			pt = ptypes[i]
+		}
+		if i >= len(args) || args[i] == nil {
+			callee.set(p, b.l.alloc(pt, p.Name))
+			continue
+		}
+		if _, ok := types.Underlying(pt).(*types.Extern); ok || isConstant(v) || v == nil {
+			callee.set(p, v)
+			continue
+		}
+		if _, ok := v.(*packetVal); ok {
+			callee.set(p, v)
+			continue
+		}
+		if alias {
+			callee.set(p, v)
+			if p.Dir == ast.Out {
+				b.invalidate(v)
+			}
+			continue
+		}
+		tmp := b.l.alloc(pt, p.Name)
+		switch p.Dir {
+		case ast.Out:
+			b.invalidate(tmp)
+			copyOut = append(copyOut, b.sub(func() { b.assign(v, tmp, pos, "") })...)
+		case ast.InOut:
+			b.assign(tmp, v, pos, "")
+			copyOut = append(copyOut, b.sub(func() { b.assign(v, tmp, pos, "") })...)
+		default:
+			b.assign(tmp, v, pos, "")
+		}
+		callee.set(p, tmp)
+	}
+	return copyOut
+}
+
+// storageKeys names the storage a location occupies; static is false for
+// locations chosen at run time.
+func storageKeys(v any) (keys []string, static bool) {
+	switch x := v.(type) {
+	case *fieldLoc:
+		if x.hdr == "scalars" {
+			return []string{"f:" + x.field}, true
+		}
+		return []string{"h:" + x.hdr}, true
+	case *headerLoc:
+		return []string{"h:" + x.name}, true
+	case *structLoc:
+		static = true
+		for _, f := range x.fields {
+			k, s := storageKeys(f)
+			keys = append(keys, k...)
+			static = static && s
+		}
+		return keys, static
+	case *stackLoc:
+		keys = append(keys, "s:"+x.name)
+		for _, e := range x.elems {
+			k, _ := storageKeys(e)
+			keys = append(keys, k...)
+		}
+		return keys, true
+	case *unionLoc:
+		for _, m := range x.members {
+			keys = append(keys, "h:"+m.name)
+		}
+		return keys, true
+	case *scalarVal, *structVal, *tupleVal:
+		return nil, true
+	}
+	return nil, false
 }

@@ -13,6 +13,12 @@ import (
 type lastElem struct{ stack *stackLoc }
 type nextElem struct{ stack *stackLoc }
 
+// unionNext is stack.next.member for a stack of header unions.
+type unionNext struct {
+	stack  *stackLoc
+	member string
+}
+
 // applyVal is the result of table.apply() in an expression.
 type applyVal struct{ ap *mApply }
 
@@ -514,6 +520,11 @@ func (b *body) member(x *ast.MemberExpr) any {
 		if f := elem.FieldByName(x.Name); f != nil {
 			return &scalarVal{e: &ir.LastField{Stack: v.stack.name, Field: x.Name, T: storageType(f.Type)}, t: f.Type}
 		}
+	case *nextElem:
+		elem := types.Underlying(v.stack.t.Elem).(*types.Struct)
+		if elem.Kind == ast.StructKindUnion && elem.FieldByName(x.Name) != nil {
+			return &unionNext{stack: v.stack, member: x.Name}
+		}
 	case *tupleVal:
 	}
 	b.errorf(x.Pos, "cannot lower member %s here", x.Name)
@@ -566,7 +577,7 @@ func (b *body) lvalue(e ast.Expr) any {
 	case *ast.MemberExpr:
 		xv := b.lvalue(x.X)
 		switch v := xv.(type) {
-		case *structLoc, *headerLoc, *unionLoc, *dynHeader, *stackLoc:
+		case *structLoc, *headerLoc, *unionLoc, *dynHeader, *stackLoc, *nextElem:
 			_ = v
 		default:
 			return b.member(x)
@@ -602,6 +613,11 @@ func (b *body) memberOf(xv any, x *ast.MemberExpr) any {
 			return &lastElem{stack: v}
 		case "next":
 			return &nextElem{stack: v}
+		}
+	case *nextElem:
+		elem := types.Underlying(v.stack.t.Elem).(*types.Struct)
+		if elem.Kind == ast.StructKindUnion && elem.FieldByName(x.Name) != nil {
+			return &unionNext{stack: v.stack, member: x.Name}
 		}
 	}
 	b.errorf(x.Pos, "cannot assign to %s", x.Name)

@@ -214,9 +214,7 @@ func (b *body) externCall(x *ast.CallExpr, c *types.Call, stmt bool) any {
 		b.errorf(pos, "unsupported extern method call")
 		panic(bailout{})
 	}
-	if c.TypeArgs != nil && len(c.Proto.TypeParams) > 0 {
-		b.l.usesGeneric = true
-	}
+	b.l.noteTypeArgs(c)
 	name := c.Proto.Name
 	switch name {
 	case "mark_to_drop":
@@ -467,9 +465,7 @@ func (l *lowerer) fieldListFromValue(b *body, e ast.Expr, t types.Type) int {
 
 func (b *body) externMethod(x *ast.CallExpr, c *types.Call, ei *externInst, loc ir.Source) any {
 	method := c.Proto.Name
-	if len(c.Proto.TypeParams) > 0 {
-		b.l.usesGeneric = true
-	}
+	b.l.noteTypeArgs(c)
 	switch ei.typ.Decl.Name {
 	case "counter":
 		if method == "count" && ei.counter != nil {
@@ -561,3 +557,15 @@ func (l *lowerer) actionName(ad *ast.ActionDecl, inst *blockInst) string {
 }
 
 var _ = scanner.Pos{}
+
+// noteTypeArgs records calls whose type arguments are structured (a
+// tuple, struct or header): p4c then emits a type_info message, even an
+// empty one.
+func (l *lowerer) noteTypeArgs(c *types.Call) {
+	for _, t := range c.TypeArgs {
+		switch types.Underlying(t).(type) {
+		case *types.Tuple, *types.Struct, *types.Stack:
+			l.usesGeneric = true
+		}
+	}
+}

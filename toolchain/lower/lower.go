@@ -79,6 +79,10 @@ type controlAction struct {
 	annotations []string
 	explicitID  uint32
 	ir          *ir.Action // one lowered instance (for tables), if any
+	// inTable: some table can run the action. Actions only called
+	// directly have no control-plane parameters (p4c turns their
+	// parameters into locals before generating P4Info).
+	inTable bool
 }
 
 // Result is the lowered program and the warnings found on the way.
@@ -112,10 +116,14 @@ func Lower(info *types.Info, opts Options) (*Result, scanner.ErrorList) {
 	res := &Result{Program: l.prog, Warnings: l.warn}
 	hasParams := false
 	for _, ca := range l.controlActions {
+		var params []ir.ActionParamDecl
+		if ca.inTable {
+			params = ca.params
+		}
 		l.prog.ControlActions = append(l.prog.ControlActions, &ir.Action{
-			Name: ca.name, Params: ca.params, Annotations: ca.annotations, ExplicitID: ca.explicitID,
+			Name: ca.name, Params: params, Annotations: ca.annotations, ExplicitID: ca.explicitID,
 		})
-		if len(ca.params) > 0 {
+		if len(params) > 0 {
 			hasParams = true
 		}
 	}

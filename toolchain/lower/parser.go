@@ -336,7 +336,7 @@ func (b *body) applySubParser(sb *subBlock, d *ast.ParserDecl, c *types.Call, x 
 	l := b.l
 	pb := b.ps.pb
 	inst := l.instantiate(sb, b.inst)
-	copyOut := b.bindParams(d.Params, c.ParamTypes, c.Args, inst.env, x.Pos)
+	copyOut := b.bindBlockParams(d.Params, c.ParamTypes, c.Args, inst.env, x.Pos)
 	// parser locals and their initializers
 	var prelude []mstmt
 	bl := &body{l: l, inst: inst, env: inst.env, kind: kindParser, ps: b.ps}
@@ -386,6 +386,9 @@ func (b *body) packetCall(x *ast.CallExpr, c *types.Call, stmt bool) any {
 			ex.Header = t.name
 		case *nextElem:
 			ex.Stack = t.stack.name
+		case *unionNext:
+			ex.Stack = t.stack.name
+			ex.Member = t.member
 		case *unionLoc:
 			b.errorf(x.Pos, "extract into a header union: extract one of its members")
 			return nil
@@ -406,7 +409,9 @@ func (b *body) packetCall(x *ast.CallExpr, c *types.Call, stmt bool) any {
 		b.emit(ex)
 		return nil
 	case "lookahead":
-		l.usesGeneric = true
+		if types.IsStruct(types.Underlying(c.Result)) {
+			l.usesGeneric = true
+		}
 		if b.kind != kindParser {
 			b.errorf(x.Pos, "lookahead can only be called in a parser")
 			return nil

@@ -144,7 +144,7 @@ func (l *lowerer) buildTable(b *body, td *ast.TableDecl, inst *blockInst) *ir.Ta
 				}
 			}
 			if a == nil {
-				a = l.loweredAction(na, nil, nil, t)
+				a = l.loweredAction(na, nil, nil, inst, t)
 				t.Actions = append(t.Actions, ir.ActionRef{Action: a, DefaultOnly: true, Annotations: []string{"@defaultonly"}})
 			}
 			t.Default = &ir.DefaultEntry{Action: a}
@@ -302,7 +302,7 @@ func (l *lowerer) tableAction(b *body, ar *ast.ActionRef, inst *blockInst, t *ir
 	if call == nil || call.Action == nil {
 		return nil
 	}
-	return l.loweredAction(call.Action, l.actionInst(call.Action, inst), call.Args, t)
+	return l.loweredAction(call.Action, l.actionInst(call.Action, inst), call.Args, inst, t)
 }
 
 // findTableAction returns the table's lowered action an action reference
@@ -368,8 +368,9 @@ func (l *lowerer) actionArgs(ar *ast.ActionRef) []*big.Int {
 // loweredAction returns the IR action a table runs for an action
 // declaration: one per action and instance, unless the actions list binds
 // directional arguments, which makes the body specific to the table.
-func (l *lowerer) loweredAction(ad *ast.ActionDecl, inst *blockInst, bound []ast.Expr, t *ir.Table) *ir.Action {
+func (l *lowerer) loweredAction(ad *ast.ActionDecl, inst *blockInst, bound []ast.Expr, argInst *blockInst, t *ir.Table) *ir.Action {
 	ca := l.useAction(ad, inst)
+	ca.inTable = true
 	hasBound := false
 	for i, p := range ad.Params {
 		if p.Dir != ast.None && i < len(bound) && bound[i] != nil {
@@ -411,7 +412,7 @@ func (l *lowerer) loweredAction(ad *ast.ActionDecl, inst *blockInst, bound []ast
 		}
 		// directional arguments bound in the actions list are evaluated
 		// in the control's scope when the action runs
-		outer := &body{l: l, inst: inst, env: inst.envOrGlobal(l), kind: kindAction}
+		outer := &body{l: l, inst: argInst, env: argInst.envOrGlobal(l), kind: kindAction}
 		copyOut = append(copyOut, outer.bindParams([]*ast.Param{p}, []types.Type{pt}, []ast.Expr{arg}, env, ad.Pos)...)
 		b.emit(outer.out...)
 	}

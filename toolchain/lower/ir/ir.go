@@ -480,9 +480,11 @@ type Exit struct{ Loc Source }
 // set means the stack's next element. VarbitBits, when set, is the size in
 // bits of the header's varbit field.
 type Extract struct {
-	Header     string
-	Stack      string
-	Union      string
+	Header string
+	Stack  string
+	// Member is set for the next element of a header union stack: the
+	// union member to extract.
+	Member     string
 	VarbitBits Expr
 	Loc        Source
 }
