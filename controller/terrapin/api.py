@@ -29,6 +29,8 @@ from terrapin.store import Reservation
 from terrapin.switches import ChannelCounters, QueueTelemetry
 
 U32 = 0xFFFF_FFFF
+# Module level: FastAPI resolves these annotations by name (this module uses postponed ones).
+BearerCredentials = Annotated[HTTPAuthorizationCredentials | None, Depends(HTTPBearer(auto_error=False))]
 PROTOCOLS = {"udp": IP_PROTO_UDP, "tcp": IP_PROTO_TCP, "xtp": IP_PROTO_XTP}
 
 
@@ -264,11 +266,8 @@ def create_app(
         description="Admission control and reservations for guaranteed-service channels "
         "(seed 000 §4.1). Mutating calls need `Authorization: Bearer <token>`.",
     )
-    bearer = HTTPBearer(auto_error=False)
 
-    def require_token(
-        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
-    ) -> None:
+    def require_token(credentials: BearerCredentials) -> None:
         if credentials is None or not hmac.compare_digest(credentials.credentials.encode(), token.encode()):
             raise HTTPException(
                 status_code=401,

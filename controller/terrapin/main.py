@@ -12,41 +12,65 @@ import contextlib
 import logging
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import uvicorn
 from fastapi import FastAPI
 
 from terrapin.admission import AdmissionLedger
 from terrapin.admission.model import ChannelKey
-from terrapin.api import create_app
+from terrapin.api import Telemetry, create_app
 from terrapin.config import Config, ConfigError, load_config
-from terrapin.paths import Topology
+from terrapin.paths import ChannelProgrammer, Topology
 from terrapin.protocol.handler import ProtocolHandler
 from terrapin.protocol.status import ChannelRecord, QueueRecord, StatusRecord, StatusReport
 from terrapin.reservations import ReservationService
 from terrapin.store import ReservationStore
-from terrapin.switches import SwitchFabric
+from terrapin.switches import DesiredChannels, PacketHandler, ReconcileReport, SwitchFabric
 
 LOG = logging.getLogger("terrapin")
+
+
+class Fabric(Telemetry, ChannelProgrammer, Protocol):
+    """What the controller needs from the switches: SwitchFabric, or tests' FakeFabric."""
+
+    reconciled: dict[str, ReconcileReport]
+
+    def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    async def packet_out(self, name: str, frame: bytes, egress_port: int | None = None) -> None: ...
+
+
+FabricFactory = Callable[[Config, Topology, PacketHandler, DesiredChannels], Fabric]
+
+
+def real_fabric(config_dir: Path | None) -> FabricFactory:
+    def make(config: Config, topo: Topology, on_packet: PacketHandler, desired: DesiredChannels) -> Fabric:
+        return SwitchFabric(config, topo, on_packet, desired, config_dir=config_dir)
+
+    return make
 
 
 class Controller:
     """Everything wired together; `app` is the FastAPI application."""
 
-    def __init__(self, config: Config, config_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        config_dir: Path | None = None,
+        fabric_factory: FabricFactory | None = None,
+    ) -> None:
         self.config = config
         self.topology = Topology(config)
         self.ledger = AdmissionLedger(config.port_models())
         self.store = ReservationStore(_resolve(config_dir, config.store))
-        self.fabric = SwitchFabric(
-            config,
-            self.topology,
-            on_packet=self._on_packet,
-            desired_channels=lambda name: self.service.desired_entries(name),
-            config_dir=config_dir,
+        factory = fabric_factory or real_fabric(config_dir)
+        self.fabric = factory(
+            config, self.topology, self._on_packet, lambda name: self.service.desired_entries(name)
         )
         self.service = ReservationService(
             self.ledger, self.topology, self.store, self.fabric, config.excess == "demote"
@@ -81,7 +105,6 @@ class Controller:
         finally:
             expiry.cancel()
             await self.fabric.stop()
-            self.store.close()
 
     async def _expire_holds(self) -> None:
         while True:
@@ -201,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         loop.run_until_complete(server.serve())
     finally:
+        controller.store.close()
         loop.close()
     return 0
 

@@ -110,6 +110,9 @@ class ReservationService:
             return simple_denial(request.key, DenialReason.NO_ROUTE, "no_route", str(exc))
         if self.ledger.get(request.key) is not None or self.store.get(request.key) is not None:
             raise Conflict(f"channel {request.key} exists")
+        owner = self.store.find_selector(request.selector)
+        if owner is not None:
+            raise Conflict(f"channel {owner} already matches {request.selector}")
         try:
             return self.ledger.admit(request.key, path, request.envelope, hold_seconds=hold_seconds)
         except LedgerError as exc:  # a concurrent request for the same key won the race

@@ -45,6 +45,7 @@ CREATE TABLE IF NOT EXISTS reservations (
     created_at  REAL NOT NULL,
     UNIQUE (initiator, context)
 );
+CREATE INDEX IF NOT EXISTS reservations_selector ON reservations (src, dst, protocol, flow_key);
 """
 
 
@@ -178,6 +179,16 @@ class ReservationStore:
                 (key.initiator, key.context),
             ).fetchone()
         return None if row is None else _row(row)
+
+    def find_selector(self, selector: ChannelSelector) -> ChannelKey | None:
+        """The channel already using this match, if any (the data plane allows one entry)."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT initiator, context FROM reservations "
+                "WHERE src=? AND dst=? AND protocol=? AND flow_key=?",
+                (selector.src, selector.dst, selector.protocol, str(selector.flow_key)),
+            ).fetchone()
+        return None if row is None else ChannelKey(row[0], int(row[1]))
 
     def get_by_id(self, channel_id: int) -> Reservation | None:
         with self._lock:

@@ -1,0 +1,111 @@
+"""An in-process stand-in for the switches layer, used only for faults that cannot be caused
+for real (a write failing on one switch of four, a switch vanishing mid-setup) and for tests
+that need no data plane. Integration tests use the real terrapin-switch instead."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from terrapin.config import Config, parse_config
+from terrapin.paths import ChannelEntry, ChannelSelector
+from terrapin.switches import ChannelCounters, QueueTelemetry
+
+
+class InjectedFault(Exception):
+    pass
+
+
+@dataclass
+class FakeFabric:
+    names: list[str]
+    entries: dict[str, dict[ChannelSelector, ChannelEntry]] = field(default_factory=dict)
+    fail_install_on: set[str] = field(default_factory=set)
+    fail_remove_on: set[str] = field(default_factory=set)
+    down: set[str] = field(default_factory=set)
+    sent: list[tuple[str, bytes]] = field(default_factory=list)
+    writes: int = 0
+    reconciled: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in self.names:
+            self.entries.setdefault(name, {})
+
+    def start(self) -> None:
+        pass
+
+    async def stop(self) -> None:
+        pass
+
+    def is_ready(self, name: str) -> bool:
+        return name in self.entries and name not in self.down
+
+    async def install_channel(self, entry: ChannelEntry) -> None:
+        self.writes += 1
+        if entry.switch in self.fail_install_on or entry.switch in self.down:
+            raise InjectedFault(f"write to {entry.switch} failed")
+        table = self.entries[entry.switch]
+        if entry.selector in table:
+            raise InjectedFault("ALREADY_EXISTS")
+        table[entry.selector] = entry
+
+    async def remove_channel(self, entry: ChannelEntry) -> None:
+        if entry.switch in self.fail_remove_on or entry.switch in self.down:
+            raise InjectedFault(f"delete on {entry.switch} failed")
+        self.entries[entry.switch].pop(entry.selector, None)
+
+    async def packet_out(self, name: str, frame: bytes, egress_port: int | None = None) -> None:
+        self.sent.append((name, frame))
+
+    async def queue_telemetry(self, name: str, ports: list[int]) -> list[QueueTelemetry]:
+        if name in self.down:
+            raise InjectedFault(f"{name} is down")
+        return [QueueTelemetry(p, q, 3, 1000, 10, 10_000) for p in ports for q in range(8)]
+
+    async def channel_counters(
+        self, name: str, selector: ChannelSelector, channel_id: int
+    ) -> ChannelCounters:
+        if name in self.down:
+            raise InjectedFault(f"{name} is down")
+        return ChannelCounters(5, 5000, 0, 0)
+
+    async def drop_counters(self, name: str) -> dict[str, int]:
+        return {"malformed": 0}
+
+
+def chain_config(switches: int = 4, rate_bps: int = 100_000_000, **admission: Any) -> Config:
+    """h1 — s1 — s2 — … — sN — h2, plus h3 on s1: the 4-switch chain of seed 003 §6."""
+    sw: list[dict[str, Any]] = []
+    for i in range(1, switches + 1):
+        ports: list[dict[str, Any]] = []
+        if i == 1:
+            ports.append(
+                dict(number=1, mac="02:00:00:00:01:01", rate_bps=rate_bps, peer="h1", gateway_ip="10.0.1.1")
+            )
+            ports.append(
+                dict(number=3, mac="02:00:00:00:01:03", rate_bps=rate_bps, peer="h3", gateway_ip="10.0.3.1")
+            )
+        if i > 1:
+            ports.append(dict(number=1, mac=f"02:00:00:00:0{i}:01", rate_bps=rate_bps, peer=f"s{i - 1}:2"))
+        if i < switches:
+            ports.append(dict(number=2, mac=f"02:00:00:00:0{i}:02", rate_bps=rate_bps, peer=f"s{i + 1}:1"))
+        else:
+            ports.append(
+                dict(
+                    number=2, mac=f"02:00:00:00:0{i}:02", rate_bps=rate_bps, peer="h2", gateway_ip="10.0.2.1"
+                )
+            )
+        sw.append(dict(name=f"s{i}", address=f"127.0.0.1:{19710 + i}", device_id=i, ports=ports))
+    return parse_config(
+        dict(
+            store=":memory:",
+            rest=dict(token="secret-token"),
+            admission=admission,
+            switches=sw,
+            hosts=[
+                dict(name="h1", ip="10.0.1.2", mac="0a:00:00:00:00:01", switch="s1", port=1),
+                dict(name="h2", ip="10.0.2.2", mac="0a:00:00:00:00:02", switch=f"s{switches}", port=2),
+                dict(name="h3", ip="10.0.3.2", mac="0a:00:00:00:00:03", switch="s1", port=3),
+            ],
+        )
+    )

@@ -1,0 +1,120 @@
+"""Configuration validation, routing and paths, and the SQLite store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fakes import chain_config
+
+from terrapin.admission import AdmissionLedger, Allocation, ChannelEnvelope, ChannelKey, PortId
+from terrapin.config import ConfigError, load_config, parse_config
+from terrapin.paths import ChannelSelector, NoRoute, Topology
+from terrapin.store import ACTIVE, INSTALLING, ReservationStore, StoreFull
+
+
+def test_chain_paths_and_routes() -> None:
+    topo = Topology(chain_config(4))
+    assert topo.path("10.0.1.2", "10.0.2.2") == [PortId(f"s{i}", 2) for i in range(1, 5)]
+    assert topo.path("10.0.2.2", "10.0.1.2") == [
+        PortId("s4", 1),
+        PortId("s3", 1),
+        PortId("s2", 1),
+        PortId("s1", 1),
+    ]
+    assert topo.path("10.0.1.2", "10.0.3.2") == [PortId("s1", 3)]
+    fwd = topo.forwarding("s2")
+    routes = {r.prefix: (r.port, r.next_hop_mac) for r in fwd.routes}
+    assert routes["10.0.2.2/32"] == (2, "02:00:00:00:03:01")  # towards s3's port 1
+    assert routes["10.0.1.2/32"] == (1, "02:00:00:00:01:02")
+    assert dict(topo.forwarding("s1").arp_answers) == {
+        "10.0.1.1": "02:00:00:00:01:01",
+        "10.0.3.1": "02:00:00:00:01:03",
+    }
+    assert topo.router_ip("s1") == "10.0.1.1"
+    with pytest.raises(NoRoute):
+        topo.path("10.0.1.2", "10.9.9.9")
+
+
+def test_port_models_convert_bits_and_overrides() -> None:
+    cfg = chain_config(2, rate_bps=40_000_000, reservable_fraction=0.75)
+    models = {m.port: m for m in cfg.port_models()}
+    m = models[PortId("s1", 2)]
+    assert m.line_rate == 5_000_000 and m.reservable == 3_750_000
+
+
+@pytest.mark.parametrize(
+    ("mutate", "needle"),
+    [
+        (lambda d: d["switches"][0]["ports"][0].update(mac="zz"), "switches.0.ports.0.mac"),
+        (lambda d: d["switches"][0]["ports"][1].update(peer="s9:1"), "peer s9:1 is not a port"),
+        (lambda d: d["hosts"][0].update(port=7), "host h1"),
+        (lambda d: d.update(admission={"tests": ["nonsense"]}), "admission.tests.0"),
+        (lambda d: d.update(bogus=1), "bogus"),
+        (lambda d: d["switches"][0]["ports"][0].update(admission={"queue_capacity": -1}), "s1:1 admission"),
+    ],
+)
+def test_bad_configs_name_the_key(mutate: object, needle: str) -> None:
+    good = chain_config(2).model_dump(by_alias=True)
+    mutate(good)  # type: ignore[operator]
+    with pytest.raises(ConfigError) as info:
+        parse_config(good)
+    assert needle in str(info.value)
+
+
+def test_yaml_and_toml_files(tmp_path: Path) -> None:
+    y = tmp_path / "c.yaml"
+    y.write_text("switches: [}\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(y)
+    with pytest.raises(ConfigError, match="No such file"):
+        load_config(tmp_path / "missing.yaml")
+    t = tmp_path / "c.toml"
+    t.write_text('store = ":memory:"\n[[switches]]\nname = "s1"\naddress = "127.0.0.1:1"\nports = []\n')
+    assert load_config(t).switches[0].name == "s1"
+
+
+def _allocation(context: int) -> Allocation:
+    ledger = AdmissionLedger(chain_config(2).port_models())
+    d = ledger.admit(
+        ChannelKey("10.0.1.2", context),
+        [PortId("s1", 2), PortId("s2", 2)],
+        ChannelEnvelope(5, 100_000, 3000, 1500, delay_bound_us=50_000, avg_idle_us=7),
+    )
+    assert isinstance(d, Allocation)
+    return d
+
+
+def test_store_round_trips_and_survives_reopen(tmp_path: Path) -> None:
+    path = tmp_path / "db" / "t.sqlite"
+    store = ReservationStore(path)
+    sel = ChannelSelector("10.0.1.2", "10.0.2.2", 17, 2**63 + 5)
+    a = _allocation(1)
+    r = store.add(a, sel, "rest", True)
+    assert r.channel_id == 0 and r.state == INSTALLING
+    store.add(_allocation(2), sel, "inband", False, state=ACTIVE)
+    store.remove(ChannelKey("10.0.1.2", 1))
+    r3 = store.add(_allocation(3), sel, "rest", True)
+    assert r3.channel_id == 0  # lowest free id is reused
+    store.close()
+    again = ReservationStore(path)
+    got = again.get(ChannelKey("10.0.1.2", 3))
+    assert got is not None and got.allocation == _allocation(3) and got.selector == sel
+    assert [x.channel_id for x in again.all()] == [0, 1]
+    assert again.largest_context("10.0.1.2") == 3
+
+
+def test_store_refuses_duplicates_and_runs_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sqlite3
+
+    import terrapin.store as store_module
+
+    store = ReservationStore(":memory:")
+    sel = ChannelSelector("10.0.1.2", "10.0.2.2", 17, 1)
+    store.add(_allocation(1), sel, "rest", True)
+    with pytest.raises(sqlite3.IntegrityError):
+        store.add(_allocation(1), sel, "rest", True)
+    monkeypatch.setattr(store_module, "MAX_CHANNEL_ID", 2)
+    store.add(_allocation(2), sel, "rest", True)
+    with pytest.raises(StoreFull):
+        store.add(_allocation(3), sel, "rest", True)

@@ -1,0 +1,252 @@
+"""Figure 15 over the 4-switch chain, with the switches layer faked (PacketOut recorded and
+delivered to the next switch by hand). The real data plane is exercised by the integration
+tests; here the point is the protocol logic, its losses, duplicates and faults."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakes import FakeFabric, chain_config
+
+from terrapin.admission.model import ChannelKey
+from terrapin.config import Config
+from terrapin.constants import DenialReason, MessageCode
+from terrapin.main import Controller
+from terrapin.protocol.messages import FLAG_RETRANSMISSION, ReservationMessage, decode
+from terrapin.protocol.packets import build_frame, parse_frame
+from terrapin.protocol.status import ChannelRecord, QueueRecord, decode_status
+
+H1, H2, H3 = "10.0.1.2", "10.0.2.2", "10.0.3.2"
+FORWARD = ["s1", "s2", "s3", "s4"]
+
+
+class Net:
+    def __init__(self, config: Config | None = None, store: str | None = None) -> None:
+        cfg = config or chain_config(4, rate_bps=8_000_000)  # 1,000,000 B/s per port
+        if store is not None:
+            cfg = cfg.model_copy(update={"store": store})
+        self.fabric: FakeFabric | None = None
+
+        def factory(config: Config, topo: Any, on_packet: Any, desired: Any) -> FakeFabric:
+            self.fabric = FakeFabric(topo.switch_names)
+            return self.fabric
+
+        self.ctl = Controller(cfg, fabric_factory=factory)
+        assert self.fabric is not None
+        self.fab: FakeFabric = self.fabric
+
+    async def send(
+        self, switches: list[str], src: str, dst: str, msg: ReservationMessage, port: int = 1
+    ) -> list[tuple[str, str, ReservationMessage]]:
+        """Deliver a message from a host through `switches`; returns every packet the
+        controller emitted as (switch, ip dst, message)."""
+        frame = build_frame(src, dst, msg.encode())
+        emitted = []
+        for switch in switches:
+            before = len(self.fab.sent)
+            await self.ctl.handler.handle_packet_in(switch, port, frame)
+            out = self.fab.sent[before:]
+            for name, f in out:
+                d = parse_frame(f)
+                emitted.append((name, d.dst, decode(d.icmp)))
+            forwarded = [f for name, f in out if parse_frame(f).dst == dst]
+            if not forwarded:
+                break
+            frame = forwarded[0]
+        return emitted
+
+    def installed(self) -> dict[str, int]:
+        return {name: len(t) for name, t in self.fab.entries.items()}
+
+
+def admit(context: int = 7, rate: int = 100_000, burst: int = 6000, **kw: Any) -> ReservationMessage:
+    # each context its own UDP source port: the data plane allows one entry per selector
+    return ReservationMessage(
+        code=MessageCode.REQUEST_ADMIT,
+        context=context,
+        initiator=H1,
+        destination=H2,
+        protocol=17,
+        priority=6,
+        flow_key=(5000 + context) << 16 | 6000,
+        rate=rate,
+        burst=burst,
+        max_packet=1500,
+        **kw,
+    )
+
+
+async def establish(net: Net, msg: ReservationMessage) -> ReservationMessage:
+    out = await net.send(FORWARD, H1, H2, msg)
+    assert [m.code for _, _, m in out] == [MessageCode.REQUEST_ADMIT] * 4
+    assert out[-1][2].hops == 4
+    back = await net.send(FORWARD[::-1], H2, H1, msg.with_code(MessageCode.REQUEST_ACCEPT, hops=0), port=2)
+    assert [m.code for _, _, m in back] == [MessageCode.REQUEST_ACCEPT] * 4
+    return back[-1][2]
+
+
+def test_admit_accept_installs_every_hop() -> None:
+    async def run() -> None:
+        net = Net()
+        accepted = await establish(net, admit())
+        assert net.installed() == {"s1": 1, "s2": 1, "s3": 1, "s4": 1}
+        rec = net.ctl.service.get(ChannelKey(H1, 7))
+        assert rec is not None and rec.origin == "inband"
+        assert accepted.delay_us == rec.allocation.worst_case_delay_us > 0
+        assert accepted.rate == rec.allocation.rate and accepted.hops == 4
+        entry = net.fab.entries["s3"][rec.selector]
+        assert entry.priority == 6 and entry.cir >= 100_000
+
+    asyncio.run(run())
+
+
+def test_router_denies_when_capacity_is_exhausted() -> None:
+    async def run() -> None:
+        net = Net()
+        await establish(net, admit(context=1, rate=800_000))
+        out = await net.send(FORWARD, H1, H2, admit(context=2, rate=200_000))
+        assert len(out) == 1
+        switch, dst, denied = out[0]
+        assert (switch, dst, denied.code) == ("s1", H1, MessageCode.REQUEST_DENIED)
+        assert denied.reason == DenialReason.RATE
+        # reservable 900,000 B/s: 800,000 + 200,000 must come down to 899,999
+        assert denied.shortfall == 100_001
+        assert net.ctl.ledger.get(ChannelKey(H1, 2)) is None
+
+    asyncio.run(run())
+
+
+def test_destination_denial_releases_the_hold() -> None:
+    async def run() -> None:
+        net = Net()
+        await net.send(FORWARD, H1, H2, admit())
+        assert net.ctl.ledger.get(ChannelKey(H1, 7)) is not None
+        no = admit().with_code(MessageCode.REQUEST_DENIED, reason=DenialReason.DESTINATION_DENIED)
+        back = await net.send(FORWARD[::-1], H2, H1, no, port=2)
+        assert [m.code for _, _, m in back] == [MessageCode.REQUEST_DENIED] * 4
+        assert net.ctl.ledger.get(ChannelKey(H1, 7)) is None
+        assert net.installed() == {"s1": 0, "s2": 0, "s3": 0, "s4": 0}
+
+    asyncio.run(run())
+
+
+def test_duplicates_and_retransmissions_are_idempotent() -> None:
+    async def run() -> None:
+        net = Net()
+        await net.send(FORWARD, H1, H2, admit())
+        await net.send(FORWARD, H1, H2, admit(flags=FLAG_RETRANSMISSION))  # a lost answer
+        assert len(net.ctl.ledger.channels()) == 1
+        await establish(net, admit(flags=FLAG_RETRANSMISSION))
+        # the ACCEPT is lost on its way to h1: h1 retransmits; nothing is installed twice
+        writes = net.fab.writes
+        again = await establish(net, admit(flags=FLAG_RETRANSMISSION))
+        assert again.code == MessageCode.REQUEST_ACCEPT
+        assert net.fab.writes == writes and net.installed()["s2"] == 1
+
+    asyncio.run(run())
+
+
+def test_same_context_different_channel_is_a_conflict() -> None:
+    async def run() -> None:
+        net = Net()
+        await establish(net, admit())
+        out = await net.send(FORWARD, H1, H2, admit(rate=5_000))
+        assert out[0][2].code == MessageCode.REQUEST_DENIED
+        assert out[0][2].reason == DenialReason.CONTEXT_CONFLICT
+
+    asyncio.run(run())
+
+
+def test_expired_hold_is_readmitted_on_accept(tmp_path: Path) -> None:
+    async def run() -> None:
+        cfg = chain_config(4, rate_bps=8_000_000)
+        cfg = cfg.model_copy(update={"protocol": cfg.protocol.model_copy(update={"hold_seconds": 0.05})})
+        net = Net(cfg)
+        await net.send(FORWARD, H1, H2, admit())
+        await asyncio.sleep(0.1)
+        net.ctl.ledger.expire()
+        assert net.ctl.ledger.get(ChannelKey(H1, 7)) is None
+        back = await net.send(FORWARD[::-1], H2, H1, admit().with_code(MessageCode.REQUEST_ACCEPT), port=2)
+        assert back[-1][2].code == MessageCode.REQUEST_ACCEPT
+        assert net.installed()["s1"] == 1
+
+    asyncio.run(run())
+
+
+def test_switch_fault_rolls_back_every_hop_and_tells_both_ends() -> None:
+    async def run() -> None:
+        net = Net()
+        await net.send(FORWARD, H1, H2, admit())
+        net.fab.fail_install_on.add("s3")
+        out = await net.send(["s4"], H2, H1, admit().with_code(MessageCode.REQUEST_ACCEPT), port=2)
+        codes = {(dst, m.code) for _, dst, m in out}
+        assert (H1, MessageCode.REQUEST_DENIED) in codes
+        assert (H2, MessageCode.NOTIFY_CLOSE) in codes
+        denied = next(m for _, _, m in out if m.code == MessageCode.REQUEST_DENIED)
+        assert denied.reason == DenialReason.SWITCH_ERROR
+        assert net.installed() == {"s1": 0, "s2": 0, "s3": 0, "s4": 0}
+        assert net.ctl.ledger.channels() == [] and net.ctl.store.all() == []
+
+    asyncio.run(run())
+
+
+def test_notify_close_tears_down_only_from_an_end() -> None:
+    async def run() -> None:
+        net = Net()
+        await establish(net, admit())
+        close = admit().with_code(MessageCode.NOTIFY_CLOSE)
+        await net.send(["s1"], H3, H2, close)  # h3 is not an end of the channel
+        assert net.installed()["s2"] == 1
+        out = await net.send(FORWARD, H1, H2, close)
+        assert [m.code for _, _, m in out] == [MessageCode.NOTIFY_CLOSE] * 4
+        assert net.installed() == {"s1": 0, "s2": 0, "s3": 0, "s4": 0}
+        assert net.ctl.store.all() == []
+        # RECVD_CLOSE travels back untouched
+        back = await net.send(FORWARD[::-1], H2, H1, close.with_code(MessageCode.RECVD_CLOSE), port=2)
+        assert len(back) == 4
+
+    asyncio.run(run())
+
+
+def test_request_status_gets_a_report_with_records() -> None:
+    async def run() -> None:
+        net = Net()
+        await establish(net, admit())
+        ask = ReservationMessage(MessageCode.REQUEST_STATUS, 0, H1, "0.0.0.0")
+        out = await net.send(["s2"], H1, "10.0.1.1", ask)
+        assert len(out) == 1
+        switch, dst, report = out[0]
+        assert (switch, dst, report.code) == ("s2", H1, MessageCode.REPORT_STATUS)
+        status = decode_status(report.payload)
+        assert status.device_id == 2
+        queues = [r for r in status.records if isinstance(r, QueueRecord)]
+        chans = [r for r in status.records if isinstance(r, ChannelRecord)]
+        assert queues[0].port == 2 and queues[0].priority == 6 and queues[0].channels == 1
+        assert queues[0].max_depth_packets == 3  # from the (fake) telemetry registers
+        assert chans[0].context == 7 and chans[0].destination == H2
+
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        b"",
+        b"\x00" * 13,
+        build_frame(H1, H2, b"\xfd\x01" + b"\x00" * 20),
+        build_frame(H1, H2, admit().encode()[:-1] + b"\x01"),  # bad checksum
+        build_frame(H1, H2, admit().encode(), ttl=1),
+    ],
+)
+def test_malformed_packet_in_is_counted_and_dropped(frame: bytes) -> None:
+    async def run() -> None:
+        net = Net()
+        await net.ctl.handler.handle_packet_in("s1", 1, frame)
+        assert net.fab.sent == []
+        assert net.ctl.handler.counters["malformed"] + net.ctl.handler.counters["ttl_expired"] == 1
+        await establish(net, admit())  # and the controller carries on
+
+    asyncio.run(run())
