@@ -25,6 +25,7 @@ type actionData struct {
 type action struct {
 	name   string
 	id     int
+	idx    int // position in Pipeline.actions
 	params []ParamInfo
 	body   []stmt
 	// registers the action touches, locked for the whole action so that a
@@ -250,6 +251,11 @@ func (c *compiler) primitive(op string, params []*ast, nprims int) (stmt, error)
 		}
 		if dt != st {
 			return nil, c.errorf("assign_header between different header types %s and %s", dt.name, st.name)
+		}
+		if params[1].kind == "header" {
+			if h, ok := c.lay.hdrByName[params[1].name]; ok {
+				c.markHeaderRead(h)
+			}
 		}
 		meta := c.lay.headers
 		return next(func(p *Packet) {

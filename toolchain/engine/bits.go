@@ -140,3 +140,72 @@ func normBytes(v []byte, nb int) []byte {
 	}
 	return out
 }
+
+// bitWriter appends big-endian bit strings to a byte slice through a
+// 64-bit accumulator: a field costs a shift and an or, and every 64 bits
+// one 8-byte store. It never writes past the last complete byte until
+// flush, so it can fill a region that ends where the payload begins.
+type bitWriter struct {
+	b   []byte
+	pos int // next byte to write
+	acc uint64
+	n   uint // bits pending in acc (< 64 between calls)
+}
+
+// put appends the low w bits of v (w <= 64).
+func (bw *bitWriter) put(v uint64, w uint) {
+	if w < 64 {
+		v &= 1<<w - 1
+	}
+	if bw.n+w < 64 {
+		bw.acc = bw.acc<<w | v
+		bw.n += w
+		return
+	}
+	// fill the accumulator to 64 bits, store it, keep the rest
+	take := 64 - bw.n
+	rest := w - take
+	var full uint64
+	if take == 64 {
+		full = v >> rest
+	} else {
+		full = bw.acc<<take | v>>rest
+	}
+	binary.BigEndian.PutUint64(bw.b[bw.pos:], full)
+	bw.pos += 8
+	bw.acc = v & (1<<rest - 1)
+	bw.n = rest
+}
+
+// putBytes appends w bits taken from the right-aligned big-endian value src.
+func (bw *bitWriter) putBytes(src []byte, w int) {
+	lead := len(src)*8 - w
+	for w > 0 {
+		c := w
+		if c > 56 {
+			c = 56
+		}
+		bw.put(readBits(src, lead, c), uint(c))
+		lead += c
+		w -= c
+	}
+}
+
+// flush writes the pending bits, zero-padded to a byte boundary.
+func (bw *bitWriter) flush() {
+	if bw.n == 0 {
+		return
+	}
+	pad := (8 - bw.n%8) % 8
+	acc := bw.acc << pad
+	nb := int((bw.n + pad) / 8)
+	for i := nb - 1; i >= 0; i-- {
+		bw.b[bw.pos+i] = byte(acc)
+		acc >>= 8
+	}
+	bw.pos += nb
+	bw.acc, bw.n = 0, 0
+}
+
+// bitsWritten returns the number of bits appended so far.
+func (bw *bitWriter) bitsWritten() int { return bw.pos*8 + int(bw.n) }

@@ -42,6 +42,30 @@ type calculation struct {
 	// afterHdrs are the deparser-ordered headers that follow the last
 	// input header, included (when valid) before the payload.
 	afterHdrs []int
+	max       int // maxBytes
+	// fast path: csum16 over narrow fields only (the IPv4 header checksum
+	// shape); used when every header the fields belong to is valid.
+	fast     *packPlan
+	fastHdrs []int
+}
+
+func (calc *calculation) prepareFast(l *layout) {
+	if calc.payload || (calc.algoNm != "csum16" && calc.algoNm != "cksum16") {
+		return
+	}
+	var fs []packField
+	seen := map[int]bool{}
+	for _, in := range calc.inputs {
+		if in.kind != ciField || !in.fd.narrow {
+			return
+		}
+		fs = append(fs, packField{word: in.word, width: in.width})
+		if !seen[in.hdr] && !l.headers[in.hdr].metadata {
+			seen[in.hdr] = true
+			calc.fastHdrs = append(calc.fastHdrs, in.hdr)
+		}
+	}
+	calc.fast = makePackPlan(fs)
 }
 
 func crc16Table(poly uint16) *[256]uint16 {
@@ -157,6 +181,7 @@ func (c *compiler) compileCalculation(jc *jCalculation, deparseOrder []int) (*ca
 		return nil, fmt.Errorf("calculation %s: unsupported algorithm %q", jc.Name, jc.Algo)
 	}
 	calc := &calculation{name: jc.Name, algo: algo, algoNm: jc.Algo}
+	defer func() { calc.max = calc.maxBytes(c.lay) }()
 	ins, err := parseTVs(jc.Input)
 	if err != nil {
 		return nil, fmt.Errorf("calculation %s: %v", jc.Name, err)
@@ -184,6 +209,7 @@ func (c *compiler) compileCalculation(jc *jCalculation, deparseOrder []int) (*ca
 				ci.width = ci.fd.width
 				if ci.fd.narrow {
 					ci.word = c.lay.word(r)
+					c.markRead(ci.word)
 				} else {
 					ci.wide = c.lay.wideAt(r)
 				}
@@ -209,6 +235,7 @@ func (c *compiler) compileCalculation(jc *jCalculation, deparseOrder []int) (*ca
 			if !ok {
 				return nil, fmt.Errorf("calculation %s: unknown header %s", jc.Name, in.name)
 			}
+			c.markHeaderRead(h)
 			calc.inputs = append(calc.inputs, calcInput{kind: ciHeader, hdr: h})
 			lastHdr = h
 		case "payload":
@@ -228,65 +255,72 @@ func (c *compiler) compileCalculation(jc *jCalculation, deparseOrder []int) (*ca
 	return calc, nil
 }
 
-// bitSink appends bit strings to a byte buffer.
-type bitSink struct {
-	buf  []byte
-	bits int
-}
-
-func (s *bitSink) grow(n int) {
-	need := (s.bits+n+7)/8 + 8
-	if cap(s.buf) < need {
-		nb := make([]byte, len(s.buf), 2*need)
-		copy(nb, s.buf)
-		s.buf = nb
-	}
-	for len(s.buf) < need {
-		s.buf = append(s.buf, 0)
-	}
-}
-
-func (s *bitSink) put(v uint64, w int) {
-	if w == 0 {
-		return
-	}
-	s.grow(w)
-	writeBits(s.buf, s.bits, w, v)
-	s.bits += w
-}
-
-func (s *bitSink) putBits(src []byte, off, n int) {
-	if n == 0 {
-		return
-	}
-	s.grow(n)
-	copyBits(s.buf, s.bits, src, off, n)
-	s.bits += n
-}
-
 // appendHeader appends header h as it would go on the wire.
-func appendHeader(s *bitSink, p *Packet, h *headerInst) {
+func appendHeader(bw *bitWriter, p *Packet, h *headerInst) {
 	for i := range h.typ.fields {
 		fd := &h.typ.fields[i]
 		if fd.narrow {
-			s.put(p.words[h.wordBase+fd.slot], fd.width)
+			if fd.width > 0 {
+				bw.put(p.words[h.wordBase+fd.slot], uint(fd.width))
+			}
 			continue
 		}
 		w := fd.width
 		if fd.varbit {
 			w = int(p.vlen[h.id])
 		}
-		if w == 0 {
-			continue
+		if w > 0 {
+			bw.putBytes(p.wide[h.wideBase+fd.woff:h.wideBase+fd.woff+fd.wlen], w)
 		}
-		src := p.wide[h.wideBase+fd.woff : h.wideBase+fd.woff+fd.wlen]
-		s.putBits(src, fd.wlen*8-w, w)
 	}
+}
+
+// maxBytes bounds the calculation's input size, the payload excepted.
+func (calc *calculation) maxBytes(l *layout) int {
+	bits := 0
+	for _, in := range calc.inputs {
+		switch in.kind {
+		case ciHeader:
+			for _, fd := range l.headers[in.hdr].typ.fields {
+				bits += fd.width
+			}
+		default:
+			bits += in.width
+		}
+	}
+	for _, h := range calc.afterHdrs {
+		for _, fd := range l.headers[h].typ.fields {
+			bits += fd.width
+		}
+	}
+	return (bits+7)/8 + 16
 }
 
 // compute runs the calculation on the packet's current state.
 func (calc *calculation) compute(p *Packet) uint64 {
-	s := bitSink{buf: p.calcBuf[:0]}
+	if calc.fast != nil {
+		ok := true
+		for _, h := range calc.fastHdrs {
+			ok = ok && p.valid[h]
+		}
+		if ok {
+			sum := calc.fast.csum16(p.words)
+			for sum>>16 != 0 {
+				sum = sum&0xffff + sum>>16
+			}
+			return uint64(^uint16(sum))
+		}
+	}
+	need := calc.max
+	var payload []byte
+	if calc.payload {
+		payload = p.buf[p.payload:p.end]
+		need += len(payload)
+	}
+	if cap(p.calcBuf) < need {
+		p.calcBuf = make([]byte, need+need/2)
+	}
+	bw := bitWriter{b: p.calcBuf[:cap(p.calcBuf)]}
 	hs := p.pl.lay.headers
 	for i := range calc.inputs {
 		in := &calc.inputs[i]
@@ -296,42 +330,47 @@ func (calc *calculation) compute(p *Packet) uint64 {
 				continue
 			}
 			if in.fd.narrow {
-				s.put(p.words[in.word], in.width)
+				bw.put(p.words[in.word], uint(in.width))
 			} else {
 				w := in.width
 				if in.fd.varbit {
 					w = int(p.vlen[in.hdr])
 				}
-				s.putBits(p.wide[in.wide:in.wide+in.fd.wlen], in.fd.wlen*8-w, w)
+				bw.putBytes(p.wide[in.wide:in.wide+in.fd.wlen], w)
 			}
 		case ciValid:
 			v := uint64(0)
 			if p.valid[in.hdr] {
 				v = 1
 			}
-			s.put(v, 1)
+			bw.put(v, 1)
 		case ciConst:
 			if in.cwide != nil {
-				s.putBits(in.cwide, len(in.cwide)*8-in.width, in.width)
+				bw.putBytes(in.cwide, in.width)
 			} else {
-				s.put(in.cval, in.width)
+				bw.put(in.cval, uint(in.width))
 			}
 		case ciHeader:
 			if p.valid[in.hdr] {
-				appendHeader(&s, p, hs[in.hdr])
+				appendHeader(&bw, p, hs[in.hdr])
 			}
 		}
 	}
 	if calc.payload {
 		for _, h := range calc.afterHdrs {
 			if p.valid[h] && !hs[h].metadata {
-				appendHeader(&s, p, hs[h])
+				appendHeader(&bw, p, hs[h])
 			}
 		}
-		pl := p.buf[p.payload:p.end]
-		s.putBits(pl, 0, len(pl)*8)
+		if bw.n%8 == 0 {
+			bw.flush()
+			bw.pos += copy(bw.b[bw.pos:], payload)
+		} else {
+			for _, c := range payload {
+				bw.put(uint64(c), 8)
+			}
+		}
 	}
-	p.calcBuf = s.buf
-	n := (s.bits + 7) / 8
-	return calc.algo(p, s.buf[:n])
+	bw.flush()
+	return calc.algo(p, bw.b[:bw.pos])
 }

@@ -3,12 +3,14 @@ package engine
 // This file is the engine's control API: everything a control plane (the
 // P4Runtime server in toolchain/p4rt, the STF runner in toolchain/stf) may do
 // to a loaded pipeline. Every method is safe to call concurrently with packet
-// processing on other goroutines: table contents are guarded by one
-// reader/writer lock per pipeline that packet processing takes in shared mode
-// for the duration of one ingress or egress pass, so a control-plane write is
-// atomic with respect to packets (a packet sees the table before or after the
-// write, never half of it). Counters are atomics, meters and registers have
-// their own locks.
+// processing on other goroutines. Table contents are copy-on-write
+// snapshots: a writer (writers are serialized by one mutex) clones the
+// table's state, changes it and publishes it with an atomic store; packets
+// read the current snapshot with one atomic load and never block or write
+// shared memory for it. A write is atomic with respect to packets (a table
+// apply sees it entirely or not at all). Batch groups writes so that a bulk
+// load copies each table once. Counters are atomics, meters and registers
+// have their own locks.
 //
 // Stability: this API is published for the P4RT and DEVICE helpers; it only
 // grows. Values are big-endian byte strings of any length (leading zero bytes
@@ -369,52 +371,128 @@ func (pl *Pipeline) Action(id int) (ActionInfo, error) {
 
 // ---- Table entries ----
 
+// Txn is a group of control-plane writes made under one Batch: every table
+// it changes gets one new snapshot, published when the batch ends, so a
+// batch of n writes costs one copy of each table touched rather than n.
+type Txn struct {
+	pl     *Pipeline
+	states map[*table]*tableState
+}
+
+func (tx *Txn) state(t *table) *tableState {
+	if st, ok := tx.states[t]; ok {
+		return st
+	}
+	st := t.state.Load().clone()
+	tx.states[t] = st
+	return st
+}
+
+// Batch runs fn with the control plane's write lock held. Writes made
+// through tx become visible to packets together when fn returns (also when
+// it returns an error: P4Runtime applies the updates of a batch one by
+// one, not atomically).
+func (pl *Pipeline) Batch(fn func(tx *Txn) error) error {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	tx := &Txn{pl: pl, states: map[*table]*tableState{}}
+	err := fn(tx)
+	for t, st := range tx.states {
+		t.state.Store(st)
+	}
+	return err
+}
+
 // AddEntry inserts an entry. It fails with CodeAlreadyExists if an entry
 // with the same match (and priority, for tables with priorities) exists.
-func (pl *Pipeline) AddEntry(tableID int, e TableEntry) error {
-	t, err := pl.table(tableID)
+func (tx *Txn) AddEntry(tableID int, e TableEntry) error {
+	t, err := tx.pl.table(tableID)
 	if err != nil {
 		return err
 	}
-	pl.mu.Lock()
-	defer pl.mu.Unlock()
-	return t.add(e)
+	return t.add(tx.state(t), e)
 }
 
 // ModifyEntry replaces the action of the entry with the same match and
 // priority. Its direct counter and meter are kept (use WriteDirectCounter
 // and SetDirectMeter to change them).
-func (pl *Pipeline) ModifyEntry(tableID int, e TableEntry) error {
-	t, err := pl.table(tableID)
+func (tx *Txn) ModifyEntry(tableID int, e TableEntry) error {
+	t, err := tx.pl.table(tableID)
 	if err != nil {
 		return err
 	}
-	pl.mu.Lock()
-	defer pl.mu.Unlock()
-	return t.modify(e)
+	return t.modify(tx.state(t), e)
+}
+
+// DeleteEntry removes the entry with this match and priority.
+func (tx *Txn) DeleteEntry(tableID int, match []Match, priority int32) error {
+	t, err := tx.pl.table(tableID)
+	if err != nil {
+		return err
+	}
+	return t.remove(tx.state(t), match, priority)
+}
+
+// ClearTable removes every entry the control plane added (const entries
+// stay) and restores the program's default action.
+func (tx *Txn) ClearTable(tableID int) error {
+	t, err := tx.pl.table(tableID)
+	if err != nil {
+		return err
+	}
+	tx.states[t] = t.cleared(tx.state(t))
+	return nil
+}
+
+// SetDefaultAction sets the action run on a miss.
+func (tx *Txn) SetDefaultAction(tableID int, a ActionCall) error {
+	t, err := tx.pl.table(tableID)
+	if err != nil {
+		return err
+	}
+	return t.setDefault(tx.state(t), a)
+}
+
+// ResetDefaultAction restores the program's default action.
+func (tx *Txn) ResetDefaultAction(tableID int) error {
+	t, err := tx.pl.table(tableID)
+	if err != nil {
+		return err
+	}
+	st := tx.state(t)
+	st.defAct, st.defData = t.progDefAct, t.progDefData
+	return nil
+}
+
+// AddEntry inserts an entry (see Txn.AddEntry).
+func (pl *Pipeline) AddEntry(tableID int, e TableEntry) error {
+	return pl.Batch(func(tx *Txn) error { return tx.AddEntry(tableID, e) })
+}
+
+// ModifyEntry replaces an entry's action (see Txn.ModifyEntry).
+func (pl *Pipeline) ModifyEntry(tableID int, e TableEntry) error {
+	return pl.Batch(func(tx *Txn) error { return tx.ModifyEntry(tableID, e) })
 }
 
 // DeleteEntry removes the entry with this match and priority.
 func (pl *Pipeline) DeleteEntry(tableID int, match []Match, priority int32) error {
-	t, err := pl.table(tableID)
-	if err != nil {
-		return err
-	}
-	pl.mu.Lock()
-	defer pl.mu.Unlock()
-	return t.remove(match, priority)
+	return pl.Batch(func(tx *Txn) error { return tx.DeleteEntry(tableID, match, priority) })
 }
 
 // ClearTable removes every entry the control plane added (const entries
 // stay) and restores the program's default action.
 func (pl *Pipeline) ClearTable(tableID int) error {
-	t, err := pl.table(tableID)
-	if err != nil {
-		return err
-	}
-	pl.mu.Lock()
-	defer pl.mu.Unlock()
-	return t.clear()
+	return pl.Batch(func(tx *Txn) error { return tx.ClearTable(tableID) })
+}
+
+// SetDefaultAction sets the action run on a miss.
+func (pl *Pipeline) SetDefaultAction(tableID int, a ActionCall) error {
+	return pl.Batch(func(tx *Txn) error { return tx.SetDefaultAction(tableID, a) })
+}
+
+// ResetDefaultAction restores the program's default action.
+func (pl *Pipeline) ResetDefaultAction(tableID int) error {
+	return pl.Batch(func(tx *Txn) error { return tx.ResetDefaultAction(tableID) })
 }
 
 // ReadEntries returns a copy of every entry of the table (const entries
@@ -424,9 +502,7 @@ func (pl *Pipeline) ReadEntries(tableID int) ([]TableEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	pl.mu.RLock()
-	defer pl.mu.RUnlock()
-	return t.read(), nil
+	return t.read(t.state.Load()), nil
 }
 
 // ReadEntry returns the entry with this match and priority.
@@ -435,36 +511,11 @@ func (pl *Pipeline) ReadEntry(tableID int, match []Match, priority int32) (Table
 	if err != nil {
 		return TableEntry{}, err
 	}
-	pl.mu.RLock()
-	defer pl.mu.RUnlock()
-	en, err := t.find(match, priority)
+	en, err := t.find(t.state.Load(), match, priority)
 	if err != nil {
 		return TableEntry{}, err
 	}
 	return t.export(en), nil
-}
-
-// SetDefaultAction sets the action run on a miss.
-func (pl *Pipeline) SetDefaultAction(tableID int, a ActionCall) error {
-	t, err := pl.table(tableID)
-	if err != nil {
-		return err
-	}
-	pl.mu.Lock()
-	defer pl.mu.Unlock()
-	return t.setDefault(a)
-}
-
-// ResetDefaultAction restores the program's default action.
-func (pl *Pipeline) ResetDefaultAction(tableID int) error {
-	t, err := pl.table(tableID)
-	if err != nil {
-		return err
-	}
-	pl.mu.Lock()
-	defer pl.mu.Unlock()
-	t.resetDefault()
-	return nil
 }
 
 // DefaultAction returns the current default action. ok is false when the
@@ -474,9 +525,7 @@ func (pl *Pipeline) DefaultAction(tableID int) (a ActionCall, ok bool, err error
 	if err != nil {
 		return ActionCall{}, false, err
 	}
-	pl.mu.RLock()
-	defer pl.mu.RUnlock()
-	a, ok = t.getDefault()
+	a, ok = t.getDefault(t.state.Load())
 	return a, ok, nil
 }
 
@@ -494,12 +543,10 @@ func (pl *Pipeline) WriteDirectCounter(tableID int, match []Match, priority int3
 	if err != nil {
 		return err
 	}
-	pl.mu.Lock()
-	defer pl.mu.Unlock()
 	if t.directCounter == nil {
 		return errf(CodeInvalidArgument, "table %s has no direct counter", t.info.Name)
 	}
-	en, err := t.find(match, priority)
+	en, err := t.find(t.state.Load(), match, priority)
 	if err != nil {
 		return err
 	}
@@ -514,12 +561,10 @@ func (pl *Pipeline) SetDirectMeter(tableID int, match []Match, priority int32, c
 	if err != nil {
 		return err
 	}
-	pl.mu.Lock()
-	defer pl.mu.Unlock()
 	if t.directMeter == nil {
 		return errf(CodeInvalidArgument, "table %s has no direct meter", t.info.Name)
 	}
-	en, err := t.find(match, priority)
+	en, err := t.find(t.state.Load(), match, priority)
 	if err != nil {
 		return err
 	}
@@ -673,8 +718,6 @@ func (pl *Pipeline) SetValueSet(id int, members []ValueSetMember) error {
 	if !ok {
 		return errf(CodeNotFound, "no value set with id %d", id)
 	}
-	pl.mu.Lock()
-	defer pl.mu.Unlock()
 	return vs.set(members)
 }
 
@@ -684,8 +727,6 @@ func (pl *Pipeline) ValueSet(id int) ([]ValueSetMember, error) {
 	if !ok {
 		return nil, errf(CodeNotFound, "no value set with id %d", id)
 	}
-	pl.mu.RLock()
-	defer pl.mu.RUnlock()
 	return vs.get(), nil
 }
 

@@ -86,6 +86,22 @@ func (c *compiler) errorf(format string, args ...any) error {
 	return fmt.Errorf(format, args...)
 }
 
+// markRead records that the program reads PHV word w; the architecture
+// skips producing values (timestamps) nobody reads.
+func (c *compiler) markRead(w int) {
+	if c.pl.readWords == nil {
+		c.pl.readWords = map[int]bool{}
+	}
+	c.pl.readWords[w] = true
+}
+
+func (c *compiler) markHeaderRead(h int) {
+	hi := c.lay.headers[h]
+	for i := 0; i < hi.typ.nwords; i++ {
+		c.markRead(hi.wordBase + i)
+	}
+}
+
 func (c *compiler) newBig() int {
 	n := c.pl.nbig
 	c.pl.nbig++
@@ -275,6 +291,7 @@ func (c *compiler) fieldRead(r fieldRef) *dexpr {
 	fd := &h.typ.fields[r.fld]
 	if fd.narrow {
 		slot := h.wordBase + fd.slot
+		c.markRead(slot)
 		return c.narrowRead(fd, func(*Packet) int { return slot }, slot)
 	}
 	off := h.wideBase + fd.woff

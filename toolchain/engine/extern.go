@@ -270,7 +270,15 @@ type valueSet struct {
 	id      int
 	width   int // compressed bit width
 	maxSize int
-	members []vsMember
+	mu      sync.Mutex                 // serializes writers
+	cur     atomic.Pointer[[]vsMember] // read by the parser without locks
+}
+
+func (v *valueSet) members() []vsMember {
+	if m := v.cur.Load(); m != nil {
+		return *m
+	}
+	return nil
 }
 
 type vsMember struct {
@@ -308,13 +316,16 @@ func (v *valueSet) set(ms []ValueSetMember) error {
 		}
 		out = append(out, vm)
 	}
-	v.members = out
+	v.mu.Lock()
+	v.cur.Store(&out)
+	v.mu.Unlock()
 	return nil
 }
 
 func (v *valueSet) get() []ValueSetMember {
-	out := make([]ValueSetMember, len(v.members))
-	for i, m := range v.members {
+	ms := v.members()
+	out := make([]ValueSetMember, len(ms))
+	for i, m := range ms {
 		out[i] = ValueSetMember{Value: append([]byte(nil), m.raw.Value...)}
 		if m.raw.Mask != nil {
 			out[i].Mask = append([]byte(nil), m.raw.Mask...)

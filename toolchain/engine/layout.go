@@ -34,6 +34,20 @@ type headerType struct {
 	vlField   int // index of the varbit field, -1 if none
 	maxBytes  int // max_length (bytes) when the type has a varbit field
 	lengthExp *ast
+	// plan extracts a fixed-size header with one 64-bit load per field
+	// (nil for headers with a varbit field or fields wider than 56 bits
+	// at an unaligned offset).
+	plan []extractStep
+	// pack deparses the header (same conditions as plan, header bits a
+	// multiple of 8); nil otherwise.
+	pack *packPlan
+}
+
+type extractStep struct {
+	slot    int32 // word within the header
+	byteOff int32 // first byte of the field
+	shl     uint8 // shift left to drop leading bits
+	shr     uint8 // then shift right to right-align
 }
 
 type headerInst struct {
@@ -90,6 +104,7 @@ type layout struct {
 	// metaWords/metaWide list the word and byte ranges of metadata headers,
 	// zeroed by reset_metadata.
 	metaHeaders []int
+	sinks       []int // hidden headers absorbing out-of-range stack accesses
 	maxWidth    int // widest field, for big-number shift caps
 }
 
@@ -198,6 +213,7 @@ func buildLayout(p *jProgram) (*layout, error) {
 				ht.nwide += fd.wlen
 			}
 		}
+		ht.plan = makePlan(ht)
 		if _, dup := l.typeByNm[ht.name]; dup {
 			return nil, fmt.Errorf("duplicate header type %s", ht.name)
 		}
@@ -238,6 +254,7 @@ func buildLayout(p *jProgram) (*layout, error) {
 		sink := &headerInst{name: js.Name + "$sink", id: len(l.headers), typ: ht, union: -1, stack: -1, hidden: true}
 		l.addHeader(sink)
 		st.sink = sink.id
+		l.sinks = append(l.sinks, sink.id)
 		l.stkByName[st.name] = st.id
 		l.stacks = append(l.stacks, st)
 	}
@@ -343,3 +360,23 @@ func (l *layout) lookupField(hdr, fld string) (fieldRef, bool) {
 
 // bigPow2 returns 2^n (shared, never mutated).
 func bigPow2(n int) *big.Int { return new(big.Int).Lsh(big.NewInt(1), uint(n)) }
+
+func makePlan(ht *headerType) []extractStep {
+	if ht.vlField >= 0 {
+		return nil
+	}
+	var plan []extractStep
+	off := 0
+	for _, fd := range ht.fields {
+		if !fd.narrow {
+			return nil
+		}
+		s := off & 7
+		if s+fd.width > 64 || fd.width == 0 {
+			return nil
+		}
+		plan = append(plan, extractStep{slot: int32(fd.slot), byteOff: int32(off >> 3), shl: uint8(s), shr: uint8(64 - fd.width)})
+		off += fd.width
+	}
+	return plan
+}

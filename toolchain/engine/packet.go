@@ -31,6 +31,7 @@ type Packet struct {
 	start   int // packet bytes are buf[start:end]
 	end     int
 	payload int // after parsing: where the unparsed payload starts
+	cur     int // parser cursor
 
 	ad     *actionData // action data of the running action
 	exit   bool
@@ -124,8 +125,13 @@ func (p *Packet) load(frame []byte) {
 // resetAll makes every header invalid, zeroes all fields and per-pass state:
 // the state of a packet that just arrived.
 func (p *Packet) resetAll() {
-	clear(p.words)
-	clear(p.wide)
+	// Fields of invalid headers are never observable before the header is
+	// extracted or made valid (which zeroes it), so only metadata needs
+	// zeroing; hidden stack sinks are cleared so stray reads see zeros.
+	p.resetMetadata()
+	for _, h := range p.pl.lay.sinks {
+		p.zeroHeader(p.pl.lay.headers[h])
+	}
 	clear(p.valid)
 	clear(p.vlen)
 	clear(p.stkNxt)

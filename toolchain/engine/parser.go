@@ -8,6 +8,7 @@ package engine
 // NoMatch by itself).
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math/big"
@@ -33,7 +34,7 @@ const maxParserStates = 4096
 
 // parserOp returns 0 on success or an error value for parser_error + 1
 // (so that an error value of 0 can still be signalled).
-type parserOp func(p *Packet, cur *int) uint64
+type parserOp func(p *Packet) uint64
 
 type selPart struct {
 	width  int
@@ -239,6 +240,7 @@ func (c *compiler) selectKey(st *parseState, raws []json.RawMessage) error {
 				sp.width = fd.width
 				if fd.narrow {
 					slot := c.lay.word(r)
+					c.markRead(slot)
 					sp.read = func(p *Packet) uint64 { return p.words[slot] }
 				} else {
 					off := c.lay.wideAt(r)
@@ -323,6 +325,16 @@ func (c *compiler) selectKey(st *parseState, raws []json.RawMessage) error {
 // extractInto reads header h's fields from data (starting at byte 0),
 // with the varbit field (if any) vlBits long. It returns the bytes used.
 func extractInto(p *Packet, h *headerInst, data []byte, vlBits int) int {
+	nb := (h.typ.fixedBits + 7) / 8
+	if plan := h.typ.plan; plan != nil && len(data) >= nb+8 {
+		data = data[:nb+8]
+		words := p.words[h.wordBase : h.wordBase+h.typ.nwords]
+		for _, st := range plan {
+			v := binary.BigEndian.Uint64(data[st.byteOff:])
+			words[st.slot] = v << st.shl >> st.shr
+		}
+		return nb
+	}
 	off := 0
 	for i := range h.typ.fields {
 		fd := &h.typ.fields[i]
@@ -441,21 +453,21 @@ func (c *compiler) parserOp(ps *parser, op jParserOp) (parserOp, error) {
 		fixedBytes := (ht.fixedBits + 7) / 8
 		maxBytes := ht.maxBytes
 		if !vl {
-			return func(p *Packet, cur *int) uint64 {
-				if p.end-*cur < fixedBytes {
+			return func(p *Packet) uint64 {
+				if p.end-p.cur < fixedBytes {
 					return E(errPacketTooShort)
 				}
 				h, ok := pick(p)
 				if !ok {
 					return E(errStackOutOfBounds)
 				}
-				extractInto(p, hs[h], p.buf[*cur:], 0)
+				extractInto(p, hs[h], p.buf[p.cur:], 0)
 				p.setValid(h)
-				*cur += fixedBytes
+				p.cur += fixedBytes
 				return 0
 			}, nil
 		}
-		return func(p *Packet, cur *int) uint64 {
+		return func(p *Packet) uint64 {
 			nbits := lenFn(p)
 			if nbits%8 != 0 {
 				return E(errParserInvalidArgument)
@@ -464,7 +476,7 @@ func (c *compiler) parserOp(ps *parser, op jParserOp) (parserOp, error) {
 				return E(errPacketTooShort)
 			}
 			n := fixedBytes + int(nbits/8)
-			if p.end-*cur < n {
+			if p.end-p.cur < n {
 				return E(errPacketTooShort)
 			}
 			if maxBytes != 0 && maxBytes < n {
@@ -477,9 +489,9 @@ func (c *compiler) parserOp(ps *parser, op jParserOp) (parserOp, error) {
 			if int(nbits) > ht.fields[ht.vlField].width {
 				return E(errHeaderTooShort)
 			}
-			extractInto(p, hs[h], p.buf[*cur:], int(nbits))
+			extractInto(p, hs[h], p.buf[p.cur:], int(nbits))
 			p.setValid(h)
-			*cur += n
+			p.cur += n
 			return 0
 		}, nil
 	case "set":
@@ -494,8 +506,6 @@ func (c *compiler) parserOp(ps *parser, op jParserOp) (parserOp, error) {
 			off, w := params[1].idx, params[1].width
 			need := off/8 + (w+7)/8
 			la := &dexpr{info: vinfo{bits: w}, fieldSlot: -1}
-			var cur *int
-			_ = cur
 			// The lookahead value is read by a closure that needs the
 			// parser cursor; we stash it in p.keyU[0] before assigning.
 			if w <= 64 {
@@ -505,11 +515,11 @@ func (c *compiler) parserOp(ps *parser, op jParserOp) (parserOp, error) {
 					return func(p *Packet) *big.Int { return p.bigs[s].SetUint64(p.laVal) }
 				}
 				asg := c.assign(dst, la)
-				return func(p *Packet, cur *int) uint64 {
-					if p.end-*cur < need {
+				return func(p *Packet) uint64 {
+					if p.end-p.cur < need {
 						return E(errPacketTooShort)
 					}
-					p.laVal = readBits(p.buf[*cur:], off, w)
+					p.laVal = readBits(p.buf[p.cur:], off, w)
 					asg(p)
 					return 0
 				}, nil
@@ -521,8 +531,8 @@ func (c *compiler) parserOp(ps *parser, op jParserOp) (parserOp, error) {
 			}
 			la.mod = func() u64Fn { return bigToMod(la.big()) }
 			asg := c.assign(dst, la)
-			return func(p *Packet, cur *int) uint64 {
-				if p.end-*cur < need {
+			return func(p *Packet) uint64 {
+				if p.end-p.cur < need {
 					return E(errPacketTooShort)
 				}
 				if cap(p.laBuf) < nb {
@@ -530,7 +540,7 @@ func (c *compiler) parserOp(ps *parser, op jParserOp) (parserOp, error) {
 				}
 				p.laBuf = p.laBuf[:nb]
 				clear(p.laBuf)
-				copyBits(p.laBuf, nb*8-w, p.buf[*cur:], off, w)
+				copyBits(p.laBuf, nb*8-w, p.buf[p.cur:], off, w)
 				asg(p)
 				return 0
 			}, nil
@@ -540,7 +550,7 @@ func (c *compiler) parserOp(ps *parser, op jParserOp) (parserOp, error) {
 			return nil, err
 		}
 		asg := c.assign(dst, src)
-		return func(p *Packet, _ *int) uint64 { asg(p); return 0 }, nil
+		return func(p *Packet) uint64 { asg(p); return 0 }, nil
 	case "verify":
 		if len(params) != 2 {
 			return nil, c.errorf("verify needs two parameters")
@@ -554,7 +564,7 @@ func (c *compiler) parserOp(ps *parser, op jParserOp) (parserOp, error) {
 			return nil, err
 		}
 		ef := c.exactIndex(ev)
-		return func(p *Packet, _ *int) uint64 {
+		return func(p *Packet) uint64 {
 			if !cond(p) {
 				return ef(p) + 1
 			}
@@ -570,7 +580,7 @@ func (c *compiler) parserOp(ps *parser, op jParserOp) (parserOp, error) {
 		}
 		nf := c.exactIndex(d)
 		bitsUnit := op.Op == "advance"
-		return func(p *Packet, cur *int) uint64 {
+		return func(p *Packet) uint64 {
 			n := nf(p)
 			if bitsUnit {
 				if n%8 != 0 {
@@ -578,10 +588,10 @@ func (c *compiler) parserOp(ps *parser, op jParserOp) (parserOp, error) {
 				}
 				n /= 8
 			}
-			if n > uint64(p.end-*cur) {
+			if n > uint64(p.end-p.cur) {
 				return E(errPacketTooShort)
 			}
-			*cur += int(n)
+			p.cur += int(n)
 			return 0
 		}, nil
 	case "primitive":
@@ -603,9 +613,9 @@ func (c *compiler) parserOp(ps *parser, op jParserOp) (parserOp, error) {
 		regs := c.registersIn(prim.Op, pp)
 		if len(regs) > 0 {
 			r := regs[0]
-			return func(p *Packet, _ *int) uint64 { r.mu.Lock(); s(p); r.mu.Unlock(); return 0 }, nil
+			return func(p *Packet) uint64 { r.mu.Lock(); s(p); r.mu.Unlock(); return 0 }, nil
 		}
-		return func(p *Packet, _ *int) uint64 { s(p); return 0 }, nil
+		return func(p *Packet) uint64 { s(p); return 0 }, nil
 	}
 	return nil, c.errorf("unsupported parser op %q", op.Op)
 }
@@ -613,7 +623,7 @@ func (c *compiler) parserOp(ps *parser, op jParserOp) (parserOp, error) {
 // run parses the packet bytes buf[p.start:p.end]. It returns the value for
 // parser_error (0 = NoError as numbered by the program) and sets p.payload.
 func (ps *parser) run(p *Packet) uint64 {
-	cur := p.start
+	p.cur = p.start
 	st := ps.init
 	errVal := ps.errs[errNoError]
 	for steps := 0; st != nil; steps++ {
@@ -623,7 +633,7 @@ func (ps *parser) run(p *Packet) uint64 {
 		}
 		failed := false
 		for _, op := range st.ops {
-			if e := op(p, &cur); e != 0 {
+			if e := op(p); e != 0 {
 				errVal = e - 1
 				failed = true
 				break
@@ -639,13 +649,13 @@ func (ps *parser) run(p *Packet) uint64 {
 			st = st.def
 			continue
 		}
-		if p.end-cur < st.laBytes {
+		if p.end-p.cur < st.laBytes {
 			errVal = ps.errs[errPacketTooShort]
 			break
 		}
-		st = st.transition(p, cur)
+		st = st.transition(p, p.cur)
 	}
-	p.payload = cur
+	p.payload = p.cur
 	return errVal
 }
 
@@ -669,7 +679,7 @@ func (st *parseState) transition(p *Packet, cur int) *parseState {
 		for i := range st.cases {
 			sc := &st.cases[i]
 			if sc.vset != nil {
-				for _, m := range sc.vset.members {
+				for _, m := range sc.vset.members() {
 					if k&sc.m64&m.m64 == m.v64&sc.m64 {
 						return sc.next
 					}
@@ -707,7 +717,7 @@ func (st *parseState) transition(p *Packet, cur int) *parseState {
 	for i := range st.cases {
 		sc := &st.cases[i]
 		if sc.vset != nil {
-			for _, m := range sc.vset.members {
+			for _, m := range sc.vset.members() {
 				if maskedEqual3(kb, sc.mb, m.vb, m.mb) {
 					return sc.next
 				}

@@ -30,7 +30,7 @@ type Options struct {
 type Pipeline struct {
 	opts     Options
 	lay      *layout
-	mu       sync.RWMutex // table contents and value sets; see control.go
+	mu       sync.Mutex // serializes control-plane writers; see control.go
 	pool     sync.Pool
 	dropPort uint32
 	t0       time.Time
@@ -78,6 +78,13 @@ type Pipeline struct {
 	seedCounter    atomic.Uint64
 
 	names map[ObjectKind]map[string]int
+
+	// PHV words some expression, key or calculation reads; timestamps
+	// nobody reads are not produced (a clock read costs ~50 ns here).
+	readWords    map[int]bool
+	hdrPack      []*packPlan // per header instance: deparse plan, nil if not packable
+	useIngressTS bool
+	useEgressTS  bool
 }
 
 type learnList struct {
@@ -93,14 +100,19 @@ type checksum struct {
 	cond   boolFn
 }
 
-// stdFields are PHV word indices of the standard metadata the architecture
-// reads and writes (-1 when the program lacks the field).
+// stdField is a standard metadata field the architecture reads and
+// writes: its PHV word (-1 when the program lacks it) and width mask.
+type stdField struct {
+	w int
+	m uint64
+}
+
+// stdFields are the standard metadata fields v1model's architecture uses.
 type stdFields struct {
-	ingressPort, egressSpec, egressPort, instanceType, packetLength int
-	enqTimestamp, enqQdepth, deqTimedelta, deqQdepth, qid           int
-	ingressTS, egressTS, mcastGrp, egressRid                        int
-	checksumError, parserError, priority                            int
-	widths                                                          map[int]int
+	ingressPort, egressSpec, egressPort, instanceType, packetLength stdField
+	enqTimestamp, enqQdepth, deqTimedelta, deqQdepth, qid           stdField
+	ingressTS, egressTS, mcastGrp, egressRid                        stdField
+	checksumError, parserError, priority                            stdField
 }
 
 // BMv2 simple_switch instance types (standard_metadata.instance_type).
@@ -269,6 +281,7 @@ func Load(jsonText []byte, opts Options) (pl *Pipeline, err error) {
 		if err != nil {
 			return nil, err
 		}
+		a.idx = len(pl.actions)
 		pl.actions = append(pl.actions, a)
 		if _, dup := pl.actionByID[a.id]; dup {
 			return nil, fmt.Errorf("duplicate action id %d", a.id)
@@ -323,6 +336,38 @@ func Load(jsonText []byte, opts Options) (pl *Pipeline, err error) {
 		}
 	}
 	pl.std = resolveStd(lay)
+	// Per-instance deparse plans (word indices are absolute).
+	pl.hdrPack = make([]*packPlan, len(lay.headers))
+	for _, h := range lay.headers {
+		if h.typ.plan != nil && h.typ.fixedBits%8 == 0 && h.typ.fixedBits > 0 {
+			var fs []packField
+			for _, fd := range h.typ.fields {
+				fs = append(fs, packField{word: h.wordBase + fd.slot, width: fd.width})
+			}
+			pl.hdrPack[h.id] = makePackPlan(fs)
+		}
+	}
+	for _, calc := range pl.calcByName {
+		calc.prepareFast(lay)
+	}
+	// Digests and field lists copy fields out; count those as reads.
+	for _, l := range pl.learnLists {
+		for _, r := range l.fields {
+			if lay.field(r).narrow {
+				c.markRead(lay.word(r))
+			}
+		}
+	}
+	pl.useIngressTS = pl.std.ingressTS.w >= 0 && pl.readWords[pl.std.ingressTS.w]
+	pl.useEgressTS = pl.std.egressTS.w >= 0 && pl.readWords[pl.std.egressTS.w]
+	for _, refs := range pl.fieldLists {
+		for _, r := range refs {
+			if lay.field(r).narrow && lay.word(r) == pl.std.ingressTS.w {
+				// preserved across resubmit/recirculate: it may be read later
+				pl.useIngressTS = pl.useIngressTS || pl.readWords[pl.std.ingressTS.w]
+			}
+		}
+	}
 	return pl, nil
 }
 
@@ -388,8 +433,8 @@ func (c *compiler) compileChecksum(jc *jChecksum) (*checksum, error) {
 }
 
 func resolveStd(l *layout) stdFields {
-	s := stdFields{widths: map[int]int{}}
-	find := func(names ...string) int {
+	var s stdFields
+	find := func(names ...string) stdField {
 		for _, n := range names {
 			hdr, fld := "standard_metadata", n
 			for i := 0; i < len(n); i++ {
@@ -406,11 +451,9 @@ func resolveStd(l *layout) stdFields {
 			if !fd.narrow {
 				continue
 			}
-			w := l.word(r)
-			s.widths[w] = fd.width
-			return w
+			return stdField{w: l.word(r), m: mask64(fd.width)}
 		}
-		return -1
+		return stdField{w: -1}
 	}
 	s.ingressPort = find("ingress_port")
 	s.egressSpec = find("egress_spec")
@@ -433,17 +476,17 @@ func resolveStd(l *layout) stdFields {
 }
 
 // set writes a standard metadata field (truncated to its width).
-func (s *stdFields) set(p *Packet, w int, v uint64) {
-	if w >= 0 {
-		p.words[w] = v & mask64(s.widths[w])
+func (s *stdFields) set(p *Packet, f stdField, v uint64) {
+	if f.w >= 0 {
+		p.words[f.w] = v & f.m
 	}
 }
 
-func (s *stdFields) get(p *Packet, w int) uint64 {
-	if w < 0 {
+func (s *stdFields) get(p *Packet, f stdField) uint64 {
+	if f.w < 0 {
 		return 0
 	}
-	return p.words[w]
+	return p.words[f.w]
 }
 
 // ---- control flow ----
@@ -469,7 +512,8 @@ type callNode struct {
 
 func (n *tableNode) exec(p *Packet) cfNode {
 	t := n.t
-	en := t.lookup(p)
+	st := t.state.Load()
+	en := t.lookup(st, p)
 	if en != nil {
 		if t.directCounter != nil {
 			en.counter.add(uint64(p.ingressLen))
@@ -482,11 +526,11 @@ func (n *tableNode) exec(p *Packet) cfNode {
 		if t.hasHitMiss {
 			return t.hitNext
 		}
-		return t.nextByAction[en.act.id]
+		return t.nextByIdx[en.act.idx]
 	}
-	act := t.defAct
+	act := st.defAct
 	if act != nil {
-		act.run(p, t.defData)
+		act.run(p, st.defData)
 	}
 	if t.hasHitMiss {
 		return t.missNext
@@ -494,7 +538,7 @@ func (n *tableNode) exec(p *Packet) cfNode {
 	if act == nil {
 		return t.baseNext
 	}
-	return t.nextByAction[act.id]
+	return t.nextByIdx[act.idx]
 }
 
 func (t *table) writeColor(p *Packet, v uint64) {
@@ -652,6 +696,15 @@ func (c *compiler) compileFlow(jpp *jPipeline, jp *jProgram) (cfNode, error) {
 		for _, aid := range jt.ActionIDs {
 			if _, ok := t.nextByAction[aid]; !ok {
 				t.nextByAction[aid] = t.baseNext
+			}
+		}
+		t.nextByIdx = make([]cfNode, len(c.pl.actions))
+		for i := range t.nextByIdx {
+			t.nextByIdx[i] = t.baseNext
+		}
+		for aid, n := range t.nextByAction {
+			if a, ok := c.pl.actionByID[aid]; ok {
+				t.nextByIdx[a.idx] = n
 			}
 		}
 	}

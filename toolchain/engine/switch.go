@@ -58,13 +58,12 @@ func (pl *Pipeline) Ingress(frame []byte, port uint32, jobs []Job) []Job {
 	s.set(p, s.ingressPort, uint64(port))
 	s.set(p, s.packetLength, uint64(n))
 	s.set(p, s.instanceType, InstanceNormal)
-	s.set(p, s.ingressTS, pl.Now())
+	if pl.useIngressTS {
+		s.set(p, s.ingressTS, pl.Now())
+	}
 	p.lengthReg = n
 	p.ingressLen = n
-	pl.mu.RLock()
-	jobs = pl.ingressPass(p, jobs)
-	pl.mu.RUnlock()
-	return jobs
+	return pl.ingressPass(p, jobs)
 }
 
 func (pl *Pipeline) ingressPass(p *Packet, jobs []Job) []Job {
@@ -134,7 +133,7 @@ func (pl *Pipeline) ingressPass(p *Packet, jobs []Job) []Job {
 			return jobs
 		}
 		spec := s.get(p, s.egressSpec)
-		if s.egressSpec < 0 || spec == uint64(pl.dropPort) {
+		if s.egressSpec.w < 0 || spec == uint64(pl.dropPort) {
 			p.Release()
 			return jobs
 		}
@@ -155,8 +154,6 @@ func (pl *Pipeline) enqueue(p *Packet, port uint32, jobs []Job) []Job {
 func (pl *Pipeline) Egress(job Job, q QueueMeta, jobs []Job) (out Output, more []Job) {
 	p := job.Pkt
 	s := &pl.std
-	pl.mu.RLock()
-	defer pl.mu.RUnlock()
 	s.set(p, s.egressPort, uint64(job.Port))
 	s.set(p, s.egressSpec, 0)
 	s.set(p, s.packetLength, uint64(p.lengthReg))
@@ -165,7 +162,9 @@ func (pl *Pipeline) Egress(job Job, q QueueMeta, jobs []Job) (out Output, more [
 	s.set(p, s.deqTimedelta, uint64(q.DeqTimedelta))
 	s.set(p, s.deqQdepth, uint64(q.DeqQdepth))
 	s.set(p, s.qid, uint64(q.Qid))
-	s.set(p, s.egressTS, pl.Now())
+	if pl.useEgressTS {
+		s.set(p, s.egressTS, pl.Now())
+	}
 	runControl(p, pl.egress)
 	p.exit = false
 	if p.failed {
@@ -342,9 +341,7 @@ func (pl *Pipeline) deparse(p *Packet) {
 	if len(p.buf) < p.end+tailSlack {
 		p.buf = p.buf[:cap(p.buf)]
 	}
-	out := p.buf[start:p.payload]
-	clear(out)
-	off := 0
+	bw := bitWriter{b: p.buf[start:p.payload]}
 	for _, hid := range pl.deparseOrder {
 		if !p.valid[hid] {
 			continue
@@ -353,21 +350,24 @@ func (pl *Pipeline) deparse(p *Packet) {
 		if h.metadata {
 			continue
 		}
-		off = emitHeader(p, h, p.buf[start:], off)
+		if pp := pl.hdrPack[hid]; pp != nil {
+			pp.write(p.words, p.buf[start+bw.pos:])
+			bw.pos += pp.bits / 8
+			continue
+		}
+		emitHeader(p, h, &bw)
 	}
 	p.start = start
 }
 
-// emitHeader writes header h at bit offset off of b and returns the new
-// offset.
-func emitHeader(p *Packet, h *headerInst, b []byte, off int) int {
+// emitHeader appends header h to bw.
+func emitHeader(p *Packet, h *headerInst, bw *bitWriter) {
 	for i := range h.typ.fields {
 		fd := &h.typ.fields[i]
 		if fd.narrow {
 			if fd.width > 0 {
-				writeBits(b, off, fd.width, p.words[h.wordBase+fd.slot])
+				bw.put(p.words[h.wordBase+fd.slot], uint(fd.width))
 			}
-			off += fd.width
 			continue
 		}
 		w := fd.width
@@ -375,12 +375,10 @@ func emitHeader(p *Packet, h *headerInst, b []byte, off int) int {
 			w = int(p.vlen[h.id])
 		}
 		if w > 0 {
-			src := p.wide[h.wideBase+fd.woff : h.wideBase+fd.woff+fd.wlen]
-			copyBits(b, off, src, fd.wlen*8-w, w)
+			bw.putBytes(p.wide[h.wideBase+fd.woff:h.wideBase+fd.woff+fd.wlen], w)
 		}
-		off += w
 	}
-	return (off + 7) / 8 * 8
+	bw.flush()
 }
 
 // saveFieldList copies the values of field list id into p's scratch.

@@ -22,6 +22,7 @@ import (
 	"math/big"
 	"sort"
 	"strings"
+	"sync/atomic"
 )
 
 type tableKind uint8
@@ -45,12 +46,76 @@ type keyField struct {
 	smaskB []byte // static key mask (wide), nil if none
 }
 
+// tableState is one version of a table's contents. Published states are
+// never modified; writers clone, change and publish.
+type tableState struct {
+	entries []*entry          // insertion order
+	byID    map[string]*entry // canonical match (+priority) -> entry
+	exact64 map[uint64]*entry
+	exactB  map[string]*entry
+	lpmLens []int // distinct prefix lengths present, longest first
+	lpmMaps map[int]map[uint64]*entry
+	sorted  []*entry
+	defAct  *action
+	defData *actionData
+}
+
+func (t *table) emptyState() *tableState {
+	st := &tableState{byID: map[string]*entry{}}
+	switch t.kind {
+	case tkExact64:
+		st.exact64 = map[uint64]*entry{}
+	case tkExactBytes:
+		st.exactB = map[string]*entry{}
+	case tkLPM64:
+		st.lpmMaps = map[int]map[uint64]*entry{}
+	}
+	return st
+}
+
+func (st *tableState) clone() *tableState {
+	n := &tableState{
+		entries: append([]*entry(nil), st.entries...),
+		byID:    make(map[string]*entry, len(st.byID)),
+		lpmLens: append([]int(nil), st.lpmLens...),
+		sorted:  append([]*entry(nil), st.sorted...),
+		defAct:  st.defAct,
+		defData: st.defData,
+	}
+	for k, v := range st.byID {
+		n.byID[k] = v
+	}
+	if st.exact64 != nil {
+		n.exact64 = make(map[uint64]*entry, len(st.exact64))
+		for k, v := range st.exact64 {
+			n.exact64[k] = v
+		}
+	}
+	if st.exactB != nil {
+		n.exactB = make(map[string]*entry, len(st.exactB))
+		for k, v := range st.exactB {
+			n.exactB[k] = v
+		}
+	}
+	if st.lpmMaps != nil {
+		n.lpmMaps = make(map[int]map[uint64]*entry, len(st.lpmMaps))
+		for l, m := range st.lpmMaps {
+			c := make(map[uint64]*entry, len(m))
+			for k, v := range m {
+				c[k] = v
+			}
+			n.lpmMaps[l] = c
+		}
+	}
+	return n
+}
+
 type entry struct {
 	match   []Match // normalized copy, for readback
 	prio    int32
 	act     *action
 	data    *actionData
-	counter counterCell
+	counter *counterCell // shared by the versions of a modified entry
 	meter   *meterCell
 	seq     uint64
 	isConst bool
@@ -79,24 +144,19 @@ type table struct {
 
 	// control flow
 	nextByAction map[int]cfNode
+	nextByIdx    []cfNode // by action.idx
 	hitNext      cfNode
 	missNext     cfNode
 	hasHitMiss   bool
 	baseNext     cfNode
 
-	// contents
-	entries []*entry          // insertion order
-	byID    map[string]*entry // canonical match (+priority) -> entry
-	exact64 map[uint64]*entry
-	exactB  map[string]*entry
-	lpmLens []int // distinct prefix lengths present, longest first
-	lpmMaps map[int]map[uint64]*entry
-	lpmMask map[int]uint64
-	sorted  []*entry
-	seq     uint64
+	// contents: an immutable snapshot replaced atomically by writers
+	// (copy-on-write), so the packet path reads it with one atomic load
+	// and writes no shared memory.
+	state   atomic.Pointer[tableState]
+	lpmMask []uint64 // combined key mask per prefix length (lpm64)
+	seq     uint64   // insertion counter (writers hold pl.mu)
 
-	defAct        *action
-	defData       *actionData
 	progDefAct    *action
 	progDefData   *actionData
 	defEntryConst bool
@@ -128,7 +188,6 @@ func (c *compiler) compileTable(jt *jTable) (*table, error) {
 		pl:           c.pl,
 		actions:      map[int]*action{},
 		nextByAction: map[int]cfNode{},
-		byID:         map[string]*entry{},
 		lpmIdx:       -1,
 	}
 	t.info = TableInfo{Name: jt.Name, ID: jt.ID, MaxSize: jt.MaxSize, ActionIDs: append([]int(nil), jt.ActionIDs...)}
@@ -197,6 +256,7 @@ func (c *compiler) compileTable(jt *jTable) (*table, error) {
 				if fd.narrow {
 					kf.narrow = true
 					slot := c.lay.word(r)
+					c.markRead(slot)
 					kf.read = func(p *Packet) uint64 { return p.words[slot] }
 				} else {
 					off := c.lay.wideAt(r)
@@ -249,18 +309,14 @@ func (c *compiler) compileTable(jt *jTable) (*table, error) {
 		t.lpmOnly = true
 		if allNarrow && totalBits <= 64 {
 			t.kind = tkLPM64
-			t.lpmMaps = map[int]map[uint64]*entry{}
-			t.lpmMask = map[int]uint64{}
 		} else {
 			t.kind = tkGeneric
 		}
 	default:
 		if allNarrow && totalBits <= 64 {
 			t.kind = tkExact64
-			t.exact64 = map[uint64]*entry{}
 		} else {
 			t.kind = tkExactBytes
-			t.exactB = map[string]*entry{}
 		}
 	}
 	if len(t.keys) > c.pl.maxKeyFields {
@@ -286,10 +342,19 @@ func (c *compiler) compileTable(jt *jTable) (*table, error) {
 			return nil, c.errorf("default entry: %v", err)
 		}
 		t.progDefAct, t.progDefData = a, ad
-		t.defAct, t.defData = a, ad
 		t.info.ConstDefault = jt.DefaultEntry.ActionConst
 		t.defEntryConst = jt.DefaultEntry.ActionEntryConst
 	}
+	if t.kind == tkLPM64 {
+		lw := t.keys[t.lpmIdx].info.Bitwidth
+		t.lpmMask = make([]uint64, lw+1)
+		for plen := 0; plen <= lw; plen++ {
+			t.lpmMask[plen] = t.lpmComboMask(plen)
+		}
+	}
+	st := t.emptyState()
+	st.defAct, st.defData = t.progDefAct, t.progDefData
+	t.state.Store(st)
 	// p4c's synthesized tables for straight-line code: no key, one
 	// const default action. They are invisible to the control plane.
 	t.info.Hidden = len(t.keys) == 0 && t.info.ConstDefault && len(jt.ActionIDs) <= 1 && strings.HasPrefix(shortName(jt.Name), "tbl_")
@@ -323,6 +388,8 @@ func hexActionData(a *action, hex []string) (*actionData, error) {
 
 // constEntries installs the JSON "entries" of a table.
 func (t *table) constEntries(jt *jTable) error {
+	st := t.state.Load().clone()
+	defer t.state.Store(st)
 	for n, je := range jt.Entries {
 		if len(je.MatchKey) != len(t.keys) {
 			return fmt.Errorf("table %s entry %d: %d key fields, want %d", t.info.Name, n, len(je.MatchKey), len(t.keys))
@@ -406,7 +473,7 @@ func (t *table) constEntries(jt *jTable) error {
 		if je.Priority < 0 || je.Priority >= 1<<24 {
 			e.Priority = int32(1<<24 - n)
 		}
-		if err := t.insert(e, true); err != nil {
+		if err := t.insert(st, e, true); err != nil {
 			return fmt.Errorf("table %s entry %d: %v", t.info.Name, n, err)
 		}
 	}
@@ -571,34 +638,37 @@ func (t *table) checkAction(a ActionCall) (*action, *actionData, error) {
 	return act, ad, nil
 }
 
-// ---- mutation (callers hold pl.mu for writing) ----
+// ---- mutation ----
+//
+// Writers hold pl.mu and work on a private clone of the state (st), which
+// the caller publishes.
 
-func (t *table) add(e TableEntry) error {
+func (t *table) add(st *tableState, e TableEntry) error {
 	if t.info.Immutable {
 		return errf(CodePermissionDenied, "table %s has const entries", t.info.Name)
 	}
 	if len(t.keys) == 0 {
 		return errf(CodeInvalidArgument, "table %s has no key; set its default action instead", t.info.Name)
 	}
-	return t.insert(e, false)
+	return t.insert(st, e, false)
 }
 
-func (t *table) insert(e TableEntry, isConst bool) error {
+func (t *table) insert(st *tableState, e TableEntry, isConst bool) error {
 	norm, id, err := t.identity(e.Match, e.Priority)
 	if err != nil {
 		return err
 	}
-	if _, dup := t.byID[id]; dup {
+	if _, dup := st.byID[id]; dup {
 		return errf(CodeAlreadyExists, "table %s already has this entry", t.info.Name)
 	}
-	if !isConst && t.info.MaxSize > 0 && len(t.entries) >= t.info.MaxSize {
+	if !isConst && t.info.MaxSize > 0 && len(st.entries) >= t.info.MaxSize {
 		return errf(CodeResourceExhausted, "table %s is full (%d entries)", t.info.Name, t.info.MaxSize)
 	}
 	act, ad, err := t.checkAction(e.Action)
 	if err != nil {
 		return err
 	}
-	en := &entry{match: norm, prio: e.Priority, act: act, data: ad, isConst: isConst}
+	en := &entry{match: norm, prio: e.Priority, act: act, data: ad, isConst: isConst, counter: &counterCell{}}
 	if !t.prioTbl {
 		en.prio = 0
 	}
@@ -614,9 +684,9 @@ func (t *table) insert(e TableEntry, isConst bool) error {
 		}
 	}
 	t.compileEntry(en)
-	t.byID[id] = en
-	t.entries = append(t.entries, en)
-	t.index(en)
+	st.byID[id] = en
+	st.entries = append(st.entries, en)
+	t.index(st, en)
 	return nil
 }
 
@@ -685,9 +755,6 @@ func (t *table) compileEntry(en *entry) {
 }
 
 func (t *table) lpmComboMask(plen int) uint64 {
-	if m, ok := t.lpmMask[plen]; ok {
-		return m
-	}
 	var m uint64
 	for i := range t.keys {
 		kf := &t.keys[i]
@@ -702,107 +769,125 @@ func (t *table) lpmComboMask(plen int) uint64 {
 		}
 		m = m<<uint(w) | fm
 	}
-	t.lpmMask[plen] = m
 	return m
 }
 
-func (t *table) index(en *entry) {
+func (t *table) index(st *tableState, en *entry) {
 	switch t.kind {
 	case tkExact64:
-		t.exact64[en.k64] = en
+		st.exact64[en.k64] = en
 	case tkExactBytes:
-		t.exactB[en.kbytes] = en
+		st.exactB[en.kbytes] = en
 	case tkLPM64:
-		mp, ok := t.lpmMaps[en.prefix]
+		mp, ok := st.lpmMaps[en.prefix]
 		if !ok {
 			mp = map[uint64]*entry{}
-			t.lpmMaps[en.prefix] = mp
-			t.lpmLens = append(t.lpmLens, en.prefix)
-			sort.Sort(sort.Reverse(sort.IntSlice(t.lpmLens)))
-			t.lpmComboMask(en.prefix)
+			st.lpmMaps[en.prefix] = mp
+			st.lpmLens = append(st.lpmLens, en.prefix)
+			sort.Sort(sort.Reverse(sort.IntSlice(st.lpmLens)))
 		}
 		mp[en.k64&t.lpmMask[en.prefix]] = en
 	case tkGeneric:
-		t.sorted = append(t.sorted, en)
-		t.sortGeneric()
+		// insert keeping the order: priority (lpm: prefix) descending,
+		// then insertion order
+		i := sort.Search(len(st.sorted), func(i int) bool { return t.before(en, st.sorted[i]) })
+		st.sorted = append(st.sorted, nil)
+		copy(st.sorted[i+1:], st.sorted[i:])
+		st.sorted[i] = en
 	}
 }
 
-func (t *table) sortGeneric() {
-	sort.SliceStable(t.sorted, func(i, j int) bool {
-		a, b := t.sorted[i], t.sorted[j]
-		if t.lpmOnly {
-			if a.prefix != b.prefix {
-				return a.prefix > b.prefix
-			}
-			return a.seq < b.seq
-		}
-		if a.prio != b.prio {
-			return a.prio > b.prio
+// before reports whether a sorts before b in a generic table.
+func (t *table) before(a, b *entry) bool {
+	if t.lpmOnly {
+		if a.prefix != b.prefix {
+			return a.prefix > b.prefix
 		}
 		return a.seq < b.seq
-	})
+	}
+	if a.prio != b.prio {
+		return a.prio > b.prio
+	}
+	return a.seq < b.seq
 }
 
-func (t *table) unindex(en *entry) {
+func (t *table) unindex(st *tableState, en *entry) {
 	switch t.kind {
 	case tkExact64:
-		delete(t.exact64, en.k64)
+		delete(st.exact64, en.k64)
 	case tkExactBytes:
-		delete(t.exactB, en.kbytes)
+		delete(st.exactB, en.kbytes)
 	case tkLPM64:
-		mp := t.lpmMaps[en.prefix]
+		mp := st.lpmMaps[en.prefix]
 		delete(mp, en.k64&t.lpmMask[en.prefix])
 		if len(mp) == 0 {
-			delete(t.lpmMaps, en.prefix)
-			for i, l := range t.lpmLens {
+			delete(st.lpmMaps, en.prefix)
+			for i, l := range st.lpmLens {
 				if l == en.prefix {
-					t.lpmLens = append(t.lpmLens[:i:i], t.lpmLens[i+1:]...)
+					st.lpmLens = append(st.lpmLens[:i:i], st.lpmLens[i+1:]...)
 					break
 				}
 			}
 		}
 	case tkGeneric:
-		for i, x := range t.sorted {
+		for i, x := range st.sorted {
 			if x == en {
-				t.sorted = append(t.sorted[:i:i], t.sorted[i+1:]...)
+				st.sorted = append(st.sorted[:i:i], st.sorted[i+1:]...)
 				break
 			}
 		}
 	}
 }
 
-func (t *table) find(match []Match, prio int32) (*entry, error) {
+func (t *table) find(st *tableState, match []Match, prio int32) (*entry, error) {
 	_, id, err := t.identity(match, prio)
 	if err != nil {
 		return nil, err
 	}
-	en, ok := t.byID[id]
+	en, ok := st.byID[id]
 	if !ok {
 		return nil, errf(CodeNotFound, "no such entry in table %s", t.info.Name)
 	}
 	return en, nil
 }
 
-func (t *table) modify(e TableEntry) error {
+// replace swaps entry old for nu (same match) in st.
+func (t *table) replace(st *tableState, id string, old, nu *entry) {
+	st.byID[id] = nu
+	for i, x := range st.entries {
+		if x == old {
+			st.entries[i] = nu
+		}
+	}
+	t.unindex(st, old)
+	t.index(st, nu)
+}
+
+func (t *table) modify(st *tableState, e TableEntry) error {
 	if t.info.Immutable {
 		return errf(CodePermissionDenied, "table %s has const entries", t.info.Name)
 	}
-	en, err := t.find(e.Match, e.Priority)
+	_, id, err := t.identity(e.Match, e.Priority)
 	if err != nil {
 		return err
+	}
+	old, ok := st.byID[id]
+	if !ok {
+		return errf(CodeNotFound, "no such entry in table %s", t.info.Name)
 	}
 	act, ad, err := t.checkAction(e.Action)
 	if err != nil {
 		return err
 	}
-	// Entries are read by packets under the read lock only, and we hold
-	// the write lock: updating in place is safe.
-	en.act, en.data = act, ad
+	// Packets may be using old: make a new version sharing its counter
+	// and meter.
+	nu := *old
+	nu.act, nu.data = act, ad
+	t.replace(st, id, old, &nu)
 	return nil
 }
 
-func (t *table) remove(match []Match, prio int32) error {
+func (t *table) remove(st *tableState, match []Match, prio int32) error {
 	if t.info.Immutable {
 		return errf(CodePermissionDenied, "table %s has const entries", t.info.Name)
 	}
@@ -810,51 +895,35 @@ func (t *table) remove(match []Match, prio int32) error {
 	if err != nil {
 		return err
 	}
-	en, ok := t.byID[id]
+	en, ok := st.byID[id]
 	if !ok {
 		return errf(CodeNotFound, "no such entry in table %s", t.info.Name)
 	}
-	delete(t.byID, id)
-	t.unindex(en)
-	for i, x := range t.entries {
+	delete(st.byID, id)
+	t.unindex(st, en)
+	for i, x := range st.entries {
 		if x == en {
-			t.entries = append(t.entries[:i:i], t.entries[i+1:]...)
+			st.entries = append(st.entries[:i:i], st.entries[i+1:]...)
 			break
 		}
 	}
 	return nil
 }
 
-func (t *table) clear() error {
-	var keep []*entry
-	for _, en := range t.entries {
+// cleared returns a state with only the const entries and the program's
+// default action.
+func (t *table) cleared(st *tableState) *tableState {
+	n := t.emptyState()
+	for _, en := range st.entries {
 		if en.isConst {
-			keep = append(keep, en)
+			_, id, _ := t.identity(en.match, en.prio)
+			n.byID[id] = en
+			n.entries = append(n.entries, en)
+			t.index(n, en)
 		}
 	}
-	t.entries = nil
-	t.byID = map[string]*entry{}
-	t.exact64 = nil
-	t.exactB = nil
-	if t.kind == tkExact64 {
-		t.exact64 = map[uint64]*entry{}
-	}
-	if t.kind == tkExactBytes {
-		t.exactB = map[string]*entry{}
-	}
-	if t.kind == tkLPM64 {
-		t.lpmMaps = map[int]map[uint64]*entry{}
-		t.lpmLens = nil
-	}
-	t.sorted = nil
-	for _, en := range keep {
-		_, id, _ := t.identity(en.match, en.prio)
-		t.byID[id] = en
-		t.entries = append(t.entries, en)
-		t.index(en)
-	}
-	t.resetDefault()
-	return nil
+	n.defAct, n.defData = t.progDefAct, t.progDefData
+	return n
 }
 
 func (t *table) export(en *entry) TableEntry {
@@ -886,15 +955,15 @@ func (t *table) export(en *entry) TableEntry {
 	return e
 }
 
-func (t *table) read() []TableEntry {
-	out := make([]TableEntry, 0, len(t.entries))
-	for _, en := range t.entries {
+func (t *table) read(st *tableState) []TableEntry {
+	out := make([]TableEntry, 0, len(st.entries))
+	for _, en := range st.entries {
 		out = append(out, t.export(en))
 	}
 	return out
 }
 
-func (t *table) setDefault(a ActionCall) error {
+func (t *table) setDefault(st *tableState, a ActionCall) error {
 	act, ad, err := t.checkAction(a)
 	if err != nil {
 		return err
@@ -905,22 +974,18 @@ func (t *table) setDefault(a ActionCall) error {
 	if t.defEntryConst {
 		return errf(CodePermissionDenied, "table %s has a const default entry", t.info.Name)
 	}
-	t.defAct, t.defData = act, ad
+	st.defAct, st.defData = act, ad
 	return nil
 }
 
-func (t *table) resetDefault() {
-	t.defAct, t.defData = t.progDefAct, t.progDefData
-}
-
-func (t *table) getDefault() (ActionCall, bool) {
-	if t.defAct == nil {
+func (t *table) getDefault(st *tableState) (ActionCall, bool) {
+	if st.defAct == nil {
 		return ActionCall{}, false
 	}
-	return ActionCall{ActionID: t.defAct.id, Params: exportActionData(t.defAct.params, t.defData)}, true
+	return ActionCall{ActionID: st.defAct.id, Params: exportActionData(st.defAct.params, st.defData)}, true
 }
 
-// ---- lookup (packet path, read lock held) ----
+// ---- lookup (packet path) ----
 
 // buildKey reads the key fields into p.keyU (narrow) and p.keyB (wide).
 func (t *table) buildKey(p *Packet) {
@@ -946,7 +1011,7 @@ func (t *table) wideKey(p *Packet, kf *keyField) []byte {
 	return b
 }
 
-func (t *table) lookup(p *Packet) *entry {
+func (t *table) lookup(st *tableState, p *Packet) *entry {
 	switch t.kind {
 	case tkNoKey:
 		return nil
@@ -956,15 +1021,15 @@ func (t *table) lookup(p *Packet) *entry {
 			kf := &t.keys[i]
 			k = k<<uint(kf.info.Bitwidth) | (kf.read(p) & kf.smask)
 		}
-		return t.exact64[k]
+		return st.exact64[k]
 	case tkLPM64:
 		var k uint64
 		for i := range t.keys {
 			kf := &t.keys[i]
 			k = k<<uint(kf.info.Bitwidth) | (kf.read(p) & kf.smask)
 		}
-		for _, l := range t.lpmLens {
-			if en := t.lpmMaps[l][k&t.lpmMask[l]]; en != nil {
+		for _, l := range st.lpmLens {
+			if en := st.lpmMaps[l][k&t.lpmMask[l]]; en != nil {
 				return en
 			}
 		}
@@ -988,13 +1053,13 @@ func (t *table) lookup(p *Packet) *entry {
 				}
 			}
 		}
-		return t.exactB[string(p.keyB)]
+		return st.exactB[string(p.keyB)]
 	}
 	// generic scan
 	t.buildKey(p)
 	p.keyB = p.keyB[:0]
 outer:
-	for _, en := range t.sorted {
+	for _, en := range st.sorted {
 		for i := range t.keys {
 			kf := &t.keys[i]
 			if kf.narrow {
