@@ -105,7 +105,7 @@ type layout struct {
 	// zeroed by reset_metadata.
 	metaHeaders []int
 	sinks       []int // hidden headers absorbing out-of-range stack accesses
-	maxWidth    int // widest field, for big-number shift caps
+	maxWidth    int   // widest field, for big-number shift caps
 }
 
 // fieldRef is a statically resolved field: header instance + field index.
