@@ -533,8 +533,13 @@ func (l *lowerer) useAction(ad *ast.ActionDecl, inst *blockInst) *controlAction 
 			continue
 		}
 		t := l.info.DeclTypes[p]
-		ca.params = append(ca.params, ir.ActionParamDecl{Name: p.Name, Width: types.Width(t),
-			Annotations: renderAnnotations(p.Annotations), TypeName: typeNameForP4Info(t)})
+		name := p.Name
+		if n, ok := p.Annotations.StringArg("name"); ok {
+			name = n
+		}
+		l.noteNamedType(t)
+		ca.params = append(ca.params, ir.ActionParamDecl{Name: name, Width: l.p4rtWidth(t),
+			Annotations: renderAnnotations(p.Annotations), TypeName: typeNameForP4Info(t), ExplicitID: explicitID(p.Annotations)})
 	}
 	l.controlByName[name] = ca
 	l.controlActions = append(l.controlActions, ca)

@@ -215,15 +215,42 @@ func shortName(n string) string {
 // typeNameForP4Info is the type name P4Info attaches to action parameters
 // and metadata of user-defined types.
 func typeNameForP4Info(t types.Type) string {
-	switch x := t.(type) {
-	case *types.NewType:
+	if x, ok := t.(*types.NewType); ok {
 		return x.Name
-	case *types.Enum:
-		if x.Underlying != nil {
-			return x.Name
-		}
 	}
 	return ""
+}
+
+// noteNamedType records a user-defined type (a `type`, a serializable
+// enum) in type_info, as p4c does for the types of match fields, action
+// parameters and packet metadata.
+func (l *lowerer) noteNamedType(t types.Type) {
+	switch x := t.(type) {
+	case *types.NewType:
+		l.noteNewType(x)
+	case *types.Enum:
+		if x.Underlying != nil {
+			l.noteEnum(x)
+		}
+	}
+}
+
+// p4rtWidth is the width P4Runtime gives a value of type t: that of its
+// translated form for a `type` with @p4runtime_translation, and 0 for
+// error, which the control plane sees as a string.
+func (l *lowerer) p4rtWidth(t types.Type) int {
+	if nt, ok := t.(*types.NewType); ok && nt.Decl != nil {
+		if a := nt.Decl.Annotations.Get("p4runtime_translation"); a != nil && len(a.Exprs) >= 2 {
+			if lit, ok := a.Exprs[1].(*ast.IntLit); ok {
+				return int(lit.Value.Int64())
+			}
+			return 0
+		}
+	}
+	if _, ok := types.Underlying(t).(*types.ErrorType); ok {
+		return 0
+	}
+	return types.Width(t)
 }
 
 // typeSpec describes a P4 type for P4Info, recording named types in the
@@ -368,11 +395,13 @@ func (l *lowerer) collectTypeInfo() {
 			ch.Annotations = append(ch.Annotations, renderAnnotation(an))
 		}
 		for _, f := range st.Fields {
-			cf := ir.ControllerField{Name: f.Name, Width: types.Width(f.Type), Annotations: renderAnnotations(f.Annotations)}
-			if nt, ok := f.Type.(*types.NewType); ok {
-				cf.TypeName = nt.Name
-				l.noteNewType(nt)
+			name := f.Name
+			if n, ok := f.Annotations.StringArg("name"); ok {
+				name = n
 			}
+			cf := ir.ControllerField{Name: name, Width: l.p4rtWidth(f.Type), Annotations: renderAnnotations(f.Annotations),
+				TypeName: typeNameForP4Info(f.Type), ExplicitID: explicitID(f.Annotations)}
+			l.noteNamedType(f.Type)
 			ch.Fields = append(ch.Fields, cf)
 		}
 		l.prog.ControllerHeaders = append(l.prog.ControllerHeaders, ch)

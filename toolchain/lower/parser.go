@@ -438,7 +438,12 @@ func (b *body) packetCall(x *ast.CallExpr, c *types.Call, stmt bool) any {
 			}
 			return tmp
 		}
-		return &scalarVal{e: castIR(&ir.Lookahead{Offset: 0, Width: w}, &types.Bits{Width: w}, rt), t: rt}
+		// BMv2 reads ahead only into a field (a "set" from a lookahead),
+		// so the bits go into a temporary first
+		tmp := l.newScalar("lookahead", &types.Bits{Width: w})
+		ref := &ir.FieldRef{Header: tmp.hdr, Field: tmp.field, T: ir.Bits(w, false)}
+		b.emit(&ir.Assign{Dst: ref, Src: &ir.Lookahead{Offset: 0, Width: w}, Loc: loc})
+		return &scalarVal{e: castIR(ref, &types.Bits{Width: w}, rt), t: rt}
 	case "advance":
 		if b.kind != kindParser {
 			b.errorf(x.Pos, "advance can only be called in a parser")
@@ -477,13 +482,31 @@ func (l *lowerer) declareValueSet(inst *blockInst, x *ast.ValueSetDecl) {
 			for _, f := range et.Fields {
 				w := types.Width(f.Type)
 				vs.Widths = append(vs.Widths, w)
-				vs.MatchFields = append(vs.MatchFields, ir.MatchField{Name: f.Name, Width: w, Match: ir.MatchExact})
+				mf := ir.MatchField{Name: f.Name, Width: w, Match: ir.MatchExact, ExplicitID: explicitID(f.Annotations)}
+				if n, ok := f.Annotations.StringArg("name"); ok {
+					mf.Name = n
+				}
+				for _, a := range f.Annotations {
+					switch a.Name {
+					case "match":
+						if len(a.Exprs) == 1 {
+							if id, ok := a.Exprs[0].(*ast.Ident); ok {
+								mf.Match = ir.MatchKind(id.Name)
+							}
+						}
+					case "name", "id", "brief", "description":
+					default:
+						mf.Annotations = append(mf.Annotations, renderAnnotation(a))
+					}
+				}
+				vs.MatchFields = append(vs.MatchFields, mf)
 			}
 		case *types.Tuple:
 			for i, e := range et.Elems {
 				w := types.Width(e)
 				vs.Widths = append(vs.Widths, w)
 				vs.MatchFields = append(vs.MatchFields, ir.MatchField{Name: "f" + itoa(i), Width: w, Match: ir.MatchExact})
+				_ = i
 			}
 		default:
 			w := types.Width(vt.Elem)

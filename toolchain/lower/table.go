@@ -150,6 +150,14 @@ func (l *lowerer) buildTable(b *body, td *ast.TableDecl, inst *blockInst) *ir.Ta
 			t.Default = &ir.DefaultEntry{Action: a}
 		}
 	}
+	// selector keys feed the action selector's hash, not the match
+	if t.Implementation != nil && t.Implementation.Selector != nil && len(t.Implementation.Selector.Input) == 0 {
+		for _, k := range t.Key {
+			if k.Match == ir.MatchSelector {
+				t.Implementation.Selector.Input = append(t.Implementation.Selector.Input, k.Expr)
+			}
+		}
+	}
 	if entries != nil {
 		t.ConstEntries = entries.Const
 		for i, e := range entries.Entries {
@@ -225,10 +233,13 @@ func (l *lowerer) noAction() *ast.ActionDecl {
 // keyField lowers one key element.
 func (b *body) keyField(k *ast.KeyElement) ir.KeyField {
 	l := b.l
-	kf := ir.KeyField{Match: ir.MatchKind(k.MatchKind), Annotations: renderAnnotations(k.Annotations)}
+	kf := ir.KeyField{Match: ir.MatchKind(k.MatchKind), Annotations: renderAnnotations(k.Annotations), ExplicitID: explicitID(k.Annotations)}
 	kf.Name = keyName(k)
 	t := l.info.Types[k.Expr]
 	kf.Width = types.Width(t)
+	kf.P4RTWidth = l.p4rtWidth(t)
+	kf.TypeName = typeNameForP4Info(t)
+	l.noteNamedType(t)
 	if kf.Width == 0 {
 		if v, ok := l.info.Values[k.Expr].(*big.Int); ok {
 			kf.Width = v.BitLen()

@@ -115,8 +115,13 @@ func Build(p *ir.Program) (*p4v1.P4Info, error) {
 			Alias:       ch.Name,
 			Annotations: ch.Annotations,
 		}}
+		explicit := make([]uint32, len(ch.Fields))
 		for i, f := range ch.Fields {
-			md := &p4v1.ControllerPacketMetadata_Metadata{Id: uint32(i + 1), Name: f.Name, Bitwidth: int32(f.Width), Annotations: f.Annotations}
+			explicit[i] = f.ExplicitID
+		}
+		ids := fieldIDs(explicit)
+		for i, f := range ch.Fields {
+			md := &p4v1.ControllerPacketMetadata_Metadata{Id: ids[i], Name: f.Name, Bitwidth: int32(f.Width), Annotations: f.Annotations}
 			if f.TypeName != "" {
 				md.TypeName = &p4v1.P4NamedType{Name: f.TypeName}
 			}
@@ -134,9 +139,19 @@ func Build(p *ir.Program) (*p4v1.P4Info, error) {
 			msg.Match = append(msg.Match, &p4v1.MatchField{Id: 1, Bitwidth: int32(w),
 				Match: &p4v1.MatchField_MatchType_{MatchType: p4v1.MatchField_EXACT}})
 		}
+		explicit := make([]uint32, len(vs.MatchFields))
 		for i, mf := range vs.MatchFields {
-			msg.Match = append(msg.Match, &p4v1.MatchField{Id: uint32(i + 1), Name: mf.Name, Bitwidth: int32(mf.Width),
-				Match: &p4v1.MatchField_MatchType_{MatchType: matchType(mf.Match)}})
+			explicit[i] = mf.ExplicitID
+		}
+		ids := fieldIDs(explicit)
+		for i, mf := range vs.MatchFields {
+			m := &p4v1.MatchField{Id: ids[i], Name: mf.Name, Bitwidth: int32(mf.Width), Annotations: mf.Annotations}
+			if mt := matchType(mf.Match); mt != p4v1.MatchField_UNSPECIFIED {
+				m.Match = &p4v1.MatchField_MatchType_{MatchType: mt}
+			} else {
+				m.Match = &p4v1.MatchField_OtherMatchType{OtherMatchType: string(mf.Match)}
+			}
+			msg.Match = append(msg.Match, m)
 		}
 		info.ValueSets = append(info.ValueSets, msg)
 	}
@@ -210,21 +225,27 @@ func table(syms *symbolTable, t *ir.Table) *p4v1.Table {
 		Preamble: preamble(syms, p4v1.P4Ids_TABLE, t.Name, t.Annotations),
 		Size:     int64(t.Size),
 	}
-	id := uint32(1)
+	var keys []ir.KeyField
 	for _, k := range t.Key {
-		if k.Match == ir.MatchSelector {
-			continue
+		if k.Match != ir.MatchSelector {
+			keys = append(keys, k)
 		}
+	}
+	explicit := make([]uint32, len(keys))
+	for i, k := range keys {
+		explicit[i] = k.ExplicitID
+	}
+	ids := fieldIDs(explicit)
+	for i, k := range keys {
 		mf := &p4v1.MatchField{
-			Id:          id,
+			Id:          ids[i],
 			Name:        k.Name,
-			Bitwidth:    int32(k.Width),
+			Bitwidth:    int32(k.P4RTWidth),
 			Annotations: k.Annotations,
 		}
-		if k.ExplicitID != 0 {
-			mf.Id = k.ExplicitID
+		if k.TypeName != "" {
+			mf.TypeName = &p4v1.P4NamedType{Name: k.TypeName}
 		}
-		id++
 		if mt := matchType(k.Match); mt != p4v1.MatchField_UNSPECIFIED {
 			mf.Match = &p4v1.MatchField_MatchType_{MatchType: mt}
 		} else {
@@ -294,8 +315,13 @@ func bytesOf(v *big.Int, w int) []byte {
 
 func action(syms *symbolTable, a *ir.Action) *p4v1.Action {
 	msg := &p4v1.Action{Preamble: preamble(syms, p4v1.P4Ids_ACTION, a.Name, a.Annotations)}
+	explicit := make([]uint32, len(a.Params))
 	for i, prm := range a.Params {
-		ap := &p4v1.Action_Param{Id: uint32(i + 1), Name: prm.Name, Bitwidth: int32(prm.Width), Annotations: prm.Annotations}
+		explicit[i] = prm.ExplicitID
+	}
+	ids := fieldIDs(explicit)
+	for i, prm := range a.Params {
+		ap := &p4v1.Action_Param{Id: ids[i], Name: prm.Name, Bitwidth: int32(prm.Width), Annotations: prm.Annotations}
 		if prm.TypeName != "" {
 			ap.TypeName = &p4v1.P4NamedType{Name: prm.TypeName}
 		}
@@ -427,4 +453,32 @@ func typeInfo(ti *ir.TypeInfo) *p4v1.P4TypeInfo {
 		out.Error = &p4v1.P4ErrorTypeSpec{Members: ti.Errors}
 	}
 	return out
+}
+
+// fieldIDs numbers the fields of one object (match fields, parameters,
+// packet metadata) as p4c does: @id values first, then 1, 2, ... in order,
+// where a field with an @id still takes up its position's number and
+// numbers already taken are skipped.
+func fieldIDs(explicit []uint32) []uint32 {
+	ids := make([]uint32, len(explicit))
+	taken := map[uint32]bool{}
+	for i, e := range explicit {
+		if e != 0 {
+			ids[i] = e
+			taken[e] = true
+		}
+	}
+	index := uint32(1)
+	for i, e := range explicit {
+		if e != 0 {
+			index++
+			continue
+		}
+		for taken[index] {
+			index++
+		}
+		ids[i] = index
+		taken[index] = true
+	}
+	return ids
 }

@@ -590,9 +590,10 @@ type ActionParamDecl struct {
 	Name        string
 	Width       int
 	Annotations []string
-	// TypeName is the P4 type name when it is a `type` with
-	// @p4runtime_translation or a serializable enum (for P4Info).
+	// TypeName is the P4 type name when it is a `type` (for P4Info).
 	TypeName string
+	// ExplicitID is the parameter's @id, if any.
+	ExplicitID uint32
 }
 
 // Action is an action: parameters from the control plane and a body.
@@ -635,17 +636,20 @@ type KeyField struct {
 	Expr  Expr
 	Mask  *big.Int
 	Width int
-	// Annotations (for P4Info).
+	// Annotations, @id, type name and width as P4Info describes them.
 	Annotations []string
 	ExplicitID  uint32
+	TypeName    string
+	P4RTWidth   int
 }
 
-// MatchField describes a value-set or key field for P4Info.
+// MatchField describes a value-set field for P4Info.
 type MatchField struct {
-	ExplicitID uint32
-	Name       string
-	Width      int
-	Match      MatchKind
+	ExplicitID  uint32
+	Name        string
+	Width       int
+	Match       MatchKind
+	Annotations []string
 }
 
 // ActionRef is an action a table can run, with P4Info scope.
@@ -871,6 +875,7 @@ type ControllerField struct {
 	Width       int
 	Annotations []string
 	TypeName    string
+	ExplicitID  uint32
 }
 
 // Digest is a digest type sent to the control plane.
