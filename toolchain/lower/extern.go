@@ -527,7 +527,8 @@ func (l *lowerer) useAction(ad *ast.ActionDecl, inst *blockInst) *controlAction 
 	if ca, ok := l.controlByName[name]; ok {
 		return ca
 	}
-	ca := &controlAction{name: name, decl: ad, annotations: renderAnnotations(ad.Annotations), explicitID: explicitID(ad.Annotations)}
+	ca := &controlAction{name: name, decl: ad, annotations: renderAnnotations(ad.Annotations), explicitID: explicitID(ad.Annotations),
+		block: l.block, seq: len(l.controlActions)}
 	for _, p := range ad.Params {
 		if p.Dir != ast.None {
 			continue

@@ -61,6 +61,9 @@ type lowerer struct {
 	actionDecl map[*ir.Action]*ast.ActionDecl
 	globalEnv  *env
 
+	// block is the V1Switch argument being lowered.
+	block int
+
 	fieldLists  map[int]*ir.FieldList
 	learnLists  map[string]*ir.LearnList
 	usesGeneric bool
@@ -79,6 +82,12 @@ type controlAction struct {
 	annotations []string
 	explicitID  uint32
 	ir          *ir.Action // one lowered instance (for tables), if any
+	// block is the index of the V1Switch block that first used the
+	// action, and seq the order of that use: P4Info lists actions by
+	// block, top-level actions first, then the block's own in
+	// declaration order (p4c's order after it localizes actions).
+	block int
+	seq   int
 	// inTable: some table can run the action. Actions only called
 	// directly have no control-plane parameters (p4c turns their
 	// parameters into locals before generating P4Info).
@@ -115,6 +124,27 @@ func Lower(info *types.Info, opts Options) (*Result, scanner.ErrorList) {
 	l.run()
 	res := &Result{Program: l.prog, Warnings: l.warn}
 	hasParams := false
+	sort.SliceStable(l.controlActions, func(i, j int) bool {
+		a, b := l.controlActions[i], l.controlActions[j]
+		if a.block != b.block {
+			return a.block < b.block
+		}
+		ag, bg := l.info.ParentOf[a.decl] == nil, l.info.ParentOf[b.decl] == nil
+		if ag != bg {
+			return ag
+		}
+		if ag {
+			return a.seq < b.seq
+		}
+		pa, pb := a.decl.Pos, b.decl.Pos
+		if pa.File != pb.File {
+			return a.seq < b.seq
+		}
+		if pa.Line != pb.Line {
+			return pa.Line < pb.Line
+		}
+		return pa.Col < pb.Col
+	})
 	for _, ca := range l.controlActions {
 		var params []ir.ActionParamDecl
 		if ca.inTable {
@@ -236,11 +266,17 @@ func (l *lowerer) run() {
 	}
 	bind(blocks[5], dd.Params, []any{pkt, hdrs})
 
+	l.block = 0
 	l.prog.Parsers = append(l.prog.Parsers, l.lowerParser(blocks[0]))
+	l.block = 1
 	l.lowerChecksumControl(blocks[1], true)
+	l.block = 2
 	l.prog.Pipelines = append(l.prog.Pipelines, l.lowerPipeline(blocks[2], "ingress"))
+	l.block = 3
 	l.prog.Pipelines = append(l.prog.Pipelines, l.lowerPipeline(blocks[3], "egress"))
+	l.block = 4
 	l.lowerChecksumControl(blocks[4], false)
+	l.block = 5
 	l.prog.Deparsers = append(l.prog.Deparsers, l.lowerDeparser(blocks[5]))
 	l.finishLayout()
 	l.collectTypeInfo()

@@ -3,6 +3,7 @@ package p4info
 import (
 	"errors"
 	"math/big"
+	"sort"
 
 	p4v1 "github.com/p4lang/p4runtime/go/p4/config/v1"
 
@@ -174,18 +175,31 @@ func Build(p *ir.Program) (*p4v1.P4Info, error) {
 	return info, nil
 }
 
-// controlTables lists the tables the control plane sees, once each.
+// controlTables lists the tables the control plane sees, once each, in
+// p4c's order: by pipeline, then by declaration.
 func controlTables(p *ir.Program) []*ir.Table {
 	var out []*ir.Table
 	seen := map[string]bool{}
 	for _, pl := range p.Pipelines {
+		var ts []*ir.Table
 		for _, t := range pl.Tables {
 			if t.Hidden || seen[t.Name] {
 				continue
 			}
 			seen[t.Name] = true
-			out = append(out, t)
+			ts = append(ts, t)
 		}
+		sort.SliceStable(ts, func(i, j int) bool {
+			a, b := ts[i].Loc.Pos, ts[j].Loc.Pos
+			if a.File != b.File {
+				return false
+			}
+			if a.Line != b.Line {
+				return a.Line < b.Line
+			}
+			return a.Col < b.Col
+		})
+		out = append(out, ts...)
 	}
 	return out
 }

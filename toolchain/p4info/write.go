@@ -7,7 +7,6 @@ import (
 
 	p4v1 "github.com/p4lang/p4runtime/go/p4/config/v1"
 	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -58,10 +57,7 @@ func Marshal(info *p4v1.P4Info, f Format) ([]byte, error) {
 	case Binary:
 		return proto.Marshal(info)
 	}
-	b, err := prototext.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(info)
-	if err != nil {
-		return nil, err
-	}
+	b := marshalText(info.ProtoReflect())
 	header := "# proto-file: p4/config/v1/p4info.proto\n# proto-message: p4.config.v1.P4Info\n\n"
 	return append([]byte(header), b...), nil
 }
