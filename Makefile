@@ -83,13 +83,13 @@ bench-controller: toolchain p4 controller
 	$(PY) -m terrapin.bench
 
 run:
-	@bash scripts/run.sh
+	@TOPO=$(TOPO) SWITCH=$(SWITCH) HEADLESS=$(HEADLESS) bash scripts/run.sh
 
 stop:
 	@bash scripts/stop.sh
 
 demo:
-	@bash scripts/demo.sh
+	@SWITCH=$(SWITCH) bash scripts/demo.sh
 
 clean:
 	rm -rf $(BUILD)

@@ -1,0 +1,67 @@
+"""The controller's configuration for a `NetworkPlan` (the schema is controller/terrapin/config.py).
+
+Admission per port follows the switch: each priority queue holds `queue_capacity` packets of at
+most the MTU, so that is its buffer in bytes; the largest packet any level sends is the MTU.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from topo.p4switch import REPO
+from topo.plan import NetworkPlan
+
+
+def controller_config(plan: NetworkPlan, state_dir: Path, *, rest_port: int, token: str) -> dict[str, Any]:
+    switches = []
+    for sw in plan.switches.values():
+        ports = []
+        for port in sorted(sw.ports.values(), key=lambda p: p.number):
+            peer = port.peer if port.peer_port is None else f"{port.peer}:{port.peer_port}"
+            entry: dict[str, Any] = {
+                "number": port.number,
+                "mac": port.mac,
+                "rate_bps": port.rate_bps,
+                "peer": peer,
+            }
+            if port.gateway_ip:
+                entry["gateway_ip"] = port.gateway_ip
+            ports.append(entry)
+        gateways = [p.gateway_ip for p in sw.ports.values() if p.gateway_ip]
+        switches.append(
+            {
+                "name": sw.name,
+                "address": sw.grpc_addr,
+                "device_id": sw.device_id,
+                **({"router_ip": gateways[0]} if gateways else {}),
+                "ports": ports,
+            }
+        )
+    return {
+        "p4": {
+            "p4info": str(REPO / "build/p4/terrapin.p4info.txtpb"),
+            "json": str(REPO / "build/p4/terrapin.json"),
+            "push": "always",
+        },
+        "rest": {"host": "127.0.0.1", "port": rest_port, "token": token},
+        "store": str(state_dir / "reservations.sqlite"),
+        "admission": {
+            "queue_capacity": plan.queue_capacity * plan.mtu,
+            "largest_packet": plan.mtu,
+        },
+        "switches": switches,
+        "hosts": [
+            {"name": h.name, "ip": h.address, "mac": h.mac, "switch": h.switch, "port": h.port}
+            for h in sorted(plan.hosts.values(), key=lambda h: h.name)
+        ],
+    }
+
+
+def write_config(plan: NetworkPlan, state_dir: Path, *, rest_port: int, token: str) -> Path:
+    path = state_dir / "controller.yaml"
+    data = controller_config(plan, state_dir, rest_port=rest_port, token=token)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path

@@ -1,0 +1,304 @@
+"""`make demo`: seed 000's headline result on the christie testbed.
+
+A video-like channel (30 frames/s, peak ≈ 5.25 Mbit/s, ≤ 4,500-byte packets; see topo/video.py)
+goes from a1 (the seed's Gluttony) to b1 (Lust) while a2 and a3 flood b1 with best-effort UDP
+(iperf3), each at the line rate, so the router's port towards b1 is offered twice what it can
+send. The run is made twice:
+
+- unreserved: the video claims priority (DSCP EF) but has no reservation, so the router demotes
+  it to best effort and it shares the congested queue;
+- reserved: the video first reserves 9 Mbit/s with a 27,000-byte burst at high priority, as in
+  seed 000 §4.3.2, through the controller's REST API.
+
+For each run it prints frames sent/received, packet loss, frame latency p50/p99/max, the highest
+depth of the reservation's priority queue against the sum of admitted bursts, and the delay bound
+the controller computed; it draws both runs into build/results/demo-latency.png and ends with one
+machine-readable line per run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from topo import christie
+from topo.network import RunningNetwork, running
+from topo.p4switch import REPO
+
+RESULTS = REPO / "build" / "results"
+VIDEO_PORT = 5004
+PRIORITY = 6
+RATE_BYTES_PER_S = 9_000_000 // 8  # 9 Mbit/s
+BURST_BYTES = 27_000  # six 4,500-byte packets: the largest frame plus control overhead
+PYTHON = str(REPO / "build" / "venv" / "bin" / "python")
+
+
+@dataclass
+class RunResult:
+    label: str
+    frames_sent: int
+    frames_received: int
+    packets_sent: int
+    packets_received: int
+    latencies: list[tuple[float, float]]  # (seconds since the first frame, latency ms)
+    bound_ms: float
+    max_qdepth: int
+    sum_bursts: int  # in packets of the maximum size, the unit of the queue depth register
+
+    @property
+    def loss(self) -> float:
+        return 1 - self.packets_received / self.packets_sent if self.packets_sent else 0.0
+
+    def percentile(self, p: float) -> float:
+        values = sorted(lat for _, lat in self.latencies)
+        if not values:
+            return math.nan
+        return values[min(len(values) - 1, max(0, math.ceil(p / 100 * len(values)) - 1))]
+
+    @property
+    def over_bound(self) -> int:
+        late = sum(1 for _, lat in self.latencies if lat > self.bound_ms)
+        return late + (self.frames_sent - self.frames_received)
+
+    def line(self) -> str:
+        return (
+            f"{self.label}: loss={self.loss:.4f} frames={self.frames_received}"
+            f" p50_ms={self.percentile(50):.3f} p99_ms={self.percentile(99):.3f}"
+            f" max_ms={self.percentile(100):.3f} bound_ms={self.bound_ms:.3f}"
+            f" over_bound={self.over_bound} max_qdepth={self.max_qdepth} sum_bursts={self.sum_bursts}"
+        )
+
+
+def rest(run: RunningNetwork, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(f"{run.rest_url}{path}", data=data, method=method)
+    request.add_header("Content-Type", "application/json")
+    request.add_header("Authorization", f"Bearer {run.token}")
+    with urllib.request.urlopen(request, timeout=10) as reply:
+        text = reply.read()
+    return json.loads(text) if text else None
+
+
+def wait_ready(run: RunningNetwork, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        health = rest(run, "GET", "/health")
+        if all(s["ready"] for s in health["switches"].values()):
+            return
+        time.sleep(0.5)
+    raise TimeoutError("the controller never reported its switches ready")
+
+
+def queue_state(run: RunningNetwork, port: int) -> dict[str, Any]:
+    status = rest(run, "GET", "/status/switches/terrapin")
+    for entry in status["ports"]:
+        if entry["port"] == port:
+            return entry["queues"][PRIORITY]  # type: ignore[no-any-return]
+    raise KeyError(port)
+
+
+def one_run(
+    run: RunningNetwork, label: str, seconds: float, reserve: bool, work: Path
+) -> tuple[RunResult, float]:
+    plan = run.plan
+    a1, a2, a3, b1 = (plan.hosts[n] for n in ("a1", "a2", "a3", "b1"))
+    bound_ms = math.nan
+    reservation_id = None
+    if reserve:
+        granted = rest(
+            run,
+            "POST",
+            "/reservations",
+            {
+                "src": a1.address,
+                "dst": b1.address,
+                "protocol": "udp",
+                "src_port": VIDEO_PORT,
+                "dst_port": VIDEO_PORT,
+                "priority": PRIORITY,
+                "rate": RATE_BYTES_PER_S,
+                "burst": BURST_BYTES,
+                "max_packet": plan.mtu,
+            },
+        )
+        reservation_id = granted["id"]
+        bound_ms = granted["allocation"]["worst_case_delay_us"] / 1000
+        print(
+            f"  reserved channel {reservation_id}: bound {bound_ms:.3f} ms, "
+            f"allocation {granted['allocation']['rate']} B/s, {granted['allocation']['burst']} B"
+        )
+    sender_log, receiver_log = work / f"{label}-sender.json", work / f"{label}-receiver.json"
+    sink = run.host("b1")
+    receiver = sink.popen(
+        [
+            PYTHON,
+            "-m",
+            "topo.video",
+            "receive",
+            "--port",
+            str(VIDEO_PORT),
+            "--seconds",
+            str(seconds + 4),
+            "--log",
+            str(receiver_log),
+        ],
+        cwd=str(REPO),
+    )
+    servers = [sink.popen(["iperf3", "-s", "-1", "-p", str(5201 + i)]) for i in range(2)]
+    time.sleep(1)
+    floods = [
+        run.host(h.name).popen(
+            [
+                "iperf3",
+                "-c",
+                b1.address,
+                "-u",
+                "-b",
+                f"{h.rate_bps}",
+                "-l",
+                str(plan.mtu - 100),
+                "-t",
+                str(int(seconds + 2)),
+                "-p",
+                str(5201 + i),
+            ]
+        )
+        for i, h in enumerate((a2, a3))
+    ]
+    time.sleep(1)
+    sender = run.host("a1").popen(
+        [
+            PYTHON,
+            "-m",
+            "topo.video",
+            "send",
+            "--dst",
+            b1.address,
+            "--port",
+            str(VIDEO_PORT),
+            "--seconds",
+            str(seconds),
+            "--log",
+            str(sender_log),
+        ],
+        cwd=str(REPO),
+    )
+    sender.wait()
+    receiver.wait()
+    for process in floods + servers:
+        process.terminate()
+        process.wait()
+    queue = queue_state(run, b1.port)
+    if reservation_id is not None:
+        rest(run, "DELETE", f"/reservations/{reservation_id}")
+    sent = json.loads(sender_log.read_text())["frames"]
+    received = {f["frame"]: f for f in json.loads(receiver_log.read_text())["frames"]}
+    t0 = sent[0]["start_ns"]
+    latencies = [
+        ((f["start_ns"] - t0) / 1e9, (received[f["frame"]]["last_arrival_ns"] - f["start_ns"]) / 1e6)
+        for f in sent
+        if f["frame"] in received and received[f["frame"]]["received"] == f["packets"]
+    ]
+    result = RunResult(
+        label=label,
+        frames_sent=len(sent),
+        frames_received=len(latencies),
+        packets_sent=sum(f["packets"] for f in sent),
+        packets_received=sum(min(r["received"], r["packets"]) for r in received.values()),
+        latencies=latencies,
+        bound_ms=bound_ms,
+        max_qdepth=int(queue["max_depth_packets"] or 0),
+        sum_bursts=math.ceil((queue["allocated_burst"] or 0) / plan.mtu),
+    )
+    return result, bound_ms
+
+
+def plot(results: list[RunResult], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    for result, style in zip(results, ("tab:red", "tab:blue"), strict=False):
+        xs = [x for x, _ in result.latencies]
+        ys = [y for _, y in result.latencies]
+        ax.plot(
+            xs,
+            ys,
+            ".",
+            ms=3,
+            color=style,
+            label=f"{result.label} ({result.frames_received}/{result.frames_sent} frames)",
+        )
+    bound = results[-1].bound_ms
+    ax.axhline(bound, color="black", ls="--", lw=1, label=f"computed bound {bound:.2f} ms")
+    ax.set_yscale("log")
+    ax.set_xlabel("time since the first frame (s)")
+    ax.set_ylabel("frame latency (ms)")
+    ax.set_title("Video across Terrapin with the egress port offered 2x its line rate")
+    ax.legend(loc="upper right", fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+
+
+def report(result: RunResult) -> None:
+    print(f"{result.label}:")
+    print(
+        f"  frames sent {result.frames_sent}, received whole {result.frames_received}; "
+        f"packet loss {result.loss:.2%}"
+    )
+    print(
+        f"  frame latency p50 {result.percentile(50):.3f} ms, p99 {result.percentile(99):.3f} ms, "
+        f"max {result.percentile(100):.3f} ms; bound {result.bound_ms:.3f} ms, "
+        f"{result.over_bound} frames over it (lost frames included)"
+    )
+    print(
+        f"  priority-{PRIORITY} queue towards b1: max depth {result.max_qdepth} packets; "
+        f"admitted bursts {result.sum_bursts} packets"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Seed 000's reserved-vs-unreserved video demo.")
+    parser.add_argument("--seconds", type=float, default=20.0, help="video length per run")
+    parser.add_argument(
+        "--switch", choices=("terrapin", "bmv2"), default=os.environ.get("SWITCH", "terrapin")
+    )
+    parser.add_argument("--rate-mbps", type=float, default=100.0)
+    args = parser.parse_args(argv)
+
+    plan = christie.plan(rate_mbps=args.rate_mbps)
+    work = RESULTS / "demo"
+    work.mkdir(parents=True, exist_ok=True)
+    with running(plan, switch_kind=args.switch, rest_port=18080, state_dir=work) as run:
+        wait_ready(run)
+        print("run 1: no reservation (the video's priority claim is demoted)")
+        unreserved, _ = one_run(run, "unreserved", args.seconds, reserve=False, work=work)
+        print("run 2: 9 Mbit/s, 27,000-byte burst reserved at high priority")
+        reserved, bound_ms = one_run(run, "reserved", args.seconds, reserve=True, work=work)
+    # The unreserved run is judged against the bound the reservation was given.
+    unreserved.bound_ms = bound_ms
+    print()
+    report(unreserved)
+    report(reserved)
+    png = RESULTS / "demo-latency.png"
+    plot([unreserved, reserved], png)
+    print(f"plot: {png.relative_to(REPO)}")
+    print(reserved.line())
+    print(unreserved.line())
+    ok = reserved.loss == 0 and reserved.over_bound == 0 and reserved.frames_received == reserved.frames_sent
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

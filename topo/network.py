@@ -1,0 +1,177 @@
+"""Turns a `NetworkPlan` into a running Mininet network with P4Runtime switches and the controller.
+
+`running(plan, ...)` is a context manager: on exit (normal, exception or Ctrl-C) it stops the
+controller, the switches and Mininet, so no process, namespace or veth outlives it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from mininet.link import Link
+from mininet.log import setLogLevel
+from mininet.net import Mininet
+from mininet.node import Host as MininetHost
+
+from topo.controller_config import write_config
+from topo.p4switch import REPO, P4RuntimeSwitch
+from topo.plan import NetworkPlan
+
+RUN_DIR = REPO / "build" / "run"
+CONTROLLER = REPO / "build" / "venv" / "bin" / "terrapin-controller"
+
+
+@dataclass
+class RunningNetwork:
+    plan: NetworkPlan
+    net: Mininet
+    controller: subprocess.Popen[bytes] | None
+    rest_url: str
+    token: str
+    config_path: Path
+
+    def host(self, name: str) -> MininetHost:
+        return self.net.get(name)
+
+
+def _quiet_offloads(intf_name: str, run: object) -> None:
+    # Segmentation offloads would hand the switch frames larger than the MTU, and checksum
+    # offload leaves partial checksums in the frames it reads.
+    run(f"ethtool -K {intf_name} tx off rx off tso off gso off gro off >/dev/null 2>&1")  # type: ignore[operator]
+
+
+def build(plan: NetworkPlan, switch_kind: str) -> Mininet:
+    """Creates (but does not start) the Mininet network for a plan."""
+    net = Mininet(controller=None, autoSetMacs=False, autoStaticArp=False, build=False)
+    for sw in plan.switches.values():
+        net.addSwitch(
+            sw.name,
+            cls=P4RuntimeSwitch,
+            device_id=sw.device_id,
+            grpc_port=sw.grpc_port,
+            port_rates={n: p.rate_bps for n, p in sw.ports.items()},
+            queue_capacity=plan.queue_capacity,
+            kind=switch_kind,
+            mtu=plan.mtu,
+            log_dir=str(RUN_DIR),
+        )
+    for host in plan.hosts.values():
+        net.addHost(host.name, ip=host.ip, mac=host.mac)
+        # Links are not shaped in the kernel: the switch paces each of its ports at the link's
+        # line rate, so the queues build inside the switch, where priorities apply. A host can
+        # therefore hand the router a whole burst at once, which is the case the admission test
+        # (Σσ within the buffer) and the delay bound ((Σσ + L_max) / C) are written for.
+        net.addLink(host.name, host.switch, port2=host.port, cls=Link)
+    for a, port_a, b, port_b, _rate in plan.trunks():
+        net.addLink(a, b, port1=port_a, port2=port_b, cls=Link)
+    return net
+
+
+def configure_hosts(plan: NetworkPlan, net: Mininet) -> None:
+    for host in plan.hosts.values():
+        node = net.get(host.name)
+        intf = node.defaultIntf()
+        _quiet_offloads(intf.name, node.cmd)
+        node.cmd(f"ip link set {intf.name} mtu {plan.mtu}")
+        node.cmd(f"ip route replace default via {host.gateway} dev {intf.name}")
+        # Every neighbour is reached through the router port, so resolve the gateway and the
+        # hosts of the same subnet to that port's MAC up front; the switch also answers ARP.
+        router_mac = plan.switches[host.switch].ports[host.port].mac
+        node.cmd(f"ip neigh replace {host.gateway} lladdr {router_mac} dev {intf.name}")
+        prefix = host.ip.split("/")[1]
+        for other in plan.hosts.values():
+            if other.name != host.name and _same_subnet(host.ip, other.address, prefix):
+                node.cmd(f"ip neigh replace {other.address} lladdr {router_mac} dev {intf.name}")
+    for sw in plan.switches.values():
+        node = net.get(sw.name)
+        for intf in node.intfList():
+            if intf.name != "lo":
+                _quiet_offloads(intf.name, node.cmd)
+
+
+def _same_subnet(cidr: str, address: str, prefix: str) -> bool:
+    import ipaddress
+
+    return ipaddress.ip_address(address) in ipaddress.ip_network(cidr, strict=False)
+
+
+def start_controller(config_path: Path, rest_url: str, log_path: Path) -> subprocess.Popen[bytes]:
+    if not CONTROLLER.exists():
+        raise FileNotFoundError(f"{CONTROLLER} is missing: run `make controller`")
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            [str(CONTROLLER), "--config", str(config_path)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"controller exited with {process.returncode}; see {log_path}")
+        try:
+            with urllib.request.urlopen(f"{rest_url}/health", timeout=1) as reply:
+                if json.load(reply).get("status") == "ok":
+                    return process
+        except OSError:
+            pass
+        time.sleep(0.2)
+    stop_process(process)
+    raise TimeoutError(f"controller did not become healthy; see {log_path}")
+
+
+def stop_process(process: subprocess.Popen[bytes] | None) -> None:
+    if process is None or process.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+@contextlib.contextmanager
+def running(
+    plan: NetworkPlan,
+    *,
+    switch_kind: str = "terrapin",
+    rest_port: int = 8080,
+    token: str = "terrapin",
+    with_controller: bool = True,
+    state_dir: Path | None = None,
+) -> Iterator[RunningNetwork]:
+    """Brings the whole network up and guarantees it is torn down again."""
+    setLogLevel(os.environ.get("MININET_LOG", "warning"))
+    RUN_DIR.mkdir(parents=True, exist_ok=True)
+    state = state_dir or RUN_DIR / plan.name
+    state.mkdir(parents=True, exist_ok=True)
+    rest_url = f"http://127.0.0.1:{rest_port}"
+    config_path = write_config(plan, state, rest_port=rest_port, token=token)
+    net = build(plan, switch_kind)
+    controller = None
+    try:
+        net.build()
+        net.start()
+        configure_hosts(plan, net)
+        if with_controller:
+            controller = start_controller(config_path, rest_url, RUN_DIR / f"{plan.name}-controller.log")
+        yield RunningNetwork(plan, net, controller, rest_url, token, config_path)
+    finally:
+        stop_process(controller)
+        try:
+            net.stop()
+        except Exception as error:
+            print(f"warning: mininet stop: {error}", file=sys.stderr)

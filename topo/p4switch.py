@@ -1,0 +1,140 @@
+"""A Mininet switch node that runs a P4Runtime software switch on its interfaces.
+
+Either Terrapin's bundled `terrapin-switch` (SWITCH=terrapin, the default) or p4lang's
+`simple_switch_grpc` (SWITCH=bmv2, when installed). Both take the same BMv2-style command line;
+only the per-port line rate differs: terrapin-switch paces each port itself (`--port-rate`), while
+BMv2 can only cap a port's queues in packets per second through its Thrift CLI, so for BMv2 the
+byte rate is converted with the plan's MTU as the packet size.
+
+The switch starts without a pipeline (`--no-p4`); the controller pushes the compiled program over
+P4Runtime, as it would to a hardware target.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from mininet.node import Switch
+
+from topo.plan import CPU_PORT, PRIORITY_QUEUES
+
+REPO = Path(__file__).resolve().parent.parent
+TERRAPIN_SWITCH = REPO / "build" / "bin" / "terrapin-switch"
+
+
+def switch_binary(kind: str) -> str:
+    """The executable for SWITCH=kind, or a clear error if it is not installed."""
+    if kind == "terrapin":
+        if not TERRAPIN_SWITCH.exists():
+            raise FileNotFoundError(f"{TERRAPIN_SWITCH} is missing: run `make toolchain`")
+        return str(TERRAPIN_SWITCH)
+    if kind == "bmv2":
+        found = shutil.which("simple_switch_grpc")
+        if not found:
+            raise FileNotFoundError("SWITCH=bmv2 needs p4lang's simple_switch_grpc on PATH")
+        return found
+    raise ValueError(f"unknown switch kind {kind!r} (terrapin or bmv2)")
+
+
+class P4RuntimeSwitch(Switch):
+    """Mininet node for a P4Runtime switch process in the root namespace."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        device_id: int,
+        grpc_port: int,
+        port_rates: dict[int, int] | None = None,
+        queue_capacity: int = 64,
+        kind: str = "terrapin",
+        mtu: int = 1500,
+        log_dir: str = "build/run",
+        **params: object,
+    ) -> None:
+        super().__init__(name, dpid=f"{device_id:016x}", **params)
+        self.device_id = device_id
+        self.grpc_port = grpc_port
+        self.port_rates = port_rates or {}
+        self.queue_capacity = queue_capacity
+        self.kind = kind
+        self.mtu = mtu
+        self.log_path = Path(log_dir) / f"{name}.log"
+        self.thrift_port = 9090 + device_id
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def command_line(self) -> list[str]:
+        args = [switch_binary(self.kind), "--device-id", str(self.device_id)]
+        for intf in self.intfList():
+            port = self.ports[intf]
+            if intf.name != "lo" and port != 0:
+                args += ["-i", f"{port}@{intf.name}"]
+        args += ["--thrift-port", str(self.thrift_port), "--no-p4", "--"]
+        args += ["--grpc-server-addr", f"127.0.0.1:{self.grpc_port}"]
+        args += ["--cpu-port", str(CPU_PORT), "--priority-queues", str(PRIORITY_QUEUES)]
+        if self.kind == "terrapin":
+            args += ["--queue-capacity", str(self.queue_capacity)]
+            for port, rate in sorted(self.port_rates.items()):
+                args += ["--port-rate", f"{port}:{rate}"]
+        return args
+
+    def start(self, controllers: list[object]) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        for intf in self.intfList():
+            if intf.name != "lo":
+                # Checksum offload would leave partial checksums in frames the switch reads.
+                self.cmd(f"ethtool -K {intf.name} tx off rx off >/dev/null 2>&1")
+                self.cmd(f"ip link set {intf.name} mtu {self.mtu}")
+        with open(self.log_path, "wb") as log:
+            self.process = subprocess.Popen(
+                self.command_line(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        self._wait_for_grpc()
+        if self.kind == "bmv2" and self.port_rates:
+            self._set_bmv2_rates()
+
+    def _wait_for_grpc(self, timeout: float = 15.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process is not None and self.process.poll() is not None:
+                raise RuntimeError(
+                    f"{self.name}: switch exited with {self.process.returncode}; see {self.log_path}"
+                )
+            try:
+                with socket.create_connection(("127.0.0.1", self.grpc_port), timeout=0.5):
+                    return
+            except OSError:
+                time.sleep(0.1)
+        raise TimeoutError(f"{self.name}: no P4Runtime server on port {self.grpc_port}")
+
+    def _set_bmv2_rates(self) -> None:
+        cli = shutil.which("simple_switch_CLI")
+        if not cli:
+            return
+        commands = "".join(
+            f"set_queue_rate {max(1, rate // (8 * self.mtu))} {port}\n"
+            for port, rate in self.port_rates.items()
+        )
+        subprocess.run(
+            [cli, "--thrift-port", str(self.thrift_port)],
+            input=commands.encode(),
+            capture_output=True,
+            check=False,
+        )
+
+    def stop(self, deleteIntfs: bool = True) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        self.process = None
+        super().stop(deleteIntfs)

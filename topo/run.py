@@ -1,0 +1,99 @@
+"""`make run`: one of the topologies, its switches, the controller and its REST API.
+
+    python -m topo.run [--topo christie|sequoia|chain] [--switch terrapin|bmv2] [--headless]
+
+Opens the Mininet CLI (or, headless, waits for Ctrl-C / SIGTERM); everything it started is
+stopped on the way out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import signal
+import sys
+import threading
+from types import FrameType
+
+from mininet.cli import CLI
+
+from topo import TOPOLOGIES
+from topo.network import RunningNetwork, running
+from topo.plan import NetworkPlan
+
+
+def load_plan(name: str, rate_mbps: float | None) -> NetworkPlan:
+    module = importlib.import_module(f"topo.{name}")
+    if rate_mbps is None:
+        return module.plan()  # type: ignore[no-any-return]
+    if name == "sequoia":
+        return module.plan(t1_bps=int(rate_mbps * 1e6))  # type: ignore[no-any-return]
+    return module.plan(rate_mbps=rate_mbps)  # type: ignore[no-any-return]
+
+
+def describe(run: RunningNetwork) -> str:
+    plan = run.plan
+    hosts = sorted(plan.hosts.values(), key=lambda h: h.name)
+    src, dst = hosts[0], hosts[-1]
+    lines = [
+        f"Terrapin is up: topology {plan.name!r}, {len(plan.switches)} switch(es), {len(hosts)} hosts.",
+        "",
+        "  hosts:    " + ", ".join(f"{h.name} {h.address}" for h in hosts),
+        "  switches: " + ", ".join(f"{s.name} (P4Runtime {s.grpc_addr})" for s in plan.switches.values()),
+        f"  REST API: {run.rest_url}  (OpenAPI at {run.rest_url}/docs, token {run.token!r})",
+        "",
+        f"Reserve a channel {src.name} -> {dst.name} (UDP 5004 -> 5004, 9 Mbit/s = 1,125,000 B/s,"
+        " 27,000-byte burst, priority 6):",
+        f"  curl -s -X POST {run.rest_url}/reservations -H 'Authorization: Bearer {run.token}' \\",
+        "       -H 'Content-Type: application/json' -d '"
+        f'{{"src": "{src.address}", "dst": "{dst.address}", "protocol": "udp", "src_port": 5004, '
+        f'"dst_port": 5004, "priority": 6, "rate": 1125000, "burst": 27000, '
+        f'"max_packet": {plan.mtu}}}\'',
+        f"  curl -s {run.rest_url}/reservations",
+        "",
+        "Or in band, from the hosts (in the Mininet CLI):",
+        f"  {dst.name} terrapin-host serve &",
+        f"  {src.name} terrapin-host request --dst {dst.address} --protocol udp --sport 5004 "
+        f"--dport 5004 --priority 6 --rate 1125000 --burst 27000 --max-packet {plan.mtu}",
+        f"  {src.name} terrapin-host status",
+        "",
+        "Logs: build/run/  ·  stop with Ctrl-C (or `exit` in the CLI) or `make stop`.",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Bring up a Terrapin network.")
+    parser.add_argument("--topo", choices=TOPOLOGIES, default="christie")
+    parser.add_argument("--switch", choices=("terrapin", "bmv2"), default="terrapin")
+    parser.add_argument("--rate-mbps", type=float, default=None, help="link rate (T1 rate for sequoia)")
+    parser.add_argument("--rest-port", type=int, default=8080)
+    parser.add_argument("--token", default="terrapin")
+    parser.add_argument("--headless", action="store_true", help="no CLI; run until interrupted")
+    args = parser.parse_args(argv)
+
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+        if not args.headless:
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_signal)
+    plan = load_plan(args.topo, args.rate_mbps)
+    try:
+        with running(plan, switch_kind=args.switch, rest_port=args.rest_port, token=args.token) as run:
+            print(describe(run), flush=True)
+            if args.headless:
+                signal.signal(signal.SIGINT, on_signal)
+                stop.wait()
+            else:
+                CLI(run.net)
+    except KeyboardInterrupt:
+        pass
+    print("Terrapin stopped; everything it started is gone.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

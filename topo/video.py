@@ -1,0 +1,143 @@
+"""A video-like UDP stream for the demo: seed 000 §4.3's motion-JPEG transmission, resynthesised.
+
+The seed sent a ten-minute clip at 30 frames/s, JPEG Q=60, whose frame buffers (its Figure 17)
+peaked at 21,680 bytes, a peak rate of 21,680 B / 33 ms ≈ 5.25 Mbit/s; XTP segmented each frame
+into packets of at most 4,500 bytes. We draw frame sizes from a Beta(4, 3) shape between 8,000
+and 21,680 bytes — a single-mode spread with a long low tail like the histogram — from a seeded
+generator, so both demo runs send the same frames.
+
+    python -m topo.video send --dst 10.0.2.1 --port 5004 --seconds 20 --log sender.json
+    python -m topo.video receive --port 5004 --seconds 25 --log receiver.json
+
+Every packet carries (frame number, index, count, frame start time); the receiver records when the
+last packet of each frame arrived. Sender and receiver run in Mininet hosts on one machine, so
+they share CLOCK_REALTIME and one-way latency is simply arrival minus frame start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import socket
+import struct
+import sys
+import time
+from dataclasses import asdict, dataclass
+
+FRAMES_PER_SECOND = 30
+PEAK_FRAME_BYTES = 21_680
+SMALLEST_FRAME_BYTES = 8_000
+MAX_PACKET_BYTES = 4_500  # IPv4 total length, the FDDI-era packet of the seed
+UDP_IP_OVERHEAD = 28
+HEADER = struct.Struct("!4sIHHIQ")  # magic, frame, index, count, frame bytes, frame start ns
+MAGIC = b"TVID"
+
+
+def frame_sizes(count: int, seed: int = 1995) -> list[int]:
+    rng = random.Random(seed)
+    span = PEAK_FRAME_BYTES - SMALLEST_FRAME_BYTES
+    return [SMALLEST_FRAME_BYTES + round(rng.betavariate(4, 3) * span) for _ in range(count)]
+
+
+def segment(frame_bytes: int, max_packet: int = MAX_PACKET_BYTES) -> list[int]:
+    """UDP payload sizes of a frame's packets: each whole packet at most `max_packet` bytes."""
+    room = max_packet - UDP_IP_OVERHEAD - HEADER.size
+    sizes = []
+    left = frame_bytes
+    while left > 0:
+        sizes.append(min(room, left))
+        left -= sizes[-1]
+    return sizes
+
+
+@dataclass
+class FrameRecord:
+    frame: int
+    bytes: int
+    packets: int
+    start_ns: int
+    received: int = 0
+    last_arrival_ns: int = 0
+
+    @property
+    def complete(self) -> bool:
+        return self.received == self.packets
+
+    @property
+    def latency_ms(self) -> float:
+        return (self.last_arrival_ns - self.start_ns) / 1e6
+
+
+def send(dst: str, port: int, seconds: float, seed: int, log: str, dscp: int) -> None:
+    sizes = frame_sizes(int(seconds * FRAMES_PER_SECOND), seed)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, dscp << 2)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+    filler = bytes(MAX_PACKET_BYTES)
+    period_ns = 1_000_000_000 // FRAMES_PER_SECOND
+    first = time.time_ns() + 100_000_000
+    sent = []
+    for number, size in enumerate(sizes):
+        due = first + number * period_ns
+        while (now := time.time_ns()) < due:
+            time.sleep(min(0.002, (due - now) / 1e9))
+        start = time.time_ns()
+        payloads = segment(size)
+        for index, payload in enumerate(payloads):
+            head = HEADER.pack(MAGIC, number, index, len(payloads), size, start)
+            sock.sendto(head + filler[:payload], (dst, port))
+        sent.append({"frame": number, "bytes": size, "packets": len(payloads), "start_ns": start})
+    with open(log, "w") as out:
+        json.dump({"frames": sent, "peak_bps": PEAK_FRAME_BYTES * 8 * FRAMES_PER_SECOND}, out)
+
+
+def receive(port: int, seconds: float, log: str) -> None:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+    sock.bind(("0.0.0.0", port))
+    sock.settimeout(0.2)
+    frames: dict[int, FrameRecord] = {}
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            data = sock.recv(65536)
+        except TimeoutError:
+            continue
+        arrival = time.time_ns()
+        if len(data) < HEADER.size:
+            continue
+        magic, number, _index, count, size, start = HEADER.unpack_from(data)
+        if magic != MAGIC:
+            continue
+        record = frames.setdefault(number, FrameRecord(number, size, count, start))
+        record.received += 1
+        record.last_arrival_ns = max(record.last_arrival_ns, arrival)
+    with open(log, "w") as out:
+        json.dump({"frames": [asdict(r) for r in sorted(frames.values(), key=lambda r: r.frame)]}, out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="mode", required=True)
+    s = sub.add_parser("send")
+    s.add_argument("--dst", required=True)
+    s.add_argument("--port", type=int, default=5004)
+    s.add_argument("--seconds", type=float, default=20)
+    s.add_argument("--seed", type=int, default=1995)
+    s.add_argument("--dscp", type=int, default=46, help="the sender's priority claim (EF)")
+    s.add_argument("--log", required=True)
+    r = sub.add_parser("receive")
+    r.add_argument("--port", type=int, default=5004)
+    r.add_argument("--seconds", type=float, default=25)
+    r.add_argument("--log", required=True)
+    args = parser.parse_args(argv)
+    if args.mode == "send":
+        send(args.dst, args.port, args.seconds, args.seed, args.log, args.dscp)
+    else:
+        receive(args.port, args.seconds, args.log)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
