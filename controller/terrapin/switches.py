@@ -272,7 +272,7 @@ class SwitchFabric:
         want = {_key(e, schema): e for e in desired}
         have: dict[tuple[Any, ...], fy.P4TableEntry] = {}
         for table in (T_ROUTES, T_ARP, T_PORT_MACS, T_CHANNELS):
-            async for entry in _read(sw, fy.P4TableEntry(table)):
+            async for entry in _read(sw, _read_request(table)):
                 have[_key(entry, schema)] = entry
         inserts = [e for k, e in want.items() if k not in have]
         modifies = [e for k, e in want.items() if k in have and not _same(e, have[k], schema)]
@@ -307,7 +307,7 @@ class SwitchFabric:
         """Channel entries as the switch has them, with action parameters and meter."""
         sw = self._switch(name)
         found = []
-        async for entry in _read(sw, fy.P4TableEntry(T_CHANNELS)):
+        async for entry in _read(sw, _read_request(T_CHANNELS)):
             match = entry.match or fy.P4TableMatch()
             selector = ChannelSelector(
                 src=str(_as_ip(match["src_addr"])),
@@ -412,6 +412,13 @@ async def _read_counters(sw: fy.Switch, name: str, indices: list[int]) -> dict[i
         if entry.index is not None:
             found[entry.index] = (entry.packet_count, entry.byte_count)
     return found
+
+
+def _read_request(table: str) -> fy.P4TableEntry:
+    if table != T_CHANNELS:
+        return fy.P4TableEntry(table)
+    # P4Runtime returns a direct meter's config only when the read request asks for it.
+    return fy.P4TableEntry(table, meter_config=fy.P4MeterConfig(cir=0, cburst=0, pir=0, pburst=0))
 
 
 def _read(sw: fy.Switch, entity: Any) -> AsyncIterator[Any]:

@@ -170,7 +170,7 @@ def test_restart_restores_every_reservation(tmp_path: Path) -> None:
     ctl, _fab = make(db)
     with TestClient(ctl.app) as client:
         first = client.post("/reservations", json=BODY | {"rate": 800_000}, headers=TOKEN).json()
-    again, fab2 = make(db)
+    again, _fab2 = make(db)
     with TestClient(again.app) as client:
         assert client.get(f"/reservations/{first['id']}").json()["allocation"] == first["allocation"]
         # the ledger was restored too: the port is still nearly full

@@ -1,0 +1,325 @@
+"""A small real network for the integration tests: namespaces, veths, terrapin-switch processes
+and the controller process. Every name starts with `tctl`; `Lab.close()` removes everything it
+made, also after a failure."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+import yaml
+from finsy.proto import p4i as p4info_pb2
+from finsy.proto import p4r as p4runtime_pb2
+from finsy.proto import p4r_grpc as p4runtime_pb2_grpc
+from google.protobuf import text_format
+
+REPO = Path(__file__).resolve().parents[2]
+SWITCH_BIN = REPO / "build" / "bin" / "terrapin-switch"
+P4_JSON = REPO / "build" / "p4" / "terrapin.json"
+P4_INFO = REPO / "build" / "p4" / "terrapin.p4info.txtpb"
+CONTROLLER_BIN = REPO / "build" / "venv" / "bin" / "terrapin-controller"
+HOST_BIN = REPO / "build" / "venv" / "bin" / "terrapin-host"
+TOKEN = "integration-token"
+REST_PORT = 19720
+GRPC_BASE = 19730
+
+
+def missing_prerequisites() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (network namespaces)"
+    for path in (SWITCH_BIN, P4_JSON, P4_INFO, CONTROLLER_BIN, HOST_BIN):
+        if not path.exists():
+            return f"{path} is missing (make toolchain p4 controller)"
+    if shutil.which("ip") is None:
+        return "iproute2 is missing"
+    return None
+
+
+def sh(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, check=check, capture_output=True, text=True)
+
+
+@dataclass
+class Lab:
+    """h1 — s1 — s2 — s3 — h2 (3 switches, so a path has interior hops)."""
+
+    workdir: Path
+    switches: int = 3
+    rate_bps: int = 10_000_000
+    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    namespaces: list[str] = field(default_factory=list)
+    links: list[str] = field(default_factory=list)
+    config_path: Path | None = None
+
+    # ---- building ---------------------------------------------------------------------------
+
+    def up(self) -> None:
+        self._cleanup_leftovers()
+        for host in ("h1", "h2"):
+            ns = f"tctl-{host}"
+            sh("ip", "netns", "add", ns)
+            self.namespaces.append(ns)
+        # host links: switch side in the root namespace, host side in the host's namespace
+        self._veth("tctl1s", "tctl1h", ns="tctl-h1", mac="0a:00:00:00:00:01", ip="10.0.1.2/24", gw="10.0.1.1")
+        last = self.switches
+        self._veth(
+            f"tctl{last}s",
+            f"tctl{last}h",
+            ns="tctl-h2",
+            mac="0a:00:00:00:00:02",
+            ip="10.0.2.2/24",
+            gw="10.0.2.1",
+        )
+        for i in range(1, last):
+            self._veth(f"tctl{i}{i + 1}", f"tctl{i + 1}{i}")
+        for i in range(1, last + 1):
+            self.start_switch(i)
+        self.config_path = self.workdir / "controller.yaml"
+        self.config_path.write_text(yaml.safe_dump(self.config()))
+
+    def _veth(
+        self,
+        a: str,
+        b: str,
+        ns: str | None = None,
+        mac: str | None = None,
+        ip: str | None = None,
+        gw: str | None = None,
+    ) -> None:
+        sh("ip", "link", "add", a, "type", "veth", "peer", "name", b)
+        self.links.append(a)
+        sh("ip", "link", "set", a, "up")
+        for dev in (a, b):
+            sh("ethtool", "-K", dev, "tx", "off", "rx", "off", check=False)
+        if ns is None:
+            sh("ip", "link", "set", b, "up")
+            return
+        sh("ip", "link", "set", b, "netns", ns)
+        run = ("ip", "netns", "exec", ns)
+        if mac:
+            sh(*run, "ip", "link", "set", b, "address", mac)
+        sh(*run, "ip", "link", "set", b, "up")
+        sh(*run, "ip", "link", "set", "lo", "up")
+        if ip:
+            sh(*run, "ip", "addr", "add", ip, "dev", b)
+        if gw:
+            sh(*run, "ip", "route", "add", "default", "via", gw)
+        sh(*run, "ethtool", "-K", b, "tx", "off", "rx", "off", check=False)
+
+    def interfaces(self, i: int) -> list[tuple[int, str]]:
+        left = "tctl1s" if i == 1 else f"tctl{i}{i - 1}"
+        right = f"tctl{i}s" if i == self.switches else f"tctl{i}{i + 1}"
+        return [(1, left), (2, right)]
+
+    def start_switch(self, i: int) -> None:
+        args = [str(SWITCH_BIN), "--no-p4", "--device-id", str(i)]
+        for port, iface in self.interfaces(i):
+            args += ["-i", f"{port}@{iface}"]
+        args += [
+            "--",
+            "--grpc-server-addr",
+            f"127.0.0.1:{GRPC_BASE + i}",
+            "--cpu-port",
+            "255",
+            "--priority-queues",
+            "8",
+        ]
+        for port, _iface in self.interfaces(i):
+            args += ["--port-rate", f"{port}:{self.rate_bps}"]
+        with open(self.workdir / f"s{i}.log", "ab") as log:
+            self.procs[f"s{i}"] = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                grpc.channel_ready_future(grpc.insecure_channel(f"127.0.0.1:{GRPC_BASE + i}")).result(
+                    timeout=0.5
+                )
+                return
+            except grpc.FutureTimeoutError:
+                continue
+        raise RuntimeError(f"switch s{i} did not start; see {self.workdir}/s{i}.log")
+
+    def stop_switch(self, i: int) -> None:
+        self._stop(f"s{i}")
+
+    def config(self) -> dict[str, Any]:
+        switches = []
+        n = self.switches
+        for i in range(1, n + 1):
+            ports = []
+            for port, _iface in self.interfaces(i):
+                entry: dict[str, Any] = {
+                    "number": port,
+                    "mac": f"02:00:00:00:0{i}:0{port}",
+                    "rate_bps": self.rate_bps,
+                }
+                if i == 1 and port == 1:
+                    entry.update(peer="h1", gateway_ip="10.0.1.1")
+                elif i == n and port == 2:
+                    entry.update(peer="h2", gateway_ip="10.0.2.1")
+                else:
+                    entry["peer"] = f"s{i - 1}:2" if port == 1 else f"s{i + 1}:1"
+                ports.append(entry)
+            switches.append(
+                {"name": f"s{i}", "address": f"127.0.0.1:{GRPC_BASE + i}", "device_id": i, "ports": ports}
+            )
+        return {
+            "p4": {"p4info": str(P4_INFO), "json": str(P4_JSON)},
+            "rest": {"host": "127.0.0.1", "port": REST_PORT, "token": TOKEN},
+            "store": str(self.workdir / "reservations.sqlite"),
+            "protocol": {"hold_seconds": 3.0},
+            "switches": switches,
+            "hosts": [
+                {"name": "h1", "ip": "10.0.1.2", "mac": "0a:00:00:00:00:01", "switch": "s1", "port": 1},
+                {"name": "h2", "ip": "10.0.2.2", "mac": "0a:00:00:00:00:02", "switch": f"s{n}", "port": 2},
+            ],
+        }
+
+    # ---- the controller ---------------------------------------------------------------------
+
+    def start_controller(self) -> None:
+        assert self.config_path is not None
+        with open(self.workdir / "controller.log", "ab") as log:
+            self.procs["controller"] = subprocess.Popen(
+                [str(CONTROLLER_BIN), "--config", str(self.config_path), "--log-level", "INFO"],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=REPO,
+            )
+        self.wait_healthy(30)
+
+    def wait_healthy(self, timeout: float) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        last: Any = None
+        while time.monotonic() < deadline:
+            proc = self.procs.get("controller")
+            if proc is not None and proc.poll() is not None:
+                raise RuntimeError(f"controller exited; see {self.workdir}/controller.log")
+            try:
+                last = self.rest("GET", "/health")[1]
+                if all(s["ready"] for s in last["switches"].values()):
+                    return dict(last)
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.1)
+        raise TimeoutError(f"controller not ready ({last}); see {self.workdir}/controller.log")
+
+    def stop_controller(self) -> None:
+        self._stop("controller")
+
+    def rest(
+        self, method: str, path: str, body: Any = None, token: bool = True, raw: bytes | None = None
+    ) -> tuple[int, Any]:
+        data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+        request = urllib.request.Request(f"http://127.0.0.1:{REST_PORT}{path}", data=data, method=method)
+        request.add_header("content-type", "application/json")
+        if token:
+            request.add_header("authorization", f"Bearer {TOKEN}")
+        try:
+            with urllib.request.urlopen(request, timeout=10) as reply:
+                text = reply.read()
+                return reply.status, json.loads(text) if text else None
+        except urllib.error.HTTPError as err:
+            text = err.read()
+            return err.code, json.loads(text) if text else None
+
+    # ---- hosts ------------------------------------------------------------------------------
+
+    def host(self, host: str, *args: str, timeout: float = 30) -> tuple[int, dict[str, Any]]:
+        proc = subprocess.run(
+            ["ip", "netns", "exec", f"tctl-{host}", str(HOST_BIN), *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        lines = [x for x in proc.stdout.splitlines() if x.startswith("{")]
+        return proc.returncode, json.loads(lines[-1]) if lines else {"stderr": proc.stderr}
+
+    def host_background(self, host: str, *args: str) -> subprocess.Popen[bytes]:
+        with open(self.workdir / f"{host}-agent.log", "ab") as log:
+            proc = subprocess.Popen(
+                ["ip", "netns", "exec", f"tctl-{host}", str(HOST_BIN), *args],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        self.procs[f"{host}-agent-{proc.pid}"] = proc
+        return proc
+
+    def raw_icmp(self, host: str, dst: str, icmp: bytes) -> None:
+        """Send arbitrary ICMP bytes from a host (for malformed-message tests)."""
+        code = (
+            "import socket,sys;s=socket.socket(socket.AF_INET,socket.SOCK_RAW,1);"
+            f"s.sendto(bytes.fromhex('{icmp.hex()}'),('{dst}',0))"
+        )
+        sh("ip", "netns", "exec", f"tctl-{host}", str(REPO / "build" / "venv" / "bin" / "python"), "-c", code)
+
+    # ---- P4Runtime, read independently of the controller -------------------------------------
+
+    def read_channels(self, i: int) -> list[p4runtime_pb2.TableEntry]:
+        info = p4info_pb2.P4Info()
+        text_format.Parse(P4_INFO.read_text(), info)
+        table_id = next(t.preamble.id for t in info.tables if t.preamble.name == "TerrapinIngress.channels")
+        channel = grpc.insecure_channel(f"127.0.0.1:{GRPC_BASE + i}")
+        try:
+            stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
+            request = p4runtime_pb2.ReadRequest(
+                device_id=i,
+                entities=[
+                    # an empty meter_config and counter_data ask for the direct resources too
+                    p4runtime_pb2.Entity(
+                        table_entry=p4runtime_pb2.TableEntry(
+                            table_id=table_id,
+                            meter_config=p4runtime_pb2.MeterConfig(),
+                            counter_data=p4runtime_pb2.CounterData(),
+                        )
+                    )
+                ],
+            )
+            entries = []
+            for reply in stub.Read(request, timeout=5):
+                entries.extend(e.table_entry for e in reply.entities)
+            return entries
+        finally:
+            channel.close()
+
+    # ---- teardown -----------------------------------------------------------------------------
+
+    def _stop(self, name: str) -> None:
+        proc = self.procs.pop(name, None)
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    def close(self) -> None:
+        for name in list(self.procs):
+            self._stop(name)
+        for link in self.links:
+            sh("ip", "link", "del", link, check=False)
+        for ns in self.namespaces:
+            sh("ip", "netns", "del", ns, check=False)
+        self.links.clear()
+        self.namespaces.clear()
+
+    def _cleanup_leftovers(self) -> None:
+        for ns in sh("ip", "netns", "list", check=False).stdout.split():
+            if ns.startswith("tctl-"):
+                sh("ip", "netns", "del", ns, check=False)
+        for line in sh("ip", "-o", "link", "show", check=False).stdout.splitlines():
+            name = line.split(":")[1].strip().split("@")[0]
+            if name.startswith("tctl"):
+                sh("ip", "link", "del", name, check=False)

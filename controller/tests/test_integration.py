@@ -1,0 +1,215 @@
+"""The real controller against terrapin-switch running p4src, on veths in namespaces this test
+creates (tctl-*). No mock switch: entries are read back over P4Runtime independently of the
+controller, and reservation messages travel through the data plane as ICMP."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from netlab import Lab, missing_prerequisites
+
+from terrapin.constants import MessageCode
+from terrapin.protocol.messages import ReservationMessage
+
+pytestmark = pytest.mark.integration
+
+skip_reason = missing_prerequisites()
+if skip_reason:
+    pytest.skip(skip_reason, allow_module_level=True)
+
+BODY = {
+    "src": "10.0.1.2",
+    "dst": "10.0.2.2",
+    "protocol": "udp",
+    "src_port": 5000,
+    "dst_port": 6000,
+    "priority": 6,
+    "rate": 100_000,
+    "burst": 6000,
+    "max_packet": 1500,
+}
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    network = Lab(Path(tmp_path_factory.mktemp("tctl")))
+    try:
+        network.up()
+        network.start_controller()
+        yield network
+    finally:
+        network.close()
+
+
+def wait_for(predicate: object, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if predicate():  # type: ignore[operator]
+                return True
+        except grpc.RpcError:  # e.g. a restarted switch before its pipeline is pushed
+            pass
+        time.sleep(0.1)
+    return False
+
+
+def selector_bytes(entry: object) -> tuple[bytes, ...]:
+    return tuple(m.exact.value for m in entry.match)  # type: ignore[attr-defined]
+
+
+def test_rest_reservation_programs_every_hop_and_removal_clears_them(lab: Lab) -> None:
+    status, res = lab.rest("POST", "/reservations", BODY)
+    assert status == 201, res
+    assert [h["switch"] for h in res["allocation"]["hops"]] == ["s1", "s2", "s3"]
+    for i, hop in enumerate(res["allocation"]["hops"], start=1):
+        entries = lab.read_channels(i)
+        assert len(entries) == 1
+        entry = entries[0]
+        assert selector_bytes(entry) == (
+            b"\n\x00\x01\x02",
+            b"\n\x00\x02\x02",
+            b"\x11",
+            (5000 << 16 | 6000).to_bytes(4, "big"),
+        )
+        params = {p.param_id: int.from_bytes(p.value, "big") for p in entry.action.action.params}
+        assert params[2] == 6  # priority
+        # meter in frame bytes: ρ and σ scaled by (1500 + 14) / 1500, burst grown per hop
+        assert entry.meter_config.cir == -(-100_000 * 1514 // 1500)
+        assert entry.meter_config.cburst == -(-hop["burst"] * 1514 // 1500)
+        assert entry.meter_config.pir == entry.meter_config.cir
+    assert res["allocation"]["hops"][2]["burst"] > res["allocation"]["hops"][0]["burst"]
+    status, _ = lab.rest("DELETE", f"/reservations/{res['id']}")
+    assert status == 204
+    for i in (1, 2, 3):
+        assert lab.read_channels(i) == []
+
+
+def test_inband_request_is_accepted_then_denied_when_full(lab: Lab) -> None:
+    server = lab.host_background("h2", "serve", "--address", "10.0.2.2")
+    try:
+        time.sleep(0.3)
+        code, out = lab.host(
+            "h1",
+            "request",
+            "--dst",
+            "10.0.2.2",
+            "--sport",
+            "7000",
+            "--dport",
+            "7001",
+            "--priority",
+            "5",
+            "--rate",
+            "600000",
+            "--burst",
+            "9000",
+            "--context",
+            "41",
+        )
+        assert code == 0 and out["outcome"] == "ACCEPTED", out
+        assert out["hops"] == 3 and out["delay_us"] > 0
+        _, listed = lab.rest("GET", "/reservations")
+        mine = [r for r in listed if r["context"] == 41]
+        assert len(mine) == 1 and mine[0]["origin"] == "inband" and mine[0]["state"] == "active"
+        for i in (1, 2, 3):
+            assert len(lab.read_channels(i)) == 1
+        # 10 Mbit/s ports, 90% reservable = 1,125,000 B/s: 600,000 + 600,000 does not fit
+        code, out = lab.host(
+            "h1",
+            "request",
+            "--dst",
+            "10.0.2.2",
+            "--sport",
+            "7002",
+            "--dport",
+            "7003",
+            "--priority",
+            "5",
+            "--rate",
+            "600000",
+            "--burst",
+            "9000",
+            "--context",
+            "42",
+        )
+        assert code == 1 and out["outcome"] == "DENIED", out
+        assert out["reason_name"] == "RATE" and out["shortfall"] == 75_001
+        # status from the first router
+        code, report = lab.host("h1", "status")
+        assert code == 0 and report["device_id"] == 1
+        assert any(r["kind"] == "channel" and r["context"] == 41 for r in report["records"])
+        # and the initiator closes it
+        code, out = lab.host("h1", "close", "--dst", "10.0.2.2", "--context", "41")
+        assert code == 0 and out["outcome"] == "CLOSED", out
+        assert wait_for(lambda: all(lab.read_channels(i) == [] for i in (1, 2, 3)))
+    finally:
+        server.terminate()
+        server.wait(5)
+
+
+def test_controller_restart_reconciles_and_loses_nothing(lab: Lab) -> None:
+    status, res = lab.rest("POST", "/reservations", BODY | {"src_port": 5100})
+    assert status == 201
+    before = [lab.read_channels(i) for i in (1, 2, 3)]
+    lab.stop_controller()
+    # the data plane keeps the channel while the controller is away
+    assert [lab.read_channels(i) for i in (1, 2, 3)] == before
+    started = time.monotonic()
+    lab.start_controller()
+    health = lab.wait_healthy(10)
+    assert time.monotonic() - started < 10
+    for name in ("s1", "s2", "s3"):
+        report = health["reconciled"][name]
+        assert report["deleted"] == 0 and report["inserted"] == 0, report
+    assert [lab.read_channels(i) for i in (1, 2, 3)] == before
+    status, again = lab.rest("GET", f"/reservations/{res['id']}")
+    assert status == 200 and again["allocation"] == res["allocation"]
+    # the restored ledger still counts it: a request that no longer fits is refused
+    status, denied = lab.rest("POST", "/reservations", BODY | {"src_port": 5101, "rate": 1_100_000})
+    assert status == 409 and denied["constraint"] == "rate_buffer.rate"
+    assert lab.rest("DELETE", f"/reservations/{res['id']}")[0] == 204
+
+
+def test_switch_restart_gets_pipeline_and_entries_back(lab: Lab) -> None:
+    status, res = lab.rest("POST", "/reservations", BODY | {"src_port": 5200})
+    assert status == 201
+    lab.stop_switch(2)
+    lab.start_switch(2)  # empty: no pipeline, no entries
+    restarted = time.monotonic()
+    assert wait_for(lambda: len(lab.read_channels(2)) == 1, timeout=20)
+    took = time.monotonic() - restarted
+    assert took < 15, took
+    assert lab.wait_healthy(5)["switches"]["s2"]["ready"]
+    assert lab.rest("DELETE", f"/reservations/{res['id']}")[0] == 204
+    assert wait_for(lambda: lab.read_channels(2) == [])
+
+
+def test_malformed_inputs_get_clear_errors_and_the_controller_carries_on(lab: Lab) -> None:
+    good = ReservationMessage(
+        MessageCode.REQUEST_ADMIT,
+        99,
+        "10.0.1.2",
+        "10.0.2.2",
+        protocol=17,
+        priority=6,
+        rate=1000,
+        burst=1500,
+        max_packet=1500,
+    ).encode()
+    bad_checksum = good[:2] + bytes([good[2] ^ 0xFF]) + good[3:]
+    before = lab.rest("GET", "/health")[1]["protocol"].get("malformed", 0)
+    lab.raw_icmp("h1", "10.0.2.2", bad_checksum)
+    assert wait_for(lambda: lab.rest("GET", "/health")[1]["protocol"].get("malformed", 0) > before)
+    status, body = lab.rest("POST", "/reservations", raw=b'{"src": "10.0.1.2", "rate": ')
+    assert status == 422 and body["error"] == "invalid request"
+    status, body = lab.rest("POST", "/reservations", BODY | {"priority": 0})
+    assert status == 422 and body["detail"][0]["field"] == "priority"
+    assert lab.rest("POST", "/reservations", BODY, token=False)[0] == 401
+    # still serving, and still admitting
+    status, res = lab.rest("POST", "/reservations", BODY | {"src_port": 5300})
+    assert status == 201
+    assert lab.rest("DELETE", f"/reservations/{res['id']}")[0] == 204
