@@ -15,7 +15,7 @@ say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
 
 # --- Debian packages ---------------------------------------------------------------------------
 # mininet brings Open vSwitch as a dependency; we use only its hosts, links and CLI.
-apt_packages=(mininet iproute2 ethtool tcpdump iperf3 python3-venv python3-pip python3-dev
+apt_packages=(mininet iproute2 iputils-ping ethtool tcpdump iperf3 python3-venv python3-pip python3-dev
               curl unzip ca-certificates build-essential sqlite3 procps psmisc)
 missing=()
 for p in "${apt_packages[@]}"; do

@@ -105,6 +105,18 @@ def queue_state(run: RunningNetwork, port: int) -> dict[str, Any]:
     raise KeyError(port)
 
 
+def switch_queue_depths(run: RunningNetwork, port: int) -> dict[int, int]:
+    """Per priority queue maximum depth on `port` since the last read, from the switch's metrics."""
+    node = run.host("terrapin")
+    samples = node.metrics()
+    depths = {}
+    for (name, labels), value in samples.items():
+        tags = dict(labels)
+        if name == "terrapin_queue_depth_max" and tags.get("port") == str(port):
+            depths[int(tags["queue"])] = int(value)
+    return depths
+
+
 def one_run(
     run: RunningNetwork, label: str, seconds: float, reserve: bool, work: Path
 ) -> tuple[RunResult, float]:
@@ -197,6 +209,7 @@ def one_run(
         process.terminate()
         process.wait()
     queue = queue_state(run, b1.port)
+    device = switch_queue_depths(run, b1.port)
     if reservation_id is not None:
         rest(run, "DELETE", f"/reservations/{reservation_id}")
     sent = json.loads(sender_log.read_text())["frames"]
@@ -215,7 +228,9 @@ def one_run(
         packets_received=sum(min(r["received"], r["packets"]) for r in received.values()),
         latencies=latencies,
         bound_ms=bound_ms,
-        max_qdepth=int(queue["max_depth_packets"] or 0),
+        # The P4 program's register holds enq_qdepth, which (as in BMv2) counts the whole port;
+        # terrapin-switch also reports each priority queue's own maximum, the seed's measure.
+        max_qdepth=int(device.get(PRIORITY, queue["max_depth_packets"] or 0)),
         sum_bursts=math.ceil((queue["allocated_burst"] or 0) / plan.mtu),
     )
     return result, bound_ms

@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
 from mininet.node import Switch
@@ -67,6 +68,8 @@ class P4RuntimeSwitch(Switch):
         self.mtu = mtu
         self.log_path = Path(log_dir) / f"{name}.log"
         self.thrift_port = 9090 + device_id
+        # terrapin-switch's Prometheus counters (per priority queue depth and drops).
+        self.metrics_port = 9700 + device_id
         self.process: subprocess.Popen[bytes] | None = None
 
     def command_line(self) -> list[str]:
@@ -80,6 +83,7 @@ class P4RuntimeSwitch(Switch):
         args += ["--cpu-port", str(CPU_PORT), "--priority-queues", str(PRIORITY_QUEUES)]
         if self.kind == "terrapin":
             args += ["--queue-capacity", str(self.queue_capacity)]
+            args += ["--metrics-addr", f"127.0.0.1:{self.metrics_port}"]
             for port, rate in sorted(self.port_rates.items()):
                 args += ["--port-rate", f"{port}:{rate}"]
         return args
@@ -128,6 +132,13 @@ class P4RuntimeSwitch(Switch):
             check=False,
         )
 
+    def metrics(self) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+        """The switch's Prometheus counters, keyed by (name, labels); empty for BMv2."""
+        if self.kind != "terrapin":
+            return {}
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as reply:
+            return parse_prometheus(reply.read().decode())
+
     def stop(self, deleteIntfs: bool = True) -> None:
         if self.process is not None and self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGTERM)
@@ -138,3 +149,18 @@ class P4RuntimeSwitch(Switch):
                 self.process.wait()
         self.process = None
         super().stop(deleteIntfs)
+
+
+def parse_prometheus(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """Samples of the Prometheus text format: `name{a="x",b="y"} value` lines."""
+    samples: dict[tuple[str, frozenset[tuple[str, str]]], float] = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        head, _, value = line.rpartition(" ")
+        name, _, labels = head.partition("{")
+        pairs = frozenset(
+            (k, v.strip('"')) for k, _, v in (p.partition("=") for p in labels.rstrip("}").split(",") if p)
+        )
+        samples[(name, pairs)] = float(value)
+    return samples

@@ -74,6 +74,8 @@ def send(dst: str, port: int, seconds: float, seed: int, log: str, dscp: int) ->
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, dscp << 2)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+    # The reservation names the flow by both ports, so the source port is fixed too.
+    sock.bind(("0.0.0.0", port))
     filler = bytes(MAX_PACKET_BYTES)
     period_ns = 1_000_000_000 // FRAMES_PER_SECOND
     first = time.time_ns() + 100_000_000
