@@ -12,6 +12,9 @@ import (
 	"sync"
 )
 
+// maxLoopIterations bounds backward jumps within one action execution.
+const maxLoopIterations = 1 << 16
+
 // stmt runs one primitive; it returns -1 to continue with the next one, or
 // the index of the primitive to jump to.
 type stmt func(p *Packet) int
@@ -44,12 +47,23 @@ func (a *action) run(p *Packet, ad *actionData) {
 		m.Lock()
 	}
 	body := a.body
+	steps := 0
 	for pc := 0; pc < len(body); {
 		j := body[pc](p)
 		if p.exit || p.failed {
 			break
 		}
 		if j >= 0 {
+			// A backward jump is a loop (P4 for statements); bound it so a
+			// packet can never hang the switch.
+			if j <= pc {
+				steps++
+				if steps > maxLoopIterations {
+					p.failed = true
+					p.pl.logf("action %s: loop ran more than %d iterations: packet dropped", a.name, maxLoopIterations)
+					break
+				}
+			}
 			pc = j
 		} else {
 			pc++

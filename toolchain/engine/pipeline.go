@@ -183,7 +183,7 @@ func Load(jsonText []byte, opts Options) (pl *Pipeline, err error) {
 	c := &compiler{pl: pl, lay: lay}
 
 	for _, jr := range jp.RegisterArrays {
-		if jr.Size < 0 || jr.Size > 1<<24 || jr.Bitwidth <= 0 || jr.Bitwidth > 1<<12 {
+		if jr.Size < 0 || jr.Size > 1<<20 || jr.Bitwidth <= 0 || jr.Bitwidth > 1<<12 {
 			return nil, fmt.Errorf("register %s: bad size %d or width %d", jr.Name, jr.Size, jr.Bitwidth)
 		}
 		r := newRegisterArray(jr.Name, jr.ID, jr.Size, jr.Bitwidth)
@@ -193,7 +193,7 @@ func Load(jsonText []byte, opts Options) (pl *Pipeline, err error) {
 		pl.names[KindRegister][r.name] = r.id
 	}
 	for _, jc := range jp.CounterArrays {
-		if jc.Size < 0 || jc.Size > 1<<24 {
+		if jc.Size < 0 || jc.Size > 1<<20 {
 			return nil, fmt.Errorf("counter %s: bad size %d", jc.Name, jc.Size)
 		}
 		ca := &counterArray{name: jc.Name, id: jc.ID, direct: jc.IsDirect, table: jc.Binding}
@@ -206,7 +206,7 @@ func Load(jsonText []byte, opts Options) (pl *Pipeline, err error) {
 		pl.names[KindCounter][ca.name] = ca.id
 	}
 	for _, jm := range jp.MeterArrays {
-		if jm.Size < 0 || jm.Size > 1<<24 {
+		if jm.Size < 0 || jm.Size > 1<<20 {
 			return nil, fmt.Errorf("meter %s: bad size %d", jm.Name, jm.Size)
 		}
 		ma := &meterArray{name: jm.Name, id: jm.ID, direct: jm.IsDirect, table: jm.Binding, rateCount: jm.RateCount}

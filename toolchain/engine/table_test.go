@@ -1,0 +1,199 @@
+package engine
+
+import (
+	"fmt"
+	"testing"
+)
+
+func keyDef(kind, field string) map[string]any {
+	return map[string]any{"match_type": kind, "name": "h." + field, "target": []string{"h", field}, "mask": nil}
+}
+
+var setAction = map[string]any{"name": "set", "id": 1, "runtime_data": []any{map[string]any{"name": "v", "bitwidth": 8}},
+	"primitives": []any{
+		tAssign(tF("standard_metadata", "egress_spec"), tH("0x1")),
+		tAssign(tF("h", "c"), tRD(0)),
+	}}
+
+func b16(v uint16) []byte { return []byte{byte(v >> 8), byte(v)} }
+
+type tEntry struct {
+	m    []Match
+	prio int32
+	v    byte
+}
+
+// TestMatchKinds checks each match kind and the ordering rules: longest
+// prefix for lpm tables, larger priority for ternary/range/optional tables,
+// first-added among equal priorities.
+func TestMatchKinds(t *testing.T) {
+	cases := []struct {
+		name    string
+		keys    []any
+		entries []tEntry
+		probes  map[[2]uint16]byte // (k, k2) -> c (0: miss)
+	}{
+		{"exact", []any{keyDef("exact", "k")}, []tEntry{
+			{[]Match{{Value: b16(0x0800)}}, 0, 1},
+			{[]Match{{Value: b16(0x86dd)}}, 0, 2},
+		}, map[[2]uint16]byte{{0x0800, 0}: 1, {0x86dd, 0}: 2, {0x0801, 0}: 0}},
+		{"two exact fields", []any{keyDef("exact", "k"), keyDef("exact", "k2")}, []tEntry{
+			{[]Match{{Value: b16(1)}, {Value: b16(2)}}, 0, 1},
+			{[]Match{{Value: b16(1)}, {Value: b16(3)}}, 0, 2},
+		}, map[[2]uint16]byte{{1, 2}: 1, {1, 3}: 2, {2, 2}: 0}},
+		{"lpm longest prefix wins", []any{keyDef("lpm", "k")}, []tEntry{
+			{[]Match{{Value: b16(0xab00), PrefixLen: 8}}, 0, 1},
+			{[]Match{{Value: b16(0xabc0), PrefixLen: 12}}, 0, 2},
+			{[]Match{{Value: b16(0xabcd), PrefixLen: 16}}, 0, 3},
+			{[]Match{{Wildcard: true}}, 0, 4},
+		}, map[[2]uint16]byte{{0xabcd, 0}: 3, {0xabce, 0}: 2, {0xab01, 0}: 1, {0x1234, 0}: 4}},
+		{"lpm with exact field", []any{keyDef("exact", "k2"), keyDef("lpm", "k")}, []tEntry{
+			{[]Match{{Value: b16(7)}, {Value: b16(0xab00), PrefixLen: 8}}, 0, 1},
+			{[]Match{{Value: b16(8)}, {Value: b16(0xabcd), PrefixLen: 16}}, 0, 2},
+		}, map[[2]uint16]byte{{0xabcd, 7}: 1, {0xabcd, 8}: 2, {0xab00, 8}: 0}},
+		{"ternary priority", []any{keyDef("ternary", "k")}, []tEntry{
+			{[]Match{{Value: b16(0x0100), Mask: b16(0xff00)}}, 10, 1},
+			{[]Match{{Value: b16(0x0101), Mask: b16(0xffff)}}, 20, 2},
+			{[]Match{{Value: b16(0x0001), Mask: b16(0x00ff)}}, 5, 3},
+			{[]Match{{Wildcard: true}}, 1, 4},
+		}, map[[2]uint16]byte{{0x0101, 0}: 2, {0x0102, 0}: 1, {0x0201, 0}: 3, {0x0303, 0}: 4}},
+		{"ternary equal priority: first added wins", []any{keyDef("ternary", "k")}, []tEntry{
+			{[]Match{{Value: b16(0x0100), Mask: b16(0xff00)}}, 10, 1},
+			{[]Match{{Value: b16(0x0001), Mask: b16(0x00ff)}}, 10, 2},
+		}, map[[2]uint16]byte{{0x0101, 0}: 1, {0x0201, 0}: 2}},
+		{"range", []any{keyDef("range", "k")}, []tEntry{
+			{[]Match{{Value: b16(10), High: b16(20)}}, 1, 1},
+			{[]Match{{Value: b16(15), High: b16(30)}}, 2, 2},
+		}, map[[2]uint16]byte{{10, 0}: 1, {15, 0}: 2, {20, 0}: 2, {25, 0}: 2, {30, 0}: 2, {31, 0}: 0, {9, 0}: 0}},
+		{"optional", []any{keyDef("optional", "k"), keyDef("exact", "k2")}, []tEntry{
+			{[]Match{{Value: b16(5)}, {Value: b16(1)}}, 2, 1},
+			{[]Match{{Wildcard: true}, {Value: b16(1)}}, 1, 2},
+		}, map[[2]uint16]byte{{5, 1}: 1, {6, 1}: 2, {5, 2}: 0}},
+		{"ternary with range and lpm fields", []any{keyDef("range", "k"), keyDef("lpm", "k2")}, []tEntry{
+			{[]Match{{Value: b16(0), High: b16(100)}, {Value: b16(0xff00), PrefixLen: 8}}, 5, 1},
+			{[]Match{{Value: b16(50), High: b16(60)}, {Wildcard: true}}, 9, 2},
+		}, map[[2]uint16]byte{{10, 0xff11}: 1, {55, 0xff11}: 2, {55, 0x0011}: 2, {10, 0x0011}: 0}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tp := testProg{
+				fields:  [][]any{u("k", 16), u("k2", 16), u("c", 8)},
+				keys:    tc.keys,
+				actions: []map[string]any{setAction},
+			}
+			pl := tp.load(t, Options{})
+			tid, _ := pl.Lookup(KindTable, "ingress.t")
+			for _, e := range tc.entries {
+				err := pl.AddEntry(tid, TableEntry{Match: e.m, Priority: e.prio, Action: ActionCall{ActionID: 1, Params: [][]byte{{e.v}}}})
+				if err != nil {
+					t.Fatalf("AddEntry: %v", err)
+				}
+			}
+			for probe, want := range tc.probes {
+				in := append(append(b16(probe[0]), b16(probe[1])...), 0)
+				got := run1(t, pl, in)
+				if got[4] != want {
+					t.Errorf("k=%#x k2=%#x: action wrote %d, want %d", probe[0], probe[1], got[4], want)
+				}
+			}
+			// Every entry reads back, and deleting them all empties the table.
+			es, err := pl.ReadEntries(tid)
+			if err != nil || len(es) != len(tc.entries) {
+				t.Fatalf("ReadEntries: %d entries, %v", len(es), err)
+			}
+			for _, e := range tc.entries {
+				if err := pl.DeleteEntry(tid, e.m, e.prio); err != nil {
+					t.Errorf("DeleteEntry: %v", err)
+				}
+			}
+			for probe := range tc.probes {
+				in := append(append(b16(probe[0]), b16(probe[1])...), 0)
+				if got := run1(t, pl, in); got[4] != 0 {
+					t.Errorf("after delete, k=%#x: hit", probe[0])
+				}
+			}
+		})
+	}
+}
+
+// TestConstEntriesAndDefaults: const entries (JSON priorities: smaller
+// wins), immutable tables, const default actions, set/reset default.
+func TestConstEntriesAndDefaults(t *testing.T) {
+	tp := testProg{
+		fields:  [][]any{u("k", 16), u("k2", 16), u("c", 8)},
+		keys:    []any{keyDef("ternary", "k")},
+		actions: []map[string]any{setAction},
+		tableMore: map[string]any{"entries": []any{
+			map[string]any{"match_key": []any{map[string]any{"match_type": "ternary", "key": "0x0100", "mask": "0xff00"}},
+				"action_entry": map[string]any{"action_id": 1, "action_data": []string{"0x01"}}, "priority": 1},
+			map[string]any{"match_key": []any{map[string]any{"match_type": "ternary", "key": "0x0101", "mask": "0xffff"}},
+				"action_entry": map[string]any{"action_id": 1, "action_data": []string{"0x02"}}, "priority": 2},
+		}},
+	}
+	pl := tp.load(t, Options{})
+	tid, _ := pl.Lookup(KindTable, "ingress.t")
+	if got := run1(t, pl, mustHex(t, "0101 0000 00")); got[4] != 1 {
+		t.Errorf("const entry order: got %d, want 1 (the first entry wins)", got[4])
+	}
+	err := pl.AddEntry(tid, TableEntry{Match: []Match{{Value: b16(5), Mask: b16(0xffff)}}, Priority: 1, Action: ActionCall{ActionID: 1, Params: [][]byte{{9}}}})
+	if ErrorCodeOf(err) != CodePermissionDenied {
+		t.Errorf("add to a const table: %v", err)
+	}
+	es, _ := pl.ReadEntries(tid)
+	if len(es) != 2 || !es[0].Const {
+		t.Errorf("const entries read back: %+v", es)
+	}
+	// default action: a miss runs "a" (c untouched); set default to set(7)
+	if got := run1(t, pl, mustHex(t, "0303 0000 00")); got[4] != 0 {
+		t.Errorf("miss ran %d", got[4])
+	}
+	if err := pl.SetDefaultAction(tid, ActionCall{ActionID: 1, Params: [][]byte{{7}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := run1(t, pl, mustHex(t, "0303 0000 00")); got[4] != 7 {
+		t.Errorf("new default ran %d, want 7", got[4])
+	}
+	if err := pl.ResetDefaultAction(tid); err != nil {
+		t.Fatal(err)
+	}
+	if got := run1(t, pl, mustHex(t, "0303 0000 00")); got[4] != 0 {
+		t.Errorf("reset default ran %d", got[4])
+	}
+	// A const default action cannot change.
+	tp2 := testProg{fields: [][]any{u("k", 16), u("c", 8)}, keys: []any{keyDef("exact", "k")}, actions: []map[string]any{setAction},
+		tableMore: map[string]any{"default_entry": map[string]any{"action_id": 0, "action_const": true, "action_data": []any{}, "action_entry_const": true}}}
+	pl2 := tp2.load(t, Options{})
+	tid2, _ := pl2.Lookup(KindTable, "ingress.t")
+	if err := pl2.SetDefaultAction(tid2, ActionCall{ActionID: 1, Params: [][]byte{{1}}}); ErrorCodeOf(err) != CodePermissionDenied {
+		t.Errorf("set const default: %v", err)
+	}
+}
+
+// TestBatch installs many entries in one batch and checks them all.
+func TestBatch(t *testing.T) {
+	tp := testProg{fields: [][]any{u("k", 16), u("k2", 16), u("c", 8)}, keys: []any{keyDef("exact", "k")}, actions: []map[string]any{setAction}}
+	pl := tp.load(t, Options{})
+	tid, _ := pl.Lookup(KindTable, "ingress.t")
+	err := pl.Batch(func(tx *Txn) error {
+		for i := 0; i < 1000; i++ {
+			if err := tx.AddEntry(tid, TableEntry{Match: []Match{{Value: b16(uint16(i))}}, Action: ActionCall{ActionID: 1, Params: [][]byte{{byte(i)}}}}); err != nil {
+				return fmt.Errorf("entry %d: %v", i, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []uint16{0, 1, 500, 999} {
+		if got := run1(t, pl, append(append(b16(i), 0, 0), 0)); got[4] != byte(i) {
+			t.Errorf("entry %d: got %d", i, got[4])
+		}
+	}
+	if err := pl.ClearTable(tid); err != nil {
+		t.Fatal(err)
+	}
+	if es, _ := pl.ReadEntries(tid); len(es) != 0 {
+		t.Errorf("ClearTable left %d entries", len(es))
+	}
+}
