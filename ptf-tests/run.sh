@@ -8,6 +8,7 @@
 #
 #   PTF_TESTS="dp_routing dp_arp.GatewayArpIsAnswered" bash ptf-tests/run.sh   # a subset
 #   PTF_SWITCHES="terrapin" bash ptf-tests/run.sh                             # one switch
+#   PTF_LOGDIR=/tmp/x bash ptf-tests/run.sh                                   # logs elsewhere
 
 set -uo pipefail
 
@@ -20,10 +21,12 @@ RATE_LIMITED_BPS=1000000
 GRPC_PORT_TERRAPIN=19850
 GRPC_PORT_BMV2=19851
 THRIFT_PORT_BMV2=19852
-P4INFO="$ROOT/build/p4/terrapin.p4info.txtpb"
-P4JSON="$ROOT/build/p4/terrapin.json"
+# PTF_P4INFO / PTF_P4JSON run the tests against another build of the program
+# (ptf-tests/mutants.py uses them to show that each behaviour's test fails without it).
+P4INFO="${PTF_P4INFO:-$ROOT/build/p4/terrapin.p4info.txtpb}"
+P4JSON="${PTF_P4JSON:-$ROOT/build/p4/terrapin.json}"
 PTF="$ROOT/build/venv/bin/ptf"
-LOGDIR="$ROOT/build/ptf"
+LOGDIR="${PTF_LOGDIR:-$ROOT/build/ptf}"
 mkdir -p "$LOGDIR"
 
 switch_pid=""
@@ -123,13 +126,20 @@ run_suite() {
     for p in "${PORTS[@]}"; do
         ifaces+=(-i "$p@tptf${p}t")
     done
+    local figures="$LOGDIR/figures-$label.txt"
+    rm -f "$figures"
     local params="grpc_addr='127.0.0.1:$grpc_port';p4info='$P4INFO';json='$P4JSON'"
+    params+=";figures_file='$figures'"
     params+=";switch='$label';rate_limited_port=$RATE_LIMITED_PORT;rate_limited_bps=$RATE_LIMITED_BPS"
     "$PTF" --test-dir ptf-tests/tests --pypath ptf-tests/lib "${ifaces[@]}" \
         --qlen 1000 --log-file "$LOGDIR/ptf-$label.debug.log" \
         --test-params "$params" "${selection[@]}" >"$log" 2>&1
     cleanup_switch
     tally "$log" "$label" "$expected"
+    if [[ -s "$figures" ]]; then
+        echo "ptf[$label] measured:"
+        sed "s/^/  /" "$figures"
+    fi
 }
 
 cleanup_switch() {

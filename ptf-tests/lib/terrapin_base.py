@@ -8,6 +8,7 @@ of switch port p (ptf-tests/run.sh).
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Callable
@@ -167,6 +168,7 @@ class TerrapinTest(BaseTest):  # type: ignore[misc]
         self.sw.set_pipeline(params["p4info"], params["json"])
         self.rate_limited_port = int(params.get("rate_limited_port", 4))
         self.rate_limited_bps = int(params.get("rate_limited_bps", 1_000_000))
+        self.figures_file = params.get("figures_file")
         self.install_topology()
 
     def tearDown(self) -> None:
@@ -181,6 +183,14 @@ class TerrapinTest(BaseTest):  # type: ignore[misc]
             self.sw.insert("arp_replies", {"target_ip": gateway_ip(p)}, "answer_arp", {"mac": switch_mac(p)})
 
     # ---- helpers -------------------------------------------------------------------------
+
+    def record_figure(self, line: str) -> None:
+        """A measured figure: logged, and appended to the run's figures file (run.sh prints
+        it at the end) rather than to the console, where it would split PTF's result lines."""
+        logging.info("figure: %s", line)
+        if self.figures_file:
+            with open(self.figures_file, "a") as f:
+                f.write(f"{self.id()}: {line}\n")
 
     def send(self, port: int, pkt: Packet | bytes, count: int = 1) -> None:
         tu.send_packet(self, port, bytes(pkt), count)

@@ -11,7 +11,6 @@ saw the first and the last frame (at the rates used, well under one frame of tok
 
 from __future__ import annotations
 
-import sys
 import time
 
 from terrapin_base import (
@@ -112,9 +111,9 @@ class EnvelopeTest(TerrapinTest):
         envelope = self.SIGMA + self.RHO * span
         low = self.SIGMA + self.RHO * max(0.0, span - TIMING_SLACK) - self.FRAME
         high = self.SIGMA + self.RHO * (span + TIMING_SLACK)
-        print(f"\n  meter[{what}]: sigma={self.SIGMA} B rho={self.RHO} B/s t={span:.3f} s "
-              f"sigma+rho*t={envelope:.0f} B forwarded={forwarded} B "
-              f"({forwarded // self.FRAME} frames of {self.FRAME} B)", file=sys.stderr)
+        self.record_figure(f"sigma={self.SIGMA} B rho={self.RHO} B/s t={span:.3f} s "
+                           f"sigma+rho*t={envelope:.0f} B forwarded={forwarded} B "
+                           f"({forwarded // self.FRAME} frames of {self.FRAME} B)")
         self.assertGreater(forwarded, low, f"{what}: forwarded fewer bytes than the envelope allows")
         self.assertLessEqual(forwarded, high, f"{what}: forwarded more than sigma + rho*t")
 

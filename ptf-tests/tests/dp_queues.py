@@ -8,8 +8,6 @@ in a few milliseconds, so dozens of frames wait however loaded the machine is.
 
 from __future__ import annotations
 
-import sys
-
 from terrapin_base import C, TerrapinTest, generous_envelope, sized_udp, udp_flow_key
 
 FRAME = 1000
@@ -45,9 +43,9 @@ class StrictPriorityOnRateLimitedPort(QueueTest):
         self.assertEqual(order.count("high"), HIGH_FRAMES)
         last_high = max(i for i, kind in enumerate(order) if kind == "high")
         lows_after = len(order) - 1 - last_high
-        print(f"\n  strict priority: {lows_after} of {LOW_FRAMES} best-effort frames left after the "
-              f"last of {HIGH_FRAMES} priority-{HIGH_PRIORITY} frames: {''.join(k[0] for k in order)}",
-              file=sys.stderr)
+        self.record_figure(f"{lows_after} of {LOW_FRAMES} best-effort frames left after the last of "
+                           f"{HIGH_FRAMES} priority-{HIGH_PRIORITY} frames; departure order "
+                           f"{''.join(k[0] for k in order)}")
         # With FIFO service all lows would leave first (lows_after == 0).
         self.assertGreaterEqual(lows_after, LOW_FRAMES // 2)
 
@@ -71,9 +69,9 @@ class QueueTelemetry(QueueTest):
         low_delay = self.sw.register("max_queue_delay", low_cell)
         high_delay = self.sw.register("max_queue_delay", high_cell)
         frame_time_us = FRAME * 8 * 1_000_000 / self.rate_limited_bps
-        print(f"\n  telemetry port {out}: queue 0 depth {low_depth} delay {low_delay} us; "
-              f"queue {HIGH_PRIORITY} depth {high_depth} delay {high_delay} us "
-              f"(one frame = {frame_time_us:.0f} us)", file=sys.stderr)
+        self.record_figure(f"port {out}: queue 0 max depth {low_depth} max delay {low_delay} us; "
+                           f"queue {HIGH_PRIORITY} max depth {high_depth} max delay {high_delay} us "
+                           f"(one frame = {frame_time_us:.0f} us)")
         # enq_qdepth counts the frames already waiting: at most all the others of its class.
         self.assertGreaterEqual(low_depth, LOW_FRAMES // 2)
         self.assertLess(low_depth, LOW_FRAMES)

@@ -1,0 +1,180 @@
+"""Shows that each data-plane behaviour has a PTF test that fails without it.
+
+For every mutant below, copies p4src/ to a scratch directory, removes or breaks one behaviour
+with a single textual edit, compiles the copy with the P4 compiler, runs the PTF tests that
+cover that behaviour against the switch (ptf-tests/run.sh), and expects at least one failure.
+A mutant the tests do not catch ("survived") is a gap in the tests.
+
+    build/venv/bin/python ptf-tests/mutants.py              # every mutant (about 10 minutes)
+    build/venv/bin/python ptf-tests/mutants.py ttl-drop     # by name
+
+Needs root (run.sh creates veths) and build/bin/terrapin-p4c, build/bin/terrapin-switch.
+Exits non-zero if any mutant survives or cannot be built.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    file: str  # under p4src/include
+    old: str  # must occur exactly once
+    new: str
+    tests: str  # PTF test selection that must fail
+
+
+MUTANTS = [
+    Mutant("parser-error-kept", "ingress.p4",
+           "if (standard_metadata.parser_error != error.NoError) {", "if (false) {",
+           "dp_malformed dp_controller_io.MalformedReservationMessagesAreDropped"),
+    Mutant("checksum-error-kept", "ingress.p4",
+           "} else if (standard_metadata.checksum_error == 1) {", "} else if (false) {",
+           "dp_routing.BadHeaderChecksumIsDropped"),
+    Mutant("total-length-unchecked", "parser.p4",
+           "&& (bit<32>)hdr.ipv4.total_len + meta.l3_offset <= standard_metadata.packet_length", "",
+           "dp_malformed"),
+    Mutant("vlan-not-parsed", "parser.p4", "ETHERTYPE_VLAN: parse_vlan;", "",
+           "dp_routing.VlanTaggedPacketIsRouted"),
+    Mutant("no-ttl-decrement", "ingress.p4", "hdr.ipv4.ttl = hdr.ipv4.ttl - 1;", "",
+           "dp_routing.RouteRewritesMacsTtlAndChecksum"),
+    Mutant("ttl-drop", "ingress.p4", "} else if (hdr.ipv4.ttl <= 1) {", "} else if (false) {",
+           "dp_routing.TtlExpiresAtZero"),
+    Mutant("no-next-hop-mac", "ingress.p4", "hdr.ethernet.dst_addr = next_hop_mac;", "",
+           "dp_routing.RouteRewritesMacsTtlAndChecksum"),
+    Mutant("no-source-mac", "egress.p4", "port_macs.apply();", "",
+           "dp_routing.RouteRewritesMacsTtlAndChecksum"),
+    Mutant("no-checksum-update", "checksums.p4", "update_checksum(hdr.ipv4.isValid(),",
+           "update_checksum(false,", "dp_routing.RouteRewritesMacsTtlAndChecksum"),
+    Mutant("options-not-checksummed", "checksums.p4",
+           "hdr.ipv4.dst_addr,\n              hdr.ipv4_options.data },\n            hdr.ipv4.hdr_checksum,\n"
+           "            HashAlgorithm.csum16);\n    }\n}\n\ncontrol TerrapinComputeChecksum",
+           "hdr.ipv4.dst_addr },\n            hdr.ipv4.hdr_checksum,\n"
+           "            HashAlgorithm.csum16);\n    }\n}\n\ncontrol TerrapinComputeChecksum",
+           "dp_routing.Ipv4OptionsAreCarriedAndChecksummed"),
+    Mutant("no-route-forwards", "ingress.p4", "const default_action = drop_packet(DROP_NO_ROUTE);",
+           "const default_action = route(1, 0);", "dp_routing.NoRouteIsDropped"),
+    Mutant("arp-not-answered", "ingress.p4", "arp_replies.apply();", "drop_packet(DROP_UNSUPPORTED);",
+           "dp_arp.GatewayArpIsAnswered"),
+    Mutant("arp-low-priority", "ingress.p4",
+           "standard_metadata.egress_spec = standard_metadata.ingress_port;\n"
+           "        standard_metadata.priority = PRIORITY_RESERVATION;",
+           "standard_metadata.egress_spec = standard_metadata.ingress_port;",
+           "dp_arp.GatewayArpIsAnswered"),
+    Mutant("xtp-not-parsed", "parser.p4", "(0, IP_PROTO_XTP): parse_xtp;", "",
+           "dp_priority.XtpChannelIsMatchedByKey dp_priority.XtpSortClaimIsDemoted"),
+    Mutant("sort-trusted", "ingress.p4",
+           "standard_metadata.priority = PRIORITY_BEST_EFFORT;\n                if (hdr.xtp.isValid()",
+           "standard_metadata.priority = (bit<3>)hdr.xtp.sort;\n                if (hdr.xtp.isValid()",
+           "dp_priority.XtpSortClaimIsDemoted"),
+    Mutant("dscp-trusted", "ingress.p4",
+           "standard_metadata.priority = PRIORITY_BEST_EFFORT;\n                if (hdr.xtp.isValid()",
+           "standard_metadata.priority = (bit<3>)(hdr.ipv4.dscp >> 3);\n"
+           "                if (hdr.xtp.isValid()",
+           "dp_priority.DscpClaimIsDemoted"),
+    Mutant("claims-not-counted", "ingress.p4", "demoted_claims.count(CLAIM_XTP_SORT);", "",
+           "dp_priority.XtpSortClaimIsDemoted"),
+    Mutant("channel-priority-ignored", "ingress.p4",
+           "standard_metadata.priority = meta.channel_priority;",
+           "standard_metadata.priority = PRIORITY_BEST_EFFORT;",
+           "dp_policing.ConformingChannelKeepsItsQueue"),
+    Mutant("channel-meter-ignored", "ingress.p4",
+           "if (meta.color == METER_GREEN) {\n"
+           "                    standard_metadata.priority = meta.channel_priority;",
+           "if (true) {\n                    standard_metadata.priority = meta.channel_priority;",
+           "dp_policing.BurstAboveSigmaIsCut dp_policing.RateAboveRhoIsCut"),
+    Mutant("yellow-action-ignored", "ingress.p4", "if (meta.on_yellow == EXCESS_DROP) {", "if (true) {",
+           "dp_policing.YellowAndRedFollowTheEntry"),
+    Mutant("red-action-ignored", "ingress.p4", "if (meta.on_red == EXCESS_DROP) {", "if (true) {",
+           "dp_policing.YellowAndRedFollowTheEntry"),
+    Mutant("yellow-not-counted", "ingress.p4", "channel_yellow.count((bit<32>)meta.channel_id);", "",
+           "dp_policing.YellowAndRedFollowTheEntry"),
+    Mutant("class-priority-ignored", "ingress.p4",
+           "standard_metadata.priority = meta.class_priority;",
+           "standard_metadata.priority = PRIORITY_BEST_EFFORT;",
+           "dp_priority.ClassTableLiftsListedDscp"),
+    Mutant("class-meter-ignored", "ingress.p4",
+           "if (meta.color == METER_GREEN) {\n"
+           "                    standard_metadata.priority = meta.class_priority;",
+           "if (true) {\n                    standard_metadata.priority = meta.class_priority;",
+           "dp_priority.ClassAggregateMeterDemotesExcess"),
+    Mutant("reservation-not-punted", "ingress.p4",
+           "} else if (hdr.reservation.isValid() && !hdr.packet_out.isValid()) {", "} else if (false) {",
+           "dp_controller_io.ReservationMessagesGoToTheController"),
+    Mutant("packet-in-port-lost", "ingress.p4",
+           "hdr.packet_in.ingress_port = standard_metadata.ingress_port;", "hdr.packet_in.ingress_port = 0;",
+           "dp_controller_io.ReservationMessagesGoToTheController"),
+    Mutant("reinjected-not-top", "ingress.p4",
+           "// Re-injected by the controller (PacketOut through the pipeline).\n"
+           "                standard_metadata.priority = PRIORITY_RESERVATION;",
+           "standard_metadata.priority = PRIORITY_BEST_EFFORT;",
+           "dp_controller_io.PacketOutThroughThePipeline"),
+    Mutant("packet-out-port-ignored", "ingress.p4",
+           "standard_metadata.egress_spec = hdr.packet_out.egress_port;",
+           "standard_metadata.egress_spec = 1;",
+           "dp_controller_io.PacketOutToAChosenPort"),
+    Mutant("no-queue-counter", "egress.p4", "queue_traffic.count(cell);", "",
+           "dp_queues.QueueTelemetry"),
+    Mutant("no-max-depth", "egress.p4",
+           "max_queue_depth.write(cell, (bit<32>)standard_metadata.enq_qdepth);", "",
+           "dp_queues.QueueTelemetry"),
+    Mutant("no-max-delay", "egress.p4", "max_queue_delay.write(cell, standard_metadata.deq_timedelta);", "",
+           "dp_queues.QueueTelemetry"),
+    Mutant("no-drop-counter", "ingress.p4", "drops.count(reason);", "", "dp_routing.NoRouteIsDropped"),
+]
+
+
+def run_mutant(m: Mutant, scratch: Path, env: dict[str, str]) -> str:
+    src = scratch / m.name / "p4src"
+    shutil.copytree(ROOT / "p4src", src)
+    target = src / "include" / m.file
+    text = target.read_text()
+    if text.count(m.old) != 1:
+        return f"BROKEN (edit matches {text.count(m.old)} times)"
+    target.write_text(text.replace(m.old, m.new))
+    out = scratch / m.name / "out"
+    out.mkdir()
+    p4c = env.get("P4C", str(ROOT / "build" / "bin" / "terrapin-p4c"))
+    built = subprocess.run(
+        [p4c, "--target", "bmv2", "--arch", "v1model", "--p4runtime-files",
+         str(out / "terrapin.p4info.txtpb"), "-o", str(out / "terrapin.json"), str(src / "terrapin.p4")],
+        capture_output=True, text=True)
+    if built.returncode != 0:
+        return "BROKEN (does not compile: " + (built.stderr.strip().splitlines() or ["?"])[0] + ")"
+    run_env = dict(env, PTF_TESTS=m.tests, PTF_SWITCHES="terrapin",
+                   PTF_P4INFO=str(out / "terrapin.p4info.txtpb"), PTF_P4JSON=str(out / "terrapin.json"),
+                   PTF_LOGDIR=str(scratch / m.name / "logs"))
+    ran = subprocess.run(["bash", str(ROOT / "ptf-tests" / "run.sh")], capture_output=True, text=True,
+                         env=run_env)
+    last = re.findall(r"(\d+) passed, (\d+) failed", ran.stdout)
+    if not last:
+        return "BROKEN (no result line)"
+    passed, failed = map(int, last[-1])
+    return f"killed ({failed} of {passed + failed} failed)" if failed else f"SURVIVED ({passed} passed)"
+
+
+def main(argv: list[str]) -> int:
+    chosen = [m for m in MUTANTS if not argv or m.name in argv]
+    bad = 0
+    with tempfile.TemporaryDirectory(prefix="terrapin-mutants-") as tmp:
+        for m in chosen:
+            verdict = run_mutant(m, Path(tmp), dict(os.environ))
+            bad += not verdict.startswith("killed")
+            print(f"{m.name:28s} {verdict:30s} [{m.tests}]", flush=True)
+    print(f"{len(chosen) - bad} killed, {bad} survived or broken")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
