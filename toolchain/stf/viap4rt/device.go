@@ -45,6 +45,10 @@ type Options struct {
 	Settle time.Duration
 	// Log receives the switch's output (nil: discarded).
 	Log io.Writer
+	// Veth makes the ports veth pairs instead of TUN devices. Veths are
+	// Ethernet: frames shorter than 14 bytes cannot cross them (Send pads
+	// them), which changes what a few corpus programs see.
+	Veth bool
 }
 
 const deviceID = 1
@@ -89,7 +93,7 @@ func Start(ctx context.Context, opts Options) (d *Device, err error) {
 	}
 	ports := append([]uint32(nil), opts.Ports...)
 	sort.Slice(ports, func(i, j int) bool { return ports[i] < ports[j] })
-	ns, err := newNamespace(ctx, opts.Namespace, ports)
+	ns, err := newNamespace(ctx, opts.Namespace, ports, !opts.Veth)
 	if err != nil {
 		return nil, err
 	}
@@ -100,6 +104,16 @@ func Start(ctx context.Context, opts Options) (d *Device, err error) {
 			d.Close()
 		}
 	}()
+	// Ports first: TUN devices exist only while their descriptor is open.
+	for _, p := range ports {
+		hp, err := ns.openPort(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		d.ports[p] = hp
+		d.wg.Add(1)
+		go func() { defer d.wg.Done(); hp.read(d.stop) }()
+	}
 	args := []string{"netns", "exec", ns.name, opts.Switch, "--no-p4", "--device-id", fmt.Sprint(deviceID),
 		"--grpc-server-addr", opts.Addr, "--cpu-port", "255"}
 	for _, p := range ports {
@@ -111,15 +125,6 @@ func Start(ctx context.Context, opts Options) (d *Device, err error) {
 		return nil, err
 	}
 	go func() { _ = d.cmd.Wait(); close(d.exit) }()
-	for _, p := range ports {
-		hp, err := ns.openPort(p)
-		if err != nil {
-			return nil, err
-		}
-		d.ports[p] = hp
-		d.wg.Add(1)
-		go func() { defer d.wg.Done(); hp.read(d.stop) }()
-	}
 	d.conn, err = grpc.NewClient("passthrough:///"+opts.Addr,
 		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return ns.dial(ctx, addr) }),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
@@ -260,7 +265,7 @@ func (d *Device) Send(port uint32, frame []byte) error {
 	if !ok {
 		return fmt.Errorf("port %d was not created (Options.Ports)", port)
 	}
-	if len(frame) < minFrame {
+	if !hp.tun && len(frame) < minFrame {
 		frame = append(append(make([]byte, 0, minFrame), frame...), make([]byte, minFrame-len(frame))...)
 	}
 	return hp.send(frame)

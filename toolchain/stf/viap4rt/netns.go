@@ -20,6 +20,7 @@ import (
 // injected and captured). Deleting the namespace deletes the veths.
 type namespace struct {
 	name string
+	tun  bool
 }
 
 func ipCmd(ctx context.Context, args ...string) error {
@@ -30,12 +31,12 @@ func ipCmd(ctx context.Context, args ...string) error {
 	return nil
 }
 
-func newNamespace(ctx context.Context, name string, ports []uint32) (*namespace, error) {
+func newNamespace(ctx context.Context, name string, ports []uint32, tun bool) (*namespace, error) {
 	_ = exec.Command("ip", "netns", "del", name).Run() // a leftover of a killed run
 	if err := ipCmd(ctx, "netns", "add", name); err != nil {
 		return nil, err
 	}
-	ns := &namespace{name: name}
+	ns := &namespace{name: name, tun: tun}
 	in := func(args ...string) error { return ipCmd(ctx, append([]string{"netns", "exec", name}, args...)...) }
 	steps := [][]string{
 		{"ip", "link", "set", "lo", "up"},
@@ -45,6 +46,9 @@ func newNamespace(ctx context.Context, name string, ports []uint32) (*namespace,
 		{"sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1"},
 	}
 	for _, p := range ports {
+		if tun {
+			break // TUN ports are created with their file descriptors (openPort)
+		}
 		sw, host := ns.switchSide(p), ns.hostSide(p)
 		steps = append(steps,
 			[]string{"ip", "link", "add", sw, "type", "veth", "peer", "name", host},
@@ -60,8 +64,13 @@ func newNamespace(ctx context.Context, name string, ports []uint32) (*namespace,
 	return ns, nil
 }
 
-func (ns *namespace) switchSide(p uint32) string { return fmt.Sprintf("tp4rt%ds", p) }
-func (ns *namespace) hostSide(p uint32) string   { return fmt.Sprintf("tp4rt%dh", p) }
+func (ns *namespace) switchSide(p uint32) string {
+	if ns.tun {
+		return fmt.Sprintf("tp4rt%dt", p)
+	}
+	return fmt.Sprintf("tp4rt%ds", p)
+}
+func (ns *namespace) hostSide(p uint32) string { return fmt.Sprintf("tp4rt%dh", p) }
 
 func (ns *namespace) remove() { _ = exec.Command("ip", "netns", "del", ns.name).Run() }
 
@@ -118,6 +127,7 @@ func (ns *namespace) dial(ctx context.Context, addr string) (net.Conn, error) {
 type hostPort struct {
 	port uint32
 	fd   int
+	tun  bool // fd is the TUN device: frames carry a 4-byte tun_pi header
 
 	mu     sync.Mutex
 	frames [][]byte
@@ -128,7 +138,10 @@ const ethPAll = 0x0003
 
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
 
-func (ns *namespace) openPort(p uint32) (*hostPort, error) {
+func (ns *namespace) openPort(ctx context.Context, p uint32) (*hostPort, error) {
+	if ns.tun {
+		return ns.openTun(ctx, p)
+	}
 	hp := &hostPort{port: p, fd: -1}
 	err := ns.within(func() error {
 		ifi, err := net.InterfaceByName(ns.hostSide(p))
@@ -168,17 +181,39 @@ func (hp *hostPort) read(stop <-chan struct{}) {
 			return
 		default:
 		}
-		n, from, err := unix.Recvfrom(hp.fd, buf, 0)
-		if err != nil {
-			if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
+		var f []byte
+		if hp.tun {
+			ready, err := unix.Poll([]unix.PollFd{{Fd: int32(hp.fd), Events: unix.POLLIN}}, 50)
+			if err != nil && !errors.Is(err, unix.EINTR) {
+				return
+			}
+			if ready == 0 {
 				continue
 			}
-			return
+			n, err := unix.Read(hp.fd, buf)
+			if err != nil {
+				if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
+					continue
+				}
+				return
+			}
+			if n < tunPI {
+				continue
+			}
+			f = append([]byte(nil), buf[tunPI:n]...)
+		} else {
+			n, from, err := unix.Recvfrom(hp.fd, buf, 0)
+			if err != nil {
+				if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
+					continue
+				}
+				return
+			}
+			if ll, ok := from.(*unix.SockaddrLinklayer); ok && ll.Pkttype == unix.PACKET_OUTGOING {
+				continue
+			}
+			f = append([]byte(nil), buf[:n]...)
 		}
-		if ll, ok := from.(*unix.SockaddrLinklayer); ok && ll.Pkttype == unix.PACKET_OUTGOING {
-			continue
-		}
-		f := append([]byte(nil), buf[:n]...)
 		hp.mu.Lock()
 		hp.frames = append(hp.frames, f)
 		hp.last = time.Now()
@@ -187,8 +222,58 @@ func (hp *hostPort) read(stop <-chan struct{}) {
 }
 
 func (hp *hostPort) send(frame []byte) error {
+	if hp.tun {
+		// tun_pi: flags 0, then a protocol no kernel handler takes (the
+		// IEEE local experimental EtherType), so the frame reaches the
+		// switch's packet socket and nothing else.
+		pkt := append([]byte{0, 0, 0x88, 0xb5}, frame...)
+		_, err := unix.Write(hp.fd, pkt)
+		return err
+	}
 	_, err := unix.Write(hp.fd, frame)
 	return err
+}
+
+// tunPI is the size of struct tun_pi, the header of TUN frames without
+// IFF_NO_PI.
+const tunPI = 4
+
+// openTun creates TUN device tp4rt<p>t in the namespace: the switch binds
+// it as port p; the test end is the device's file descriptor. A TUN
+// device has no link-layer header, so frames of any length cross it — an
+// Ethernet veth refuses frames shorter than 14 bytes, which p4c's STF
+// corpus uses (BMv2 runs STF from pcap files, where any length goes).
+func (ns *namespace) openTun(ctx context.Context, p uint32) (*hostPort, error) {
+	hp := &hostPort{port: p, fd: -1, tun: true}
+	err := ns.within(func() error {
+		// Non-blocking: the reader polls, and a read after a spurious
+		// wake-up must not block Close.
+		fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+		if err != nil {
+			return err
+		}
+		ifr, err := unix.NewIfreq(ns.switchSide(p))
+		if err != nil {
+			unix.Close(fd)
+			return err
+		}
+		ifr.SetUint16(unix.IFF_TUN)
+		if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
+			unix.Close(fd)
+			return fmt.Errorf("TUNSETIFF %s: %w", ns.switchSide(p), err)
+		}
+		hp.fd = fd
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	in := func(args ...string) error { return ipCmd(ctx, append([]string{"netns", "exec", ns.name}, args...)...) }
+	if err := in("ip", "link", "set", ns.switchSide(p), "mtu", "9000", "up"); err != nil {
+		unix.Close(hp.fd)
+		return nil, err
+	}
+	return hp, nil
 }
 
 func (hp *hostPort) take() [][]byte {
