@@ -160,6 +160,9 @@ type TableInfo struct {
 	// Hidden is true for tables p4c synthesizes for straight-line code
 	// (no key, const default action); they are not in P4Info.
 	Hidden bool
+	// ActionProfile names the table's action profile or selector ("" for
+	// direct tables); entries then carry TableEntry.Indirect.
+	ActionProfile string
 }
 
 // CounterInfo describes a counter array (indirect) or a direct counter.
@@ -273,6 +276,10 @@ type TableEntry struct {
 	Meter *MeterConfig
 	// Const is set on entries the program declared ("const entries").
 	Const bool
+	// Indirect is what an entry of an indirect table (action profile or
+	// selector) runs: a member or a group; Action is then unused. Added
+	// after the first publication of this API.
+	Indirect IndirectRef
 }
 
 // Replica is one copy made by a multicast group or clone session.
@@ -342,6 +349,7 @@ const (
 	KindValueSet
 	KindDigest
 	KindHeader
+	KindActionProfile // added after the first publication
 )
 
 // Lookup returns the JSON id of the named object of the given kind. The name

@@ -56,6 +56,9 @@ type Pipeline struct {
 	registerByName map[string]*registerArray
 	registerByID   map[int]*registerArray
 	calcByName     map[string]*calculation
+	profiles       []*actionProfile
+	profileByID    map[int]*actionProfile
+	profileByName  map[string]*actionProfile
 	vsets          []*valueSet
 	vsetByID       map[int]*valueSet
 	vsetByName     map[string]*valueSet
@@ -163,6 +166,8 @@ func Load(jsonText []byte, opts Options) (pl *Pipeline, err error) {
 		registerByID:   map[int]*registerArray{},
 		calcByName:     map[string]*calculation{},
 		vsetByID:       map[int]*valueSet{},
+		profileByID:    map[int]*actionProfile{},
+		profileByName:  map[string]*actionProfile{},
 		vsetByName:     map[string]*valueSet{},
 		fieldLists:     map[int][]fieldRef{},
 		learnByID:      map[int]*learnList{},
@@ -177,7 +182,7 @@ func Load(jsonText []byte, opts Options) (pl *Pipeline, err error) {
 		nd = 1024
 	}
 	pl.digests = make(chan Digest, nd)
-	for k := KindTable; k <= KindHeader; k++ {
+	for k := KindTable; k <= KindActionProfile; k++ {
 		pl.names[k] = map[string]int{}
 	}
 	c := &compiler{pl: pl, lay: lay}
@@ -522,11 +527,23 @@ func (n *tableNode) exec(p *Packet) cfNode {
 			color := en.meter.execute(dm.input(p), p.pl.clock())
 			t.writeColor(p, uint64(color))
 		}
-		en.act.run(p, en.data)
+		act, data := en.act, en.data
+		if t.profile != nil {
+			m := t.profile.resolve(p, en.ref)
+			if m == nil {
+				// an empty group: nothing runs
+				if t.hasHitMiss {
+					return t.hitNext
+				}
+				return t.baseNext
+			}
+			act, data = m.act, m.data
+		}
+		act.run(p, data)
 		if t.hasHitMiss {
 			return t.hitNext
 		}
-		return t.nextByIdx[en.act.idx]
+		return t.nextByIdx[act.idx]
 	}
 	act := st.defAct
 	if act != nil {
@@ -570,6 +587,16 @@ func runControl(p *Packet, n cfNode) {
 func (c *compiler) compileFlow(jpp *jPipeline, jp *jProgram) (cfNode, error) {
 	if jpp == nil {
 		return nil, nil
+	}
+	for i := range jpp.ActionProfiles {
+		ap, err := c.compileProfile(&jpp.ActionProfiles[i])
+		if err != nil {
+			return nil, err
+		}
+		c.pl.profiles = append(c.pl.profiles, ap)
+		c.pl.profileByID[ap.id] = ap
+		c.pl.profileByName[ap.name] = ap
+		c.pl.names[KindActionProfile][ap.name] = ap.id
 	}
 	nodes := map[string]cfNode{}
 	var tables []*table

@@ -117,6 +117,7 @@ type entry struct {
 	data    *actionData
 	counter *counterCell // shared by the versions of a modified entry
 	meter   *meterCell
+	ref     IndirectRef // indirect tables: member or group (act is nil)
 	seq     uint64
 	isConst bool
 
@@ -163,6 +164,7 @@ type table struct {
 
 	directCounter *counterArray
 	directMeter   *meterArray
+	profile       *actionProfile // indirect tables
 }
 
 func matchKindOf(s string) (MatchKind, error) {
@@ -193,8 +195,21 @@ func (c *compiler) compileTable(jt *jTable) (*table, error) {
 	t.info = TableInfo{Name: jt.Name, ID: jt.ID, MaxSize: jt.MaxSize, ActionIDs: append([]int(nil), jt.ActionIDs...)}
 	c.where = "table " + jt.Name
 	defer func() { c.where = "" }()
-	if jt.Type != "" && jt.Type != "simple" {
-		return nil, c.errorf("table type %q (action profiles) is not supported", jt.Type)
+	switch jt.Type {
+	case "", "simple":
+	case "indirect", "indirect_ws":
+		ap, ok := c.pl.profileByName[jt.ActionProfile]
+		if !ok {
+			return nil, c.errorf("unknown action profile %q", jt.ActionProfile)
+		}
+		if jt.Type == "indirect_ws" && ap.selector == nil {
+			return nil, c.errorf("indirect_ws table with action profile %s that has no selector", ap.name)
+		}
+		t.profile = ap
+		ap.tables = append(ap.tables, t)
+		t.info.ActionProfile = ap.name
+	default:
+		return nil, c.errorf("unsupported table type %q", jt.Type)
 	}
 	allNarrow := true
 	totalBits := 0
@@ -331,6 +346,9 @@ func (c *compiler) compileTable(jt *jTable) (*table, error) {
 			return nil, c.errorf("unknown action id %d", aid)
 		}
 		t.actions[aid] = a
+		if t.profile != nil {
+			t.profile.actions[aid] = a
+		}
 	}
 	if jt.DefaultEntry != nil {
 		a, ok := c.pl.actionByID[jt.DefaultEntry.ActionID]
@@ -664,11 +682,21 @@ func (t *table) insert(st *tableState, e TableEntry, isConst bool) error {
 	if !isConst && t.info.MaxSize > 0 && len(st.entries) >= t.info.MaxSize {
 		return errf(CodeResourceExhausted, "table %s is full (%d entries)", t.info.Name, t.info.MaxSize)
 	}
-	act, ad, err := t.checkAction(e.Action)
-	if err != nil {
-		return err
+	var act *action
+	var ad *actionData
+	if t.profile != nil {
+		if err := t.checkRef(e.Indirect); err != nil {
+			return err
+		}
+	} else {
+		if e.Indirect.Kind != IndirectNone {
+			return errf(CodeInvalidArgument, "table %s is not indirect", t.info.Name)
+		}
+		if act, ad, err = t.checkAction(e.Action); err != nil {
+			return err
+		}
 	}
-	en := &entry{match: norm, prio: e.Priority, act: act, data: ad, isConst: isConst, counter: &counterCell{}}
+	en := &entry{match: norm, prio: e.Priority, act: act, data: ad, isConst: isConst, counter: &counterCell{}, ref: e.Indirect}
 	if !t.prioTbl {
 		en.prio = 0
 	}
@@ -875,14 +903,21 @@ func (t *table) modify(st *tableState, e TableEntry) error {
 	if !ok {
 		return errf(CodeNotFound, "no such entry in table %s", t.info.Name)
 	}
-	act, ad, err := t.checkAction(e.Action)
-	if err != nil {
-		return err
-	}
-	// Packets may be using old: make a new version sharing its counter
-	// and meter.
 	nu := *old
-	nu.act, nu.data = act, ad
+	if t.profile != nil {
+		if err := t.checkRef(e.Indirect); err != nil {
+			return err
+		}
+		nu.ref = e.Indirect
+	} else {
+		act, ad, err := t.checkAction(e.Action)
+		if err != nil {
+			return err
+		}
+		// Packets may be using old: the new version shares its counter
+		// and meter.
+		nu.act, nu.data = act, ad
+	}
 	t.replace(st, id, old, &nu)
 	return nil
 }
@@ -930,9 +965,12 @@ func (t *table) export(en *entry) TableEntry {
 	e := TableEntry{
 		Match:    make([]Match, len(en.match)),
 		Priority: en.prio,
-		Action:   ActionCall{ActionID: en.act.id, Params: exportActionData(en.act.params, en.data)},
 		Counter:  en.counter.load(),
 		Const:    en.isConst,
+		Indirect: en.ref,
+	}
+	if en.act != nil {
+		e.Action = ActionCall{ActionID: en.act.id, Params: exportActionData(en.act.params, en.data)}
 	}
 	for i, m := range en.match {
 		e.Match[i] = Match{

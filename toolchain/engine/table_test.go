@@ -197,3 +197,67 @@ func TestBatch(t *testing.T) {
 		t.Errorf("ClearTable left %d entries", len(es))
 	}
 }
+
+// TestActionSelector: an indirect_ws table whose entries name members or a
+// group; the selector's hash (identity of h.k here) modulo the group size
+// picks the member, in group order.
+func TestActionSelector(t *testing.T) {
+	tp := testProg{
+		fields:    [][]any{u("k", 16), u("k2", 16), u("c", 8)},
+		keys:      []any{keyDef("exact", "k2")},
+		actions:   []map[string]any{setAction},
+		tableType: "indirect_ws",
+		tableMore: map[string]any{"action_profile": "ap"},
+		profiles: []any{map[string]any{"name": "ap", "id": 0, "max_size": 16,
+			"selector": map[string]any{"algo": "identity", "input": []any{tF("h", "k")}}}},
+	}
+	pl := tp.load(t, Options{})
+	tid, _ := pl.Lookup(KindTable, "ingress.t")
+	ap, ok := pl.Lookup(KindActionProfile, "ap")
+	if !ok {
+		t.Fatal("no action profile ap")
+	}
+	for m := uint32(1); m <= 3; m++ {
+		if err := pl.SetProfileMember(ap, m, ActionCall{ActionID: 1, Params: [][]byte{{byte(m * 10)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pl.SetProfileGroup(ap, 100, []uint32{1, 2, 3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := pl.AddEntry(tid, TableEntry{Match: []Match{{Value: b16(7)}}, Indirect: IndirectRef{Kind: IndirectGroup, ID: 100}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := pl.AddEntry(tid, TableEntry{Match: []Match{{Value: b16(8)}}, Indirect: IndirectRef{Kind: IndirectMember, ID: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	for k := uint16(0); k < 6; k++ {
+		got := run1(t, pl, append(append(b16(k), b16(7)...), 0))
+		if want := byte(10 * (k%3 + 1)); got[4] != want {
+			t.Errorf("group, k=%d: member ran %d, want %d", k, got[4], want)
+		}
+	}
+	if got := run1(t, pl, append(append(b16(0), b16(8)...), 0)); got[4] != 20 {
+		t.Errorf("member entry ran %d", got[4])
+	}
+	// Changing a member changes what entries referring to it run.
+	if err := pl.SetProfileMember(ap, 2, ActionCall{ActionID: 1, Params: [][]byte{{99}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := run1(t, pl, append(append(b16(0), b16(8)...), 0)); got[4] != 99 {
+		t.Errorf("modified member ran %d", got[4])
+	}
+	if err := pl.DeleteProfileMember(ap, 2); ErrorCodeOf(err) != CodeFailedPrecondition {
+		t.Errorf("deleting a member in use: %v", err)
+	}
+	if err := pl.AddEntry(tid, TableEntry{Match: []Match{{Value: b16(9)}}, Indirect: IndirectRef{Kind: IndirectMember, ID: 42}}); ErrorCodeOf(err) != CodeNotFound {
+		t.Errorf("entry naming a missing member: %v", err)
+	}
+	if err := pl.AddEntry(tid, TableEntry{Match: []Match{{Value: b16(9)}}, Action: ActionCall{ActionID: 1, Params: [][]byte{{1}}}}); ErrorCodeOf(err) != CodeInvalidArgument {
+		t.Errorf("direct action in an indirect table: %v", err)
+	}
+	es, _ := pl.ReadEntries(tid)
+	if len(es) != 2 || es[0].Indirect != (IndirectRef{Kind: IndirectGroup, ID: 100}) {
+		t.Errorf("entries read back: %+v", es)
+	}
+}

@@ -22,6 +22,7 @@ type testProg struct {
 	parserOps []any
 	egress    []any // primitives of an egress action (keyless table)
 	tableMore map[string]any
+	profiles  []any // ingress action_profiles
 }
 
 func tF(h, f string) map[string]any { return map[string]any{"type": "field", "value": []string{h, f}} }
@@ -94,6 +95,10 @@ func (tp testProg) json() []byte {
 	if len(tp.params) > 0 {
 		delete(table, "default_entry")
 	}
+	profiles := tp.profiles
+	if profiles == nil {
+		profiles = []any{}
+	}
 	egressTables := []any{}
 	egressInit := any(nil)
 	if tp.egress != nil {
@@ -136,7 +141,7 @@ func (tp testProg) json() []byte {
 		"learn_lists":     []any{},
 		"actions":         actions,
 		"pipelines": []any{
-			map[string]any{"name": "ingress", "id": 0, "init_table": "ingress.t", "tables": []any{table}, "action_profiles": []any{}, "conditionals": []any{}},
+			map[string]any{"name": "ingress", "id": 0, "init_table": "ingress.t", "tables": []any{table}, "action_profiles": profiles, "conditionals": []any{}},
 			map[string]any{"name": "egress", "id": 1, "init_table": egressInit, "tables": egressTables, "action_profiles": []any{}, "conditionals": []any{}},
 		},
 		"checksums":        []any{},
