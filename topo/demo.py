@@ -30,47 +30,39 @@ from pathlib import Path
 from typing import Any
 
 from topo import christie
+from topo.experiment import VIDEO_PORT, VideoRun, video_under_flood
 from topo.network import RunningNetwork, running
 from topo.p4switch import REPO
 
 RESULTS = REPO / "build" / "results"
-VIDEO_PORT = 5004
 PRIORITY = 6
 RATE_BYTES_PER_S = 9_000_000 // 8  # 9 Mbit/s
 BURST_BYTES = 27_000  # six 4,500-byte packets: the largest frame plus control overhead
-PYTHON = str(REPO / "build" / "venv" / "bin" / "python")
 
 
 @dataclass
 class RunResult:
     label: str
-    frames_sent: int
-    frames_received: int
-    packets_sent: int
-    packets_received: int
-    latencies: list[tuple[float, float]]  # (seconds since the first frame, latency ms)
+    video: VideoRun
     bound_ms: float
     max_qdepth: int
-    sum_bursts: int  # in packets of the maximum size, the unit of the queue depth register
-
-    @property
-    def loss(self) -> float:
-        return 1 - self.packets_received / self.packets_sent if self.packets_sent else 0.0
+    sum_bursts: int  # in packets of the maximum size, the unit of the queue depth
 
     def percentile(self, p: float) -> float:
-        values = sorted(lat for _, lat in self.latencies)
+        values = sorted(lat for _, lat in self.video.latencies)
         if not values:
             return math.nan
         return values[min(len(values) - 1, max(0, math.ceil(p / 100 * len(values)) - 1))]
 
     @property
     def over_bound(self) -> int:
-        late = sum(1 for _, lat in self.latencies if lat > self.bound_ms)
-        return late + (self.frames_sent - self.frames_received)
+        """Frames that missed the bound; a frame that never arrived whole missed it too."""
+        late = sum(1 for _, lat in self.video.latencies if lat > self.bound_ms)
+        return late + self.video.frames_sent - self.video.frames_whole
 
     def line(self) -> str:
         return (
-            f"{self.label}: loss={self.loss:.4f} frames={self.frames_received}"
+            f"{self.label}: loss={self.video.packet_loss:.4f} frames={self.video.frames_whole}"
             f" p50_ms={self.percentile(50):.3f} p99_ms={self.percentile(99):.3f}"
             f" max_ms={self.percentile(100):.3f} bound_ms={self.bound_ms:.3f}"
             f" over_bound={self.over_bound} max_qdepth={self.max_qdepth} sum_bursts={self.sum_bursts}"
@@ -97,33 +89,35 @@ def wait_ready(run: RunningNetwork, timeout: float = 60) -> None:
     raise TimeoutError("the controller never reported its switches ready")
 
 
-def queue_state(run: RunningNetwork, port: int) -> dict[str, Any]:
+def admitted_burst_packets(run: RunningNetwork, port: int) -> int:
+    """Σσ admitted at PRIORITY on `port`, in packets of the MTU (the queue depth's unit)."""
     status = rest(run, "GET", "/status/switches/terrapin")
     for entry in status["ports"]:
         if entry["port"] == port:
-            return entry["queues"][PRIORITY]  # type: ignore[no-any-return]
+            return math.ceil((entry["queues"][PRIORITY]["allocated_burst"] or 0) / run.plan.mtu)
     raise KeyError(port)
 
 
-def switch_queue_depths(run: RunningNetwork, port: int) -> dict[int, int]:
-    """Per priority queue maximum depth on `port` since the last read, from the switch's metrics."""
-    node = run.host("terrapin")
-    samples = node.metrics()
-    depths = {}
+def max_queue_depth(run: RunningNetwork, port: int) -> int:
+    """The deepest the PRIORITY queue of `port` has been, from terrapin-switch's metrics. (The P4
+    program's telemetry register holds enq_qdepth, which, as in BMv2, counts the whole port.)"""
+    samples = run.host("terrapin").metrics()
     for (name, labels), value in samples.items():
         tags = dict(labels)
-        if name == "terrapin_queue_depth_max" and tags.get("port") == str(port):
-            depths[int(tags["queue"])] = int(value)
-    return depths
+        if name == "terrapin_queue_depth_max" and (tags.get("port"), tags.get("queue")) == (
+            str(port),
+            str(PRIORITY),
+        ):
+            return int(value)
+    return 0
 
 
-def one_run(
-    run: RunningNetwork, label: str, seconds: float, reserve: bool, work: Path
-) -> tuple[RunResult, float]:
+def one_run(run: RunningNetwork, label: str, seconds: float, reserve: bool, work: Path) -> RunResult:
     plan = run.plan
-    a1, a2, a3, b1 = (plan.hosts[n] for n in ("a1", "a2", "a3", "b1"))
+    a1, b1 = plan.hosts["a1"], plan.hosts["b1"]
     bound_ms = math.nan
     reservation_id = None
+    sum_bursts = 0
     if reserve:
         granted = rest(
             run,
@@ -143,97 +137,27 @@ def one_run(
         )
         reservation_id = granted["id"]
         bound_ms = granted["allocation"]["worst_case_delay_us"] / 1000
+        sum_bursts = admitted_burst_packets(run, b1.port)
+        allocation = granted["allocation"]
         print(
-            f"  reserved channel {reservation_id}: bound {bound_ms:.3f} ms, "
-            f"allocation {granted['allocation']['rate']} B/s, {granted['allocation']['burst']} B"
+            f"  reservation {reservation_id}: {allocation['rate']} B/s, {allocation['burst']} B;"
+            f" computed bound {bound_ms:.3f} ms"
         )
-    sender_log, receiver_log = work / f"{label}-sender.json", work / f"{label}-receiver.json"
-    sink = run.host("b1")
-    receiver = sink.popen(
-        [
-            PYTHON,
-            "-m",
-            "topo.video",
-            "receive",
-            "--port",
-            str(VIDEO_PORT),
-            "--seconds",
-            str(seconds + 4),
-            "--log",
-            str(receiver_log),
-        ],
-        cwd=str(REPO),
-    )
-    servers = [sink.popen(["iperf3", "-s", "-1", "-p", str(5201 + i)]) for i in range(2)]
-    time.sleep(1)
-    floods = [
-        run.host(h.name).popen(
-            [
-                "iperf3",
-                "-c",
-                b1.address,
-                "-u",
-                "-b",
-                f"{h.rate_bps}",
-                "-l",
-                str(plan.mtu - 100),
-                "-t",
-                str(int(seconds + 2)),
-                "-p",
-                str(5201 + i),
-            ]
+    (work / label).mkdir(parents=True, exist_ok=True)
+    try:
+        video = video_under_flood(
+            run,
+            source="a1",
+            sink="b1",
+            flooders=("a2", "a3"),
+            seconds=seconds,
+            work=work / label,
+            shape=(RATE_BYTES_PER_S, BURST_BYTES) if reserve else None,
         )
-        for i, h in enumerate((a2, a3))
-    ]
-    time.sleep(1)
-    sender = run.host("a1").popen(
-        [
-            PYTHON,
-            "-m",
-            "topo.video",
-            "send",
-            "--dst",
-            b1.address,
-            "--port",
-            str(VIDEO_PORT),
-            "--seconds",
-            str(seconds),
-            "--log",
-            str(sender_log),
-        ],
-        cwd=str(REPO),
-    )
-    sender.wait()
-    receiver.wait()
-    for process in floods + servers:
-        process.terminate()
-        process.wait()
-    queue = queue_state(run, b1.port)
-    device = switch_queue_depths(run, b1.port)
-    if reservation_id is not None:
-        rest(run, "DELETE", f"/reservations/{reservation_id}")
-    sent = json.loads(sender_log.read_text())["frames"]
-    received = {f["frame"]: f for f in json.loads(receiver_log.read_text())["frames"]}
-    t0 = sent[0]["start_ns"]
-    latencies = [
-        ((f["start_ns"] - t0) / 1e9, (received[f["frame"]]["last_arrival_ns"] - f["start_ns"]) / 1e6)
-        for f in sent
-        if f["frame"] in received and received[f["frame"]]["received"] == f["packets"]
-    ]
-    result = RunResult(
-        label=label,
-        frames_sent=len(sent),
-        frames_received=len(latencies),
-        packets_sent=sum(f["packets"] for f in sent),
-        packets_received=sum(min(r["received"], r["packets"]) for r in received.values()),
-        latencies=latencies,
-        bound_ms=bound_ms,
-        # The P4 program's register holds enq_qdepth, which (as in BMv2) counts the whole port;
-        # terrapin-switch also reports each priority queue's own maximum, the seed's measure.
-        max_qdepth=int(device.get(PRIORITY, queue["max_depth_packets"] or 0)),
-        sum_bursts=math.ceil((queue["allocated_burst"] or 0) / plan.mtu),
-    )
-    return result, bound_ms
+    finally:
+        if reservation_id is not None:
+            rest(run, "DELETE", f"/reservations/{reservation_id}")
+    return RunResult(label, video, bound_ms, max_queue_depth(run, b1.port), sum_bursts)
 
 
 def plot(results: list[RunResult], path: Path) -> None:
@@ -298,11 +222,11 @@ def main(argv: list[str] | None = None) -> int:
     with running(plan, switch_kind=args.switch, rest_port=18080, state_dir=work) as run:
         wait_ready(run)
         print("run 1: no reservation (the video's priority claim is demoted)")
-        unreserved, _ = one_run(run, "unreserved", args.seconds, reserve=False, work=work)
+        unreserved = one_run(run, "unreserved", args.seconds, reserve=False, work=work)
         print("run 2: 9 Mbit/s, 27,000-byte burst reserved at high priority")
-        reserved, bound_ms = one_run(run, "reserved", args.seconds, reserve=True, work=work)
+        reserved = one_run(run, "reserved", args.seconds, reserve=True, work=work)
     # The unreserved run is judged against the bound the reservation was given.
-    unreserved.bound_ms = bound_ms
+    unreserved.bound_ms = reserved.bound_ms
     print()
     report(unreserved)
     report(reserved)
@@ -311,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"plot: {png.relative_to(REPO)}")
     print(reserved.line())
     print(unreserved.line())
-    ok = reserved.loss == 0 and reserved.over_bound == 0 and reserved.frames_received == reserved.frames_sent
+    ok = reserved.video.packet_loss == 0 and reserved.over_bound == 0
     return 0 if ok else 1
 
 

@@ -69,7 +69,28 @@ class FrameRecord:
         return (self.last_arrival_ns - self.start_ns) / 1e6
 
 
-def send(dst: str, port: int, seconds: float, seed: int, log: str, dscp: int) -> None:
+class TokenBucket:
+    """The sender's own leaky bucket (seed 000 §4.1.1.1: end systems police what they send), so
+    that a sender the scheduler woke late cannot catch up with a burst beyond its reservation."""
+
+    def __init__(self, rate: float, burst: float) -> None:
+        self.rate, self.burst = rate, burst
+        self.tokens, self.stamp = burst, time.monotonic()
+
+    def wait_for(self, amount: float) -> None:
+        while True:
+            now = time.monotonic()
+            self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
+            self.stamp = now
+            if self.tokens >= amount:
+                self.tokens -= amount
+                return
+            time.sleep((amount - self.tokens) / self.rate)
+
+
+def send(
+    dst: str, port: int, seconds: float, seed: int, log: str, dscp: int, shape: tuple[int, int] | None
+) -> None:
     sizes = frame_sizes(int(seconds * FRAMES_PER_SECOND), seed)
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, dscp << 2)
@@ -79,13 +100,18 @@ def send(dst: str, port: int, seconds: float, seed: int, log: str, dscp: int) ->
     filler = bytes(MAX_PACKET_BYTES)
     period_ns = 1_000_000_000 // FRAMES_PER_SECOND
     first = time.time_ns() + 100_000_000
+    bucket = TokenBucket(*shape) if shape else None
     sent = []
     for number, size in enumerate(sizes):
         due = first + number * period_ns
         while (now := time.time_ns()) < due:
             time.sleep(min(0.002, (due - now) / 1e9))
-        start = time.time_ns()
         payloads = segment(size)
+        if bucket:
+            # The whole frame leaves as one burst once the bucket holds it; its latency is
+            # counted from then, so it measures the network, not the sender's own shaping.
+            bucket.wait_for(sum(p + HEADER.size + UDP_IP_OVERHEAD for p in payloads))
+        start = time.time_ns()
         for index, payload in enumerate(payloads):
             head = HEADER.pack(MAGIC, number, index, len(payloads), size, start)
             sock.sendto(head + filler[:payload], (dst, port))
@@ -129,13 +155,16 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--seed", type=int, default=1995)
     s.add_argument("--dscp", type=int, default=46, help="the sender's priority claim (EF)")
     s.add_argument("--log", required=True)
+    s.add_argument("--shape-rate", type=int, default=0, help="token bucket rate, IP bytes/s (0 = none)")
+    s.add_argument("--shape-burst", type=int, default=0, help="token bucket depth, IP bytes")
     r = sub.add_parser("receive")
     r.add_argument("--port", type=int, default=5004)
     r.add_argument("--seconds", type=float, default=25)
     r.add_argument("--log", required=True)
     args = parser.parse_args(argv)
     if args.mode == "send":
-        send(args.dst, args.port, args.seconds, args.seed, args.log, args.dscp)
+        shape = (args.shape_rate, args.shape_burst) if args.shape_rate else None
+        send(args.dst, args.port, args.seconds, args.seed, args.log, args.dscp, shape)
     else:
         receive(args.port, args.seconds, args.log)
     return 0

@@ -1,0 +1,100 @@
+"""Traffic for the demo and the end-to-end test: the video channel against best-effort floods.
+
+`video_under_flood` runs the seed 000 scenario on a running network — iperf3 floods from some
+hosts to the sink at their line rate, the video (topo/video.py) from the source to the same sink —
+and returns what the receiver saw, frame by frame.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from topo.network import RunningNetwork
+from topo.p4switch import REPO
+
+PYTHON = str(REPO / "build" / "venv" / "bin" / "python")
+VIDEO_PORT = 5004
+FLOOD_PORT_BASE = 5201
+
+
+@dataclass
+class VideoRun:
+    frames_sent: int
+    packets_sent: int
+    packets_received: int
+    latencies: list[tuple[float, float]]  # whole frames: (s since the first frame, latency ms)
+
+    @property
+    def frames_whole(self) -> int:
+        return len(self.latencies)
+
+    @property
+    def packet_loss(self) -> float:
+        return 1 - self.packets_received / self.packets_sent if self.packets_sent else 0.0
+
+
+def video_under_flood(
+    run: RunningNetwork,
+    *,
+    source: str,
+    sink: str,
+    flooders: tuple[str, ...],
+    seconds: float,
+    work: Path,
+    shape: tuple[int, int] | None = None,
+) -> VideoRun:
+    """Each flooder sends UDP to `sink` at its access rate while `source` sends the video.
+    `shape` = (bytes/s, bytes) makes the video sender keep to a reservation's envelope."""
+    plan = run.plan
+    destination = plan.hosts[sink]
+    sink_node = run.host(sink)
+    sender_log, receiver_log = work / "video-sender.json", work / "video-receiver.json"
+    video = f"{PYTHON} -m topo.video"
+    receiver = sink_node.popen(
+        f"{video} receive --port {VIDEO_PORT} --seconds {seconds + 4} --log {receiver_log}".split(),
+        cwd=str(REPO),
+    )
+    ports = [FLOOD_PORT_BASE + i for i in range(len(flooders))]
+    servers = [sink_node.popen(["iperf3", "-s", "-1", "-p", str(p)]) for p in ports]
+    time.sleep(1)
+    datagram = str(plan.mtu - 100)
+    floods = [
+        run.host(name).popen(
+            f"iperf3 -c {destination.address} -u -b {plan.hosts[name].rate_bps} -l {datagram}"
+            f" -t {int(seconds + 2)} -p {port}".split()
+        )
+        for name, port in zip(flooders, ports, strict=True)
+    ]
+    time.sleep(1)
+    send = f"{video} send --dst {destination.address} --port {VIDEO_PORT} --seconds {seconds}"
+    send += f" --log {sender_log}"
+    if shape:
+        send += f" --shape-rate {shape[0]} --shape-burst {shape[1]}"
+    sender = run.host(source).popen(send.split(), cwd=str(REPO))
+    try:
+        if sender.wait(timeout=seconds + 60) != 0:
+            raise RuntimeError("the video sender failed")
+        if receiver.wait(timeout=60) != 0:
+            raise RuntimeError("the video receiver failed")
+    finally:
+        for process in (sender, receiver, *floods, *servers):
+            if process.poll() is None:
+                process.terminate()
+            process.wait()
+    sent = json.loads(sender_log.read_text())["frames"]
+    got = {f["frame"]: f for f in json.loads(receiver_log.read_text())["frames"]}
+    t0 = sent[0]["start_ns"]
+    latencies = [
+        ((f["start_ns"] - t0) / 1e9, (got[f["frame"]]["last_arrival_ns"] - f["start_ns"]) / 1e6)
+        for f in sent
+        if f["frame"] in got and got[f["frame"]]["received"] == f["packets"]
+    ]
+    return VideoRun(
+        frames_sent=len(sent),
+        packets_sent=sum(f["packets"] for f in sent),
+        packets_received=sum(min(r["received"], r["packets"]) for r in got.values()),
+        latencies=latencies,
+    )
