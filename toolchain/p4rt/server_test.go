@@ -247,7 +247,7 @@ func TestReadBack(t *testing.T) {
 	if err != nil || len(got) != 1 {
 		t.Fatalf("l2 read: %v, %v", got, err)
 	}
-	want := entry(id.l2, 0, call(id.forward, b(2)), exact(1, mac2...))
+	want := entry(id.l2, 0, call(id.forward, b(2)), exact(1, 2)) // shortest strings (§8.4)
 	want.ControllerMetadata, want.Metadata = 77, []byte("cookie")
 	if !proto.Equal(got[0].GetTableEntry(), want) {
 		t.Errorf("l2 entry read back as\n%v\nwant canonical\n%v", got[0].GetTableEntry(), want)
