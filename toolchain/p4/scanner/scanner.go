@@ -160,9 +160,12 @@ func (s *Scanner) lineMarker() {
 	}
 	file := s.file
 	if len(fields) > 1 {
-		if f, err := strconv.Unquote(fields[1]); err == nil {
+		if f, err := strconv.Unquote(fields[1]); err == nil && f != "" {
 			file = f
 		}
+	}
+	if line < 1 {
+		line = 1
 	}
 	s.advance(len(text))
 	if s.off < len(s.src) {

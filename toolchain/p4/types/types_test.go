@@ -1,0 +1,204 @@
+package types
+
+import (
+	"math/big"
+	"strings"
+	"testing"
+
+	"github.com/terrapin/terrapin/toolchain/p4/ast"
+	"github.com/terrapin/terrapin/toolchain/p4/parser"
+)
+
+// prelude declares what the test programs use, without the preprocessor.
+const prelude = `
+error { NoError, PacketTooShort }
+match_kind { exact, ternary, lpm }
+extern packet_in { void extract<T>(out T hdr); T lookahead<T>(); }
+extern packet_out { void emit<T>(in T hdr); }
+extern reg<T> { reg(bit<32> n); void read(out T r, in bit<32> i); }
+extern void random<T>(out T r, in T lo, in T hi);
+action NoAction() {}
+header h_t { bit<8> a; bit<16> b; int<8> s; }
+struct st { h_t h; bool f; bit<4> n; }
+enum bit<8> E { X = 1, Y = 7 }
+enum P { A, B }
+typedef bit<9> port_t;
+type bit<32> addr_t;
+parser Prs(packet_in p, out st s);
+package Pkg(Prs p);
+`
+
+// check parses and checks a program whose text follows the prelude, with
+// positions counted from the first line after it.
+func check(t *testing.T, src string) (*Info, []string) {
+	t.Helper()
+	full := prelude + "#line 1 \"t.p4\"\n" + src + "\nparser PP(packet_in p, out st s) { state start { transition accept; } }\nPkg(PP()) main;\n"
+	prog, perrs := parser.Parse("prelude.p4", full)
+	if len(perrs) > 0 {
+		t.Fatalf("parse: %v", perrs)
+	}
+	info, errs := Check(prog)
+	var out []string
+	for _, e := range errs {
+		out = append(out, e.Error())
+	}
+	return info, out
+}
+
+func TestGoodPrograms(t *testing.T) {
+	tests := []struct{ name, src string }{
+		{"constants and widths", `const bit<8> W = 4; const bit<(W * 2)> x = 8w255; const int big = 1 << 70;`},
+		{"implicit casts", `control c(inout st s) { apply { s.h.a = 5; s.h.b = s.h.b + 1; s.h.s = -1; s.n = s.n |+| 3; } }`},
+		{"enum to underlying", `control c(inout st s) { apply { if (s.h.a == E.Y) { s.h.a = (bit<8>)E.X; } } }`},
+		{"bool logic", `control c(inout st s) { apply { s.f = s.h.isValid() && !s.f || s.h.a > 3; } }`},
+		{"slices and concat", `control c(inout st s) { apply { s.h.b = s.h.a ++ s.h.a[7:0]; s.h.a[3:0] = 4w2; } }`},
+		{"casts", `control c(inout st s) { apply { s.h.s = (int<8>)s.h.a; s.n = (bit<4>)(bit<1>)s.f; s.f = (bool)1w1; } }`},
+		{"functions", `bit<8> f(in bit<8> x, out bit<8> y) { y = x; return x + 1; }
+			control c(inout st s) { apply { s.h.a = f(s.h.a, s.h.a); } }`},
+		{"tables", `control c(inout st s) {
+			action a(bit<8> v) { s.h.a = v; }
+			table t { key = { s.h.a : exact; s.n : ternary; } actions = { a; NoAction; }
+			          const entries = { (1, 2 &&& 3) : a(4); (_, _) : NoAction(); } default_action = a(1); size = 8; }
+			apply { switch (t.apply().action_run) { a: { exit; } default: {} } if (t.apply().miss) { return; } } }`},
+		{"externs", `control c(inout st s) { reg<bit<8>>(4) r;
+			apply { r.read(s.h.a, 1); random(s.h.a, 1, 10); } }`},
+		{"generic method", `parser q(packet_in p, out st s) { state start { p.extract(s.h);
+			transition select(p.lookahead<bit<8>>()) { 1: accept; 2 .. 5: reject; default: accept; } } }`},
+		{"struct init", `control c(inout st s) { apply { st v = { h = s.h, f = true, n = 1 }; s = v; h_t h = { 1, 2, -3 }; s.h = h; } }`},
+		{"loops", `control c(inout st s) { action a() { for (bit<8> i = 0; i < 4; i = i + 1) { if (i == 2) { continue; } s.h.a = i; } } apply { a(); } }`},
+		{"new type casts", `control c(inout st s) { apply { addr_t x = (addr_t)32w1; bit<32> y = (bit<32>)x; port_t p = 9w3; } }`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, errs := check(t, tc.src)
+			if len(errs) > 0 {
+				t.Errorf("unexpected errors:\n%s", strings.Join(errs, "\n"))
+			}
+		})
+	}
+}
+
+func TestBadPrograms(t *testing.T) {
+	// at is the text the error must point at (its first occurrence).
+	tests := []struct {
+		name, src string
+		at        string
+		msg       string
+	}{
+		{"undeclared", "control c(inout st s) { apply { s.h.a = q; } }", "q;", "q: undeclared identifier"},
+		{"no such field", "control c(inout st s) { apply { s.h.z = 1; } }", "z =", "has no field z"},
+		{"bool to bits", "control c(inout st s) { apply { s.h.a = true; } }", "true", "cannot use a value of type bool where bit<8>"},
+		{"width mismatch", "control c(inout st s) { apply { s.h.a = s.h.b; } }", "b;", "cannot use a value of type bit<16>"},
+		{"mixed operands", "control c(inout st s) { apply { s.h.a = s.h.a + s.h.b; } }", "+", "cannot combine bit<8> and bit<16>"},
+		{"signed shift amount", "control c(inout st s) { apply { s.h.a = s.h.a << s.h.s; } }", "<<", "shift amount must be unsigned"},
+		{"bad slice", "control c(inout st s) { apply { s.h.a = s.h.a[9:2]; } }", "[9", "out of range"},
+		{"assign to in param", "control c(in st s) { apply { s.n = 1; } }", "s.n", "read-only parameter"},
+		{"wrong arity", "bit<8> f(in bit<8> x) { return x; } control c(inout st s) { apply { s.h.a = f(); } }", "f()", "no overload of f takes 0 arguments"},
+		{"missing return", "bit<8> f(in bit<8> x) { if (x == 1) { return 2; } } /*end*/", "} /*end*/", "does not return a value on every path"},
+		{"not a match kind", "control c(inout st s) { table t { key = { s.n : fuzzy; } actions = {} } apply { t.apply(); } }", "fuzzy", "fuzzy is not a match_kind"},
+		{"entry arity", "control c(inout st s) { table t { key = { s.n : exact; } actions = { NoAction; } const entries = { (1, 2) : NoAction(); } } apply { t.apply(); } }", "(1, 2)", "entry has 2 keys"},
+		{"default not in actions", "control c(inout st s) { action a() {} table t { actions = { NoAction; } default_action = a; } apply { t.apply(); } }", "a; }", "not in the actions of table t"},
+		{"duplicate declaration", "control c(inout st s) { bit<8> x; bit<8> x; apply { } }", "bit<8> x; apply", "x: duplicate declaration"},
+		{"switch label", "control c(inout st s) { table t { actions = { NoAction; } } apply { switch (t.apply().action_run) { nope: { } } } }", "nope", "nope is not an action of table t"},
+		{"exit in parser", "parser q(packet_in p, out st s) { state start { exit; } }", "exit", "exit is not allowed in a parser"},
+		{"unknown state", "parser q(packet_in p, out st s) { state start { transition nowhere; } }", "nowhere", "nowhere: no such parser state"},
+		{"table apply in action", "control c(inout st s) { table t { actions = { NoAction; } } action a() { t.apply(); } apply { a(); } }", "t.apply(); } apply", "tables cannot be applied from an action"},
+		{"break outside loop", "control c(inout st s) { apply { break; } }", "break", "break outside a loop"},
+		{"bool arithmetic", "control c(inout st s) { apply { s.f = s.f + s.f; } }", "+", "cannot combine bool and bool"},
+		{"ternary types", "control c(inout st s) { apply { s.h.a = s.f ? s.h.a : s.h.b; } }", "?", "different types bit<8> and bit<16>"},
+		{"non-constant width", "control c(inout st s) { apply { bit<(s.h.a)> x; } }", "a)", "compile-time constant"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, errs := check(t, tc.src)
+			if len(errs) == 0 {
+				t.Fatal("no error reported")
+			}
+			col := strings.Index(tc.src, tc.at) + 1
+			if col == 0 {
+				t.Fatalf("test error: %q not in the source", tc.at)
+			}
+			want := "t.p4:1:" + itoa(col) + ": error: "
+			if !strings.HasPrefix(errs[0], want) || !strings.Contains(errs[0], tc.msg) {
+				t.Errorf("got  %s\nwant %s...%s", errs[0], want, tc.msg)
+			}
+		})
+	}
+}
+
+func itoa(i int) string { return big.NewInt(int64(i)).String() }
+
+// TestConstantFolding checks compile-time values with P4's wrap-around.
+func TestConstantFolding(t *testing.T) {
+	tests := []struct {
+		expr string
+		want int64
+	}{
+		{"8w200 + 8w100", 44},
+		{"8w3 - 8w5", 254},
+		{"(int<8>)8w200", -56},
+		{"-8s128", -128},
+		{"8s127 + 8s1", -128},
+		{"8w250 |+| 8w10", 255},
+		{"8w5 |-| 8w10", 0},
+		{"8s120 |+| 8s10", 127},
+		{"4w0xF ++ 4w0x1", 0xF1},
+		{"16w0xABCD[11:4]", 0xBC},
+		{"(bit<8>)(-1)", 255},
+		{"1 << 10", 1024},
+		{"(bit<4>)8w0x37", 7},
+		{"~8w0x0F", 0xF0},
+		{"16w7 / 2", 3},
+		{"16w7 % 4", 3},
+		{"(bit<8>)E.Y", 7},
+	}
+	for _, tc := range tests {
+		info, errs := check(t, "control c(inout st s) { apply { s.h.b = (bit<16>)(" + tc.expr + "); } }")
+		if len(errs) > 0 {
+			t.Errorf("%s: %v", tc.expr, errs)
+			continue
+		}
+		// the value of the expression inside the outer (bit<16>) cast
+		var got *big.Int
+		for e := range info.Values {
+			c, ok := e.(*ast.CastExpr)
+			if !ok {
+				continue
+			}
+			if bt, ok := c.Type.(*ast.BitType); ok {
+				if lit, ok := bt.Width.(*ast.IntLit); ok && lit.Value.Int64() == 16 {
+					got, _ = info.Values[c.X].(*big.Int)
+				}
+			}
+		}
+		if got == nil {
+			t.Errorf("%s: not folded", tc.expr)
+			continue
+		}
+		if got.Int64() != tc.want {
+			t.Errorf("%s = %v, want %d", tc.expr, got, tc.want)
+		}
+	}
+}
+
+func TestInfoRecordsUses(t *testing.T) {
+	info, errs := check(t, "control c(inout st s) { bit<8> v; apply { v = s.h.a; } }")
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	var sawVar, sawParam bool
+	for id, d := range info.Uses {
+		switch d.(type) {
+		case *ast.VarDecl:
+			sawVar = sawVar || id.Name == "v"
+		case *ast.Param:
+			sawParam = sawParam || id.Name == "s"
+		}
+	}
+	if !sawVar || !sawParam {
+		t.Errorf("uses not recorded: var %v, param %v", sawVar, sawParam)
+	}
+	if info.Main == nil || info.Main.Name != "main" {
+		t.Errorf("main not found")
+	}
+}
