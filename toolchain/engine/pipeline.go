@@ -88,6 +88,10 @@ type Pipeline struct {
 	hdrPack      []*packPlan // per header instance: deparse plan, nil if not packable
 	useIngressTS bool
 	useEgressTS  bool
+	// egressInfo: the program reads some of the metadata egress provides
+	// (egress_port, packet_length, queueing metadata); else it is not
+	// written, which saves a store per field per packet.
+	egressInfo bool
 }
 
 type learnList struct {
@@ -365,14 +369,14 @@ func Load(jsonText []byte, opts Options) (pl *Pipeline, err error) {
 	}
 	pl.useIngressTS = pl.std.ingressTS.w >= 0 && pl.readWords[pl.std.ingressTS.w]
 	pl.useEgressTS = pl.std.egressTS.w >= 0 && pl.readWords[pl.std.egressTS.w]
-	for _, refs := range pl.fieldLists {
-		for _, r := range refs {
-			if lay.field(r).narrow && lay.word(r) == pl.std.ingressTS.w {
-				// preserved across resubmit/recirculate: it may be read later
-				pl.useIngressTS = pl.useIngressTS || pl.readWords[pl.std.ingressTS.w]
-			}
+	for _, f := range []stdField{pl.std.egressPort, pl.std.packetLength, pl.std.enqTimestamp, pl.std.enqQdepth, pl.std.deqTimedelta, pl.std.deqQdepth, pl.std.qid} {
+		if f.w >= 0 && pl.readWords[f.w] {
+			pl.egressInfo = true
 		}
 	}
+	// Field lists (clones, resubmit, recirculate) and digests may carry
+	// these fields to a later pass that reads them: covered by readWords,
+	// which is global to the program.
 	return pl, nil
 }
 

@@ -154,14 +154,16 @@ func (pl *Pipeline) enqueue(p *Packet, port uint32, jobs []Job) []Job {
 func (pl *Pipeline) Egress(job Job, q QueueMeta, jobs []Job) (out Output, more []Job) {
 	p := job.Pkt
 	s := &pl.std
-	s.set(p, s.egressPort, uint64(job.Port))
 	s.set(p, s.egressSpec, 0)
-	s.set(p, s.packetLength, uint64(p.lengthReg))
-	s.set(p, s.enqTimestamp, q.EnqTimestamp)
-	s.set(p, s.enqQdepth, uint64(q.EnqQdepth))
-	s.set(p, s.deqTimedelta, uint64(q.DeqTimedelta))
-	s.set(p, s.deqQdepth, uint64(q.DeqQdepth))
-	s.set(p, s.qid, uint64(q.Qid))
+	if pl.egressInfo {
+		s.set(p, s.egressPort, uint64(job.Port))
+		s.set(p, s.packetLength, uint64(p.lengthReg))
+		s.set(p, s.enqTimestamp, q.EnqTimestamp)
+		s.set(p, s.enqQdepth, uint64(q.EnqQdepth))
+		s.set(p, s.deqTimedelta, uint64(q.DeqTimedelta))
+		s.set(p, s.deqQdepth, uint64(q.DeqQdepth))
+		s.set(p, s.qid, uint64(q.Qid))
+	}
 	if pl.useEgressTS {
 		s.set(p, s.egressTS, pl.Now())
 	}
@@ -341,6 +343,8 @@ func (pl *Pipeline) deparse(p *Packet) {
 	if len(p.buf) < p.end+tailSlack {
 		p.buf = p.buf[:cap(p.buf)]
 	}
+	// Every byte of the header region is written below (plans and the bit
+	// writer cover whole headers), so it needs no clearing.
 	bw := bitWriter{b: p.buf[start:p.payload]}
 	for _, hid := range pl.deparseOrder {
 		if !p.valid[hid] {
