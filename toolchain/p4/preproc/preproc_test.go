@@ -38,7 +38,7 @@ func tokens(t *testing.T, fs files, cfg Config) (string, scanner.ErrorList) {
 func TestExpansion(t *testing.T) {
 	tests := []struct {
 		name, src, want string
-		defines        map[string]string
+		defines         map[string]string
 	}{
 		{"object macro", "#define N 8\nbit<N> x;", "bit < 8 > x ;", nil},
 		{"nested macros", "#define A B\n#define B 3\nA;", "3 ;", nil},

@@ -153,7 +153,7 @@ func TestConstantFolding(t *testing.T) {
 		{"(bit<8>)E.Y", 7},
 	}
 	for _, tc := range tests {
-		info, errs := check(t, "control c(inout st s) { apply { s.h.b = (bit<16>)(" + tc.expr + "); } }")
+		info, errs := check(t, "control c(inout st s) { apply { s.h.b = (bit<16>)("+tc.expr+"); } }")
 		if len(errs) > 0 {
 			t.Errorf("%s: %v", tc.expr, errs)
 			continue
