@@ -60,6 +60,7 @@ type dexpr struct {
 	mod       func() u64Fn
 	big       func() bigFn
 	fieldSlot int // >= 0 when the expression is a plain narrow unsigned field read
+	paramIdx  int // >= 1 when the expression is action parameter paramIdx-1 (<= 64 bits)
 	isBool    boolFn
 }
 
@@ -258,6 +259,7 @@ func (c *compiler) param(idx int) (*dexpr, error) {
 	w := c.params[idx].Bitwidth
 	d := &dexpr{info: vinfo{bits: w}, fieldSlot: -1}
 	if w <= 64 {
+		d.paramIdx = idx + 1
 		d.mod = func() u64Fn { return func(p *Packet) uint64 { return p.ad.u64[idx] } }
 		d.big = func() bigFn {
 			s := c.newBig()
@@ -1363,6 +1365,10 @@ func (c *compiler) assign(dst *lvalue, src *dexpr) func(p *Packet) {
 			if src.cval != nil {
 				k := low64(src.cval) & m
 				return func(p *Packet) { p.words[w] = k }
+			}
+			if src.paramIdx > 0 {
+				i := src.paramIdx - 1
+				return func(p *Packet) { p.words[w] = p.ad.u64[i] & m }
 			}
 			f := src.mod()
 			return func(p *Packet) { p.words[w] = f(p) & m }

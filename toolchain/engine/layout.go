@@ -105,6 +105,11 @@ type layout struct {
 	// zeroed by reset_metadata.
 	metaHeaders []int
 	sinks       []int // hidden headers absorbing out-of-range stack accesses
+	// metadata word and byte ranges (merged runs), and the validity of
+	// every header for a fresh packet (metadata valid, headers not)
+	metaWords [][2]int
+	metaWide  [][2]int
+	validInit []bool
 	maxWidth    int   // widest field, for big-number shift caps
 }
 
@@ -314,6 +319,13 @@ func buildLayout(p *jProgram) (*layout, error) {
 		l.ustByName[us.name] = us.id
 		l.ustacks = append(l.ustacks, us)
 	}
+	l.validInit = make([]bool, len(l.headers))
+	for _, hid := range l.metaHeaders {
+		h := l.headers[hid]
+		l.validInit[hid] = true
+		l.metaWords = addRange(l.metaWords, h.wordBase, h.wordBase+h.typ.nwords)
+		l.metaWide = addRange(l.metaWide, h.wideBase, h.wideBase+h.typ.nwide)
+	}
 	for _, a := range p.FieldAliases {
 		if len(a) != 2 {
 			continue
@@ -379,4 +391,17 @@ func makePlan(ht *headerType) []extractStep {
 		off += fd.width
 	}
 	return plan
+}
+
+// addRange appends [lo, hi) to runs, merging with the last run when they
+// touch (headers are laid out in order, so metadata is usually one run).
+func addRange(runs [][2]int, lo, hi int) [][2]int {
+	if lo == hi {
+		return runs
+	}
+	if n := len(runs); n > 0 && runs[n-1][1] == lo {
+		runs[n-1][1] = hi
+		return runs
+	}
+	return append(runs, [2]int{lo, hi})
 }

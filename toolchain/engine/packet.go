@@ -132,13 +132,10 @@ func (p *Packet) resetAll() {
 	for _, h := range p.pl.lay.sinks {
 		p.zeroHeader(p.pl.lay.headers[h])
 	}
-	clear(p.valid)
+	copy(p.valid, p.pl.lay.validInit)
 	clear(p.vlen)
 	clear(p.stkNxt)
 	clear(p.ustNxt)
-	for _, h := range p.pl.lay.metaHeaders {
-		p.valid[h] = true
-	}
 	p.resetRegisters()
 	p.ad = nil
 	p.exit = false
@@ -172,11 +169,11 @@ func (p *Packet) resetHeaders() {
 
 // resetMetadata zeroes every metadata header (BMv2 PHV::reset_metadata).
 func (p *Packet) resetMetadata() {
-	l := p.pl.lay
-	for _, hid := range l.metaHeaders {
-		h := l.headers[hid]
-		clear(p.words[h.wordBase : h.wordBase+h.typ.nwords])
-		clear(p.wide[h.wideBase : h.wideBase+h.typ.nwide])
+	for _, r := range p.pl.lay.metaWords {
+		clear(p.words[r[0]:r[1]])
+	}
+	for _, r := range p.pl.lay.metaWide {
+		clear(p.wide[r[0]:r[1]])
 	}
 }
 

@@ -37,6 +37,7 @@ const maxParserStates = 4096
 type parserOp func(p *Packet) uint64
 
 type selPart struct {
+	slot   int // PHV word of a plain narrow field, -1 otherwise
 	width  int
 	read   u64Fn               // narrow field
 	wide   func(p *Packet) int // wide field byte offset
@@ -224,7 +225,7 @@ func (c *compiler) selectKey(st *parseState, raws []json.RawMessage) error {
 			continue
 		}
 		st.hasKey = true
-		var sp selPart
+		sp := selPart{slot: -1}
 		switch k.kind {
 		case "field":
 			r, ok := c.lay.lookupField(k.names[0], k.names[1])
@@ -241,6 +242,7 @@ func (c *compiler) selectKey(st *parseState, raws []json.RawMessage) error {
 				if fd.narrow {
 					slot := c.lay.word(r)
 					c.markRead(slot)
+					sp.slot = slot
 					sp.read = func(p *Packet) uint64 { return p.words[slot] }
 				} else {
 					off := c.lay.wideAt(r)
@@ -662,6 +664,10 @@ func (ps *parser) run(p *Packet) uint64 {
 func (st *parseState) transition(p *Packet, cur int) *parseState {
 	if st.keyBits <= 64 {
 		var k uint64
+		if len(st.parts) == 1 && st.parts[0].slot >= 0 {
+			k = p.words[st.parts[0].slot]
+			goto match
+		}
 		for i := range st.parts {
 			sp := &st.parts[i]
 			var v uint64
@@ -676,6 +682,7 @@ func (st *parseState) transition(p *Packet, cur int) *parseState {
 			}
 			k = k<<uint(sp.width) | (v & mask64(sp.width))
 		}
+	match:
 		for i := range st.cases {
 			sc := &st.cases[i]
 			if sc.vset != nil {

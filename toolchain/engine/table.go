@@ -39,6 +39,7 @@ type keyField struct {
 	info   KeyFieldInfo
 	narrow bool
 	read   u64Fn // narrow fields
+	slot   int   // PHV word of a plain narrow field key, -1 otherwise
 	wideAt func(p *Packet) int
 	nbytes int    // padded byte width
 	koff   int    // offset in the byte-padded key
@@ -219,7 +220,7 @@ func (c *compiler) compileTable(jt *jTable) (*table, error) {
 		if err != nil {
 			return nil, c.errorf("%v", err)
 		}
-		kf := keyField{info: KeyFieldInfo{Name: jk.Name, Kind: kind}, smask: ^uint64(0)}
+		kf := keyField{info: KeyFieldInfo{Name: jk.Name, Kind: kind}, smask: ^uint64(0), slot: -1}
 		if kind == MatchValid {
 			var hname string
 			if err := json.Unmarshal(jk.Target, &hname); err != nil {
@@ -272,6 +273,7 @@ func (c *compiler) compileTable(jt *jTable) (*table, error) {
 					kf.narrow = true
 					slot := c.lay.word(r)
 					c.markRead(slot)
+					kf.slot = slot
 					kf.read = func(p *Packet) uint64 { return p.words[slot] }
 				} else {
 					off := c.lay.wideAt(r)
@@ -1054,18 +1056,9 @@ func (t *table) lookup(st *tableState, p *Packet) *entry {
 	case tkNoKey:
 		return nil
 	case tkExact64:
-		var k uint64
-		for i := range t.keys {
-			kf := &t.keys[i]
-			k = k<<uint(kf.info.Bitwidth) | (kf.read(p) & kf.smask)
-		}
-		return st.exact64[k]
+		return st.exact64[t.key64(p)]
 	case tkLPM64:
-		var k uint64
-		for i := range t.keys {
-			kf := &t.keys[i]
-			k = k<<uint(kf.info.Bitwidth) | (kf.read(p) & kf.smask)
-		}
+		k := t.key64(p)
 		for _, l := range st.lpmLens {
 			if en := st.lpmMaps[l][k&t.lpmMask[l]]; en != nil {
 				return en
@@ -1133,6 +1126,29 @@ outer:
 		return en
 	}
 	return nil
+}
+
+// key64 concatenates the key fields of a table whose key fits 64 bits.
+func (t *table) key64(p *Packet) uint64 {
+	if len(t.keys) == 1 {
+		kf := &t.keys[0]
+		if kf.slot >= 0 {
+			return p.words[kf.slot] & kf.smask
+		}
+		return kf.read(p) & kf.smask
+	}
+	var k uint64
+	for i := range t.keys {
+		kf := &t.keys[i]
+		var v uint64
+		if kf.slot >= 0 {
+			v = p.words[kf.slot]
+		} else {
+			v = kf.read(p)
+		}
+		k = k<<uint(kf.info.Bitwidth) | v&kf.smask
+	}
+	return k
 }
 
 // bytesMasked compares (k & smask) with v, big-endian.
