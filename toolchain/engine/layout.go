@@ -110,7 +110,7 @@ type layout struct {
 	metaWords [][2]int
 	metaWide  [][2]int
 	validInit []bool
-	maxWidth    int   // widest field, for big-number shift caps
+	maxWidth  int // widest field, for big-number shift caps
 }
 
 // fieldRef is a statically resolved field: header instance + field index.
