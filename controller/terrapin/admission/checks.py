@@ -51,6 +51,23 @@ def with_candidate(load: PortLoad, cand: Candidate) -> PortLoad:
     return PortLoad(levels=levels)
 
 
+def level_delay_bounds_us(port: PortModel, load: PortLoad) -> list[int | None]:
+    """level_delay_bound_us for every priority at once (index = priority), with running sums."""
+    bounds: list[int | None] = [None] * 8
+    lowers = [port.lower_packet] * 8
+    for p in range(2, 7):
+        lowers[p] = max(lowers[p - 1], load.levels[p - 1].max_packet)
+    burst = port.control_burst
+    rate_above = port.control_rate
+    for p in range(6, 0, -1):
+        burst += load.levels[p].burst
+        service = port.line_rate - rate_above
+        if service > 0:
+            bounds[p] = ceil_div((burst + lowers[p]) * MICROS, service)
+        rate_above += load.levels[p].rate
+    return bounds
+
+
 def level_delay_bound_us(port: PortModel, load: PortLoad, priority: int) -> int | None:
     """Worst queueing delay at `priority` under static priority with non-preemption.
 
@@ -71,10 +88,9 @@ def level_delay_bound_us(port: PortModel, load: PortLoad, priority: int) -> int 
     return ceil_div((above_burst + lower_packet) * MICROS, service)
 
 
-def check_rate_buffer(port: PortModel, load: PortLoad, cand: Candidate) -> list[Violation]:
+def check_rate_buffer(port: PortModel, after: PortLoad, cand: Candidate) -> list[Violation]:
     """Seed 000 §4.1.1.2: σ_request + Σσ_i < B and ρ_request + Σρ_i < R (both strict)."""
     found: list[Violation] = []
-    after = with_candidate(load, cand)
     burst_total = after.levels[cand.priority].burst
     # Strict "<": with the seed's whole packets the most a queue may hold is B − one packet.
     unit = port.packet_granularity or 1
@@ -111,10 +127,9 @@ def check_rate_buffer(port: PortModel, load: PortLoad, cand: Candidate) -> list[
     return found
 
 
-def check_static_priority(port: PortModel, load: PortLoad, cand: Candidate) -> list[Violation]:
+def check_static_priority(port: PortModel, after: PortLoad, cand: Candidate) -> list[Violation]:
     """Seeds 001/004: every promised per-level bound still holds with the candidate added."""
     found: list[Violation] = []
-    after = with_candidate(load, cand)
     total = after.admitted_rate + port.control_rate
     if total >= port.line_rate:
         found.append(
@@ -131,11 +146,12 @@ def check_static_priority(port: PortModel, load: PortLoad, cand: Candidate) -> l
             )
         )
         return found
+    bounds = level_delay_bounds_us(port, after)
     for priority in ADMITTED_PRIORITIES:
         level = after.levels[priority]
         if level.channels == 0:
             continue
-        bound = level_delay_bound_us(port, after, priority)
+        bound = bounds[priority]
         assert bound is not None  # total < line rate guarantees service > 0 at every level
         limit = _level_limit(port, level, priority)
         if limit is not None and bound > limit:
@@ -161,7 +177,7 @@ def _level_limit(port: PortModel, level: LevelLoad, priority: int) -> int | None
     return min(limits) if limits else None
 
 
-def check_class_shares(port: PortModel, load: PortLoad, cand: Candidate) -> list[Violation]:
+def check_class_shares(port: PortModel, after: PortLoad, cand: Candidate) -> list[Violation]:
     """Seed 003 §4: a class's admitted rates stay within its share of the line; a
     peak-policed (urgent) class may not burst above one packet. Levels outside every class
     are not constrained by this test."""
@@ -169,7 +185,6 @@ def check_class_shares(port: PortModel, load: PortLoad, cand: Candidate) -> list
     if service_class is None:
         return []
     found: list[Violation] = []
-    after = with_candidate(load, cand)
     class_rate = sum(after.levels[p].rate for p in service_class.priorities if 0 <= p < 8)
     limit = floor_share(service_class.share, port.line_rate)
     if class_rate > limit:
@@ -203,14 +218,13 @@ def check_class_shares(port: PortModel, load: PortLoad, cand: Candidate) -> list
     return found
 
 
-def check_best_effort_floor(port: PortModel, load: PortLoad, cand: Candidate) -> list[Violation]:
+def check_best_effort_floor(port: PortModel, after: PortLoad, cand: Candidate) -> list[Violation]:
     """Seed 002 equation (1), per allocation interval T (MTRT) of a port of rate C:
 
         Σ (ρ_i·T/C + o) + (ρ_new·T/C + o) + floor·T <= T
 
     i.e. in rates: Σρ + n·o·C/T <= (1 − floor)·C. With T = 0 the overhead term vanishes.
     """
-    after = with_candidate(load, cand)
     line = port.line_rate
     rate = after.admitted_rate + port.control_rate
     overhead = 0
@@ -255,7 +269,8 @@ PORT_TESTS: dict[str, PortTest] = {
 }
 
 
-def run_port_tests(port: PortModel, load: PortLoad, cand: Candidate) -> list[Violation]:
+def run_port_tests(port: PortModel, after: PortLoad, cand: Candidate) -> list[Violation]:
+    """Every enabled test on the load *with* the candidate (see with_candidate)."""
     found: list[Violation] = []
     if cand.max_packet > port.largest_packet:
         found.append(
@@ -272,7 +287,7 @@ def run_port_tests(port: PortModel, load: PortLoad, cand: Candidate) -> list[Vio
             )
         )
     for name in port.tests:
-        found.extend(PORT_TESTS[name](port, load, cand))
+        found.extend(PORT_TESTS[name](port, after, cand))
     return found
 
 

@@ -128,6 +128,7 @@ class AdmissionLedger:
             pid: [_LevelBook() for _ in range(8)] for pid in self._ports
         }
         self._entries: dict[ChannelKey, _Entry] = {}
+        self._held: dict[ChannelKey, float] = {}  # tentative holds only, so expiry is cheap
         self._lock = threading.Lock()
         self._clock = clock or time.monotonic
 
@@ -159,6 +160,8 @@ class AdmissionLedger:
                 state = COMMITTED if hold_seconds is None else HELD
                 self._apply(decision)
                 self._entries[key] = _Entry(decision, state, expires)
+                if expires is not None:
+                    self._held[key] = expires
             return decision
 
     def evaluate(self, key: ChannelKey, path: Sequence[PortId], envelope: ChannelEnvelope) -> Decision:
@@ -175,6 +178,7 @@ class AdmissionLedger:
                 raise LedgerError(f"no reservation for {key} (released or expired)")
             entry.state = COMMITTED
             entry.expires_at = None
+            self._held.pop(key, None)
             return entry.allocation
 
     def refresh(self, key: ChannelKey, hold_seconds: float) -> bool:
@@ -186,11 +190,13 @@ class AdmissionLedger:
                 return False
             if entry.state == HELD:
                 entry.expires_at = self._clock() + hold_seconds
+                self._held[key] = entry.expires_at
             return True
 
     def release(self, key: ChannelKey) -> Allocation | None:
         with self._lock:
             entry = self._entries.pop(key, None)
+            self._held.pop(key, None)
             if entry is None:
                 return None
             self._unapply(entry.allocation)
@@ -277,10 +283,13 @@ class AdmissionLedger:
             self._books[hop.port][hop.priority].remove(hop)
 
     def _expire_locked(self) -> list[Allocation]:
+        if not self._held:
+            return []
         now = self._clock()
-        gone = [k for k, e in self._entries.items() if e.expires_at is not None and e.expires_at <= now]
+        gone = [k for k, expires in self._held.items() if expires <= now]
         released = []
         for key in gone:
+            del self._held[key]
             entry = self._entries.pop(key)
             self._unapply(entry.allocation)
             released.append(entry.allocation)
@@ -359,8 +368,8 @@ class AdmissionLedger:
             hop_burst = burst + ceil_div(rate * upstream_us, MICROS)
             protected = assigned[index] if assigned is not None else model.budget_us(env.priority)
             cand = Candidate(env.priority, rate, hop_burst, burst, env.max_packet, protected)
-            found = run_port_tests(model, load, cand)
             after = with_candidate(load, cand)
+            found = run_port_tests(model, after, cand)
             bound = level_delay_bound_us(model, after, env.priority)
             if bound is None:
                 # Whatever the port's policy, a link cannot serve more than its line rate.
