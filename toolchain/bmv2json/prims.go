@@ -1,6 +1,7 @@
 package bmv2json
 
 import (
+	"fmt"
 	"math/big"
 
 	"github.com/terrapin/terrapin/toolchain/lower/ir"
@@ -38,7 +39,8 @@ func (e *emitter) primitives(body []ir.Stmt) []any {
 	return out
 }
 
-func jumpTarget(i int) object { return hexNode(big.NewInt(int64(i)), 4) }
+// jumpTarget is a primitive index, written as p4c writes it ("0x6").
+func jumpTarget(i int) object { return obj("type", "hexstr", "value", fmt.Sprintf("0x%x", i)) }
 
 func (f *flat) add(op string, params []any, loc ir.Source) int {
 	o := obj("op", op, "parameters", params)

@@ -79,15 +79,53 @@ type cfgBuilder struct {
 	labels map[int]ir.Node
 }
 
-// straight reports whether a statement can go into a generated action.
+// straight reports whether a statement can go into a generated action:
+// plain statements, loops, exits (the exit primitive stops the pipeline),
+// and labelled blocks whose jumps stay inside them (inlined actions and
+// functions). Ifs outside those stay in the graph as conditionals, as p4c
+// places them.
 func straight(m mstmt) bool {
 	switch x := m.(type) {
-	case ir.Stmt:
+	case ir.Stmt, *mExit:
 		return true
 	case *mLoop:
 		return !hasControl(x.body) && !hasControl(x.update)
+	case *mBlock:
+		return selfContained(x.body, map[int]bool{x.label: true})
 	}
 	return false
+}
+
+// selfContained reports whether statements apply no table and jump only
+// to the given labels (or ones they define).
+func selfContained(ms []mstmt, labels map[int]bool) bool {
+	for _, m := range ms {
+		switch x := m.(type) {
+		case *mApply, *mBreak, *mContinue:
+			return false
+		case *mLeave:
+			if !labels[x.label] {
+				return false
+			}
+		case *mIf:
+			if !selfContained(x.then, labels) || !selfContained(x.els, labels) {
+				return false
+			}
+		case *mBlock:
+			inner := map[int]bool{x.label: true}
+			for k := range labels {
+				inner[k] = true
+			}
+			if !selfContained(x.body, inner) {
+				return false
+			}
+		case *mLoop:
+			if hasControl(x.body) || hasControl(x.update) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // hasControl reports statements that must stay in the graph: table
@@ -136,7 +174,9 @@ func (cb *cfgBuilder) build(ms []mstmt, next ir.Node) ir.Node {
 			for j > 0 && straight(ms[j-1]) {
 				j--
 			}
-			cur = cb.action(ms[j:i], cur)
+			if !emptyCode(ms[j:i]) {
+				cur = cb.action(ms[j:i], cur)
+			}
 			i = j
 			continue
 		}
@@ -202,11 +242,47 @@ func (cb *cfgBuilder) action(ms []mstmt, next ir.Node) ir.Node {
 	return t
 }
 
+// emptyCode reports statements that do nothing (empty blocks).
+func emptyCode(ms []mstmt) bool {
+	for _, m := range ms {
+		switch x := m.(type) {
+		case *mBlock:
+			if !emptyCode(x.body) {
+				return false
+			}
+		case *ir.Block:
+			if !emptyCode(stmtsOf(x.Body)) {
+				return false
+			}
+		case *mLeave, *ir.Leave:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func stmtsOf(ss []ir.Stmt) []mstmt {
+	out := make([]mstmt, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
 // firstPos finds a source position among statements, for naming.
 func firstPos(ms []mstmt) scanner.Pos {
 	for _, m := range ms {
 		var p scanner.Pos
 		switch x := m.(type) {
+		case *mBlock:
+			p = firstPos(x.body)
+		case *ir.Block:
+			p = firstPos(stmtsOf(x.Body))
+		case *mIf:
+			p = x.pos
+		case *mExit:
+			p = x.pos
 		case *ir.Assign:
 			p = x.Loc.Pos
 		case *ir.Primitive:

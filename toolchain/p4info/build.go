@@ -470,9 +470,9 @@ func typeInfo(ti *ir.TypeInfo) *p4v1.P4TypeInfo {
 }
 
 // fieldIDs numbers the fields of one object (match fields, parameters,
-// packet metadata) as p4c does: @id values first, then 1, 2, ... in order,
-// where a field with an @id still takes up its position's number and
-// numbers already taken are skipped.
+// packet metadata) as p4c's FieldIdAllocator does: @id values first; then
+// a counter starting at 1 walks the fields in order, stepping once past
+// each field with an @id and skipping numbers already taken.
 func fieldIDs(explicit []uint32) []uint32 {
 	ids := make([]uint32, len(explicit))
 	taken := map[uint32]bool{}

@@ -75,7 +75,7 @@ func Run(path string, cfg Config) (string, scanner.ErrorList) {
 		p.Errors.Add(scanner.Pos{File: path}, "cannot read %s: %v", path, err)
 		return "", p.Errors
 	}
-	p.file(path, string(data))
+	p.file(path, string(data), false)
 	return p.out.String(), p.Errors
 }
 
@@ -114,7 +114,9 @@ func (p *Preprocessor) marker(line int, file string) {
 	fmt.Fprintf(&p.out, "# %d %s\n", line, strconv.Quote(file))
 }
 
-func (p *Preprocessor) file(path, text string) {
+// file preprocesses one file; builtin marks the architecture files, whose
+// own "..." includes resolve among themselves.
+func (p *Preprocessor) file(path, text string, builtin bool) {
 	p.depth++
 	defer func() { p.depth-- }()
 	if p.depth > 64 {
@@ -192,7 +194,7 @@ func (p *Preprocessor) file(path, text string) {
 				}
 				switch name {
 				case "include":
-					p.include(rest, path, pos)
+					p.include(rest, path, pos, builtin)
 					p.marker(ll.line+ll.count, path)
 					continue
 				case "define":
@@ -327,7 +329,7 @@ func commentStateAfter(s string, inComment bool) bool {
 	return inComment
 }
 
-func (p *Preprocessor) include(rest, from string, pos scanner.Pos) {
+func (p *Preprocessor) include(rest, from string, pos scanner.Pos, fromBuiltin bool) {
 	rest = strings.TrimSpace(rest)
 	if rest != "" && rest[0] != '"' && rest[0] != '<' {
 		rest = strings.TrimSpace(p.expandText(rest, pos, nil))
@@ -348,6 +350,12 @@ func (p *Preprocessor) include(rest, from string, pos scanner.Pos) {
 		return
 	}
 	name = rest[1 : end+1]
+	if fromBuiltin && p.cfg.Builtin != nil {
+		if data, err := fs.ReadFile(p.cfg.Builtin, name); err == nil {
+			p.file(name, string(data), true)
+			return
+		}
+	}
 	var candidates []string
 	if !angle {
 		candidates = append(candidates, filepath.Join(filepath.Dir(from), name))
@@ -364,13 +372,13 @@ func (p *Preprocessor) include(rest, from string, pos scanner.Pos) {
 			if p.once[c] {
 				return
 			}
-			p.file(c, string(data))
+			p.file(c, string(data), false)
 			return
 		}
 	}
 	if p.cfg.Builtin != nil {
 		if data, err := fs.ReadFile(p.cfg.Builtin, name); err == nil {
-			p.file(name, string(data))
+			p.file(name, string(data), true)
 			return
 		}
 	}

@@ -1,0 +1,268 @@
+package lower
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/terrapin/terrapin/toolchain/lower/ir"
+	"github.com/terrapin/terrapin/toolchain/p4/parser"
+	"github.com/terrapin/terrapin/toolchain/p4/preproc"
+	"github.com/terrapin/terrapin/toolchain/p4/types"
+	"github.com/terrapin/terrapin/toolchain/p4include"
+)
+
+const skeleton = `#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<8> a; bit<8> b; bit<16> c; }
+header_union u_t { h_t x; h_t y; }
+struct headers { h_t h; h_t[3] hs; u_t u; }
+struct meta { bit<8> m; bool flag; }
+parser P(packet_in p, out headers hdr, inout meta m, inout standard_metadata_t sm) {
+    state start { p.extract(hdr.h); transition select(hdr.h.a) { 1: more; default: accept; } }
+    state more { p.extract(hdr.hs.next); transition accept; }
+}
+control V(inout headers hdr, inout meta m) { apply { } }
+control I(inout headers hdr, inout meta m, inout standard_metadata_t sm) {
+    INGRESS
+}
+control E(inout headers hdr, inout meta m, inout standard_metadata_t sm) { apply { } }
+control C(inout headers hdr, inout meta m) { apply { } }
+control D(packet_out p, in headers hdr) { apply { p.emit(hdr); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+`
+
+func lowerSrc(t *testing.T, ingress string) (*ir.Program, []string) {
+	t.Helper()
+	src := strings.Replace(skeleton, "INGRESS", ingress, 1)
+	text, errs := preproc.Run("t.p4", preproc.Config{Builtin: p4include.Files,
+		ReadFile: func(path string) ([]byte, error) {
+			if path == "t.p4" {
+				return []byte(src), nil
+			}
+			return nil, os.ErrNotExist
+		}})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	prog, errs := parser.Parse("t.p4", text)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	info, errs := types.Check(prog)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	res, errs := Lower(info, Options{SourceFile: "t.p4"})
+	var msgs []string
+	for _, e := range errs {
+		msgs = append(msgs, e.Error())
+	}
+	return res.Program, msgs
+}
+
+func table(p *ir.Program, name string) *ir.Table {
+	for _, pl := range p.Pipelines {
+		for _, t := range pl.Tables {
+			if t.Name == name {
+				return t
+			}
+		}
+	}
+	return nil
+}
+
+func TestTables(t *testing.T) {
+	p, errs := lowerSrc(t, `
+    action set(bit<8> v) { hdr.h.b = v; }
+    @name("renamed") table t {
+        key = { hdr.h.a : exact; hdr.h.c & 0xff0 : ternary @name("masked"); hdr.h.a + hdr.h.b : exact @name("sum"); hdr.h.isValid() : exact; }
+        actions = { set; }
+        const entries = { (1, 0x10 &&& 0xf0, 3, true) : set(4); (_, _, 5, false) : set(6) @priority(9); }
+    }
+    apply { t.apply(); }`)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	tb := table(p, "I.renamed")
+	if tb == nil {
+		t.Fatal("table I.renamed (its @name, qualified by the control) not found")
+	}
+	if len(tb.Actions) != 2 || tb.Actions[1].Action.Name != "NoAction" || !tb.Actions[1].DefaultOnly {
+		t.Errorf("without default_action, NoAction must be added as the default-only default: %+v", tb.Actions)
+	}
+	if tb.Default == nil || tb.Default.Action.Name != "NoAction" {
+		t.Errorf("default: %+v", tb.Default)
+	}
+	names := []string{}
+	for _, k := range tb.Key {
+		names = append(names, k.Name)
+	}
+	if strings.Join(names, ",") != "hdr.h.a,masked,sum,hdr.h.$valid$" {
+		t.Errorf("key names: %v", names)
+	}
+	if tb.Key[1].Mask == nil || tb.Key[1].Mask.Int64() != 0xff0 {
+		t.Errorf("a field under a constant mask should match with a mask: %+v", tb.Key[1])
+	}
+	if f, ok := tb.Key[2].Expr.(*ir.FieldRef); !ok || f.Header != "scalars" {
+		t.Errorf("a computed key goes through a scalar field: %+v", tb.Key[2].Expr)
+	}
+	if _, ok := tb.Key[3].Expr.(*ir.Valid); !ok {
+		t.Errorf("isValid() keys match the validity bit: %+v", tb.Key[3].Expr)
+	}
+	if len(tb.Entries) != 2 || tb.Entries[0].Priority != 1 || tb.Entries[1].Priority != 9 {
+		t.Errorf("entry priorities: first entry 1, @priority(9) kept")
+	}
+	if k := tb.Entries[1].Keys[0]; !k.Wildcard {
+		t.Errorf("_ in an exact... key should be a wildcard: %+v", k)
+	}
+	// the key temporary is computed before the table runs
+	pl := p.Pipelines[0]
+	init, ok := pl.Init.(*ir.Table)
+	if !ok || !init.Hidden || init.BaseNext != ir.Node(tb) {
+		t.Errorf("a generated table computing the key must precede the apply")
+	}
+}
+
+func TestControlFlow(t *testing.T) {
+	p, errs := lowerSrc(t, `
+    action a() { hdr.h.b = 1; }
+    action b() { hdr.h.b = 2; }
+    table t { key = { hdr.h.a : exact; } actions = { a; b; } }
+    table u { key = { hdr.h.b : exact; } actions = { NoAction; } }
+    apply {
+        switch (t.apply().action_run) {
+            a: { if (u.apply().hit) { exit; } }
+            default: { return; }
+        }
+        hdr.h.c = 3;
+    }`)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	tb, ub := table(p, "I.t"), table(p, "I.u")
+	var aAct, bAct *ir.Action
+	for _, r := range tb.Actions {
+		switch r.Action.Name {
+		case "I.a":
+			aAct = r.Action
+		case "I.b":
+			bAct = r.Action
+		}
+	}
+	if tb.NextByAction[aAct] != ir.Node(ub) {
+		t.Errorf("action a must lead to table u")
+	}
+	if !ub.UseHitMiss {
+		t.Fatalf("u's hit/miss must choose the next node")
+	}
+	hit, ok := ub.HitNext.(*ir.Table)
+	if !ok || !hit.Hidden || len(hit.Default.Action.Body) == 0 {
+		t.Fatalf("hit must run a generated table with exit")
+	}
+	hasExit := false
+	for _, s := range flatten(hit.Default.Action.Body) {
+		if _, ok := s.(*ir.Exit); ok {
+			hasExit = true
+		}
+	}
+	if !hasExit {
+		t.Errorf("the hit branch must run the exit primitive: %+v", hit.Default.Action.Body)
+	}
+	rest, ok := ub.MissNext.(*ir.Table)
+	if !ok || !rest.Hidden {
+		t.Fatalf("miss continues with the statement after the switch")
+	}
+	if tb.NextByAction[bAct] != nil {
+		t.Errorf("return in the default case ends the control")
+	}
+}
+
+func TestCopyInCopyOut(t *testing.T) {
+	p, errs := lowerSrc(t, `
+    action twice(inout bit<8> x) { x = x + 1; hdr.h.a = x; }
+    apply { twice(hdr.h.a); }`)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	// the generated action: copy in, body, copy out (in that order)
+	init, ok := p.Pipelines[0].Init.(*ir.Table)
+	if !ok || !init.Hidden {
+		t.Fatalf("the call should run as one generated table")
+	}
+	body := flatten(init.Default.Action.Body)
+	var order []string
+	for _, s := range body {
+		if as, ok := s.(*ir.Assign); ok {
+			d := as.Dst.(*ir.FieldRef)
+			order = append(order, d.Header+"."+d.Field)
+		}
+	}
+	if len(order) != 4 || order[0] != order[1] || order[3] != "h.a" || order[2] != "h.a" || !strings.HasPrefix(order[0], "scalars.") {
+		t.Errorf("copy-in to a temporary, update it, write h.a, copy out to h.a: %v", order)
+	}
+	found := false
+	for _, a := range p.ControlActions {
+		if a.Name == "I.twice" && len(a.Params) == 0 {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("a directly called action is still a control-plane action (without parameters)")
+	}
+}
+
+func flatten(ss []ir.Stmt) []ir.Stmt {
+	var out []ir.Stmt
+	for _, s := range ss {
+		if b, ok := s.(*ir.Block); ok {
+			out = append(out, flatten(b.Body)...)
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func TestStorage(t *testing.T) {
+	p, errs := lowerSrc(t, `apply { m.flag = hdr.hs[m.m].isValid(); hdr.u.y.a = 1; }`)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	names := map[string]bool{}
+	for _, h := range p.Headers {
+		names[h.Name] = true
+	}
+	for _, want := range []string{"scalars", "standard_metadata", "h", "hs[0]", "hs[2]", "u_x", "u_y"} {
+		if !names[want] {
+			t.Errorf("no header instance %s (have %v)", want, names)
+		}
+	}
+	if len(p.Stacks) != 1 || len(p.Stacks[0].Headers) != 3 || len(p.Unions) != 1 {
+		t.Errorf("stacks %d, unions %d", len(p.Stacks), len(p.Unions))
+	}
+	w := 0
+	for _, f := range p.HeaderTypes[0].Fields {
+		w += f.Width
+	}
+	if p.HeaderTypes[0].Name != "scalars_0" || w%8 != 0 {
+		t.Errorf("scalars must be padded to whole bytes: %d bits", w)
+	}
+	if len(p.FieldAliases) == 0 || p.FieldAliases[0].Header != "standard_metadata" {
+		t.Errorf("standard metadata aliases missing")
+	}
+}
+
+func TestUnsupported(t *testing.T) {
+	tests := []struct{ body, msg string }{
+		{`table t { actions = { NoAction; } } apply { t.apply(); t.apply(); }`, "applied more than once"},
+		{`apply { verify(true, error.NoError); }`, "verify can only be called in a parser"},
+		{`apply { update_checksum(true, { hdr.h.a }, hdr.h.c, HashAlgorithm.csum16); }`, "only be called in the checksum controls"},
+	}
+	for _, tc := range tests {
+		_, errs := lowerSrc(t, tc.body)
+		if len(errs) == 0 || !strings.Contains(errs[0], tc.msg) || !strings.HasPrefix(errs[0], "t.p4:") {
+			t.Errorf("%s: got %v, want an error with a position saying %q", tc.body, errs, tc.msg)
+		}
+	}
+}
