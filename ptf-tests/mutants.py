@@ -3,7 +3,8 @@
 For every mutant below, copies p4src/ to a scratch directory, removes or breaks one behaviour
 with a single textual edit, compiles the copy with the P4 compiler, runs the PTF tests that
 cover that behaviour against the switch (ptf-tests/run.sh), and expects at least one failure.
-A mutant the tests do not catch ("survived") is a gap in the tests.
+A mutant the tests do not catch ("survived") is a gap in the tests; a kill counts only if
+the same tests pass on the unmutated program ("unproven" otherwise).
 
     build/venv/bin/python ptf-tests/mutants.py              # every mutant (about 10 minutes)
     build/venv/bin/python ptf-tests/mutants.py ttl-drop     # by name
@@ -125,14 +126,38 @@ MUTANTS = [
            "standard_metadata.egress_spec = 1;",
            "dp_controller_io.PacketOutToAChosenPort"),
     Mutant("no-queue-counter", "egress.p4", "queue_traffic.count(cell);", "",
-           "dp_queues.QueueTelemetry"),
+           "dp_queues.QueueTrafficCounters"),
     Mutant("no-max-depth", "egress.p4",
            "max_queue_depth.write(cell, (bit<32>)standard_metadata.enq_qdepth);", "",
-           "dp_queues.QueueTelemetry"),
+           "dp_queues.MaxQueueDepth"),
     Mutant("no-max-delay", "egress.p4", "max_queue_delay.write(cell, standard_metadata.deq_timedelta);", "",
-           "dp_queues.QueueTelemetry"),
+           "dp_queues.MaxQueueDelay"),
     Mutant("no-drop-counter", "ingress.p4", "drops.count(reason);", "", "dp_routing.NoRouteIsDropped"),
 ]
+
+
+def build(src: Path, out: Path, env: dict[str, str]) -> str | None:
+    """Compiles src/terrapin.p4 into out/; returns the compiler's complaint, if any."""
+    out.mkdir(parents=True)
+    p4c = env.get("P4C", str(ROOT / "build" / "bin" / "terrapin-p4c"))
+    built = subprocess.run(
+        [p4c, "--target", "bmv2", "--arch", "v1model", "--p4runtime-files",
+         str(out / "terrapin.p4info.txtpb"), "-o", str(out / "terrapin.json"), str(src / "terrapin.p4")],
+        capture_output=True, text=True)
+    if built.returncode != 0:
+        return (built.stderr.strip().splitlines() or ["?"])[0]
+    return None
+
+
+def failures(out: Path, tests: str, logs: Path, env: dict[str, str]) -> int | None:
+    """How many of `tests` fail against the build in out/ (None: no result)."""
+    run_env = dict(env, PTF_TESTS=tests, PTF_SWITCHES="terrapin",
+                   PTF_P4INFO=str(out / "terrapin.p4info.txtpb"), PTF_P4JSON=str(out / "terrapin.json"),
+                   PTF_LOGDIR=str(logs))
+    ran = subprocess.run(["bash", str(ROOT / "ptf-tests" / "run.sh")], capture_output=True, text=True,
+                         env=run_env)
+    last = re.findall(r"(\d+) passed, (\d+) failed", ran.stdout)
+    return int(last[-1][1]) if last else None
 
 
 def run_mutant(m: Mutant, scratch: Path, env: dict[str, str]) -> str:
@@ -144,35 +169,39 @@ def run_mutant(m: Mutant, scratch: Path, env: dict[str, str]) -> str:
         return f"BROKEN (edit matches {text.count(m.old)} times)"
     target.write_text(text.replace(m.old, m.new))
     out = scratch / m.name / "out"
-    out.mkdir()
-    p4c = env.get("P4C", str(ROOT / "build" / "bin" / "terrapin-p4c"))
-    built = subprocess.run(
-        [p4c, "--target", "bmv2", "--arch", "v1model", "--p4runtime-files",
-         str(out / "terrapin.p4info.txtpb"), "-o", str(out / "terrapin.json"), str(src / "terrapin.p4")],
-        capture_output=True, text=True)
-    if built.returncode != 0:
-        return "BROKEN (does not compile: " + (built.stderr.strip().splitlines() or ["?"])[0] + ")"
-    run_env = dict(env, PTF_TESTS=m.tests, PTF_SWITCHES="terrapin",
-                   PTF_P4INFO=str(out / "terrapin.p4info.txtpb"), PTF_P4JSON=str(out / "terrapin.json"),
-                   PTF_LOGDIR=str(scratch / m.name / "logs"))
-    ran = subprocess.run(["bash", str(ROOT / "ptf-tests" / "run.sh")], capture_output=True, text=True,
-                         env=run_env)
-    last = re.findall(r"(\d+) passed, (\d+) failed", ran.stdout)
-    if not last:
+    complaint = build(src, out, env)
+    if complaint is not None:
+        return f"BROKEN (does not compile: {complaint})"
+    failed = failures(out, m.tests, scratch / m.name / "logs", env)
+    if failed is None:
         return "BROKEN (no result line)"
-    passed, failed = map(int, last[-1])
-    return f"killed ({failed} of {passed + failed} failed)" if failed else f"SURVIVED ({passed} passed)"
+    return f"killed ({failed} failed)" if failed else "SURVIVED"
 
 
 def main(argv: list[str]) -> int:
     chosen = [m for m in MUTANTS if not argv or m.name in argv]
     bad = 0
     with tempfile.TemporaryDirectory(prefix="terrapin-mutants-") as tmp:
+        scratch = Path(tmp)
+        env = dict(os.environ)
+        # A kill only counts if the same tests pass on the unmutated program.
+        baseline = scratch / "baseline"
+        complaint = build(ROOT / "p4src", baseline, env)
+        if complaint is not None:
+            print(f"the unmutated program does not compile: {complaint}")
+            return 1
+        baseline_failures: dict[str, int | None] = {}
         for m in chosen:
-            verdict = run_mutant(m, Path(tmp), dict(os.environ))
+            if m.tests not in baseline_failures:
+                baseline_failures[m.tests] = failures(baseline, m.tests, scratch / "baseline-logs", env)
+            base = baseline_failures[m.tests]
+            if base != 0:
+                verdict = f"UNPROVEN (fails unmutated too: {base})"
+            else:
+                verdict = run_mutant(m, scratch, env)
             bad += not verdict.startswith("killed")
-            print(f"{m.name:28s} {verdict:30s} [{m.tests}]", flush=True)
-    print(f"{len(chosen) - bad} killed, {bad} survived or broken")
+            print(f"{m.name:28s} {verdict:36s} [{m.tests}]", flush=True)
+    print(f"{len(chosen) - bad} killed, {bad} survived, unproven or broken")
     return 1 if bad else 0
 
 

@@ -50,37 +50,54 @@ class StrictPriorityOnRateLimitedPort(QueueTest):
         self.assertGreaterEqual(lows_after, LOW_FRAMES // 2)
 
 
-class QueueTelemetry(QueueTest):
-    """queue_traffic counts what left each queue; max_queue_depth and max_queue_delay hold
-    the deepest backlog and the longest wait, per (port, queue), and stay 0 elsewhere."""
+class QueueTrafficCounters(QueueTest):
+    """queue_traffic counts the packets and bytes that left each (port, queue), and nothing
+    where nothing left."""
 
     def runTest(self) -> None:
         out = self.rate_limited_port
-        order = self.overload()
-        self.assertEqual(len(order), LOW_FRAMES + HIGH_FRAMES)
+        self.assertEqual(len(self.overload()), LOW_FRAMES + HIGH_FRAMES)
+        self.assertEqual(self.sw.counter("queue_traffic", self.queue_cell(out, C["PRIORITY_BEST_EFFORT"])),
+                         (LOW_FRAMES, LOW_FRAMES * FRAME))
+        self.assertEqual(self.sw.counter("queue_traffic", self.queue_cell(out, HIGH_PRIORITY)),
+                         (HIGH_FRAMES, HIGH_FRAMES * FRAME))
+        for cell in (self.queue_cell(3, 0), self.queue_cell(out, 3)):
+            self.assertEqual(self.sw.counter("queue_traffic", cell), (0, 0))
 
-        low_cell = self.queue_cell(out, C["PRIORITY_BEST_EFFORT"])
-        high_cell = self.queue_cell(out, HIGH_PRIORITY)
-        self.assertEqual(self.sw.counter("queue_traffic", low_cell), (LOW_FRAMES, LOW_FRAMES * FRAME))
-        self.assertEqual(self.sw.counter("queue_traffic", high_cell), (HIGH_FRAMES, HIGH_FRAMES * FRAME))
 
-        low_depth = self.sw.register("max_queue_depth", low_cell)
-        high_depth = self.sw.register("max_queue_depth", high_cell)
-        low_delay = self.sw.register("max_queue_delay", low_cell)
-        high_delay = self.sw.register("max_queue_delay", high_cell)
+class MaxQueueDelay(QueueTest):
+    """max_queue_delay holds the longest wait (deq_timedelta, us) per (port, queue): the
+    best-effort backlog waited for most of the burst, the admitted channel far less."""
+
+    def runTest(self) -> None:
+        out = self.rate_limited_port
+        self.assertEqual(len(self.overload()), LOW_FRAMES + HIGH_FRAMES)
+        low_delay = self.sw.register("max_queue_delay", self.queue_cell(out, C["PRIORITY_BEST_EFFORT"]))
+        high_delay = self.sw.register("max_queue_delay", self.queue_cell(out, HIGH_PRIORITY))
         frame_time_us = FRAME * 8 * 1_000_000 / self.rate_limited_bps
-        self.record_figure(f"port {out}: queue 0 max depth {low_depth} max delay {low_delay} us; "
-                           f"queue {HIGH_PRIORITY} max depth {high_depth} max delay {high_delay} us "
-                           f"(one frame = {frame_time_us:.0f} us)")
-        # enq_qdepth counts the frames already waiting: at most all the others of its class.
+        self.record_figure(f"port {out}: max delay queue 0 {low_delay} us, queue {HIGH_PRIORITY} "
+                           f"{high_delay} us (one frame = {frame_time_us:.0f} us)")
+        self.assertGreaterEqual(low_delay, (LOW_FRAMES // 2) * frame_time_us)
+        self.assertLess(high_delay, low_delay)
+        for cell in (self.queue_cell(3, 0), self.queue_cell(out, 3)):
+            self.assertEqual(self.sw.register("max_queue_delay", cell), 0)
+
+
+class MaxQueueDepth(QueueTest):
+    """max_queue_depth holds the deepest backlog per (port, queue): enq_qdepth counts the
+    frames already waiting in the packet's own queue (p4lang BMv2 simple_switch:
+    egress_buffers.size(port, priority)), so the admitted channel's queue never holds more
+    than its own burst however long the best-effort queue grows (seed 000 §4.3.2)."""
+
+    def runTest(self) -> None:
+        out = self.rate_limited_port
+        self.assertEqual(len(self.overload()), LOW_FRAMES + HIGH_FRAMES)
+        low_depth = self.sw.register("max_queue_depth", self.queue_cell(out, C["PRIORITY_BEST_EFFORT"]))
+        high_depth = self.sw.register("max_queue_depth", self.queue_cell(out, HIGH_PRIORITY))
+        self.record_figure(f"port {out}: max depth queue 0 {low_depth}, queue {HIGH_PRIORITY} {high_depth} "
+                           f"(frames offered: {LOW_FRAMES} and {HIGH_FRAMES})")
         self.assertGreaterEqual(low_depth, LOW_FRAMES // 2)
         self.assertLess(low_depth, LOW_FRAMES)
         self.assertLess(high_depth, HIGH_FRAMES)
-        # The last best-effort frames waited behind most of the burst.
-        self.assertGreaterEqual(low_delay, (LOW_FRAMES // 2) * frame_time_us)
-        self.assertLess(high_delay, low_delay)
-        # Untouched cells stay zero: another port, another queue of this port.
         for cell in (self.queue_cell(3, 0), self.queue_cell(out, 3)):
             self.assertEqual(self.sw.register("max_queue_depth", cell), 0)
-            self.assertEqual(self.sw.register("max_queue_delay", cell), 0)
-            self.assertEqual(self.sw.counter("queue_traffic", cell), (0, 0))
