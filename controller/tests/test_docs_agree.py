@@ -8,20 +8,32 @@ from pathlib import Path
 import pytest
 
 from terrapin import constants
-from terrapin.constants import MessageCode
+from terrapin.constants import DenialReason, MessageCode
 from terrapin.protocol import messages
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_message_codes_match_docs_protocol_md() -> None:
+def section(title: str) -> str:
     text = (REPO / "docs" / "protocol.md").read_text()
+    start = text.index(f"## {title}")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end > 0 else None]
+
+
+def test_message_codes_match_docs_protocol_md() -> None:
+    text = section("Message codes")
     rows = re.findall(r"^\| (\d) \| ([A-Z_]+)\s*\|", text, flags=re.M)
     assert {int(code): name for code, name in rows} == {c.value: c.name for c in MessageCode}
 
 
+def test_reason_codes_match_docs_protocol_md() -> None:
+    rows = re.findall(r"^\| (\d+) \| ([A-Z_]+) \|", section("Reason codes"), flags=re.M)
+    assert {int(code): name for code, name in rows} == {r.value: r.name for r in DenialReason}
+
+
 def test_layout_matches_docs_protocol_md() -> None:
-    text = (REPO / "docs" / "protocol.md").read_text()
+    text = section("Byte layout")
     layout = re.findall(r"^\s+(\d+)\s+(\d+) (\w+)", text, flags=re.M)
     fields = {name: (int(offset), int(size)) for offset, size, name in layout}
     assert fields["type"] == (0, 1) and fields["shortfall"] == (52, 4)
