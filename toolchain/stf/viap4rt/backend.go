@@ -95,11 +95,12 @@ func (p *Pool) Close() {
 
 // Backend implements stf.Backend over P4Runtime and veths.
 type Backend struct {
-	pool    *Pool
-	dev     *Device
-	prog    *stf.Program
-	info    *p4configv1.P4Info
-	pending bool // packets sent since the last settle
+	pool     *Pool
+	dev      *Device
+	prog     *stf.Program
+	info     *p4configv1.P4Info
+	pending  bool // packets sent since the last settle
+	lastPort uint32
 }
 
 var _ stf.Backend = (*Backend)(nil)
@@ -439,9 +440,15 @@ func (b *Backend) ReadDirectCounter(t engine.TableInfo, match []engine.Match, pr
 	return engine.CounterData{Packets: uint64(d.GetPacketCount()), Bytes: uint64(d.GetByteCount())}, nil
 }
 
-// Send implements stf.Backend.
+// Send implements stf.Backend. The switch keeps the order of frames from
+// one port, but serves ports concurrently, while an STF script expects the
+// outputs in the order it sent the inputs: so before a frame on another
+// port than the last one, the earlier frames are let out first.
 func (b *Backend) Send(port uint32, frame []byte) error {
-	b.pending = true
+	if b.pending && port != b.lastPort {
+		b.settle()
+	}
+	b.pending, b.lastPort = true, port
 	return b.dev.Send(port, frame)
 }
 
