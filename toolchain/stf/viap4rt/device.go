@@ -346,3 +346,13 @@ func (d *Device) RunScript(ctx context.Context, script string) error {
 	defer b.Stop()
 	return stf.Run(b, d.loaded, cmds, nil)
 }
+
+// Client is the device's P4Runtime client; Primary is the election id
+// under which the device's stream is primary (for Write requests).
+func (d *Device) Client() p4v1.P4RuntimeClient { return d.rt }
+
+// Primary returns the election id of the device's primary stream.
+func (d *Device) Primary() *p4v1.Uint128 { return d.elect }
+
+// DeviceID is the P4Runtime device id the switch is started with.
+const DeviceID = deviceID
