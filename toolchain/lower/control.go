@@ -339,16 +339,27 @@ func (l *lowerer) lowerDeparser(inst *blockInst) *ir.Deparser {
 	dp := &ir.Deparser{Name: "deparser", Loc: l.source(d.Pos, d.Name)}
 	b := &body{l: l, inst: inst, env: newEnv(inst.env), kind: kindDeparser, deparser: dp}
 	b.controlBody(d)
-	for _, m := range b.out {
-		switch m.(type) {
-		case *mBlock:
-			// inlined sub-controls: their emits are already recorded
-		default:
-			// other statements have no effect on the emitted packet in
-			// this target's deparser model
-		}
+	if !onlyBlocks(b.out) {
+		l.errorf(d.Pos, "deparser %s: only emit calls are supported here (BMv2 deparsers emit a fixed list of headers; the invalid ones are skipped)", d.Name)
 	}
 	return dp
+}
+
+// onlyBlocks reports statement lists holding nothing but (nested) blocks:
+// what a deparser of emit calls lowers to.
+func onlyBlocks(ms []mstmt) bool {
+	for _, m := range ms {
+		switch x := m.(type) {
+		case *mBlock:
+			if !onlyBlocks(x.body) {
+				return false
+			}
+		case *mLeave:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // emitOrder records headers a deparser emits, in order.

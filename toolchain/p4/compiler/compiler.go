@@ -4,6 +4,7 @@
 package compiler
 
 import (
+	"fmt"
 	"os"
 	"sort"
 
@@ -43,7 +44,20 @@ type Result struct {
 
 // Compile compiles a program. Errors carry positions; on error the result
 // is nil.
-func Compile(opts Options) (*Result, scanner.ErrorList) {
+//
+// A bug in the compiler must not crash its caller: a panic is turned into
+// an "internal error" diagnostic (the fuzz tests treat one as a failure).
+func Compile(opts Options) (res *Result, errs scanner.ErrorList) {
+	defer func() {
+		if r := recover(); r != nil {
+			res = nil
+			errs = scanner.ErrorList{{Pos: scanner.Pos{File: opts.Program}, Msg: fmt.Sprintf("internal error: %v", r)}}
+		}
+	}()
+	return compile(opts)
+}
+
+func compile(opts Options) (*Result, scanner.ErrorList) {
 	read := opts.ReadFile
 	if read == nil {
 		read = os.ReadFile

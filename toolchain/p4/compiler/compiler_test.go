@@ -183,12 +183,16 @@ func FuzzCompile(f *testing.F) {
 		}
 		type out struct {
 			res  *Result
-			errs int
+			errs []string
 		}
 		done := make(chan out, 1)
 		go func() {
 			res, errs := Compile(Options{Program: "main.p4", ReadFile: memFS{"main.p4": src}.read})
-			done <- out{res, len(errs)}
+			var msgs []string
+			for _, e := range errs {
+				msgs = append(msgs, e.Error())
+			}
+			done <- out{res, msgs}
 		}()
 		var o out
 		select {
@@ -196,7 +200,12 @@ func FuzzCompile(f *testing.F) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("compilation did not finish in 10s")
 		}
-		res, nerrs := o.res, o.errs
+		res, nerrs := o.res, len(o.errs)
+		for _, e := range o.errs {
+			if strings.Contains(e, "internal error") {
+				t.Fatalf("compiler bug: %s", e)
+			}
+		}
 		if res == nil && nerrs == 0 {
 			t.Fatal("no result and no error")
 		}
