@@ -192,7 +192,13 @@ func (h *harness) open(election *p4v1.Uint128, role string) (*session, *p4v1.Mas
 
 func (s *session) next(tb testing.TB, want func(*p4v1.StreamMessageResponse) bool) *p4v1.StreamMessageResponse {
 	tb.Helper()
-	timeout := time.After(3 * time.Second)
+	return s.nextWithin(tb, 3*time.Second, want)
+}
+
+// nextWithin waits up to d for a matching message (nil if none came).
+func (s *session) nextWithin(tb testing.TB, d time.Duration, want func(*p4v1.StreamMessageResponse) bool) *p4v1.StreamMessageResponse {
+	tb.Helper()
+	timeout := time.After(d)
 	for {
 		select {
 		case m, ok := <-s.in:
