@@ -250,6 +250,7 @@ func (c *compiler) primitive(op string, params []*ast, nprims int) (stmt, error)
 			n := min(len(d), len(s))
 			copy(d[len(d)-n:], s[len(s)-n:])
 			p.vlen[dh] = p.vlen[sh]
+			p.dmask[dh] = ^uint64(0)
 		}), nil
 	case "assign_header", "copy_header":
 		if err := c.nparams(op, params, 2); err != nil {

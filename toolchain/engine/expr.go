@@ -1350,32 +1350,56 @@ func (c *compiler) lvalue(a *ast) (*lvalue, error) {
 }
 
 // assign compiles "dst = src" with BMv2's truncation to the field width.
+// Stores into packet headers also mark the field dirty (Packet.dmask), so
+// that an unmoved header is deparsed by rewriting only its changed fields.
 func (c *compiler) assign(dst *lvalue, src *dexpr) func(p *Packet) {
 	fd := dst.fd
 	hs := c.lay.headers
+	bit := fd.dirtyBit()
 	if fd.narrow {
 		m := mask64(fd.width)
 		slot := fd.slot
 		if dst.static >= 0 {
 			w := hs[dst.static].wordBase + slot
+			dh := dst.static
+			if hs[dh].metadata {
+				if src.fieldSlot >= 0 {
+					s := src.fieldSlot
+					return func(p *Packet) { p.words[w] = p.words[s] & m }
+				}
+				if src.cval != nil {
+					k := low64(src.cval) & m
+					return func(p *Packet) { p.words[w] = k }
+				}
+				if src.paramIdx > 0 {
+					i := src.paramIdx - 1
+					return func(p *Packet) { p.words[w] = p.ad.u64[i] & m }
+				}
+				f := src.mod()
+				return func(p *Packet) { p.words[w] = f(p) & m }
+			}
 			if src.fieldSlot >= 0 {
 				s := src.fieldSlot
-				return func(p *Packet) { p.words[w] = p.words[s] & m }
+				return func(p *Packet) { p.words[w] = p.words[s] & m; p.dmask[dh] |= bit }
 			}
 			if src.cval != nil {
 				k := low64(src.cval) & m
-				return func(p *Packet) { p.words[w] = k }
+				return func(p *Packet) { p.words[w] = k; p.dmask[dh] |= bit }
 			}
 			if src.paramIdx > 0 {
 				i := src.paramIdx - 1
-				return func(p *Packet) { p.words[w] = p.ad.u64[i] & m }
+				return func(p *Packet) { p.words[w] = p.ad.u64[i] & m; p.dmask[dh] |= bit }
 			}
 			f := src.mod()
-			return func(p *Packet) { p.words[w] = f(p) & m }
+			return func(p *Packet) { p.words[w] = f(p) & m; p.dmask[dh] |= bit }
 		}
 		f := src.mod()
 		h := dst.hdr
-		return func(p *Packet) { p.words[hs[h(p)].wordBase+slot] = f(p) & m }
+		return func(p *Packet) {
+			id := h(p)
+			p.words[hs[id].wordBase+slot] = f(p) & m
+			p.dmask[id] |= bit
+		}
 	}
 	// wide or varbit destination
 	n := fd.wlen
@@ -1387,16 +1411,19 @@ func (c *compiler) assign(dst *lvalue, src *dexpr) func(p *Packet) {
 		maskW := new(big.Int).Sub(bigPow2(fd.width), big.NewInt(1))
 		s := c.newBig()
 		return func(p *Packet) {
-			off := hs[h(p)].wideBase + woff
+			id := h(p)
+			off := hs[id].wideBase + woff
 			z := p.bigs[s].And(bf(p), maskW)
 			z.FillBytes(p.wide[off : off+n])
+			p.dmask[id] = ^uint64(0)
 		}
 	}
 	maskW := new(big.Int).Sub(bigPow2(fd.width), big.NewInt(1))
 	if src.info.fits() && !src.info.neg {
 		f := src.mod()
 		return func(p *Packet) {
-			off := hs[h(p)].wideBase + woff
+			id := h(p)
+			off := hs[id].wideBase + woff
 			dst := p.wide[off : off+n]
 			clear(dst)
 			if n >= 8 {
@@ -1405,14 +1432,17 @@ func (c *compiler) assign(dst *lvalue, src *dexpr) func(p *Packet) {
 				putUint(dst, f(p))
 			}
 			maskTop(dst, fd.width)
+			p.dmask[id] |= bit
 		}
 	}
 	bf := src.big()
 	s := c.newBig()
 	return func(p *Packet) {
-		off := hs[h(p)].wideBase + woff
+		id := h(p)
+		off := hs[id].wideBase + woff
 		z := p.bigs[s].And(bf(p), maskW)
 		z.FillBytes(p.wide[off : off+n])
+		p.dmask[id] |= bit
 	}
 }
 

@@ -14,6 +14,8 @@ import (
 
 type fieldDef struct {
 	name   string
+	idx    int // position in the header type
+	bitOff int // bit offset in the header (meaningful when the type has no varbit)
 	width  int // bits; varbit: the maximum width
 	signed bool
 	varbit bool
@@ -110,6 +112,7 @@ type layout struct {
 	metaWords [][2]int
 	metaWide  [][2]int
 	validInit []bool
+	hoffInit  []int32
 	maxWidth  int // widest field, for big-number shift caps
 }
 
@@ -179,9 +182,11 @@ func buildLayout(p *jProgram) (*layout, error) {
 			ht.byName[name] = i
 			ht.fields = append(ht.fields, fd)
 		}
-		for _, fd := range ht.fields {
-			if !fd.varbit {
-				ht.fixedBits += fd.width
+		for i := range ht.fields {
+			ht.fields[i].idx = i
+			ht.fields[i].bitOff = ht.fixedBits
+			if !ht.fields[i].varbit {
+				ht.fixedBits += ht.fields[i].width
 			}
 		}
 		if ht.vlField >= 0 {
@@ -320,6 +325,10 @@ func buildLayout(p *jProgram) (*layout, error) {
 		l.ustacks = append(l.ustacks, us)
 	}
 	l.validInit = make([]bool, len(l.headers))
+	l.hoffInit = make([]int32, len(l.headers))
+	for i := range l.hoffInit {
+		l.hoffInit[i] = -1
+	}
 	for _, hid := range l.metaHeaders {
 		h := l.headers[hid]
 		l.validInit[hid] = true
@@ -404,4 +413,13 @@ func addRange(runs [][2]int, lo, hi int) [][2]int {
 		return runs
 	}
 	return append(runs, [2]int{lo, hi})
+}
+
+// dirtyBit is the field's bit in Packet.dmask (all bits for fields past
+// the 64th of a header: the whole header is then rewritten).
+func (fd *fieldDef) dirtyBit() uint64 {
+	if fd.idx < 64 {
+		return 1 << uint(fd.idx)
+	}
+	return ^uint64(0)
 }

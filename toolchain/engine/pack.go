@@ -74,9 +74,28 @@ func makePackPlan(fields []packField) *packPlan {
 
 // chunk returns 64-bit chunk j (the last one left-aligned, zero-padded).
 func (pp *packPlan) chunk(words []uint64, j int) uint64 {
+	// "& 63" tells the compiler the shifts are below 64 (they are), which
+	// spares it Go's shift-by-64 handling; small chunks are unrolled.
+	ops := pp.ops[pp.starts[j]:pp.starts[j+1]]
+	switch len(ops) {
+	case 1:
+		return words[ops[0].word] << (ops[0].l & 63) >> (ops[0].r & 63)
+	case 2:
+		return words[ops[0].word]<<(ops[0].l&63)>>(ops[0].r&63) |
+			words[ops[1].word]<<(ops[1].l&63)>>(ops[1].r&63)
+	case 3:
+		return words[ops[0].word]<<(ops[0].l&63)>>(ops[0].r&63) |
+			words[ops[1].word]<<(ops[1].l&63)>>(ops[1].r&63) |
+			words[ops[2].word]<<(ops[2].l&63)>>(ops[2].r&63)
+	case 4:
+		return words[ops[0].word]<<(ops[0].l&63)>>(ops[0].r&63) |
+			words[ops[1].word]<<(ops[1].l&63)>>(ops[1].r&63) |
+			words[ops[2].word]<<(ops[2].l&63)>>(ops[2].r&63) |
+			words[ops[3].word]<<(ops[3].l&63)>>(ops[3].r&63)
+	}
 	var c uint64
-	for _, op := range pp.ops[pp.starts[j]:pp.starts[j+1]] {
-		c |= words[op.word] << op.l >> op.r
+	for _, op := range ops {
+		c |= words[op.word] << (op.l & 63) >> (op.r & 63)
 	}
 	return c
 }

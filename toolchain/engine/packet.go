@@ -20,10 +20,15 @@ const tailSlack = 16
 type Packet struct {
 	pl *Pipeline
 
-	words  []uint64
-	wide   []byte
-	valid  []bool
-	vlen   []int32 // per header: bits of its varbit field
+	words []uint64
+	wide  []byte
+	valid []bool
+	vlen  []int32 // per header: bits of its varbit field
+	// In-place deparsing: where each header was extracted in buf (-1: not
+	// extracted this pass) and which of its fields changed since (bit i =
+	// field i; all ones = rewrite the whole header).
+	hoff   []int32
+	dmask  []uint64
 	stkNxt []int32 // per header stack: next index
 	ustNxt []int32 // per union stack: next index
 
@@ -76,6 +81,8 @@ func (pl *Pipeline) newPacket() *Packet {
 		wide:   make([]byte, l.nwide+tailSlack),
 		valid:  make([]bool, len(l.headers)),
 		vlen:   make([]int32, len(l.headers)),
+		hoff:   make([]int32, len(l.headers)),
+		dmask:  make([]uint64, len(l.headers)),
 		stkNxt: make([]int32, len(l.stacks)),
 		ustNxt: make([]int32, len(l.ustacks)),
 		bigs:   make([]big.Int, pl.nbig),
@@ -133,6 +140,7 @@ func (p *Packet) resetAll() {
 		p.zeroHeader(p.pl.lay.headers[h])
 	}
 	copy(p.valid, p.pl.lay.validInit)
+	copy(p.hoff, p.pl.lay.hoffInit)
 	clear(p.vlen)
 	clear(p.stkNxt)
 	clear(p.ustNxt)
@@ -182,6 +190,7 @@ func (p *Packet) zeroHeader(h *headerInst) {
 	clear(p.words[h.wordBase : h.wordBase+h.typ.nwords])
 	clear(p.wide[h.wideBase : h.wideBase+h.typ.nwide])
 	p.vlen[h.id] = 0
+	p.dmask[h.id] = ^uint64(0)
 }
 
 // setValid marks header h valid; a header union member's siblings become
@@ -207,6 +216,7 @@ func (p *Packet) copyHeader(dst, src int) {
 	copy(p.wide[d.wideBase:d.wideBase+d.typ.nwide], p.wide[s.wideBase:s.wideBase+s.typ.nwide])
 	p.vlen[dst] = p.vlen[src]
 	p.valid[dst] = p.valid[src]
+	p.dmask[dst] = ^uint64(0)
 }
 
 // copyFrom copies the whole PHV and per-pass state of q into p (multicast
@@ -216,6 +226,13 @@ func (p *Packet) copyFrom(q *Packet) {
 	copy(p.wide, q.wide)
 	copy(p.valid, q.valid)
 	copy(p.vlen, q.vlen)
+	copy(p.dmask, q.dmask)
+	for i, o := range q.hoff {
+		if o >= 0 {
+			o += int32(headroom - q.start)
+		}
+		p.hoff[i] = o
+	}
 	copy(p.stkNxt, q.stkNxt)
 	copy(p.ustNxt, q.ustNxt)
 	n := q.end - q.start

@@ -333,7 +333,7 @@ func extractInto(p *Packet, h *headerInst, data []byte, vlBits int) int {
 		words := p.words[h.wordBase : h.wordBase+h.typ.nwords]
 		for _, st := range plan {
 			v := binary.BigEndian.Uint64(data[st.byteOff:])
-			words[st.slot] = v << st.shl >> st.shr
+			words[st.slot] = v << (st.shl & 63) >> (st.shr & 63)
 		}
 		return nb
 	}
@@ -465,6 +465,8 @@ func (c *compiler) parserOp(ps *parser, op jParserOp) (parserOp, error) {
 				}
 				extractInto(p, hs[h], p.buf[p.cur:], 0)
 				p.setValid(h)
+				p.hoff[h] = int32(p.cur)
+				p.dmask[h] = 0
 				p.cur += fixedBytes
 				return 0
 			}, nil
@@ -493,6 +495,7 @@ func (c *compiler) parserOp(ps *parser, op jParserOp) (parserOp, error) {
 			}
 			extractInto(p, hs[h], p.buf[p.cur:], int(nbits))
 			p.setValid(h)
+			p.hoff[h] = -1 // varbit headers are always deparsed in full
 			p.cur += n
 			return 0
 		}, nil

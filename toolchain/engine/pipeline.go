@@ -567,6 +567,7 @@ func (t *table) writeColor(p *Packet, v uint64) {
 	if lv.fd.narrow {
 		h := t.pl.lay.headers[lv.hdr(p)]
 		p.words[h.wordBase+lv.fd.slot] = v & mask64(lv.fd.width)
+		p.dmask[h.id] |= lv.fd.dirtyBit()
 	}
 }
 

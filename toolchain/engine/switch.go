@@ -16,6 +16,8 @@ package engine
 // pseudocode and simple_switch.cpp (field lists preserved on resubmit,
 // recirculate and clones; metadata reset; instance_type values).
 
+import "math/bits"
+
 // Job is a packet waiting for egress: the device queues it on Port in the
 // queue of its Priority (standard_metadata.priority when it left ingress,
 // 0 lowest).
@@ -292,6 +294,7 @@ func (pl *Pipeline) updateChecksums(p *Packet) {
 		v := ck.calc.compute(p)
 		lv := ck.target
 		h := pl.lay.headers[lv.hdr(p)]
+		p.dmask[h.id] |= lv.fd.dirtyBit()
 		if lv.fd.narrow {
 			p.words[h.wordBase+lv.fd.slot] = v & mask64(lv.fd.width)
 		} else {
@@ -309,6 +312,9 @@ func (pl *Pipeline) updateChecksums(p *Packet) {
 // in front of the payload; the frame is then p.buf[p.start:p.end].
 func (pl *Pipeline) deparse(p *Packet) {
 	pl.updateChecksums(p)
+	if pl.deparseInPlace(p) {
+		return
+	}
 	hs := pl.lay.headers
 	total := 0
 	for _, h := range pl.deparseOrder {
@@ -364,6 +370,61 @@ func (pl *Pipeline) deparse(p *Packet) {
 	p.start = start
 }
 
+// deparseInPlace handles the common case where every valid header still
+// sits where the parser found it, back to back up to the payload: only the
+// fields changed since (Packet.dmask) are written back into the buffer.
+func (pl *Pipeline) deparseInPlace(p *Packet) bool {
+	hs := pl.lay.headers
+	if p.payload < p.start || p.payload > p.end {
+		return false
+	}
+	pos := p.payload
+	order := pl.deparseOrder
+	for i := len(order) - 1; i >= 0; i-- {
+		h := order[i]
+		if !p.valid[h] || hs[h].metadata {
+			continue
+		}
+		pos -= (hs[h].typ.fixedBits + 7) / 8
+		if int(p.hoff[h]) != pos || hs[h].typ.vlField >= 0 {
+			return false
+		}
+	}
+	if pos < p.start {
+		return false
+	}
+	for _, h := range order {
+		m := p.dmask[h]
+		if m == 0 || !p.valid[h] || hs[h].metadata {
+			continue
+		}
+		hi := hs[h]
+		base := int(p.hoff[h]) * 8
+		if m == ^uint64(0) && len(hi.typ.fields) <= 64 || len(hi.typ.fields) > 64 {
+			if pp := pl.hdrPack[h]; pp != nil {
+				pp.write(p.words, p.buf[p.hoff[h]:])
+			} else {
+				bw := bitWriter{b: p.buf[p.hoff[h] : int(p.hoff[h])+(hi.typ.fixedBits+7)/8]}
+				emitHeader(p, hi, &bw)
+			}
+			continue
+		}
+		for ; m != 0; m &= m - 1 {
+			fd := &hi.typ.fields[bits.TrailingZeros64(m)]
+			if fd.width == 0 {
+				continue
+			}
+			if fd.narrow {
+				writeBits(p.buf, base+fd.bitOff, fd.width, p.words[hi.wordBase+fd.slot])
+			} else {
+				copyBits(p.buf, base+fd.bitOff, p.wide[hi.wideBase+fd.woff:], fd.wlen*8-fd.width, fd.width)
+			}
+		}
+	}
+	p.start = pos
+	return true
+}
+
 // emitHeader appends header h to bw.
 func emitHeader(p *Packet, h *headerInst, bw *bitWriter) {
 	for i := range h.typ.fields {
@@ -404,6 +465,7 @@ func (pl *Pipeline) restoreFieldList(p *Packet, id int) {
 	i, j := 0, 0
 	for _, r := range pl.fieldLists[id] {
 		fd := pl.lay.field(r)
+		p.dmask[r.hdr] |= fd.dirtyBit()
 		if fd.narrow {
 			p.words[pl.lay.word(r)] = p.saved[i]
 			i++
@@ -419,6 +481,7 @@ func (pl *Pipeline) restoreFieldList(p *Packet, id int) {
 func (pl *Pipeline) copyFieldList(dst, src *Packet, id int) {
 	for _, r := range pl.fieldLists[id] {
 		fd := pl.lay.field(r)
+		dst.dmask[r.hdr] |= fd.dirtyBit()
 		if fd.narrow {
 			w := pl.lay.word(r)
 			dst.words[w] = src.words[w]
