@@ -263,6 +263,14 @@ class Lab:
         )
         sh("ip", "netns", "exec", f"tctl-{host}", str(REPO / "build" / "venv" / "bin" / "python"), "-c", code)
 
+    def send_udp(self, host: str, dst: str, sport: int, dport: int, count: int, size: int = 200) -> None:
+        code = (
+            "import socket;s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);"
+            f"s.bind(('0.0.0.0',{sport}));"
+            f"[s.sendto(b'x'*{size},('{dst}',{dport})) for _ in range({count})]"
+        )
+        sh("ip", "netns", "exec", f"tctl-{host}", str(REPO / "build" / "venv" / "bin" / "python"), "-c", code)
+
     # ---- P4Runtime, read independently of the controller -------------------------------------
 
     def read_channels(self, i: int) -> list[p4runtime_pb2.TableEntry]:

@@ -82,6 +82,18 @@ def test_rest_reservation_programs_every_hop_and_removal_clears_them(lab: Lab) -
         assert entry.meter_config.cburst == -(-hop["burst"] * 1514 // 1500)
         assert entry.meter_config.pir == entry.meter_config.cir
     assert res["allocation"]["hops"][2]["burst"] > res["allocation"]["hops"][0]["burst"]
+    # traffic of the channel is counted on every hop and leaves by queue 6
+    lab.send_udp("h1", "10.0.2.2", 5000, 6000, count=20)
+    assert wait_for(
+        lambda: all(
+            h.get("packets", 0) >= 20 for h in lab.rest("GET", f"/reservations/{res['id']}/counters")[1]
+        )
+    ), lab.rest("GET", f"/reservations/{res['id']}/counters")
+    status, s2 = lab.rest("GET", "/status/switches/s2")
+    assert status == 200 and "telemetry_error" not in s2, s2
+    queue6 = next(p for p in s2["ports"] if p["port"] == 2)["queues"][6]
+    assert queue6["channels"] == 1 and queue6["packets"] >= 20
+    assert queue6["max_depth_packets"] is not None and queue6["max_delay_us"] is not None
     status, _ = lab.rest("DELETE", f"/reservations/{res['id']}")
     assert status == 204
     for i in (1, 2, 3):
