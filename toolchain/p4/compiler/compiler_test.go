@@ -130,6 +130,24 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
 
 func withBody(body string) string { return strings.Replace(minimal, "BODY", body, 1) }
 
+// TestFeaturePrograms compiles the programs in testdata, which use most
+// of the language and of v1model's externs.
+func TestFeaturePrograms(t *testing.T) {
+	for _, name := range []string{"testdata/features.p4", "testdata/externs.p4"} {
+		res, errs := Compile(Options{Program: name})
+		if len(errs) > 0 {
+			t.Errorf("%s: %v", name, errs)
+			continue
+		}
+		if len(res.Warnings) > 0 {
+			t.Errorf("%s: unexpected warnings %v", name, res.Warnings)
+		}
+		if len(res.P4Info.Tables) == 0 || len(res.IR.Pipelines) != 2 {
+			t.Errorf("%s: no tables compiled", name)
+		}
+	}
+}
+
 // TestDiagnostics checks that errors from every phase come back with the
 // position of their cause.
 func TestDiagnostics(t *testing.T) {
@@ -177,6 +195,14 @@ func FuzzCompile(f *testing.F) {
 	f.Add(withBody("switch (t.apply().action_run) { set: { m.m = 1; } default: { return; } }"))
 	f.Add(withBody("bit<16> x = hdr.h.a ++ hdr.h.b; hdr.h.a = x[11:4]; hdr.h.b = (bit<8>)(int<8>)hdr.h.a >> 2;"))
 	f.Add(withBody("hash(m.m, HashAlgorithm.crc16, 8w0, { hdr.h.a }, 16w256); mark_to_drop(sm);"))
+	// whole programs touching most of the language and of v1model
+	for _, name := range []string{"testdata/features.p4", "testdata/externs.p4"} {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(string(b))
+	}
 	f.Fuzz(func(t *testing.T, src string) {
 		if !utf8.ValidString(src) || len(src) > 1<<14 {
 			return
