@@ -154,7 +154,9 @@ class RestConfig(_Strict):
 
 class ProtocolConfig(_Strict):
     hold_seconds: float = Field(default=5.0, gt=0)  # tentative holds expire after this
-    reply_cache_seconds: float = Field(default=60.0, gt=0)
+    # A host flooding REQUEST_ADMIT with fresh contexts holds capacity until the holds expire;
+    # this many tentative holds per initiator at once, then REQUEST_DENIED (HOLD_LIMIT).
+    max_holds_per_initiator: int = Field(default=16, gt=0)
 
 
 class Config(_Strict):

@@ -63,3 +63,4 @@ class DenialReason(enum.IntEnum):
     INVALID_REQUEST = 13  # a field is out of range (priority, zero rate, ...)
     SWITCH_ERROR = 14  # programming a switch failed; everything was rolled back
     PACKET_SIZE = 15  # max_packet above what the port carries; bytes
+    HOLD_LIMIT = 16  # the initiator already has too many requests held; requests

@@ -80,6 +80,7 @@ class Controller:
             send=self.fabric.packet_out,
             status=self.status_report,
             hold_seconds=config.protocol.hold_seconds,
+            max_holds_per_initiator=config.protocol.max_holds_per_initiator,
         )
         self.token = config.rest_token()
         restored = self.service.restore()

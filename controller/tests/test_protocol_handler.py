@@ -250,3 +250,21 @@ def test_malformed_packet_in_is_counted_and_dropped(frame: bytes) -> None:
         await establish(net, admit())  # and the controller carries on
 
     asyncio.run(run())
+
+
+def test_an_initiator_cannot_hold_without_limit() -> None:
+    async def run() -> None:
+        net = Net()
+        for context in range(16):
+            out = await net.send(["s1"], H1, H2, admit(context=context, rate=1000, burst=1500))
+            assert out[0][2].code == MessageCode.REQUEST_ADMIT
+        out = await net.send(["s1"], H1, H2, admit(context=99, rate=1000, burst=1500))
+        assert out[0][2].code == MessageCode.REQUEST_DENIED
+        assert out[0][2].reason == DenialReason.HOLD_LIMIT
+        # a denial from the destination frees one
+        no = admit(context=3, rate=1000, burst=1500).with_code(MessageCode.REQUEST_DENIED)
+        await net.send(["s4"], H2, H1, no, port=2)
+        out = await net.send(["s1"], H1, H2, admit(context=99, rate=1000, burst=1500))
+        assert out[0][2].code == MessageCode.REQUEST_ADMIT
+
+    asyncio.run(run())

@@ -66,11 +66,13 @@ class ProtocolHandler:
         send: PacketOut,
         status: StatusSource,
         hold_seconds: float,
+        max_holds_per_initiator: int = 16,
     ) -> None:
         self._service = service
         self._send = send
         self._status = status
         self._hold_seconds = hold_seconds
+        self._max_holds = max_holds_per_initiator
         self._requests: dict[ChannelKey, ReservationMessage] = {}
         self.counters: Counter[str] = Counter()
 
@@ -148,6 +150,17 @@ class ProtocolHandler:
                 await self._forward(switch, datagram, msg)
             else:
                 await self._deny(switch, msg, _conflict(key))
+            return
+        self.forget_expired()
+        pending = sum(1 for k in self._requests if k.initiator == msg.initiator)
+        if pending >= self._max_holds:
+            limit = simple_denial(
+                key,
+                DenialReason.HOLD_LIMIT,
+                "hold_limit",
+                f"{msg.initiator} already has {pending} requests held",
+            )
+            await self._deny(switch, msg, limit)
             return
         request = ChannelRequest(key, _selector(msg), _envelope(msg), origin="inband")
         try:
