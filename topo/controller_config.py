@@ -44,7 +44,6 @@ def controller_config(plan: NetworkPlan, state_dir: Path, *, rest_port: int, tok
         "p4": {
             "p4info": str(REPO / "build/p4/terrapin.p4info.txtpb"),
             "json": str(REPO / "build/p4/terrapin.json"),
-            "push": "always",
         },
         "rest": {"host": "127.0.0.1", "port": rest_port, "token": token},
         "store": str(state_dir / "reservations.sqlite"),
