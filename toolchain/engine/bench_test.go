@@ -67,6 +67,7 @@ func BenchmarkIPv4LPMWithWriter(b *testing.B) {
 		addRoute(b, pl, 0x0a000000|uint32(i)<<8, 24, 0x020000000000|uint64(i), uint16(i%8))
 	}
 	tid, _ := pl.Lookup(KindTable, "MyIngress.ipv4_lpm")
+	fwd, _ := pl.Lookup(KindAction, "MyIngress.ipv4_forward")
 	var stop atomic.Bool
 	var writes atomic.Int64
 	done := make(chan struct{})
@@ -75,8 +76,9 @@ func BenchmarkIPv4LPMWithWriter(b *testing.B) {
 		v := make([]byte, 4)
 		for i := 0; !stop.Load(); i++ {
 			binary.BigEndian.PutUint32(v, 0x0b000000|uint32(i%4096)<<8)
-			addRoute(b, pl, 0x0b000000|uint32(i%4096)<<8, 24, 1, 1)
-			_ = pl.DeleteEntry(tid, []Match{{Value: v, PrefixLen: 24}}, 0)
+			m := []Match{{Value: v, PrefixLen: 24}}
+			_ = pl.AddEntry(tid, TableEntry{Match: m, Action: ActionCall{ActionID: fwd, Params: [][]byte{{1}, {1}}}})
+			_ = pl.DeleteEntry(tid, m, 0)
 			writes.Add(2)
 		}
 	}()
