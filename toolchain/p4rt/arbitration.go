@@ -186,6 +186,18 @@ func (a *arbiter) isPrimary(role string, id electionID) bool {
 	return ok && r.primary != nil && id.set && r.primary.election == id
 }
 
+// knownRole reports whether a controller ever arbitrated for role (the
+// default role always exists).
+func (a *arbiter) knownRole(role string) bool {
+	if role == "" {
+		return true
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_, ok := a.roles[role]
+	return ok
+}
+
 // primaryOf reports whether stream c is currently a primary.
 func (a *arbiter) primaryOf(c *controller) bool {
 	if c == nil {

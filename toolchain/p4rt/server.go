@@ -115,6 +115,9 @@ func (s *Server) checkPrimary(deviceID uint64, role string, election *p4v1.Uint1
 	if err := s.checkDevice(deviceID); err != nil {
 		return err
 	}
+	if !s.arb.knownRole(role) {
+		return errorf(codes.NotFound, "unknown role %q", role)
+	}
 	if !s.arb.isPrimary(role, electionOf(election)) {
 		return errorf(codes.PermissionDenied, "not the primary controller for role %q (send a MasterArbitrationUpdate with the highest election id first)", role)
 	}

@@ -222,7 +222,11 @@ func TestWritePreconditions(t *testing.T) {
 	if _, err := h.client.Write(h.ctx, u); status.Code(err) != codes.NotFound {
 		t.Errorf("write to another device: %v, want NOT_FOUND", err)
 	}
-	u.DeviceId, u.ElectionId = deviceID, &p4v1.Uint128{High: 0, Low: 5}
+	u.DeviceId, u.Role = deviceID, "nosuchrole"
+	if _, err := h.client.Write(h.ctx, u); status.Code(err) != codes.NotFound {
+		t.Errorf("write for an unknown role: %v, want NOT_FOUND", err)
+	}
+	u.Role, u.ElectionId = "", &p4v1.Uint128{High: 0, Low: 5}
 	if _, err := h.client.Write(h.ctx, u); status.Code(err) != codes.PermissionDenied {
 		t.Errorf("write with a stale election id: %v, want PERMISSION_DENIED", err)
 	}
