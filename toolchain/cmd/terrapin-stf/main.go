@@ -33,12 +33,14 @@ func viaP4Runtime(ctx context.Context, opts *stf.CorpusOptions, switchBin string
 		return nil, err
 	}
 	opts.RunScript = func(ctx context.Context, prog *stf.Program, script []byte) error {
-		if prog.P4InfoPath == "" {
-			return fmt.Errorf("no P4Info for %s", prog.Name)
-		}
-		info, err := stf.ReadP4Info(prog.P4InfoPath)
-		if err != nil {
-			return err
+		// Programs without a P4Info file (some corpus programs have none)
+		// get one made from their JSON's names.
+		info := stf.P4InfoFromModel(prog.Model)
+		if prog.P4InfoPath != "" {
+			var err error
+			if info, err = stf.ReadP4Info(prog.P4InfoPath); err != nil {
+				return err
+			}
 		}
 		if err := dev.Load(ctx, info, prog.JSON); err != nil {
 			return err

@@ -62,7 +62,7 @@ func (p *Pool) get() (*Device, error) {
 		p.mu.Lock()
 	}
 	p.n++
-	name := fmt.Sprintf("tp4rt%dx%d", os.Getpid()%100000, p.n)
+	name := fmt.Sprintf("tp4rt%dx%d", os.Getpid(), p.n)
 	p.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

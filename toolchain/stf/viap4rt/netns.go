@@ -7,7 +7,9 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -31,7 +33,36 @@ func ipCmd(ctx context.Context, args ...string) error {
 	return nil
 }
 
+// staleName matches the namespaces this package and the p4rt tests make:
+// tp4rt, an optional tag, the creating process's pid, an optional index.
+var staleName = regexp.MustCompile(`^tp4rt[a-z]*([0-9]+)(x[0-9]+)?$`)
+
+// SweepStale removes tp4rt namespaces whose creating process is gone (a
+// run that was killed cannot clean up after itself).
+func SweepStale() {
+	out, err := exec.Command("ip", "netns", "list").Output()
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		m := staleName.FindStringSubmatch(f[0])
+		if m == nil {
+			continue
+		}
+		pid, err := strconv.Atoi(m[1])
+		if err != nil || pid == os.Getpid() || unix.Kill(pid, 0) == nil || errors.Is(unix.Kill(pid, 0), unix.EPERM) {
+			continue
+		}
+		_ = exec.Command("ip", "netns", "del", f[0]).Run()
+	}
+}
+
 func newNamespace(ctx context.Context, name string, ports []uint32, tun bool) (*namespace, error) {
+	SweepStale()
 	_ = exec.Command("ip", "netns", "del", name).Run() // a leftover of a killed run
 	if err := ipCmd(ctx, "netns", "add", name); err != nil {
 		return nil, err
