@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/big"
-	"sort"
 
 	"github.com/terrapin/terrapin/toolchain/lower/ir"
 )
@@ -819,5 +818,3 @@ func (e *emitter) entry(t *ir.Table, en *ir.Entry) object {
 	o.add("priority", en.Priority)
 	return o
 }
-
-var _ = sort.Strings

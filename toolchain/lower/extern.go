@@ -5,7 +5,6 @@ import (
 
 	"github.com/terrapin/terrapin/toolchain/lower/ir"
 	"github.com/terrapin/terrapin/toolchain/p4/ast"
-	"github.com/terrapin/terrapin/toolchain/p4/scanner"
 	"github.com/terrapin/terrapin/toolchain/p4/types"
 )
 
@@ -561,8 +560,6 @@ func (l *lowerer) actionName(ad *ast.ActionDecl, inst *blockInst) string {
 	}
 	return prefix + ad.Name
 }
-
-var _ = scanner.Pos{}
 
 // noteTypeArgs records calls whose type arguments are structured (a
 // tuple, struct or header): p4c then emits a type_info message, even an

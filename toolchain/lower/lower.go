@@ -286,7 +286,6 @@ func (l *lowerer) run() {
 func (l *lowerer) topBlock(e ast.Expr) *blockInst {
 	var decl ast.Decl
 	var args []ast.Expr
-	var ctorCall *types.Call
 	switch x := e.(type) {
 	case *ast.CallExpr:
 		call := l.info.Calls[x]
@@ -296,7 +295,6 @@ func (l *lowerer) topBlock(e ast.Expr) *blockInst {
 		}
 		decl = call.Block.Decl
 		args = call.Args
-		ctorCall = call
 	case *ast.Ident:
 		inst, ok := l.info.Uses[x].(*ast.InstanceDecl)
 		if !ok {
@@ -316,7 +314,6 @@ func (l *lowerer) topBlock(e ast.Expr) *blockInst {
 		l.errorf(e.Position(), "expected a parser or control instantiation")
 		return nil
 	}
-	_ = ctorCall
 	b := &blockInst{decl: decl, name: decl.DeclName(), pos: e.Position(), env: newEnv(nil)}
 	var ctorParams []*ast.Param
 	switch d := decl.(type) {

@@ -18,8 +18,6 @@ func exprText(e ast.Expr) string {
 	return b.String()
 }
 
-var opText = map[scanner.Kind]string{}
-
 func writeExpr(b *strings.Builder, e ast.Expr) {
 	switch x := e.(type) {
 	case *ast.Ident:

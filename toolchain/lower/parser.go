@@ -506,7 +506,6 @@ func (l *lowerer) declareValueSet(inst *blockInst, x *ast.ValueSetDecl) {
 				w := types.Width(e)
 				vs.Widths = append(vs.Widths, w)
 				vs.MatchFields = append(vs.MatchFields, ir.MatchField{Name: "f" + itoa(i), Width: w, Match: ir.MatchExact})
-				_ = i
 			}
 		default:
 			w := types.Width(vt.Elem)

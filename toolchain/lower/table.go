@@ -433,7 +433,7 @@ func (l *lowerer) loweredAction(ad *ast.ActionDecl, inst *blockInst, bound []ast
 	b.block(ad.Body)
 	stmts := []mstmt{&mBlock{label: label, body: b.out}}
 	stmts = append(stmts, copyOut...)
-	a.Body = l.toActionBody(append(b.outPrefix(), stmts...), ad.Pos)
+	a.Body = l.toActionBody(stmts, ad.Pos)
 	l.prog.Actions = append(l.prog.Actions, a)
 	if !hasBound {
 		l.tableActions[key] = a
@@ -443,9 +443,6 @@ func (l *lowerer) loweredAction(ad *ast.ActionDecl, inst *blockInst, bound []ast
 	}
 	return a
 }
-
-// outPrefix is unused space for statements emitted before the body.
-func (b *body) outPrefix() []mstmt { return nil }
 
 func (inst *blockInst) envOrGlobal(l *lowerer) *env {
 	if inst == nil {

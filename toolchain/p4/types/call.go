@@ -423,15 +423,7 @@ func unify(pt, at Type, env map[*ast.TypeParam]Type) {
 				}
 			}
 		}
-	case *Block:
-		if a, ok := at.(*Block); ok {
-			// infer the architecture block's type parameters from the
-			// user block's parameter types (H and M of V1Switch).
-			for i := range p.Params {
-				if i < len(a.Params) {
-					_ = i
-				}
-			}
-		}
 	}
+	// Block types (Parser<H, M> of a package) are matched by shape in
+	// convert; their type parameters are not needed afterwards.
 }

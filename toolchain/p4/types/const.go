@@ -3,7 +3,6 @@ package types
 import (
 	"math/big"
 
-	"github.com/terrapin/terrapin/toolchain/p4/ast"
 	"github.com/terrapin/terrapin/toolchain/p4/scanner"
 )
 
@@ -181,5 +180,3 @@ func MemberValue(e *Enum, member string) *big.Int {
 	}
 	return nil
 }
-
-var _ = ast.ShrOp

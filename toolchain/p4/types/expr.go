@@ -136,9 +136,6 @@ func (c *Checker) ident(x *ast.Ident, s *scope) Type {
 	}
 	ds := sc.lookup(x.Name)
 	if len(ds) == 0 {
-		if m, ok := c.errorMembers[x.Name]; ok && false {
-			_ = m
-		}
 		c.errorf(x.Pos, "%s: undeclared identifier", x.Name)
 		return &Void{}
 	}
@@ -645,7 +642,7 @@ func (c *Checker) cast(x *ast.CastExpr, s *scope) Type {
 		if t.Underlying != nil {
 			if BitsOf(su) != nil || isInfInt(su) {
 				if iv, ok := v.(*big.Int); ok && isConst {
-					c.setValue(x, enumFromInt(t, normalize(iv, t.Underlying)))
+					c.setValue(x, c.enumFromInt(t, normalize(iv, t.Underlying)))
 				}
 				return target
 			}
@@ -678,9 +675,11 @@ func (c *Checker) cast(x *ast.CastExpr, s *scope) Type {
 
 // enumFromInt returns the member of a serializable enum with value v, or
 // a nameless value when none has it (P4_16 allows unnamed values).
-func enumFromInt(t *Enum, v *big.Int) *EnumValue {
+func (c *Checker) enumFromInt(t *Enum, v *big.Int) *EnumValue {
 	for _, m := range t.Decl.Members {
-		_ = m
+		if ev, ok := c.info.ConstValues[m].(*EnumValue); ok && ev.Value != nil && ev.Value.Cmp(v) == 0 {
+			return &EnumValue{Enum: t, Member: m.Name, Value: v}
+		}
 	}
 	return &EnumValue{Enum: t, Value: v}
 }
