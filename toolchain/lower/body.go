@@ -135,6 +135,9 @@ func (b *body) block(blk *ast.BlockStmt) {
 }
 
 func (b *body) stmt(s ast.Stmt) {
+	if p := s.Position(); p.IsValid() {
+		b.l.lastPos = p
+	}
 	switch x := s.(type) {
 	case *ast.BlockStmt:
 		b.block(x)

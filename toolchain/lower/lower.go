@@ -63,6 +63,9 @@ type lowerer struct {
 
 	// block is the V1Switch argument being lowered.
 	block int
+	// lastPos is the position of the statement being lowered, for
+	// diagnostics about constructs without one.
+	lastPos scanner.Pos
 
 	fieldLists  map[int]*ir.FieldList
 	learnLists  map[string]*ir.LearnList
@@ -176,6 +179,11 @@ func anyTable(p *ir.Program) bool {
 type bailout struct{}
 
 func (l *lowerer) errorf(pos scanner.Pos, format string, args ...any) {
+	if !pos.IsValid() {
+		// blame the statement being lowered when the construct itself
+		// has no position
+		pos = l.lastPos
+	}
 	if len(l.errs) < 50 {
 		l.errs.Add(pos, format, args...)
 	}

@@ -55,6 +55,7 @@ func (l *lowerer) declName(d ast.Decl, annos ast.Annotations, inst *blockInst) s
 // expressions that are not fields are computed into temporaries by
 // statements emitted into b, just before the apply.
 func (l *lowerer) buildTable(b *body, td *ast.TableDecl, inst *blockInst) *ir.Table {
+	l.lastPos = td.Pos
 	t := &ir.Table{
 		Name:        l.declName(td, td.Annotations, inst),
 		Size:        1024,
@@ -380,6 +381,7 @@ func (l *lowerer) actionArgs(ar *ast.ActionRef) []*big.Int {
 // declaration: one per action and instance, unless the actions list binds
 // directional arguments, which makes the body specific to the table.
 func (l *lowerer) loweredAction(ad *ast.ActionDecl, inst *blockInst, bound []ast.Expr, argInst *blockInst, t *ir.Table) *ir.Action {
+	l.lastPos = ad.Pos
 	ca := l.useAction(ad, inst)
 	ca.inTable = true
 	hasBound := false

@@ -69,19 +69,19 @@ func compile(opts Options) (*Result, scanner.ErrorList) {
 		ReadFile:    read,
 	})
 	if len(errs) > 0 {
-		return nil, sorted(errs)
+		return nil, sorted(errs, opts.Program)
 	}
 	prog, errs := parser.Parse(opts.Program, src)
 	if len(errs) > 0 {
-		return nil, sorted(errs)
+		return nil, sorted(errs, opts.Program)
 	}
 	info, errs := types.Check(prog)
 	if len(errs) > 0 {
-		return nil, sorted(errs)
+		return nil, sorted(errs, opts.Program)
 	}
 	lowered, errs := lower.Lower(info, lower.Options{SourceFile: opts.Program})
 	if len(errs) > 0 {
-		return nil, sorted(errs)
+		return nil, sorted(errs, opts.Program)
 	}
 	js, err := bmv2json.Emit(lowered.Program)
 	if err != nil {
@@ -100,9 +100,15 @@ func compile(opts Options) (*Result, scanner.ErrorList) {
 }
 
 // sorted orders diagnostics by position (the phases report in the order
-// they find them, which is close but not exact).
-func sorted(errs scanner.ErrorList) scanner.ErrorList {
+// they find them, which is close but not exact); a diagnostic about the
+// program as a whole names the program file.
+func sorted(errs scanner.ErrorList, program string) scanner.ErrorList {
 	out := append(scanner.ErrorList{}, errs...)
+	for i := range out {
+		if out[i].Pos.File == "" {
+			out[i].Pos.File = program
+		}
+	}
 	sort.SliceStable(out, func(i, j int) bool {
 		a, b := out[i].Pos, out[j].Pos
 		if a.File != b.File {
