@@ -62,6 +62,8 @@ func (l *lowerer) buildTable(b *body, td *ast.TableDecl, inst *blockInst) *ir.Ta
 		Annotations: renderAnnotations(td.Annotations),
 		ExplicitID:  explicitID(td.Annotations),
 		Loc:         l.source(td.Pos, td.Name),
+		// @hidden keeps a table out of the control-plane API
+		Hidden: td.Annotations.Has("hidden"),
 	}
 	var actionsProp *ast.ActionsProperty
 	var entries *ast.EntriesProperty
