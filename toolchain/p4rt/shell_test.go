@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/terrapin/terrapin/toolchain/stf/viap4rt"
 )
 
 // TestP4RuntimeShellDrivesSwitch is the end-to-end check of issue "part 2":
@@ -58,7 +60,8 @@ func TestP4RuntimeShellDrivesSwitch(t *testing.T) {
 		"--p4runtime-files", infoPath, "-o", jsonPath, "testdata/p4rt_test.p4")
 	run("bash", filepath.Join(repo, "scripts/p4rt-shell.sh"), "--setup-only")
 
-	ns := fmt.Sprintf("tp4rt%d", os.Getpid()%100000)
+	viap4rt.SweepStale()
+	ns := fmt.Sprintf("tp4rtsh%d", os.Getpid())
 	_ = exec.Command("ip", "netns", "del", ns).Run()
 	run("ip", "netns", "add", ns)
 	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
