@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"testing"
 
+	p4configv1 "github.com/p4lang/p4runtime/go/p4/config/v1"
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -454,5 +455,46 @@ func TestArbitrationOverStreams(t *testing.T) {
 	_ = bad.Send(&p4v1.StreamMessageRequest{Update: &p4v1.StreamMessageRequest_Arbitration{Arbitration: &p4v1.MasterArbitrationUpdate{DeviceId: 99, ElectionId: &p4v1.Uint128{Low: 9}}}})
 	if _, err := bad.Recv(); status.Code(err) != codes.NotFound {
 		t.Errorf("arbitration for an unknown device: %v, want NOT_FOUND", err)
+	}
+}
+
+// RECONCILE_AND_COMMIT keeps what the new program can hold and drops the
+// rest: here the new P4Info no longer has src_rewrite.
+func TestReconcileDropsWhatTheNewProgramLacks(t *testing.T) {
+	h := ready(t)
+	id := h.ids()
+	h.mustWrite(
+		insert(entry(id.l2, 0, call(id.forward, b(2)), exact(1, mac2...))),
+		insert(entry(id.srcRewrite, 0, call(id.setSrc, mac2), lpm(1, b(0x0a, 0, 0, 0, 0, 0), 8))),
+		update(p4v1.Update_MODIFY, tableEntity(&p4v1.TableEntry{TableId: id.typeRange, IsDefaultAction: true, Action: call(id.markType, b(7))})),
+	)
+	next := proto.Clone(h.prog.info).(*p4configv1.P4Info)
+	var kept []*p4configv1.Table
+	for _, tb := range next.GetTables() {
+		if tb.GetPreamble().GetId() != id.srcRewrite {
+			kept = append(kept, tb)
+		}
+	}
+	next.Tables = kept
+	cfg := &p4v1.ForwardingPipelineConfig{P4Info: next, P4DeviceConfig: h.prog.json}
+	if err := h.setPipeline(p4v1.SetForwardingPipelineConfigRequest_RECONCILE_AND_COMMIT, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := h.read(tableEntity(&p4v1.TableEntry{TableId: id.l2})); len(got) != 1 {
+		t.Errorf("l2 entry not kept: %v", got)
+	}
+	if _, err := h.read(tableEntity(&p4v1.TableEntry{TableId: id.srcRewrite})); status.Code(err) != codes.Unknown {
+		t.Errorf("reading a table the new P4Info lacks: %v, want a NOT_FOUND detail", err)
+	}
+	def, err := h.read(tableEntity(&p4v1.TableEntry{TableId: id.typeRange, IsDefaultAction: true}))
+	if err != nil || len(def) != 1 || def[0].GetTableEntry().GetAction().GetAction().GetActionId() != id.markType {
+		t.Errorf("client default action not kept: %v %v", def, err)
+	}
+	// The engine has the entry too: a packet to 00:..:02 leaves on port 2.
+	if err := h.target.Send(1, ethFrame(mac2, 64)); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.target.Received(2); len(got) != 1 {
+		t.Errorf("after reconcile, %d frames out of port 2, want 1", len(got))
 	}
 }
