@@ -193,7 +193,7 @@ func (ps *pipelineState) writeTableEntry(typ p4v1.Update_Type, te *p4v1.TableEnt
 			return invalid("table %q: INSERT needs an action", t.name)
 		}
 		if te.GetAction().GetAction() == nil {
-			return errorf(codes.Unimplemented, "table %q: only direct actions are supported (no action profiles)", t.name)
+			return notDirectAction(t)
 		}
 		act, err := ps.schema.parseAction(t, te.GetAction().GetAction(), false)
 		if err != nil {
@@ -241,7 +241,7 @@ func (ps *pipelineState) writeTableEntry(typ p4v1.Update_Type, te *p4v1.TableEnt
 	act := old.action
 	if te.GetAction() != nil {
 		if te.GetAction().GetAction() == nil {
-			return errorf(codes.Unimplemented, "table %q: only direct actions are supported (no action profiles)", t.name)
+			return notDirectAction(t)
 		}
 		if act, err = ps.schema.parseAction(t, te.GetAction().GetAction(), false); err != nil {
 			return err
@@ -297,7 +297,7 @@ func (ps *pipelineState) writeDefaultEntry(typ p4v1.Update_Type, t *tableInfo, t
 		return nil
 	}
 	if te.GetAction().GetAction() == nil {
-		return errorf(codes.Unimplemented, "table %q: only direct actions are supported (no action profiles)", t.name)
+		return notDirectAction(t)
 	}
 	act, err := ps.schema.parseAction(t, te.GetAction().GetAction(), true)
 	if err != nil {
@@ -528,4 +528,11 @@ func (ps *pipelineState) writeRegisterEntry(typ p4v1.Update_Type, r *p4v1.Regist
 		}
 	}
 	return nil
+}
+
+// notDirectAction is the error for a TableAction that is not an Action:
+// the table is direct (indirect tables are refused earlier), so the oneof
+// does not match the table (spec §9.1.2: INVALID_ARGUMENT).
+func notDirectAction(t *tableInfo) error {
+	return invalid("table %q takes a direct action, not an action profile member, group or action set", t.name)
 }
