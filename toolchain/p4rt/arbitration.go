@@ -40,6 +40,11 @@ func (a electionID) proto() *p4v1.Uint128 {
 	return &p4v1.Uint128{High: a.high, Low: a.low}
 }
 
+// maxControllersPerRole bounds the live streams of one (device, role):
+// each holds a 1024-message queue, and the spec lets the server refuse
+// more with RESOURCE_EXHAUSTED (§5.3 rule 1.4).
+const maxControllersPerRole = 64
+
 // controller is one StreamChannel that has sent a valid arbitration.
 type controller struct {
 	role     string
@@ -119,6 +124,9 @@ func (a *arbiter) update(deviceID uint64, c *controller, out *streamOut, m *p4v1
 		}
 	}
 	if c == nil {
+		if len(r.live) >= maxControllersPerRole {
+			return nil, nil, errorf(codes.ResourceExhausted, "role %q already has %d controllers", roleName, maxControllersPerRole)
+		}
 		c = &controller{role: roleName, out: out}
 		r.live[c] = true
 	}

@@ -141,3 +141,15 @@ func TestArbitration(t *testing.T) {
 		t.Fatalf("%d primaries, want 2", got)
 	}
 }
+
+func TestArbitrationStreamLimit(t *testing.T) {
+	a := newArbiter()
+	for i := 0; i < maxControllersPerRole; i++ {
+		if _, _, err := a.update(0, nil, newOut(), arb(0, "", eid(uint64(i+1)))); err != nil {
+			t.Fatalf("controller %d: %v", i, err)
+		}
+	}
+	if _, _, err := a.update(0, nil, newOut(), arb(0, "", eid(1000))); codeOf(err) != codes.ResourceExhausted {
+		t.Fatalf("one controller too many: %v, want RESOURCE_EXHAUSTED", err)
+	}
+}
