@@ -454,6 +454,36 @@ func (c *compiler) parserOp(ps *parser, op jParserOp) (parserOp, error) {
 		hs := c.lay.headers
 		fixedBytes := (ht.fixedBits + 7) / 8
 		maxBytes := ht.maxBytes
+		if !vl && (t.kind == "regular" || t.kind == "header") && ht.plan != nil && c.lay.headers[c.lay.hdrByName[t.name]].union < 0 {
+			// The common case, specialised: a fixed header, not in a
+			// union or stack.
+			hi := c.lay.headers[c.lay.hdrByName[t.name]]
+			h := hi.id
+			plan := ht.plan
+			nwords := ht.nwords
+			tooShort := E(errPacketTooShort)
+			return func(p *Packet) uint64 {
+				cur := p.cur
+				if p.end-cur < fixedBytes {
+					return tooShort
+				}
+				data := p.buf[cur:]
+				if len(data) < fixedBytes+8 {
+					extractInto(p, hi, data, 0)
+				} else {
+					data = data[:fixedBytes+8]
+					words := p.words[hi.wordBase : hi.wordBase+nwords]
+					for _, st := range plan {
+						words[st.slot] = binary.BigEndian.Uint64(data[st.byteOff:]) << (st.shl & 63) >> (st.shr & 63)
+					}
+				}
+				p.valid[h] = true
+				p.hoff[h] = int32(cur)
+				p.dmask[h] = 0
+				p.cur = cur + fixedBytes
+				return 0
+			}, nil
+		}
 		if !vl {
 			return func(p *Packet) uint64 {
 				if p.end-p.cur < fixedBytes {
