@@ -274,6 +274,9 @@ func (st *runState) control(c Command) error {
 			}
 			n.ports = append(n.ports, uint32(p))
 		}
+		// BMv2 keeps a node's ports in a bitmap: replicas go out in
+		// ascending port order.
+		sort.Slice(n.ports, func(i, j int) bool { return n.ports[i] < n.ports[j] })
 		st.nodes = append(st.nodes, n)
 		return nil
 	case "mc_node_associate":
