@@ -252,7 +252,7 @@ func (pl *Pipeline) ProfileGroups(profileID int) (map[uint32][]uint32, error) {
 
 func (ap *actionProfile) referenced(ref IndirectRef) bool {
 	for _, t := range ap.tables {
-		for _, en := range t.state.Load().entries {
+		for _, en := range t.state.Load().ordered() {
 			if en.ref == ref {
 				return true
 			}

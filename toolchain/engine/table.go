@@ -22,6 +22,7 @@ import (
 	"math/big"
 	"sort"
 	"strings"
+	"hash/maphash"
 	"sync/atomic"
 )
 
@@ -48,67 +49,61 @@ type keyField struct {
 }
 
 // tableState is one version of a table's contents. Published states are
-// never modified; writers clone, change and publish.
+// never modified; writers fork, change and publish (shard maps make a fork
+// cheap: see shardMap).
 type tableState struct {
-	entries []*entry          // insertion order
-	byID    map[string]*entry // canonical match (+priority) -> entry
-	exact64 map[uint64]*entry
-	exactB  map[string]*entry
-	lpmLens []int // distinct prefix lengths present, longest first
-	lpmMaps map[int]map[uint64]*entry
+	byID    *shardMap[string] // canonical match (+priority) -> entry
+	exact64 *shardMap[uint64]
+	exactB  *shardMap[string]
+	lpmLens []int               // distinct prefix lengths present, longest first
+	lpmMaps []*shardMap[uint64] // by prefix length
+	lpmOwn  uint64              // lpmMaps slots this version forked (lengths < 64)
 	sorted  []*entry
 	defAct  *action
 	defData *actionData
 }
 
 func (t *table) emptyState() *tableState {
-	st := &tableState{byID: map[string]*entry{}}
+	st := &tableState{byID: &shardMap[string]{}}
 	switch t.kind {
 	case tkExact64:
-		st.exact64 = map[uint64]*entry{}
+		st.exact64 = &shardMap[uint64]{}
 	case tkExactBytes:
-		st.exactB = map[string]*entry{}
+		st.exactB = &shardMap[string]{}
 	case tkLPM64:
-		st.lpmMaps = map[int]map[uint64]*entry{}
+		st.lpmMaps = make([]*shardMap[uint64], len(t.lpmMask))
 	}
 	return st
 }
 
 func (st *tableState) clone() *tableState {
 	n := &tableState{
-		entries: append([]*entry(nil), st.entries...),
-		byID:    make(map[string]*entry, len(st.byID)),
+		byID:    st.byID.fork(),
+		exact64: st.exact64.fork(),
+		exactB:  st.exactB.fork(),
 		lpmLens: append([]int(nil), st.lpmLens...),
 		sorted:  append([]*entry(nil), st.sorted...),
 		defAct:  st.defAct,
 		defData: st.defData,
 	}
-	for k, v := range st.byID {
-		n.byID[k] = v
-	}
-	if st.exact64 != nil {
-		n.exact64 = make(map[uint64]*entry, len(st.exact64))
-		for k, v := range st.exact64 {
-			n.exact64[k] = v
-		}
-	}
-	if st.exactB != nil {
-		n.exactB = make(map[string]*entry, len(st.exactB))
-		for k, v := range st.exactB {
-			n.exactB[k] = v
-		}
-	}
 	if st.lpmMaps != nil {
-		n.lpmMaps = make(map[int]map[uint64]*entry, len(st.lpmMaps))
-		for l, m := range st.lpmMaps {
-			c := make(map[uint64]*entry, len(m))
-			for k, v := range m {
-				c[k] = v
-			}
-			n.lpmMaps[l] = c
-		}
+		n.lpmMaps = append([]*shardMap[uint64](nil), st.lpmMaps...)
 	}
 	return n
+}
+
+// lpmMap returns the map of prefix length l that this version may write.
+func (st *tableState) lpmMap(l int) *shardMap[uint64] {
+	own := l < 64 && st.lpmOwn&(1<<uint(l)) != 0
+	if st.lpmMaps[l] == nil {
+		st.lpmMaps[l] = &shardMap[uint64]{}
+	} else if !own {
+		st.lpmMaps[l] = st.lpmMaps[l].fork()
+	}
+	if l < 64 {
+		st.lpmOwn |= 1 << uint(l)
+	}
+	return st.lpmMaps[l]
 }
 
 type entry struct {
@@ -156,6 +151,7 @@ type table struct {
 	// (copy-on-write), so the packet path reads it with one atomic load
 	// and writes no shared memory.
 	state   atomic.Pointer[tableState]
+	seed    maphash.Seed // shard hashing of string keys
 	lpmMask []uint64 // combined key mask per prefix length (lpm64)
 	seq     uint64   // insertion counter (writers hold pl.mu)
 
@@ -192,6 +188,7 @@ func (c *compiler) compileTable(jt *jTable) (*table, error) {
 		actions:      map[int]*action{},
 		nextByAction: map[int]cfNode{},
 		lpmIdx:       -1,
+		seed:         maphash.MakeSeed(),
 	}
 	t.info = TableInfo{Name: jt.Name, ID: jt.ID, MaxSize: jt.MaxSize, ActionIDs: append([]int(nil), jt.ActionIDs...)}
 	c.where = "table " + jt.Name
@@ -678,10 +675,11 @@ func (t *table) insert(st *tableState, e TableEntry, isConst bool) error {
 	if err != nil {
 		return err
 	}
-	if _, dup := st.byID[id]; dup {
+	ids := shardOfString(t.seed, id)
+	if st.byID.get(ids, id) != nil {
 		return errf(CodeAlreadyExists, "table %s already has this entry", t.info.Name)
 	}
-	if !isConst && t.info.MaxSize > 0 && len(st.entries) >= t.info.MaxSize {
+	if !isConst && t.info.MaxSize > 0 && st.byID.n >= t.info.MaxSize {
 		return errf(CodeResourceExhausted, "table %s is full (%d entries)", t.info.Name, t.info.MaxSize)
 	}
 	var act *action
@@ -714,8 +712,7 @@ func (t *table) insert(st *tableState, e TableEntry, isConst bool) error {
 		}
 	}
 	t.compileEntry(en)
-	st.byID[id] = en
-	st.entries = append(st.entries, en)
+	st.byID.put(ids, id, en)
 	t.index(st, en)
 	return nil
 }
@@ -805,18 +802,16 @@ func (t *table) lpmComboMask(plen int) uint64 {
 func (t *table) index(st *tableState, en *entry) {
 	switch t.kind {
 	case tkExact64:
-		st.exact64[en.k64] = en
+		st.exact64.put(shardOfU64(en.k64), en.k64, en)
 	case tkExactBytes:
-		st.exactB[en.kbytes] = en
+		st.exactB.put(shardOfString(t.seed, en.kbytes), en.kbytes, en)
 	case tkLPM64:
-		mp, ok := st.lpmMaps[en.prefix]
-		if !ok {
-			mp = map[uint64]*entry{}
-			st.lpmMaps[en.prefix] = mp
+		if st.lpmMaps[en.prefix] == nil || st.lpmMaps[en.prefix].n == 0 {
 			st.lpmLens = append(st.lpmLens, en.prefix)
 			sort.Sort(sort.Reverse(sort.IntSlice(st.lpmLens)))
 		}
-		mp[en.k64&t.lpmMask[en.prefix]] = en
+		k := en.k64 & t.lpmMask[en.prefix]
+		st.lpmMap(en.prefix).put(shardOfU64(k), k, en)
 	case tkGeneric:
 		// insert keeping the order: priority (lpm: prefix) descending,
 		// then insertion order
@@ -844,14 +839,15 @@ func (t *table) before(a, b *entry) bool {
 func (t *table) unindex(st *tableState, en *entry) {
 	switch t.kind {
 	case tkExact64:
-		delete(st.exact64, en.k64)
+		st.exact64.del(shardOfU64(en.k64), en.k64)
 	case tkExactBytes:
-		delete(st.exactB, en.kbytes)
+		st.exactB.del(shardOfString(t.seed, en.kbytes), en.kbytes)
 	case tkLPM64:
-		mp := st.lpmMaps[en.prefix]
-		delete(mp, en.k64&t.lpmMask[en.prefix])
-		if len(mp) == 0 {
-			delete(st.lpmMaps, en.prefix)
+		k := en.k64 & t.lpmMask[en.prefix]
+		mp := st.lpmMap(en.prefix)
+		mp.del(shardOfU64(k), k)
+		if mp.n == 0 {
+			st.lpmMaps[en.prefix] = nil
 			for i, l := range st.lpmLens {
 				if l == en.prefix {
 					st.lpmLens = append(st.lpmLens[:i:i], st.lpmLens[i+1:]...)
@@ -874,8 +870,8 @@ func (t *table) find(st *tableState, match []Match, prio int32) (*entry, error) 
 	if err != nil {
 		return nil, err
 	}
-	en, ok := st.byID[id]
-	if !ok {
+	en := st.byID.get(shardOfString(t.seed, id), id)
+	if en == nil {
 		return nil, errf(CodeNotFound, "no such entry in table %s", t.info.Name)
 	}
 	return en, nil
@@ -883,12 +879,7 @@ func (t *table) find(st *tableState, match []Match, prio int32) (*entry, error) 
 
 // replace swaps entry old for nu (same match) in st.
 func (t *table) replace(st *tableState, id string, old, nu *entry) {
-	st.byID[id] = nu
-	for i, x := range st.entries {
-		if x == old {
-			st.entries[i] = nu
-		}
-	}
+	st.byID.put(shardOfString(t.seed, id), id, nu)
 	t.unindex(st, old)
 	t.index(st, nu)
 }
@@ -901,8 +892,8 @@ func (t *table) modify(st *tableState, e TableEntry) error {
 	if err != nil {
 		return err
 	}
-	old, ok := st.byID[id]
-	if !ok {
+	old := st.byID.get(shardOfString(t.seed, id), id)
+	if old == nil {
 		return errf(CodeNotFound, "no such entry in table %s", t.info.Name)
 	}
 	nu := *old
@@ -932,18 +923,13 @@ func (t *table) remove(st *tableState, match []Match, prio int32) error {
 	if err != nil {
 		return err
 	}
-	en, ok := st.byID[id]
-	if !ok {
+	ids := shardOfString(t.seed, id)
+	en := st.byID.get(ids, id)
+	if en == nil {
 		return errf(CodeNotFound, "no such entry in table %s", t.info.Name)
 	}
-	delete(st.byID, id)
+	st.byID.del(ids, id)
 	t.unindex(st, en)
-	for i, x := range st.entries {
-		if x == en {
-			st.entries = append(st.entries[:i:i], st.entries[i+1:]...)
-			break
-		}
-	}
 	return nil
 }
 
@@ -951,11 +937,10 @@ func (t *table) remove(st *tableState, match []Match, prio int32) error {
 // default action.
 func (t *table) cleared(st *tableState) *tableState {
 	n := t.emptyState()
-	for _, en := range st.entries {
+	for _, en := range st.ordered() {
 		if en.isConst {
 			_, id, _ := t.identity(en.match, en.prio)
-			n.byID[id] = en
-			n.entries = append(n.entries, en)
+			n.byID.put(shardOfString(t.seed, id), id, en)
 			t.index(n, en)
 		}
 	}
@@ -996,8 +981,9 @@ func (t *table) export(en *entry) TableEntry {
 }
 
 func (t *table) read(st *tableState) []TableEntry {
-	out := make([]TableEntry, 0, len(st.entries))
-	for _, en := range st.entries {
+	es := st.ordered()
+	out := make([]TableEntry, 0, len(es))
+	for _, en := range es {
 		out = append(out, t.export(en))
 	}
 	return out
@@ -1056,11 +1042,13 @@ func (t *table) lookup(st *tableState, p *Packet) *entry {
 	case tkNoKey:
 		return nil
 	case tkExact64:
-		return st.exact64[t.key64(p)]
+		k := t.key64(p)
+		return st.exact64.shards[shardOfU64(k)][k]
 	case tkLPM64:
 		k := t.key64(p)
 		for _, l := range st.lpmLens {
-			if en := st.lpmMaps[l][k&t.lpmMask[l]]; en != nil {
+			km := k & t.lpmMask[l]
+			if en := st.lpmMaps[l].shards[shardOfU64(km)][km]; en != nil {
 				return en
 			}
 		}
@@ -1084,7 +1072,7 @@ func (t *table) lookup(st *tableState, p *Packet) *entry {
 				}
 			}
 		}
-		return st.exactB[string(p.keyB)]
+		return st.exactB.shards[shardOfBytes(t.seed, p.keyB)][string(p.keyB)]
 	}
 	// generic scan
 	t.buildKey(p)
@@ -1166,4 +1154,12 @@ func bytesMasked(k, smask, v []byte) int {
 		}
 	}
 	return 0
+}
+
+// ordered returns the entries in insertion order.
+func (st *tableState) ordered() []*entry {
+	out := make([]*entry, 0, st.byID.n)
+	st.byID.each(func(e *entry) { out = append(out, e) })
+	sort.Slice(out, func(i, j int) bool { return out[i].seq < out[j].seq })
+	return out
 }
