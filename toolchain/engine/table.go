@@ -19,10 +19,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"hash/maphash"
 	"math/big"
 	"sort"
 	"strings"
-	"hash/maphash"
 	"sync/atomic"
 )
 
@@ -152,8 +152,8 @@ type table struct {
 	// and writes no shared memory.
 	state   atomic.Pointer[tableState]
 	seed    maphash.Seed // shard hashing of string keys
-	lpmMask []uint64 // combined key mask per prefix length (lpm64)
-	seq     uint64   // insertion counter (writers hold pl.mu)
+	lpmMask []uint64     // combined key mask per prefix length (lpm64)
+	seq     uint64       // insertion counter (writers hold pl.mu)
 
 	progDefAct    *action
 	progDefData   *actionData
