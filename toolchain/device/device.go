@@ -119,6 +119,7 @@ type inputPort struct {
 	rxTruncated atomic.Uint64
 	ringDrops   atomic.Uint64
 	statMu      sync.Mutex
+	clock       arrivalClock // receive timestamps → device clock
 }
 
 // queued is a job waiting in a queue, with what egress will need to know.
@@ -355,7 +356,8 @@ func (d *Device) InjectPacketOut(frame []byte) error {
 	d.cpuIn.rxPackets.Add(1)
 	d.cpuIn.rxBytes.Add(uint64(len(frame)))
 	w := d.injW
-	w.ingress(frame, d.cpuIn.num)
+	// A packet-out arrives now (as BMv2 stamps it when it takes it in).
+	w.ingress(frame, d.cpuIn.num, d.nowNs())
 	w.flush()
 	return nil
 }
@@ -429,6 +431,7 @@ func (d *Device) receiveLoop(ctx context.Context, in *inputPort) error {
 	spins := 0
 	for ctx.Err() == nil {
 		d.pipeMu.RLock()
+		in.clock.beginBatch(d)
 		n := 0
 		for n < rxBatch {
 			f, ok := in.sock.next()

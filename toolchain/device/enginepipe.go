@@ -44,7 +44,7 @@ func (e *EnginePipeline) appendJobs(dst []Job, src []engine.Job) []Job {
 }
 
 // Ingress implements Pipeline.
-func (e *EnginePipeline) Ingress(frame []byte, port uint16, jobs []Job) []Job {
+func (e *EnginePipeline) Ingress(frame []byte, port uint16, arrivalNs int64, jobs []Job) []Job {
 	s := e.jobs()
 	ej := e.pl.Ingress(frame, uint32(port), (*s)[:0])
 	jobs = e.appendJobs(jobs, ej)

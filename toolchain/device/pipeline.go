@@ -38,7 +38,11 @@ type QueueMeta struct {
 type Pipeline interface {
 	// Ingress runs frame, received on port, through ingress and appends the
 	// resulting jobs (none: dropped). frame is copied; the caller reuses it.
-	Ingress(frame []byte, port uint16, jobs []Job) []Job
+	// arrivalNs is when the frame arrived, in the device clock (NowNs):
+	// the kernel's receive time for frames from an interface, the current
+	// time for packet-outs. Meters and ingress_global_timestamp use it, so
+	// a batch processed late is judged by when its frames arrived.
+	Ingress(frame []byte, port uint16, arrivalNs int64, jobs []Job) []Job
 	// Egress runs a dequeued job through egress and the deparser. frame is
 	// the bytes to transmit (nil: nothing leaves, and the pipeline has
 	// already released the packet); it stays valid until Release(job.Pkt).

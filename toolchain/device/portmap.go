@@ -52,7 +52,7 @@ func (m *PortMap) get() *portMapPacket {
 }
 
 // Ingress implements Pipeline.
-func (m *PortMap) Ingress(frame []byte, port uint16, jobs []Job) []Job {
+func (m *PortMap) Ingress(frame []byte, port uint16, arrivalNs int64, jobs []Job) []Job {
 	outs := m.Out[port&511]
 	if len(frame) > MaxFrame {
 		return jobs

@@ -28,12 +28,14 @@ func (d *Device) newWorker() *worker {
 }
 
 // receive takes one frame from a port's ring into the pipeline.
-// Caller holds d.pipeMu for reading.
+// Caller holds d.pipeMu for reading and is the port's receive goroutine
+// (it owns in.clock).
 func (w *worker) receive(in *inputPort, f rxFrame) {
 	d := w.d
 	if f.outgoing {
 		return
 	}
+	arrival := in.clock.arrival(d, f.tsNs)
 	in.rxPackets.Add(1)
 	in.rxBytes.Add(uint64(f.wireLen))
 	if f.wireLen > len(f.data) {
@@ -43,20 +45,24 @@ func (w *worker) receive(in *inputPort, f rxFrame) {
 		return
 	}
 	if in.pcap != nil {
-		in.pcap.write(time.Now(), f.data)
+		ts := f.tsNs
+		if ts <= 0 {
+			ts = time.Now().UnixNano()
+		}
+		in.pcap.write(time.Unix(0, ts), f.data)
 	}
 	if d.pipe == nil {
 		d.dropNoPipeline.Add(1)
 		return
 	}
-	w.ingress(f.data, in.num)
+	w.ingress(f.data, in.num, arrival)
 }
 
-// ingress runs a frame through the current pipeline and queues its jobs.
-// Caller holds d.pipeMu for reading.
-func (w *worker) ingress(frame []byte, port uint16) {
+// ingress runs a frame that arrived at arrivalNs (device clock) through the
+// current pipeline and queues its jobs. Caller holds d.pipeMu for reading.
+func (w *worker) ingress(frame []byte, port uint16, arrivalNs int64) {
 	pipe := w.d.pipe
-	w.jobs = pipe.Ingress(frame, port, w.jobs[:0])
+	w.jobs = pipe.Ingress(frame, port, arrivalNs, w.jobs[:0])
 	if len(w.jobs) == 0 {
 		w.d.dropIngress.Add(1)
 		return
