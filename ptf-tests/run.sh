@@ -32,11 +32,7 @@ mkdir -p "$LOGDIR"
 switch_pid=""
 
 cleanup() {
-    if [[ -n "$switch_pid" ]] && kill -0 "$switch_pid" 2>/dev/null; then
-        kill "$switch_pid" 2>/dev/null
-        wait "$switch_pid" 2>/dev/null
-    fi
-    switch_pid=""
+    cleanup_switch
     for p in "${PORTS[@]}"; do
         ip link del "tptf${p}s" 2>/dev/null
     done
@@ -61,7 +57,7 @@ make_veths() {
 wait_for_port() {
     local port=$1 deadline=$((SECONDS + 30))
     while ((SECONDS < deadline)); do
-        if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+        if port_in_use "$port"; then
             return 0
         fi
         if ! kill -0 "$switch_pid" 2>/dev/null; then
@@ -106,6 +102,12 @@ run_suite() {
     expected=$("$PTF" --test-dir ptf-tests/tests --pypath ptf-tests/lib --list-test-names \
         "${selection[@]}" 2>/dev/null | grep -cE '^[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z0-9_]+$')
 
+    if port_in_use "$grpc_port"; then
+        echo "ptf[$label]: 127.0.0.1:$grpc_port is already taken by another process;" \
+             "counting its $expected tests as failed"
+        total_failed=$((total_failed + expected))
+        return
+    fi
     "${switch_cmd[@]}" >"$switch_log" 2>&1 &
     switch_pid=$!
     if ! wait_for_port "$grpc_port"; then
@@ -142,12 +144,26 @@ run_suite() {
     fi
 }
 
+# Stops the switch we started: SIGTERM, then SIGKILL if it has not gone within 10 s (a
+# switch that hangs must not keep the gRPC port from the next run).
 cleanup_switch() {
     if [[ -n "$switch_pid" ]]; then
         kill "$switch_pid" 2>/dev/null
+        local deadline=$((SECONDS + 10))
+        while kill -0 "$switch_pid" 2>/dev/null && ((SECONDS < deadline)); do
+            sleep 0.1
+        done
+        if kill -0 "$switch_pid" 2>/dev/null; then
+            echo "switch $switch_pid ignored SIGTERM for 10 s; killing it" >&2
+            kill -9 "$switch_pid" 2>/dev/null
+        fi
         wait "$switch_pid" 2>/dev/null
         switch_pid=""
     fi
+}
+
+port_in_use() {
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
 }
 
 main() {
