@@ -99,7 +99,8 @@ run_suite() {
     # shellcheck disable=SC2206
     local selection=(${PTF_TESTS:-})
     local expected
-    expected=$("$PTF" --test-dir ptf-tests/tests --pypath ptf-tests/lib --list-test-names \
+    expected=$("$PTF" --test-dir ptf-tests/tests --pypath ptf-tests/lib --log-file "$LOGDIR/ptf-list.log" \
+        --list-test-names \
         "${selection[@]}" 2>/dev/null | grep -cE '^[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z0-9_]+$')
 
     if port_in_use "$grpc_port"; then
