@@ -10,9 +10,9 @@ control TerrapinEgress(inout headers_t hdr,
 
     // Cell port * QUEUES_PER_PORT + priority: packets and bytes that left by that queue.
     counter(QUEUE_CELLS, CounterType.packets_and_bytes) queue_traffic;
-    // Same cells: the deepest the queue was (packets, enq_qdepth) when a packet joined it,
-    // and the longest a packet waited in it (microseconds, deq_timedelta). Seed 000 §4.3.2
-    // checks the top queue's depth against the sum of admitted bursts.
+    // Same cells: the deepest backlog a packet of the queue found on its port (packets,
+    // enq_qdepth, which v1model/BMv2 count over all the port's queues) and the longest a
+    // packet waited in the queue (microseconds, deq_timedelta).
     register<bit<32>>(QUEUE_CELLS) max_queue_depth;
     register<bit<32>>(QUEUE_CELLS) max_queue_delay;
 

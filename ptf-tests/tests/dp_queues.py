@@ -84,20 +84,24 @@ class MaxQueueDelay(QueueTest):
 
 
 class MaxQueueDepth(QueueTest):
-    """max_queue_depth holds the deepest backlog per (port, queue): enq_qdepth counts the
-    frames already waiting in the packet's own queue (p4lang BMv2 simple_switch:
-    egress_buffers.size(port, priority)), so the admitted channel's queue never holds more
-    than its own burst however long the best-effort queue grows (seed 000 §4.3.2)."""
+    """max_queue_depth holds, per (port, queue), the deepest backlog a packet of that queue
+    found on its port. enq_qdepth counts every frame waiting on the egress port, all priorities
+    (p4lang BMv2 simple_switch sets it from egress_buffers.size(port), the sum over the port's
+    priority queues), so the admitted frames, which arrive behind the best-effort burst, see
+    that burst; the per-queue backlog itself is in terrapin-switch's metrics."""
 
     def runTest(self) -> None:
         out = self.rate_limited_port
         self.assertEqual(len(self.overload()), LOW_FRAMES + HIGH_FRAMES)
         low_depth = self.sw.register("max_queue_depth", self.queue_cell(out, C["PRIORITY_BEST_EFFORT"]))
         high_depth = self.sw.register("max_queue_depth", self.queue_cell(out, HIGH_PRIORITY))
-        self.record_figure(f"port {out}: max depth queue 0 {low_depth}, queue {HIGH_PRIORITY} {high_depth} "
-                           f"(frames offered: {LOW_FRAMES} and {HIGH_FRAMES})")
+        self.record_figure(f"port {out}: max depth seen by queue 0 {low_depth}, by queue {HIGH_PRIORITY} "
+                           f"{high_depth} (frames offered: {LOW_FRAMES} then {HIGH_FRAMES})")
+        # The last best-effort frame found most of the burst ahead of it, never all of it.
         self.assertGreaterEqual(low_depth, LOW_FRAMES // 2)
         self.assertLess(low_depth, LOW_FRAMES)
-        self.assertLess(high_depth, HIGH_FRAMES)
+        # The admitted frames came after the whole best-effort burst, most of it still waiting.
+        self.assertGreaterEqual(high_depth, LOW_FRAMES // 2)
+        self.assertLess(high_depth, LOW_FRAMES + HIGH_FRAMES)
         for cell in (self.queue_cell(3, 0), self.queue_cell(out, 3)):
             self.assertEqual(self.sw.register("max_queue_depth", cell), 0)
