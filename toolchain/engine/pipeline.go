@@ -86,12 +86,22 @@ type Pipeline struct {
 	// nobody reads are not produced (a clock read costs ~50 ns here).
 	readWords    map[int]bool
 	hdrPack      []*packPlan // per header instance: deparse plan, nil if not packable
+	emitOrder    []emitInfo  // deparser order, packet headers only, with their sizes
 	useIngressTS bool
 	useEgressTS  bool
 	// egressInfo: the program reads some of the metadata egress provides
 	// (egress_port, packet_length, queueing metadata); else it is not
 	// written, which saves a store per field per packet.
 	egressInfo bool
+}
+
+// emitInfo is one packet header of the deparser's order, as the in-place
+// deparser needs it.
+type emitInfo struct {
+	hdr    int
+	bytes  int32 // fixed size
+	varbit bool
+	many   bool // more than 64 fields: dirty masks cannot name them all
 }
 
 type learnList struct {
@@ -358,6 +368,14 @@ func Load(jsonText []byte, opts Options) (pl *Pipeline, err error) {
 	}
 	for _, calc := range pl.calcByName {
 		calc.prepareFast(lay)
+	}
+	for _, h := range pl.deparseOrder {
+		hi := lay.headers[h]
+		if hi.metadata {
+			continue
+		}
+		pl.emitOrder = append(pl.emitOrder, emitInfo{hdr: h, bytes: int32((hi.typ.fixedBits + 7) / 8),
+			varbit: hi.typ.vlField >= 0, many: len(hi.typ.fields) > 64})
 	}
 	// Digests and field lists copy fields out; count those as reads.
 	for _, l := range pl.learnLists {

@@ -374,41 +374,44 @@ func (pl *Pipeline) deparse(p *Packet) {
 // sits where the parser found it, back to back up to the payload: only the
 // fields changed since (Packet.dmask) are written back into the buffer.
 func (pl *Pipeline) deparseInPlace(p *Packet) bool {
-	hs := pl.lay.headers
 	if p.payload < p.start || p.payload > p.end {
 		return false
 	}
-	pos := p.payload
-	order := pl.deparseOrder
+	pos := int32(p.payload)
+	order := pl.emitOrder
+	valid, hoff := p.valid, p.hoff
 	for i := len(order) - 1; i >= 0; i-- {
-		h := order[i]
-		if !p.valid[h] || hs[h].metadata {
+		e := &order[i]
+		if !valid[e.hdr] {
 			continue
 		}
-		pos -= (hs[h].typ.fixedBits + 7) / 8
-		if int(p.hoff[h]) != pos || hs[h].typ.vlField >= 0 {
+		pos -= e.bytes
+		if hoff[e.hdr] != pos || e.varbit {
 			return false
 		}
 	}
-	if pos < p.start {
+	if int(pos) < p.start {
 		return false
 	}
-	for _, h := range order {
-		m := p.dmask[h]
-		if m == 0 || !p.valid[h] || hs[h].metadata {
+	hs := pl.lay.headers
+	for i := range order {
+		e := &order[i]
+		m := p.dmask[e.hdr]
+		if m == 0 || !valid[e.hdr] {
 			continue
 		}
-		hi := hs[h]
-		base := int(p.hoff[h]) * 8
-		if m == ^uint64(0) && len(hi.typ.fields) <= 64 || len(hi.typ.fields) > 64 {
-			if pp := pl.hdrPack[h]; pp != nil {
-				pp.write(p.words, p.buf[p.hoff[h]:])
+		hi := hs[e.hdr]
+		off := hoff[e.hdr]
+		if m == ^uint64(0) || e.many {
+			if pp := pl.hdrPack[e.hdr]; pp != nil {
+				pp.write(p.words, p.buf[off:])
 			} else {
-				bw := bitWriter{b: p.buf[p.hoff[h] : int(p.hoff[h])+(hi.typ.fixedBits+7)/8]}
+				bw := bitWriter{b: p.buf[off : off+e.bytes]}
 				emitHeader(p, hi, &bw)
 			}
 			continue
 		}
+		base := int(off) * 8
 		for ; m != 0; m &= m - 1 {
 			fd := &hi.typ.fields[bits.TrailingZeros64(m)]
 			if fd.width == 0 {
@@ -421,7 +424,7 @@ func (pl *Pipeline) deparseInPlace(p *Packet) bool {
 			}
 		}
 	}
-	p.start = pos
+	p.start = int(pos)
 	return true
 }
 
