@@ -6,8 +6,11 @@
 #
 #   make bench-switch            (or: bash toolchain/bench/bench-switch.sh)
 #   SIZES=64 TRIAL=1s bash toolchain/bench/bench-switch.sh
+#   DUTS="reflector switch-lpm" SIZES=64 bash toolchain/bench/bench-switch.sh
 #
-# Needs root. Builds its own namespaces and veths (tdevb*), removed on exit.
+# DUTS picks the rows (wire reflector device-noP4 switch-lpm; default all).
+# Needs root. Builds its own namespaces and veths (tdevb*), removed on exit,
+# on Ctrl-C and on failure.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -15,6 +18,8 @@ BIN=${BIN:-$ROOT/build/bin}
 SIZES=${SIZES:-64,512,1500}
 TRIAL=${TRIAL:-1s}
 STEPS=${STEPS:-7}
+DUTS=${DUTS:-wire reflector device-noP4 switch-lpm}
+SWITCH_ARGS=${SWITCH_ARGS:-}   # extra terrapin-switch options (tuning experiments)
 P4C=${P4C:-$BIN/terrapin-p4c}
 OUT=${OUT:-$ROOT/build/bench}
 mkdir -p "$OUT"
@@ -26,10 +31,18 @@ NS_SW=tdevbsw NS_GEN=tdevbgen
 PIDS=()
 cleanup() {
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  PIDS=()
+  # Deleting the namespaces removes their veths; a process still inside
+  # (killed above) no longer holds them.
+  ip netns pids $NS_SW 2>/dev/null | xargs -r kill 2>/dev/null || true
+  ip netns pids $NS_GEN 2>/dev/null | xargs -r kill 2>/dev/null || true
   ip netns del $NS_SW 2>/dev/null || true
   ip netns del $NS_GEN 2>/dev/null || true
 }
 trap cleanup EXIT
+# Ctrl-C or a kill: clean up, then exit with the signal's status.
+trap 'echo "bench-switch: interrupted" >&2; exit 130' INT
+trap 'exit 143' TERM
 cleanup
 ip netns add $NS_SW
 ip netns add $NS_GEN
@@ -51,36 +64,45 @@ start_dut() { # command...
   ip netns exec $NS_SW "$@" >"$OUT/dut.log" 2>&1 &
   PIDS+=($!)
   sleep 1
-  kill -0 "${PIDS[-1]}" || { echo "DUT failed to start:"; cat "$OUT/dut.log"; exit 1; }
+  kill -0 "${PIDS[-1]}" 2>/dev/null || { echo "DUT failed to start:"; cat "$OUT/dut.log"; return 1; }
 }
 stop_dut() {
   local p=${PIDS[-1]}; kill -INT "$p"; wait "$p" || true; unset 'PIDS[-1]'
 }
+want() { [[ " $DUTS " == *" $1 "* ]]; }
 
 : >"$OUT/results.txt"
 echo "# machine: $(nproc) cores, $(uname -r); trial $TRIAL; sizes include FCS (veth frames are 4 bytes shorter)"
 echo "# latency columns: p50/p99 one-way, generator send call to sink ring timestamp"
-bench wire wa wb
+echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+if want wire; then bench wire wa wb; fi
 
-start_dut "$TG" reflect --in sw1 --out sw2
-bench reflector gen1 gen2
-stop_dut
+if want reflector; then
+  start_dut "$TG" reflect --in sw1 --out sw2
+  bench reflector gen1 gen2
+  stop_dut
+fi
 
-start_dut "$TG" forward --in sw1 --out sw2
-bench device-noP4 gen1 gen2
-stop_dut
+if want device-noP4; then
+  start_dut "$TG" forward --in sw1 --out sw2
+  bench device-noP4 gen1 gen2
+  stop_dut
+fi
 
 # terrapin-switch with the IPv4 LPM program (const entries, so no controller
 # is needed), compiled by terrapin-p4c.
-JSON="$OUT/ipv4_lpm.json"
-if "$P4C" --target bmv2 --arch v1model -o "$JSON" toolchain/bench/ipv4_lpm.p4 >"$OUT/p4c.log" 2>&1; then
-  if start_dut "$BIN/terrapin-switch" "$JSON" -i 1@sw1 -i 2@sw2 --grpc-server-addr 127.0.0.1:19501; then
-    bench switch-lpm gen1 gen2
-    stop_dut
+if want switch-lpm; then
+  JSON="$OUT/ipv4_lpm.json"
+  if "$P4C" --target bmv2 --arch v1model -o "$JSON" toolchain/bench/ipv4_lpm.p4 >"$OUT/p4c.log" 2>&1; then
+    if start_dut "$BIN/terrapin-switch" "$JSON" -i 1@sw1 -i 2@sw2 --grpc-server-addr 127.0.0.1:19501 $SWITCH_ARGS; then
+      bench switch-lpm gen1 gen2
+      stop_dut
+    fi
+  else
+    echo "switch-lpm: not measured: terrapin-p4c could not compile toolchain/bench/ipv4_lpm.p4 (see $OUT/p4c.log)"
   fi
-else
-  echo "switch-lpm: not measured: terrapin-p4c could not compile toolchain/bench/ipv4_lpm.p4 (see $OUT/p4c.log)"
 fi
+echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 echo "# ratio to the reflector (zero-loss pps, saturation pps):"
 awk '
