@@ -62,6 +62,12 @@ type afPacketSocket struct {
 	wake int
 	pfd  [2]unix.PollFd
 
+	// tx is the transmit ring; nil: sendmmsg batches.
+	tx *txRing
+	// maxTx is the longest frame the interface carries (MTU + Ethernet
+	// header + one VLAN tag).
+	maxTx int
+
 	// sendmmsg batch, preallocated so the send path does not allocate.
 	msgs []unix.Mmsghdr
 	iovs []unix.Iovec
@@ -78,6 +84,31 @@ type socketConfig struct {
 	// IgnoreOutgoing is false only for the bench reflector on a shared
 	// interface; the switch never wants to see its own transmissions.
 	IgnoreOutgoing bool
+	// Tx selects how frames are sent (default TxRing).
+	Tx TxMode
+}
+
+// TxMode selects the transmit path.
+type TxMode int
+
+const (
+	// TxRing copies each batch into a PACKET_TX_RING and sends it with one
+	// send(2) (falls back to TxSendmmsg where the kernel refuses the ring).
+	TxRing TxMode = iota
+	// TxSendmmsg sends each batch with one sendmmsg(2) from the frames'
+	// own buffers.
+	TxSendmmsg
+)
+
+// ParseTxMode parses "ring" or "sendmmsg".
+func ParseTxMode(s string) (TxMode, error) {
+	switch s {
+	case "ring", "":
+		return TxRing, nil
+	case "sendmmsg", "mmsg":
+		return TxSendmmsg, nil
+	}
+	return 0, fmt.Errorf("transmit mode %q: want ring or sendmmsg", s)
 }
 
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
@@ -128,6 +159,16 @@ func openAFPacket(iface string, cfg socketConfig) (*afPacketSocket, error) {
 	}
 	s.pfd[0] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
 	s.pfd[1] = unix.PollFd{Fd: int32(s.wake), Events: unix.POLLIN}
+	s.maxTx = cfg.MaxFrame
+	if s.maxTx <= 0 || s.maxTx > MaxFrame {
+		s.maxTx = MaxFrame
+	}
+	if cfg.Tx == TxRing {
+		// Best effort: without the ring, sendmmsg does the same job slower.
+		if tx, err := openTxRing(ifi.Index, s.maxTx); err == nil {
+			s.tx = tx
+		}
+	}
 	batch := cfg.TxBatch
 	if batch <= 0 {
 		batch = 64
@@ -366,9 +407,14 @@ func (s *afPacketSocket) wakeUp() {
 	_, _ = unix.Write(s.wake, one[:])
 }
 
-// send transmits frames in one sendmmsg call (or a few, if the kernel
-// accepts only part of the batch). It returns how many were sent.
+// send transmits frames with the TX ring, or in one sendmmsg call (or a
+// few, if the kernel accepts only part of the batch). It returns how many
+// were sent, a prefix of frames. Every frame must be 14..maxTx bytes
+// (sendable reports it).
 func (s *afPacketSocket) send(frames [][]byte) (int, error) {
+	if s.tx != nil {
+		return s.tx.send(frames)
+	}
 	sent := 0
 	for sent < len(frames) {
 		n := len(frames) - sent
@@ -395,7 +441,15 @@ func (s *afPacketSocket) send(frames [][]byte) (int, error) {
 	return sent, nil
 }
 
+// sendable reports whether the interface can carry an n-byte frame: at
+// least an Ethernet header, at most the MTU plus header and one VLAN tag.
+func (s *afPacketSocket) sendable(n int) bool { return n >= 14 && n <= s.maxTx }
+
 func (s *afPacketSocket) close() {
+	if s.tx != nil {
+		s.tx.close()
+		s.tx = nil
+	}
 	if s.ring != nil {
 		_ = unix.Munmap(s.ring)
 		s.ring = nil

@@ -41,6 +41,7 @@ type Config struct {
 	PcapDir        string
 	Ring           RingVersion // default RingV2
 	RingBytes      int         // per-port receive ring; default 4 MiB
+	Tx             TxMode      // transmit path; default TxRing
 	// SpinPolls is how many empty ring checks a receive loop makes (with a
 	// scheduler yield between) before it blocks in poll(2). Spinning trades
 	// CPU for latency; on 2 cores the generator needs that CPU, so the
@@ -213,7 +214,7 @@ func New(cfg Config) (*Device, error) {
 		}
 		sock, err := openAFPacket(pc.Iface, socketConfig{
 			Version: cfg.Ring, RingBytes: cfg.RingBytes, MaxFrame: mtu + 18,
-			TxBatch: txBatch, IgnoreOutgoing: true,
+			TxBatch: txBatch, IgnoreOutgoing: true, Tx: cfg.Tx,
 		})
 		if err != nil {
 			return nil, err
@@ -432,6 +433,7 @@ func (d *Device) receiveLoop(ctx context.Context, in *inputPort) error {
 	for ctx.Err() == nil {
 		d.pipeMu.RLock()
 		in.clock.beginBatch(d)
+		w.now = in.clock.now
 		n := 0
 		for n < rxBatch {
 			f, ok := in.sock.next()
@@ -442,6 +444,7 @@ func (d *Device) receiveLoop(ctx context.Context, in *inputPort) error {
 			in.sock.release()
 			n++
 		}
+		w.commitRx(in)
 		w.flush()
 		d.pipeMu.RUnlock()
 		if n > 0 {
@@ -607,10 +610,12 @@ func (d *Device) transmit(eg *egressPort) {
 	} else {
 		sent, _ := eg.sock.send(frames)
 		var bytes uint64
-		now := time.Now()
-		for i, f := range frames {
-			if i < sent {
-				bytes += uint64(len(f))
+		for _, f := range frames[:sent] {
+			bytes += uint64(len(f))
+		}
+		if eg.pcap != nil {
+			now := time.Now()
+			for _, f := range frames[:sent] {
 				eg.pcap.write(now, f)
 			}
 		}

@@ -20,9 +20,9 @@ import (
 
 // The tests build their own network namespace with veth pairs: the switch
 // side of each pair is a device port, the host side is driven by the test
-// through a plain AF_PACKET socket. Everything is named tdev<pid>… and
-// removed on cleanup, also when a test fails; TestMain sweeps leftovers of
-// test processes that died.
+// through a plain AF_PACKET socket. Everything is named tdev<pid>… (the
+// arrival-time tests: tperf<pid>…) and removed on cleanup, also when a test
+// fails; TestMain sweeps leftovers of test processes that died.
 
 var nsCounter atomic.Int32
 
@@ -38,10 +38,18 @@ func sweepStaleNamespaces() {
 	}
 	for _, line := range strings.Split(string(out), "\n") {
 		f := strings.Fields(line)
-		if len(f) == 0 || !strings.HasPrefix(f[0], "tdev") {
+		if len(f) == 0 {
 			continue
 		}
-		rest := strings.TrimPrefix(f[0], "tdev")
+		var rest string
+		switch {
+		case strings.HasPrefix(f[0], "tdev"):
+			rest = strings.TrimPrefix(f[0], "tdev")
+		case strings.HasPrefix(f[0], "tperf"):
+			rest = strings.TrimPrefix(f[0], "tperf")
+		default:
+			continue
+		}
 		pidStr, _, ok := strings.Cut(rest, "x")
 		if !ok {
 			continue
@@ -83,8 +91,14 @@ func run(t testing.TB, args ...string) {
 
 // newTestNet creates the namespace and n veth pairs with the given MTU.
 func newTestNet(t testing.TB, n, mtu int) *testNet {
+	return newTestNetPrefix(t, "tdev", n, mtu)
+}
+
+// newTestNetPrefix is newTestNet with the namespace named prefix<pid>x<n>
+// (prefix "tdev" or "tperf"; TestMain sweeps both).
+func newTestNetPrefix(t testing.TB, prefix string, n, mtu int) *testNet {
 	requireRoot(t)
-	name := fmt.Sprintf("tdev%dx%d", os.Getpid()%100000, nsCounter.Add(1))
+	name := fmt.Sprintf("%s%dx%d", prefix, os.Getpid()%100000, nsCounter.Add(1))
 	run(t, "ip", "netns", "add", name)
 	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
 	// No IPv6 autoconfiguration chatter on the test links.

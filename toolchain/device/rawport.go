@@ -13,6 +13,8 @@ type RawPortConfig struct {
 	// SeeOwn keeps frames this socket sends visible to its ring (false for
 	// every real use).
 	SeeOwn bool
+	// Tx is the transmit path (default TxRing, as the switch's).
+	Tx TxMode
 }
 
 // OpenRawPort opens iface (in the caller's network namespace).
@@ -24,7 +26,7 @@ func OpenRawPort(iface string, cfg RawPortConfig) (*RawPort, error) {
 	if mtu > 9000 {
 		mtu = 9000
 	}
-	s, err := openAFPacket(iface, socketConfig{Version: cfg.Ring, RingBytes: cfg.RingBytes, MaxFrame: mtu + 18, TxBatch: 64, IgnoreOutgoing: !cfg.SeeOwn})
+	s, err := openAFPacket(iface, socketConfig{Version: cfg.Ring, RingBytes: cfg.RingBytes, MaxFrame: mtu + 18, TxBatch: 64, IgnoreOutgoing: !cfg.SeeOwn, Tx: cfg.Tx})
 	if err != nil {
 		return nil, err
 	}
@@ -41,9 +43,16 @@ func (p *RawPort) Next() (frame []byte, tsNs int64, ok bool) {
 // Release returns the frame from Next to the kernel.
 func (p *RawPort) Release() { p.s.release() }
 
-// Send transmits frames with one sendmmsg per batch; it returns how many
-// the kernel took.
+// Send transmits frames (one system call per batch); it returns how many
+// the kernel took, a prefix of frames. Frames the interface cannot carry
+// (see Sendable) must be left out.
 func (p *RawPort) Send(frames [][]byte) (int, error) { return p.s.send(frames) }
+
+// Sendable reports whether the interface carries an n-byte frame.
+func (p *RawPort) Sendable(n int) bool { return p.s.sendable(n) }
+
+// TxRing reports whether sends go through a PACKET_TX_RING.
+func (p *RawPort) TxRing() bool { return p.s.tx != nil }
 
 // Wait blocks until a frame is ready or timeoutMs passes; it returns false
 // when woken by Close.

@@ -14,6 +14,12 @@ type worker struct {
 	// since they may be for that same port.
 	deferred     []Job
 	deferredPipe []Pipeline
+	// now is the device clock read for the batch being processed (0: none;
+	// read the clock). Packets queued on unpaced ports are stamped with it
+	// instead of a clock read each: they leave within the same batch.
+	now int64
+	// receive counters of the batch, added to the port's once per batch
+	rxPackets, rxBytes uint64
 }
 
 func (d *Device) newWorker() *worker {
@@ -36,8 +42,8 @@ func (w *worker) receive(in *inputPort, f rxFrame) {
 		return
 	}
 	arrival := in.clock.arrival(d, f.tsNs)
-	in.rxPackets.Add(1)
-	in.rxBytes.Add(uint64(f.wireLen))
+	w.rxPackets++
+	w.rxBytes += uint64(f.wireLen)
 	if f.wireLen > len(f.data) {
 		// Longer than the ring slot (MTU raised after start): forwarding a
 		// cut frame would corrupt it.
@@ -56,6 +62,15 @@ func (w *worker) receive(in *inputPort, f rxFrame) {
 		return
 	}
 	w.ingress(f.data, in.num, arrival)
+}
+
+// commitRx adds the batch's receive counters to the port's.
+func (w *worker) commitRx(in *inputPort) {
+	if w.rxPackets != 0 {
+		in.rxPackets.Add(w.rxPackets)
+		in.rxBytes.Add(w.rxBytes)
+		w.rxPackets, w.rxBytes = 0, 0
+	}
 }
 
 // ingress runs a frame that arrived at arrivalNs (device clock) through the
@@ -96,7 +111,13 @@ func (w *worker) enqueue(job Job, pipe Pipeline) {
 		pipe.Release(job.Pkt)
 		return
 	}
-	q.push(queued{job: job, pipe: pipe, enqNs: d.nowNs(), enqDepth: uint32(eg.depth)})
+	enqNs := w.now
+	if enqNs == 0 || eg.rateBps > 0 {
+		// A paced port's queueing delay is what its metadata reports;
+		// stamp it exactly.
+		enqNs = d.nowNs()
+	}
+	q.push(queued{job: job, pipe: pipe, enqNs: enqNs, enqDepth: uint32(eg.depth)})
 	eg.depth++
 	q.enq.Add(1)
 	q.depth.Store(int64(q.n))
@@ -147,6 +168,9 @@ func (w *worker) drain(eg *egressPort) {
 	eg.mu.Lock()
 	for eg.depth > 0 {
 		now := w.d.nowNs()
+		if w.now != 0 {
+			w.now = now // jobs made by egress are queued at this time
+		}
 		for len(eg.outv) < txBatch && eg.depth > 0 {
 			w.egress(eg, eg.dequeue(), now)
 		}
@@ -183,6 +207,13 @@ func (w *worker) egress(eg *egressPort, e queued, now int64) int {
 		// Truncated to nothing: there is no frame to put on a wire.
 		e.pipe.Release(e.job.Pkt)
 		d.dropEgress.Add(1)
+		return 0
+	}
+	if eg.sock != nil && !eg.sock.sendable(len(frame)) {
+		// Longer than the port's MTU (headers pushed), or shorter than an
+		// Ethernet header: the kernel would refuse it.
+		e.pipe.Release(e.job.Pkt)
+		eg.txErrors.Add(1)
 		return 0
 	}
 	eg.outv = append(eg.outv, frame)

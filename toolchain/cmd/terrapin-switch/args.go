@@ -30,6 +30,7 @@ type options struct {
 	rates         map[uint16]uint64
 	ring          device.RingVersion
 	spinPolls     int
+	tx            device.TxMode
 	help          bool
 	version       bool
 	ignored       []string
@@ -82,6 +83,8 @@ Terrapin options:
   --rx-ring v2|v3              PACKET_MMAP receive ring version (default v2: see
                                docs/switch.md)
   --spin N                     empty ring polls before sleeping (default 0)
+  --tx ring|sendmmsg           transmit path (default ring: PACKET_TX_RING, one
+                               send per batch; see docs/switch.md)
 
 Accepted and ignored for compatibility: --nanolog, --notifications-addr,
 --log-flush, --debugger, --dump-packet-data, --max-port-count, --packet-in,
@@ -209,6 +212,11 @@ func parseArgs(args []string) (*options, error) {
 				default:
 					err = fmt.Errorf("want v2 or v3")
 				}
+			}
+		case "--tx":
+			var v string
+			if v, err = next(); err == nil {
+				o.tx, err = device.ParseTxMode(v)
 			}
 		case "--spin":
 			var v string

@@ -65,13 +65,18 @@ func reflectCmd(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("reflect", flag.ExitOnError)
 	in := fs.String("in", "", "input interface")
 	out := fs.String("out", "", "output interface")
+	txMode := txFlag(fs)
 	fs.Parse(args)
-	rx, err := device.OpenRawPort(*in, device.RawPortConfig{})
+	mode, err := device.ParseTxMode(*txMode)
+	if err != nil {
+		return err
+	}
+	rx, err := device.OpenRawPort(*in, device.RawPortConfig{Tx: mode})
 	if err != nil {
 		return err
 	}
 	defer rx.Close()
-	tx, err := device.OpenRawPort(*out, device.RawPortConfig{})
+	tx, err := device.OpenRawPort(*out, device.RawPortConfig{Tx: mode})
 	if err != nil {
 		return err
 	}
@@ -89,8 +94,10 @@ func reflectCmd(ctx context.Context, args []string) error {
 			if !ok {
 				break
 			}
-			n := copy(bufs[len(batch)], f)
-			batch = append(batch, bufs[len(batch)][:n])
+			if tx.Sendable(len(f)) {
+				n := copy(bufs[len(batch)], f)
+				batch = append(batch, bufs[len(batch)][:n])
+			}
 			rx.Release()
 		}
 		if len(batch) > 0 {
@@ -110,8 +117,13 @@ func forwardCmd(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("forward", flag.ExitOnError)
 	in := fs.String("in", "", "input interface (port 1)")
 	out := fs.String("out", "", "output interface (port 2)")
+	txMode := txFlag(fs)
 	fs.Parse(args)
-	d, err := device.New(device.Config{Ports: []device.PortConfig{{Num: 1, Iface: *in}, {Num: 2, Iface: *out}}})
+	mode, err := device.ParseTxMode(*txMode)
+	if err != nil {
+		return err
+	}
+	d, err := device.New(device.Config{Tx: mode, Ports: []device.PortConfig{{Num: 1, Iface: *in}, {Num: 2, Iface: *out}}})
 	if err != nil {
 		return err
 	}
@@ -301,8 +313,14 @@ func benchCmd(ctx context.Context, args []string) error {
 	sizes := fs.String("sizes", "64,512,1500", "frame sizes (bytes incl. FCS)")
 	trialDur := fs.Duration("trial", time.Second, "length of one trial")
 	steps := fs.Int("steps", 7, "binary-search steps for the zero-loss rate")
+	satOnly := fs.Bool("sat-only", false, "measure the saturation rate only (quick tuning runs)")
+	txMode := txFlag(fs)
 	fs.Parse(args)
-	tx, err := device.OpenRawPort(*txIf, device.RawPortConfig{})
+	mode, err := device.ParseTxMode(*txMode)
+	if err != nil {
+		return err
+	}
+	tx, err := device.OpenRawPort(*txIf, device.RawPortConfig{Tx: mode})
 	if err != nil {
 		return err
 	}
@@ -325,6 +343,10 @@ func benchCmd(ctx context.Context, args []string) error {
 		sat := b.run(size, 0, *trialDur, false)
 		satPPS := float64(sat.received) / sat.seconds
 		offered := float64(sat.sent) / sat.seconds
+		if *satOnly {
+			fmt.Printf("%-10s size=%-5d offered_sat=%.0f sat_pps=%.0f\n", *label, size, offered, satPPS)
+			continue
+		}
 		// Zero loss: binary search between 0 and the saturation rate.
 		lo, hi := 0.0, satPPS*1.05
 		for i := 0; i < *steps && ctx.Err() == nil; i++ {
@@ -355,6 +377,13 @@ func benchCmd(ctx context.Context, args []string) error {
 		return errors.New("interrupted")
 	}
 	return nil
+}
+
+// txFlag is the transmit path option shared by the commands: the same
+// choice as terrapin-switch --tx, so that the limit is measured with the
+// switch's own I/O.
+func txFlag(fs *flag.FlagSet) *string {
+	return fs.String("tx-mode", "ring", "transmit path: ring (PACKET_TX_RING) or sendmmsg")
 }
 
 func us(d time.Duration) string { return fmt.Sprintf("%.1fus", float64(d)/1e3) }
