@@ -14,9 +14,7 @@ def main() -> int:
     passed = failed = 0
     seen = False
     for line in sys.stdin:
-        if re.search(r"\d+ (passed|failed|errors?) .*in [0-9.]+s", line) or re.search(
-            r"no tests ran", line
-        ):
+        if re.search(r"\d+ (passed|failed|errors?)\b.* in [0-9.]+s", line) or "no tests ran" in line:
             seen = True
             passed = sum(int(n) for n in re.findall(r"(\d+) passed", line))
             failed = sum(int(n) for n in re.findall(r"(\d+) (?:failed|errors?)\b", line))

@@ -35,10 +35,9 @@ run_counted() {
     local log=$logs/$name.log start=$SECONDS rc p f line
     "$@" >"$log" 2>&1
     rc=$?
-    line=$(grep -aE '[0-9]+ passed, [0-9]+ failed' "$log" | tail -n1)
+    line=$(grep -aoE '[0-9]+ passed, [0-9]+ failed' "$log" | tail -n1)
     if [[ -n "$line" ]]; then
-        p=$(sed -E 's/.*[^0-9]?([0-9]+) passed, ([0-9]+) failed.*/\1/' <<<"$line")
-        f=$(sed -E 's/.*[^0-9]?([0-9]+) passed, ([0-9]+) failed.*/\2/' <<<"$line")
+        read -r p _ f _ <<<"${line//,/}"
     else
         p=0; f=0
     fi

@@ -73,7 +73,10 @@ def video_under_flood(
     send += f" --log {sender_log}"
     if shape:
         send += f" --shape-rate {shape[0]} --shape-burst {shape[1]}"
-    sender = run.host(source).popen(send.split(), cwd=str(REPO))
+    # The sender runs at a real-time priority, like the seed's dedicated video PC: it sleeps
+    # between frames, and once awake it must not be preempted by the floods' processes halfway
+    # through a frame, which would count as network latency.
+    sender = run.host(source).popen(["chrt", "-f", "10", *send.split()], cwd=str(REPO))
     try:
         if sender.wait(timeout=seconds + 60) != 0:
             raise RuntimeError("the video sender failed")

@@ -10,8 +10,9 @@ generator, so both demo runs send the same frames.
     python -m topo.video receive --port 5004 --seconds 25 --log receiver.json
 
 Every packet carries (frame number, index, count, frame start time); the receiver records when the
-last packet of each frame arrived. Sender and receiver run in Mininet hosts on one machine, so
-they share CLOCK_REALTIME and one-way latency is simply arrival minus frame start.
+kernel received the last packet of each frame (SO_TIMESTAMPNS). Sender and receiver run in
+Mininet hosts on one machine, so they share CLOCK_REALTIME and one-way latency is simply arrival
+minus frame start.
 """
 
 from __future__ import annotations
@@ -123,16 +124,20 @@ def send(
 def receive(port: int, seconds: float, log: str) -> None:
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+    # The kernel's receive time, not when this process got round to reading: on a busy machine
+    # the receiver's own scheduling delay would otherwise count as network latency.
+    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     sock.bind(("0.0.0.0", port))
     sock.settimeout(0.2)
     frames: dict[int, FrameRecord] = {}
     deadline = time.monotonic() + seconds
+    control_size = socket.CMSG_SPACE(TIMESPEC.size)
     while time.monotonic() < deadline:
         try:
-            data = sock.recv(65536)
+            data, ancillary, _flags, _addr = sock.recvmsg(65536, control_size)
         except TimeoutError:
             continue
-        arrival = time.time_ns()
+        arrival = kernel_timestamp(ancillary) or time.time_ns()
         if len(data) < HEADER.size:
             continue
         magic, number, _index, count, size, start = HEADER.unpack_from(data)
@@ -143,6 +148,18 @@ def receive(port: int, seconds: float, log: str) -> None:
         record.last_arrival_ns = max(record.last_arrival_ns, arrival)
     with open(log, "w") as out:
         json.dump({"frames": [asdict(r) for r in sorted(frames.values(), key=lambda r: r.frame)]}, out)
+
+
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux value; CPython may not export it
+TIMESPEC = struct.Struct("@qq")
+
+
+def kernel_timestamp(ancillary: list[tuple[int, int, bytes]]) -> int | None:
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(payload) >= TIMESPEC.size:
+            seconds, nanoseconds = TIMESPEC.unpack_from(payload)
+            return seconds * 1_000_000_000 + nanoseconds
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
