@@ -47,7 +47,15 @@ type Config struct {
 	// CPU for latency; on 2 cores the generator needs that CPU, so the
 	// default is small (measured in docs/performance.md).
 	SpinPolls int
-	Logger    *slog.Logger
+	// Nice is the scheduling nice value (-20..19) of the forwarding
+	// threads (each port's receive loop runs on its own OS thread); 0
+	// leaves them as the process is. On a 2-core machine shared with the
+	// hosts' traffic sources (Mininet), a forwarding thread at the same
+	// priority as the senders gets a fraction of a core and its receive
+	// ring overflows; see docs/performance.md. Needs root or CAP_SYS_NICE:
+	// best effort.
+	Nice   int
+	Logger *slog.Logger
 }
 
 const (
@@ -428,6 +436,13 @@ func (d *Device) closePorts() error {
 }
 
 func (d *Device) receiveLoop(ctx context.Context, in *inputPort) error {
+	if d.cfg.Nice != 0 {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), d.cfg.Nice); err != nil {
+			d.log.Debug("forwarding thread priority not set", "port", in.num, "nice", d.cfg.Nice, "err", err)
+		}
+	}
 	w := d.newWorker()
 	spins := 0
 	for ctx.Err() == nil {

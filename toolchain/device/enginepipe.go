@@ -1,20 +1,15 @@
 package device
 
-import (
-	"sync"
-
-	"github.com/terrapin/terrapin/toolchain/engine"
-)
+import "github.com/terrapin/terrapin/toolchain/engine"
 
 // EnginePipeline runs a compiled engine pipeline in the device.
 type EnginePipeline struct {
-	pl      *engine.Pipeline
-	scratch sync.Pool // *[]engine.Job, one per concurrent call
+	pl *engine.Pipeline
 }
 
 // NewEnginePipeline adapts pl. Load pl with Options.Clock = Device.NowNs so
-// that the program's timestamps and the queueing metadata share one clock,
-// as in BMv2.
+// that the program's timestamps, meters and the queueing metadata share one
+// clock, as in BMv2.
 func NewEnginePipeline(pl *engine.Pipeline) *EnginePipeline {
 	return &EnginePipeline{pl: pl}
 }
@@ -22,11 +17,13 @@ func NewEnginePipeline(pl *engine.Pipeline) *EnginePipeline {
 // Engine returns the adapted pipeline (for its control API).
 func (e *EnginePipeline) Engine() *engine.Pipeline { return e.pl }
 
-func (e *EnginePipeline) jobs() *[]engine.Job {
-	if s, ok := e.scratch.Get().(*[]engine.Job); ok {
+// jobs returns the caller's engine job buffer, kept in its scratch.
+func jobs(sc *Scratch) *[]engine.Job {
+	if s, ok := sc.V.(*[]engine.Job); ok {
 		return s
 	}
 	s := make([]engine.Job, 0, 64)
+	sc.V = &s
 	return &s
 }
 
@@ -44,18 +41,17 @@ func (e *EnginePipeline) appendJobs(dst []Job, src []engine.Job) []Job {
 }
 
 // Ingress implements Pipeline.
-func (e *EnginePipeline) Ingress(frame []byte, port uint16, arrivalNs int64, jobs []Job) []Job {
-	s := e.jobs()
+func (e *EnginePipeline) Ingress(frame []byte, port uint16, arrivalNs int64, out []Job, sc *Scratch) []Job {
+	s := jobs(sc)
 	ej := e.pl.Ingress(frame, uint32(port), (*s)[:0])
-	jobs = e.appendJobs(jobs, ej)
+	out = e.appendJobs(out, ej)
 	*s = ej[:0]
-	e.scratch.Put(s)
-	return jobs
+	return out
 }
 
 // Egress implements Pipeline.
-func (e *EnginePipeline) Egress(job Job, q QueueMeta, more []Job) ([]byte, []Job) {
-	s := e.jobs()
+func (e *EnginePipeline) Egress(job Job, q QueueMeta, more []Job, sc *Scratch) ([]byte, []Job) {
+	s := jobs(sc)
 	pkt, _ := job.Pkt.(*engine.Packet)
 	out, ej := e.pl.Egress(engine.Job{Pkt: pkt, Port: uint32(job.Port), Priority: job.Priority}, engine.QueueMeta{
 		EnqTimestamp: q.EnqTimestampUs, EnqQdepth: q.EnqQdepth, DeqTimedelta: q.DeqTimedeltaUs,
@@ -63,7 +59,6 @@ func (e *EnginePipeline) Egress(job Job, q QueueMeta, more []Job) ([]byte, []Job
 	}, (*s)[:0])
 	more = e.appendJobs(more, ej)
 	*s = ej[:0]
-	e.scratch.Put(s)
 	if out.Pkt == nil {
 		return nil, more
 	}

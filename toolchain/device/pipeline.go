@@ -32,6 +32,12 @@ type QueueMeta struct {
 	Qid            uint8  // the queue, equal to the priority, as BMv2 reports it
 }
 
+// Scratch is working space a pipeline may keep per calling goroutine (the
+// device gives each forwarding goroutine its own), so that the per-packet
+// path needs neither a pool nor a lock for it. Store a pointer in it: that
+// does not allocate.
+type Scratch struct{ V any }
+
 // Pipeline is the per-packet face of a compiled program. Its methods are
 // called concurrently from several goroutines and must not allocate per
 // packet once warm.
@@ -42,13 +48,14 @@ type Pipeline interface {
 	// the kernel's receive time for frames from an interface, the current
 	// time for packet-outs. Meters and ingress_global_timestamp use it, so
 	// a batch processed late is judged by when its frames arrived.
-	Ingress(frame []byte, port uint16, arrivalNs int64, jobs []Job) []Job
+	// sc is the calling goroutine's scratch space.
+	Ingress(frame []byte, port uint16, arrivalNs int64, jobs []Job, sc *Scratch) []Job
 	// Egress runs a dequeued job through egress and the deparser. frame is
 	// the bytes to transmit (nil: nothing leaves, and the pipeline has
 	// already released the packet); it stays valid until Release(job.Pkt).
 	// Jobs created on the way (egress clones, recirculated packets) are
 	// appended to more.
-	Egress(job Job, q QueueMeta, more []Job) (frame []byte, jobs []Job)
+	Egress(job Job, q QueueMeta, more []Job, sc *Scratch) (frame []byte, jobs []Job)
 	// Release returns a packet the device is done with: after transmitting
 	// Egress's frame, or when dropping a queued job.
 	Release(pkt PacketRef)

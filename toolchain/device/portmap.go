@@ -52,7 +52,7 @@ func (m *PortMap) get() *portMapPacket {
 }
 
 // Ingress implements Pipeline.
-func (m *PortMap) Ingress(frame []byte, port uint16, arrivalNs int64, jobs []Job) []Job {
+func (m *PortMap) Ingress(frame []byte, port uint16, arrivalNs int64, jobs []Job, _ *Scratch) []Job {
 	outs := m.Out[port&511]
 	if len(frame) > MaxFrame {
 		return jobs
@@ -70,7 +70,7 @@ func (m *PortMap) Ingress(frame []byte, port uint16, arrivalNs int64, jobs []Job
 }
 
 // Egress implements Pipeline.
-func (m *PortMap) Egress(job Job, q QueueMeta, more []Job) ([]byte, []Job) {
+func (m *PortMap) Egress(job Job, q QueueMeta, more []Job, _ *Scratch) ([]byte, []Job) {
 	p := job.Pkt.(*portMapPacket)
 	out := p.buf[:p.n]
 	if o := m.StampOffset; o > 0 && o+17 <= len(out) {

@@ -20,6 +20,7 @@ type worker struct {
 	now int64
 	// receive counters of the batch, added to the port's once per batch
 	rxPackets, rxBytes uint64
+	scratch            Scratch
 }
 
 func (d *Device) newWorker() *worker {
@@ -77,7 +78,7 @@ func (w *worker) commitRx(in *inputPort) {
 // current pipeline and queues its jobs. Caller holds d.pipeMu for reading.
 func (w *worker) ingress(frame []byte, port uint16, arrivalNs int64) {
 	pipe := w.d.pipe
-	w.jobs = pipe.Ingress(frame, port, arrivalNs, w.jobs[:0])
+	w.jobs = pipe.Ingress(frame, port, arrivalNs, w.jobs[:0], &w.scratch)
 	if len(w.jobs) == 0 {
 		w.d.dropIngress.Add(1)
 		return
@@ -192,7 +193,7 @@ func (w *worker) egress(eg *egressPort, e queued, now int64) int {
 		DeqQdepth:      uint32(eg.depth),
 		Qid:            e.job.Priority,
 	}
-	frame, more := e.pipe.Egress(e.job, q, w.more[:0])
+	frame, more := e.pipe.Egress(e.job, q, w.more[:0], &w.scratch)
 	for i := range more {
 		w.deferred = append(w.deferred, more[i])
 		w.deferredPipe = append(w.deferredPipe, e.pipe)

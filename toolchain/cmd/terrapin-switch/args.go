@@ -31,6 +31,7 @@ type options struct {
 	ring          device.RingVersion
 	spinPolls     int
 	tx            device.TxMode
+	nice          int
 	help          bool
 	version       bool
 	ignored       []string
@@ -85,6 +86,8 @@ Terrapin options:
   --spin N                     empty ring polls before sleeping (default 0)
   --tx ring|sendmmsg           transmit path (default ring: PACKET_TX_RING, one
                                send per batch; see docs/switch.md)
+  --nice N                     scheduling priority of the forwarding threads
+                               (default -10, as the pacers; 0: the process's own)
 
 Accepted and ignored for compatibility: --nanolog, --notifications-addr,
 --log-flush, --debugger, --dump-packet-data, --max-port-count, --packet-in,
@@ -101,7 +104,7 @@ var ignoredWithValue = map[string]bool{
 var ignoredFlags = map[string]bool{"--log-flush": true, "--debugger": true, "--enable-swap": true}
 
 func parseArgs(args []string) (*options, error) {
-	o := &options{grpcAddr: "127.0.0.1:9559", cpuPort: -1, logLevel: "info", rates: map[uint16]uint64{}, ring: device.RingV2}
+	o := &options{grpcAddr: "127.0.0.1:9559", cpuPort: -1, logLevel: "info", rates: map[uint16]uint64{}, ring: device.RingV2, nice: -10}
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if a == "--" {
@@ -211,6 +214,14 @@ func parseArgs(args []string) (*options, error) {
 					o.ring = device.RingV3
 				default:
 					err = fmt.Errorf("want v2 or v3")
+				}
+			}
+		case "--nice":
+			var v string
+			if v, err = next(); err == nil {
+				o.nice, err = strconv.Atoi(v)
+				if err == nil && (o.nice < -20 || o.nice > 19) {
+					err = fmt.Errorf("want -20..19")
 				}
 			}
 		case "--tx":

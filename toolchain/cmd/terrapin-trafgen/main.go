@@ -66,10 +66,18 @@ func reflectCmd(ctx context.Context, args []string) error {
 	in := fs.String("in", "", "input interface")
 	out := fs.String("out", "", "output interface")
 	txMode := txFlag(fs)
+	nice := niceFlag(fs)
 	fs.Parse(args)
 	mode, err := device.ParseTxMode(*txMode)
 	if err != nil {
 		return err
+	}
+	// The forwarding loop gets the switch's thread priority, so that the
+	// limit is measured under the same scheduling.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if *nice != 0 {
+		_ = unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), *nice)
 	}
 	rx, err := device.OpenRawPort(*in, device.RawPortConfig{Tx: mode})
 	if err != nil {
@@ -118,12 +126,13 @@ func forwardCmd(ctx context.Context, args []string) error {
 	in := fs.String("in", "", "input interface (port 1)")
 	out := fs.String("out", "", "output interface (port 2)")
 	txMode := txFlag(fs)
+	nice := niceFlag(fs)
 	fs.Parse(args)
 	mode, err := device.ParseTxMode(*txMode)
 	if err != nil {
 		return err
 	}
-	d, err := device.New(device.Config{Tx: mode, Ports: []device.PortConfig{{Num: 1, Iface: *in}, {Num: 2, Iface: *out}}})
+	d, err := device.New(device.Config{Tx: mode, Nice: *nice, Ports: []device.PortConfig{{Num: 1, Iface: *in}, {Num: 2, Iface: *out}}})
 	if err != nil {
 		return err
 	}
@@ -384,6 +393,11 @@ func benchCmd(ctx context.Context, args []string) error {
 // switch's own I/O.
 func txFlag(fs *flag.FlagSet) *string {
 	return fs.String("tx-mode", "ring", "transmit path: ring (PACKET_TX_RING) or sendmmsg")
+}
+
+// niceFlag is the forwarding threads' priority, terrapin-switch --nice.
+func niceFlag(fs *flag.FlagSet) *int {
+	return fs.Int("nice", -10, "nice value of the forwarding thread (as terrapin-switch --nice; 0: unchanged)")
 }
 
 func us(d time.Duration) string { return fmt.Sprintf("%.1fus", float64(d)/1e3) }
