@@ -325,20 +325,22 @@ func TestPacing(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tn := newTestNet(t, 2, 1500)
-			d := tn.newDevice(t, Config{QueueCapacity: 256, Ports: []PortConfig{
+			d := tn.newDevice(t, Config{QueueCapacity: 4096, Nice: -10, Ports: []PortConfig{
 				{Num: 1, Iface: tn.sw(1)}, {Num: 2, Iface: tn.sw(2), RateBps: tc.rate},
 			}})
 			d.SetPipeline(crossConnect(2))
 			h1, h2 := tn.hostSocket(t, 1), tn.hostSocket(t, 2)
 			start(t, d)
-			// A burst fills the queue, then 20% more than the rate for 1.3 s
-			// keeps it busy even when the sender is descheduled for a while.
+			// A burst of 100 ms of transmission fills the queue, then 20%
+			// more than the rate for 1.3 s keeps it filling: the link stays
+			// busy even when the sender is descheduled for 100 ms (a loaded
+			// 2-core machine), so the receiver measures the pacer alone.
 			pps := float64(tc.rate) * 1.2 / float64(WireBytes(tc.size)*8)
 			dur := 1300 * time.Millisecond
 			stop := make(chan struct{})
 			go func() {
 				defer close(stop)
-				const burst = 64
+				burst := max(16, int(pps/1.2/10))
 				for i := 0; i < burst; i++ {
 					h1.send(t, testFrame(tc.size, uint32(1<<20+i), 0))
 				}
