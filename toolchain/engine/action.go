@@ -554,7 +554,6 @@ func (c *compiler) primitive(op string, params []*ast, nprims int) (stmt, error)
 		if err != nil {
 			return nil, err
 		}
-		pl := c.pl
 		color := &dexpr{info: vinfo{bits: 2}, fieldSlot: -1}
 		color.mod = func() u64Fn {
 			return func(p *Packet) uint64 {
@@ -562,7 +561,7 @@ func (c *compiler) primitive(op string, params []*ast, nprims int) (stmt, error)
 				if i >= uint64(len(ma.cells)) {
 					return 0
 				}
-				return uint64(ma.cells[i].execute(ma.input(p), pl.clock()))
+				return uint64(ma.cells[i].execute(ma.input(p), p.meterTime()))
 			}
 		}
 		color.big = func() bigFn {

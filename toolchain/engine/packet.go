@@ -56,6 +56,12 @@ type Packet struct {
 	lengthReg  uint32 // BMv2 PACKET_LENGTH register
 	ingressLen uint32 // length as received (counters and meters count this)
 
+	// arrivalNs is when the packet arrived (pipeline clock), given by
+	// IngressAt; meters run at that time while atArrival holds (the
+	// ingress pass of a received packet), else at the current clock.
+	arrivalNs int64
+	atArrival bool
+
 	// set by the traffic manager hand-off
 	isClone    bool
 	cloneTrunc int
@@ -151,6 +157,7 @@ func (p *Packet) resetAll() {
 	p.isClone = false
 	p.cloneTrunc = 0
 	p.rid = 0
+	p.atArrival = false
 }
 
 func (p *Packet) resetRegisters() {

@@ -546,7 +546,7 @@ func (n *tableNode) exec(p *Packet) cfNode {
 			en.counter.add(uint64(p.ingressLen))
 		}
 		if dm := t.directMeter; dm != nil && dm.result != nil && en.meter != nil {
-			color := en.meter.execute(dm.input(p), p.pl.clock())
+			color := en.meter.execute(dm.input(p), p.meterTime())
 			t.writeColor(p, uint64(color))
 		}
 		act, data := en.act, en.data
@@ -782,6 +782,15 @@ func (pl *Pipeline) clock() int64 {
 		return pl.opts.Clock()
 	}
 	return int64(time.Since(pl.t0))
+}
+
+// meterTime is when a meter judges p: its arrival during the ingress pass
+// of a received packet (IngressAt), else the current clock.
+func (p *Packet) meterTime() int64 {
+	if p.atArrival {
+		return p.arrivalNs
+	}
+	return p.pl.clock()
 }
 
 // Now returns the pipeline clock in microseconds, the unit of BMv2's

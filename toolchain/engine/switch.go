@@ -50,8 +50,36 @@ type Output struct {
 const maxResubmits = 64
 
 // Ingress runs a received frame through ingress and appends the resulting
-// egress jobs to jobs. frame is copied; the caller may reuse it.
+// egress jobs to jobs. frame is copied; the caller may reuse it. The packet
+// arrives now: meters and ingress_global_timestamp read the clock.
 func (pl *Pipeline) Ingress(frame []byte, port uint32, jobs []Job) []Job {
+	p := pl.received(frame, port)
+	if pl.useIngressTS {
+		pl.std.set(p, pl.std.ingressTS, pl.Now())
+	}
+	return pl.ingressPass(p, jobs)
+}
+
+// IngressAt is Ingress for a frame that arrived at arrivalNs (pipeline
+// clock, as Options.Clock gives it), which a device knows from the kernel's
+// receive timestamp. ingress_global_timestamp is the arrival time and
+// ingress meters run at it, so frames that waited to be processed (a late
+// batch) are metered by when they arrived, not by when the pipeline got to
+// them; BMv2 meters at processing time. A meter cell never goes back in
+// time: a packet stamped before the cell's last update earns no tokens.
+// Egress meters, and ingress meters on resubmitted or recirculated
+// passes, run at the current clock.
+func (pl *Pipeline) IngressAt(frame []byte, port uint32, arrivalNs int64, jobs []Job) []Job {
+	p := pl.received(frame, port)
+	p.arrivalNs, p.atArrival = arrivalNs, true
+	if pl.useIngressTS {
+		pl.std.set(p, pl.std.ingressTS, uint64(max(arrivalNs, 0)/1000))
+	}
+	return pl.ingressPass(p, jobs)
+}
+
+// received takes a packet context for a frame received on port.
+func (pl *Pipeline) received(frame []byte, port uint32) *Packet {
 	p := pl.acquire()
 	p.load(frame)
 	p.resetAll()
@@ -60,12 +88,9 @@ func (pl *Pipeline) Ingress(frame []byte, port uint32, jobs []Job) []Job {
 	s.set(p, s.ingressPort, uint64(port))
 	s.set(p, s.packetLength, uint64(n))
 	s.set(p, s.instanceType, InstanceNormal)
-	if pl.useIngressTS {
-		s.set(p, s.ingressTS, pl.Now())
-	}
 	p.lengthReg = n
 	p.ingressLen = n
-	return pl.ingressPass(p, jobs)
+	return p
 }
 
 func (pl *Pipeline) ingressPass(p *Packet, jobs []Job) []Job {
@@ -155,6 +180,7 @@ func (pl *Pipeline) enqueue(p *Packet, port uint32, jobs []Job) []Job {
 // (egress clones, packets recirculated into ingress) are appended to jobs.
 func (pl *Pipeline) Egress(job Job, q QueueMeta, jobs []Job) (out Output, more []Job) {
 	p := job.Pkt
+	p.atArrival = false // egress meters judge departures: the current clock
 	s := &pl.std
 	s.set(p, s.egressSpec, 0)
 	if pl.egressInfo {
