@@ -43,7 +43,7 @@ func (e *EnginePipeline) appendJobs(dst []Job, src []engine.Job) []Job {
 // Ingress implements Pipeline.
 func (e *EnginePipeline) Ingress(frame []byte, port uint16, arrivalNs int64, out []Job, sc *Scratch) []Job {
 	s := jobs(sc)
-	ej := e.pl.Ingress(frame, uint32(port), (*s)[:0])
+	ej := e.pl.IngressAt(frame, uint32(port), arrivalNs, (*s)[:0])
 	out = e.appendJobs(out, ej)
 	*s = ej[:0]
 	return out
