@@ -20,6 +20,8 @@ TRIAL=${TRIAL:-1s}
 STEPS=${STEPS:-7}
 DUTS=${DUTS:-wire reflector device-noP4 switch-lpm}
 SWITCH_ARGS=${SWITCH_ARGS:-}   # extra terrapin-switch options (tuning experiments)
+NICE=${NICE:--10}              # forwarding-thread priority of every DUT (terrapin-switch --nice)
+TX_MODE=${TX_MODE:-ring}       # transmit path of every DUT and the generator (ring|sendmmsg)
 P4C=${P4C:-$BIN/terrapin-p4c}
 OUT=${OUT:-$ROOT/build/bench}
 mkdir -p "$OUT"
@@ -58,7 +60,7 @@ for l in sw1 sw2; do ip -n $NS_SW link set $l up; done
 
 TG="$BIN/terrapin-trafgen"
 bench() { # label tx rx
-  ip netns exec $NS_GEN "$TG" bench --tx "$2" --rx "$3" --label "$1" --sizes "$SIZES" --trial "$TRIAL" --steps "$STEPS" | tee -a "$OUT/results.txt"
+  ip netns exec $NS_GEN "$TG" bench --tx "$2" --rx "$3" --label "$1" --sizes "$SIZES" --trial "$TRIAL" --steps "$STEPS" --tx-mode "$TX_MODE" | tee -a "$OUT/results.txt"
 }
 start_dut() { # command...
   ip netns exec $NS_SW "$@" >"$OUT/dut.log" 2>&1 &
@@ -74,17 +76,18 @@ want() { [[ " $DUTS " == *" $1 "* ]]; }
 : >"$OUT/results.txt"
 echo "# machine: $(nproc) cores, $(uname -r); trial $TRIAL; sizes include FCS (veth frames are 4 bytes shorter)"
 echo "# latency columns: p50/p99 one-way, generator send call to sink ring timestamp"
+echo "# DUT forwarding threads at nice $NICE, transmit path $TX_MODE"
 echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 if want wire; then bench wire wa wb; fi
 
 if want reflector; then
-  start_dut "$TG" reflect --in sw1 --out sw2
+  start_dut "$TG" reflect --in sw1 --out sw2 --nice "$NICE" --tx-mode "$TX_MODE"
   bench reflector gen1 gen2
   stop_dut
 fi
 
 if want device-noP4; then
-  start_dut "$TG" forward --in sw1 --out sw2
+  start_dut "$TG" forward --in sw1 --out sw2 --nice "$NICE" --tx-mode "$TX_MODE"
   bench device-noP4 gen1 gen2
   stop_dut
 fi
@@ -94,7 +97,7 @@ fi
 if want switch-lpm; then
   JSON="$OUT/ipv4_lpm.json"
   if "$P4C" --target bmv2 --arch v1model -o "$JSON" toolchain/bench/ipv4_lpm.p4 >"$OUT/p4c.log" 2>&1; then
-    if start_dut "$BIN/terrapin-switch" "$JSON" -i 1@sw1 -i 2@sw2 --grpc-server-addr 127.0.0.1:19501 $SWITCH_ARGS; then
+    if start_dut "$BIN/terrapin-switch" "$JSON" -i 1@sw1 -i 2@sw2 --grpc-server-addr 127.0.0.1:19501 --nice "$NICE" --tx "$TX_MODE" $SWITCH_ARGS; then
       bench switch-lpm gen1 gen2
       stop_dut
     fi

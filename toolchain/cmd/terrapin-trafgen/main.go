@@ -323,6 +323,7 @@ func benchCmd(ctx context.Context, args []string) error {
 	trialDur := fs.Duration("trial", time.Second, "length of one trial")
 	steps := fs.Int("steps", 7, "binary-search steps for the zero-loss rate")
 	satOnly := fs.Bool("sat-only", false, "measure the saturation rate only (quick tuning runs)")
+	fixed := fs.Float64("fixed-pps", 0, "offer this rate for one trial and print what arrived (cost measurements)")
 	txMode := txFlag(fs)
 	fs.Parse(args)
 	mode, err := device.ParseTxMode(*txMode)
@@ -348,6 +349,14 @@ func benchCmd(ctx context.Context, args []string) error {
 		size, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || size < 64 || size > 9018 {
 			return fmt.Errorf("bad size %q", s)
+		}
+		if *fixed > 0 {
+			tr := b.run(size, *fixed, *trialDur, true)
+			slices.Sort(tr.lat)
+			fmt.Printf("%-10s size=%-5d offered_pps=%.0f received_pps=%.0f lost=%d lat=%v/%v\n", *label, size,
+				float64(tr.sent)/tr.seconds, float64(tr.received)/tr.seconds, int64(tr.sent)-int64(tr.received),
+				us(pct(tr.lat, 0.5)), us(pct(tr.lat, 0.99)))
+			continue
 		}
 		sat := b.run(size, 0, *trialDur, false)
 		satPPS := float64(sat.received) / sat.seconds
