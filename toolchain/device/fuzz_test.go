@@ -3,6 +3,7 @@ package device
 import (
 	"bytes"
 	"testing"
+	"time"
 )
 
 // newCPUOnlyDevice is a device with no interfaces, only the CPU port, so
@@ -135,9 +136,18 @@ func BenchmarkForwardingPath(b *testing.B) {
 	frame := testFrame(64, 1, 0)
 	b.ReportAllocs()
 	d.pipeMu.RLock()
+	// As the receive loop does: one clock reading per batch of 32 frames,
+	// each frame carrying a kernel receive stamp.
+	var ts int64
 	for i := 0; i < b.N; i++ {
-		w.receive(in, rxFrame{data: frame, wireLen: len(frame)})
+		if i%32 == 0 {
+			in.clock.beginBatch(d)
+			w.now = in.clock.now
+			ts = time.Now().UnixNano()
+		}
+		w.receive(in, rxFrame{data: frame, wireLen: len(frame), tsNs: ts})
 		if i%32 == 31 {
+			w.commitRx(in)
 			w.flush()
 		}
 	}

@@ -14,6 +14,9 @@ type worker struct {
 	// since they may be for that same port.
 	deferred     []Job
 	deferredPipe []Pipeline
+	// pend holds the jobs of the batch until flush queues them, one lock
+	// per port instead of one per packet.
+	pend []pendingJob
 	// now is the device clock read for the batch being processed (0: none;
 	// read the clock). Packets queued on unpaced ports are stamped with it
 	// instead of a clock read each: they leave within the same batch.
@@ -23,8 +26,15 @@ type worker struct {
 	scratch            Scratch
 }
 
+// pendingJob is a job ingress made, waiting for the end of the batch.
+type pendingJob struct {
+	job  Job
+	pipe Pipeline
+}
+
 func (d *Device) newWorker() *worker {
 	return &worker{
+		pend:         make([]pendingJob, 0, 2*rxBatch),
 		d:            d,
 		jobs:         make([]Job, 0, 64),
 		more:         make([]Job, 0, 64),
@@ -84,30 +94,85 @@ func (w *worker) ingress(frame []byte, port uint16, arrivalNs int64) {
 		return
 	}
 	for i := range w.jobs {
-		w.enqueue(w.jobs[i], pipe)
+		if len(w.pend) == cap(w.pend) {
+			w.enqueuePending()
+		}
+		w.pend = append(w.pend, pendingJob{w.jobs[i], pipe})
 		w.jobs[i] = Job{}
 	}
 }
 
-// enqueue puts a job in its egress port's queue (tail drop when full).
-func (w *worker) enqueue(job Job, pipe Pipeline) {
+// egressPortOf returns the port a job goes to, or nil after dropping the
+// job (no such port, or a priority without a queue).
+func (w *worker) egressPortOf(job Job, pipe Pipeline) *egressPort {
 	d := w.d
 	eg := d.ports[job.Port&511]
 	if eg == nil || job.Port >= 512 {
 		d.dropNoPort.Add(1)
 		pipe.Release(job.Pkt)
-		return
+		return nil
 	}
 	if int(job.Priority) >= d.nq {
 		// BMv2 drops a packet whose priority has no queue.
 		d.dropPriority.Add(1)
 		pipe.Release(job.Pkt)
+		return nil
+	}
+	return eg
+}
+
+// enqueue puts a job in its egress port's queue (tail drop when full).
+func (w *worker) enqueue(job Job, pipe Pipeline) {
+	eg := w.egressPortOf(job, pipe)
+	if eg == nil {
 		return
 	}
-	q := &eg.queues[job.Priority]
 	eg.mu.Lock()
-	if q.n == len(q.ring) {
+	w.enqueueLocked(eg, job, pipe)
+	eg.mu.Unlock()
+	w.touch(eg)
+}
+
+// enqueuePending queues the jobs ingress made in this batch, taking each
+// port's lock once for all of that port's jobs (in their order).
+func (w *worker) enqueuePending() {
+	for i := range w.pend {
+		pj := &w.pend[i]
+		if pj.pipe == nil {
+			continue // queued with an earlier job's port
+		}
+		eg := w.egressPortOf(pj.job, pj.pipe)
+		if eg == nil {
+			*pj = pendingJob{}
+			continue
+		}
+		eg.mu.Lock()
+		w.enqueueLocked(eg, pj.job, pj.pipe)
+		*pj = pendingJob{}
+		for j := i + 1; j < len(w.pend); j++ {
+			o := &w.pend[j]
+			if o.pipe == nil || w.d.ports[o.job.Port&511] != eg || o.job.Port >= 512 {
+				continue
+			}
+			if int(o.job.Priority) < w.d.nq {
+				w.enqueueLocked(eg, o.job, o.pipe)
+			} else {
+				w.d.dropPriority.Add(1)
+				o.pipe.Release(o.job.Pkt)
+			}
+			*o = pendingJob{}
+		}
 		eg.mu.Unlock()
+		w.touch(eg)
+	}
+	w.pend = w.pend[:0]
+}
+
+// enqueueLocked queues job on eg, whose lock the caller holds, or drops it
+// when its queue is full.
+func (w *worker) enqueueLocked(eg *egressPort, job Job, pipe Pipeline) {
+	q := &eg.queues[job.Priority]
+	if q.n == len(q.ring) {
 		q.drops.Add(1)
 		pipe.Release(job.Pkt)
 		return
@@ -116,7 +181,7 @@ func (w *worker) enqueue(job Job, pipe Pipeline) {
 	if enqNs == 0 || eg.rateBps > 0 {
 		// A paced port's queueing delay is what its metadata reports;
 		// stamp it exactly.
-		enqNs = d.nowNs()
+		enqNs = w.d.nowNs()
 	}
 	q.push(queued{job: job, pipe: pipe, enqNs: enqNs, enqDepth: uint32(eg.depth)})
 	eg.depth++
@@ -128,7 +193,10 @@ func (w *worker) enqueue(job Job, pipe Pipeline) {
 	if int64(eg.depth) > eg.maxDepth.Load() {
 		eg.maxDepth.Store(int64(eg.depth))
 	}
-	eg.mu.Unlock()
+}
+
+// touch records that eg has packets this worker queued.
+func (w *worker) touch(eg *egressPort) {
 	for _, t := range w.touched {
 		if t == eg {
 			return
@@ -141,6 +209,7 @@ func (w *worker) enqueue(job Job, pipe Pipeline) {
 // sending what a paced one may send now and waking its pacer for the rest
 // — then queues the jobs that produced. Caller holds d.pipeMu for reading.
 func (w *worker) flush() {
+	w.enqueuePending()
 	for len(w.touched) > 0 || len(w.deferred) > 0 {
 		for len(w.touched) > 0 {
 			eg := w.touched[len(w.touched)-1]
