@@ -168,16 +168,11 @@ def plot(results: list[RunResult], path: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(9, 4.5))
     for result, style in zip(results, ("tab:red", "tab:blue"), strict=False):
-        xs = [x for x, _ in result.latencies]
-        ys = [y for _, y in result.latencies]
-        ax.plot(
-            xs,
-            ys,
-            ".",
-            ms=3,
-            color=style,
-            label=f"{result.label} ({result.frames_received}/{result.frames_sent} frames)",
-        )
+        video = result.video
+        xs = [x for x, _ in video.latencies]
+        ys = [y for _, y in video.latencies]
+        whole = f"{video.frames_whole}/{video.frames_sent} frames whole"
+        ax.plot(xs, ys, ".", ms=3, color=style, label=f"{result.label} ({whole})")
     bound = results[-1].bound_ms
     ax.axhline(bound, color="black", ls="--", lw=1, label=f"computed bound {bound:.2f} ms")
     ax.set_yscale("log")
@@ -192,9 +187,10 @@ def plot(results: list[RunResult], path: Path) -> None:
 
 def report(result: RunResult) -> None:
     print(f"{result.label}:")
+    video = result.video
     print(
-        f"  frames sent {result.frames_sent}, received whole {result.frames_received}; "
-        f"packet loss {result.loss:.2%}"
+        f"  frames sent {video.frames_sent}, received whole {video.frames_whole};"
+        f" packet loss {video.packet_loss:.2%}"
     )
     print(
         f"  frame latency p50 {result.percentile(50):.3f} ms, p99 {result.percentile(99):.3f} ms, "

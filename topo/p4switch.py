@@ -43,7 +43,7 @@ def switch_binary(kind: str) -> str:
     raise ValueError(f"unknown switch kind {kind!r} (terrapin or bmv2)")
 
 
-class P4RuntimeSwitch(Switch):
+class P4RuntimeSwitch(Switch):  # type: ignore[misc]  # Mininet has no type hints
     """Mininet node for a P4Runtime switch process in the root namespace."""
 
     def __init__(
@@ -86,6 +86,8 @@ class P4RuntimeSwitch(Switch):
             args += ["--metrics-addr", f"127.0.0.1:{self.metrics_port}"]
             for port, rate in sorted(self.port_rates.items()):
                 args += ["--port-rate", f"{port}:{rate}"]
+        # Extra switch flags for experiments, e.g. TERRAPIN_SWITCH_ARGS="--tx sendmmsg".
+        args += os.environ.get("TERRAPIN_SWITCH_ARGS", "").split()
         return args
 
     def start(self, controllers: list[object]) -> None:

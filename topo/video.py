@@ -158,7 +158,7 @@ def kernel_timestamp(ancillary: list[tuple[int, int, bytes]]) -> int | None:
     for level, kind, payload in ancillary:
         if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(payload) >= TIMESPEC.size:
             seconds, nanoseconds = TIMESPEC.unpack_from(payload)
-            return seconds * 1_000_000_000 + nanoseconds
+            return int(seconds) * 1_000_000_000 + int(nanoseconds)
     return None
 
 
