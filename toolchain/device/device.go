@@ -40,7 +40,7 @@ type Config struct {
 	QueueCapacity  int // packets per queue; default 64, as BMv2
 	PcapDir        string
 	Ring           RingVersion // default RingV2
-	RingBytes      int         // per-port receive ring; default 4 MiB
+	RingBytes      int         // per-port receive ring; default DefaultRingBytes
 	Tx             TxMode      // transmit path; default TxRing
 	// SpinPolls is how many empty ring checks a receive loop makes (with a
 	// scheduler yield between) before it blocks in poll(2). Spinning trades

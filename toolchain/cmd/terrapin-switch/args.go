@@ -32,6 +32,7 @@ type options struct {
 	spinPolls     int
 	tx            device.TxMode
 	nice          int
+	ringMB        int
 	help          bool
 	version       bool
 	ignored       []string
@@ -84,6 +85,7 @@ Terrapin options:
   --rx-ring v2|v3              PACKET_MMAP receive ring version (default v2: see
                                docs/switch.md)
   --spin N                     empty ring polls before sleeping (default 0)
+  --rx-ring-mb N               receive ring per port in MiB (default 16)
   --tx ring|sendmmsg           transmit path (default ring: PACKET_TX_RING, one
                                send per batch; see docs/switch.md)
   --nice N                     scheduling priority of the forwarding threads
@@ -214,6 +216,14 @@ func parseArgs(args []string) (*options, error) {
 					o.ring = device.RingV3
 				default:
 					err = fmt.Errorf("want v2 or v3")
+				}
+			}
+		case "--rx-ring-mb":
+			var v string
+			if v, err = next(); err == nil {
+				o.ringMB, err = strconv.Atoi(v)
+				if err == nil && (o.ringMB < 1 || o.ringMB > 1024) {
+					err = fmt.Errorf("want 1..1024")
 				}
 			}
 		case "--nice":
