@@ -28,7 +28,7 @@ const (
 // DefaultRingBytes is a port's receive ring unless configured: 16 MiB,
 // ~10,000 slots for a 1500-byte MTU, 50 ms of 64-byte frames at 200,000/s.
 // The ring is what absorbs a forwarding thread's descheduling on a busy
-// machine; with 4 MiB the benchmark's zero-loss rate was ~30% lower
+// machine; with 4 MiB the benchmark's zero-loss rates were 20-30% lower
 // (docs/performance.md).
 const DefaultRingBytes = 16 << 20
 
