@@ -72,8 +72,8 @@ type afPacketSocket struct {
 	// tx is the transmit ring; nil: sendmmsg batches.
 	tx *txRing
 	// maxTx is the longest frame the interface carries (MTU + Ethernet
-	// header + one VLAN tag).
-	maxTx int
+	// header + one VLAN tag), minTx the shortest (its link-layer header).
+	maxTx, minTx int
 
 	// sendmmsg batch, preallocated so the send path does not allocate.
 	msgs []unix.Mmsghdr
@@ -170,6 +170,7 @@ func openAFPacket(iface string, cfg socketConfig) (*afPacketSocket, error) {
 	if s.maxTx <= 0 || s.maxTx > MaxFrame {
 		s.maxTx = MaxFrame
 	}
+	s.minTx = linkHeaderLen(fd, iface)
 	if cfg.Tx == TxRing {
 		// Best effort: without the ring, sendmmsg does the same job slower.
 		if tx, err := openTxRing(ifi.Index, s.maxTx); err == nil {
@@ -416,7 +417,7 @@ func (s *afPacketSocket) wakeUp() {
 
 // send transmits frames with the TX ring, or in one sendmmsg call (or a
 // few, if the kernel accepts only part of the batch). It returns how many
-// were sent, a prefix of frames. Every frame must be 14..maxTx bytes
+// were sent, a prefix of frames. Every frame must be minTx..maxTx bytes
 // (sendable reports it).
 func (s *afPacketSocket) send(frames [][]byte) (int, error) {
 	if s.tx != nil {
@@ -448,9 +449,11 @@ func (s *afPacketSocket) send(frames [][]byte) (int, error) {
 	return sent, nil
 }
 
-// sendable reports whether the interface can carry an n-byte frame: at
-// least an Ethernet header, at most the MTU plus header and one VLAN tag.
-func (s *afPacketSocket) sendable(n int) bool { return n >= 14 && n <= s.maxTx }
+// sendable reports whether the interface can carry an n-byte frame: at most
+// the MTU plus header and one VLAN tag, and at least its link-layer header
+// (14 bytes on Ethernet, where the kernel refuses shorter frames; any
+// length on a TUN device, as the STF corpus's short frames need).
+func (s *afPacketSocket) sendable(n int) bool { return n >= s.minTx && n > 0 && n <= s.maxTx }
 
 func (s *afPacketSocket) close() {
 	if s.tx != nil {
@@ -469,6 +472,23 @@ func (s *afPacketSocket) close() {
 		_ = unix.Close(s.wake)
 		s.wake = -1
 	}
+}
+
+// linkHeaderLen is the link-layer header the kernel insists a frame sent on
+// iface carries: 14 bytes on Ethernet (including veths), none on devices
+// without one (TUN). Unknown: Ethernet's.
+func linkHeaderLen(fd int, iface string) int {
+	ifr, err := unix.NewIfreq(iface)
+	if err != nil {
+		return 14
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFHWADDR, ifr); err != nil {
+		return 14
+	}
+	if ifr.Uint16() == unix.ARPHRD_ETHER {
+		return 14
+	}
+	return 1
 }
 
 // interfaceMTU returns the MTU of iface (for sizing the ring).

@@ -121,7 +121,7 @@ func (t *txRing) slot(i int) []byte {
 func (t *txRing) send(frames [][]byte) (int, error) {
 	start, queued := t.idx, 0
 	for _, fr := range frames {
-		if len(fr) < 14 || len(fr) > t.maxLen {
+		if len(fr) == 0 || len(fr) > t.maxLen {
 			break // the kernel would refuse it (callers filter these out)
 		}
 		s := t.slot(t.idx)

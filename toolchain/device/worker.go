@@ -280,8 +280,8 @@ func (w *worker) egress(eg *egressPort, e queued, now int64) int {
 		return 0
 	}
 	if eg.sock != nil && !eg.sock.sendable(len(frame)) {
-		// Longer than the port's MTU (headers pushed), or shorter than an
-		// Ethernet header: the kernel would refuse it.
+		// Longer than the port's MTU (headers pushed), or shorter than its
+		// link-layer header: the kernel would refuse it.
 		e.pipe.Release(e.job.Pkt)
 		eg.txErrors.Add(1)
 		return 0
