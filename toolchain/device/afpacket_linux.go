@@ -307,7 +307,32 @@ func (s *afPacketSocket) next() (f rxFrame, ok bool) {
 	f.tsNs = int64(hdr.Sec)*1e9 + int64(hdr.Nsec)
 	sllOff := roundUp(unix.SizeofTpacket2Hdr, unix.TPACKET_ALIGNMENT)
 	f.outgoing = slot[sllOff+10] == unix.PACKET_OUTGOING // sockaddr_ll.sll_pkttype
+	if st := hdr.Status; st&unix.TP_STATUS_VLAN_VALID != 0 {
+		tpid := uint16(0x8100)
+		if st&unix.TP_STATUS_VLAN_TPID_VALID != 0 {
+			tpid = hdr.Vlan_tpid
+		}
+		f = withVLAN(f, slot, mac, sllOff+unix.SizeofSockaddrLinklayer, tpid, hdr.Vlan_tci)
+	}
 	return f, true
+}
+
+// withVLAN puts back the 802.1Q tag the kernel took out of a received frame
+// (it moves a tag into skb metadata on receive and reports it beside the
+// frame in the ring header): the program must see the frame as it was on
+// the wire. The tag goes in place, in the slot's padding in front of the
+// frame (the kernel leaves at least 14 bytes after the sockaddr_ll): the
+// two MAC addresses move 4 bytes down and the tag follows them.
+func withVLAN(f rxFrame, slot []byte, mac, free int, tpid, tci uint16) rxFrame {
+	if mac-4 < free || len(f.data) < 12 {
+		return f // no room (never with the kernel's layout): leave untagged
+	}
+	copy(slot[mac-4:mac+8], slot[mac:mac+12])
+	slot[mac+8], slot[mac+9] = byte(tpid>>8), byte(tpid)
+	slot[mac+10], slot[mac+11] = byte(tci>>8), byte(tci)
+	f.data = slot[mac-4 : mac+len(f.data)]
+	f.wireLen += 4
+	return f
 }
 
 // release hands the last frame returned by next back to the kernel.
@@ -360,6 +385,13 @@ func (s *afPacketSocket) nextV3() (f rxFrame, ok bool) {
 		f.tsNs = int64(hdr.Sec)*1e9 + int64(hdr.Nsec)
 		sllOff := s.curOffset + roundUp(unix.SizeofTpacket3Hdr, unix.TPACKET_ALIGNMENT)
 		f.outgoing = s.curBlock[sllOff+10] == unix.PACKET_OUTGOING
+		if st := hdr.Status; st&unix.TP_STATUS_VLAN_VALID != 0 {
+			tpid := uint16(0x8100)
+			if st&unix.TP_STATUS_VLAN_TPID_VALID != 0 {
+				tpid = hdr.Hv1.Vlan_tpid
+			}
+			f = withVLAN(f, s.curBlock, mac, sllOff+unix.SizeofSockaddrLinklayer, tpid, uint16(hdr.Hv1.Vlan_tci))
+		}
 		s.curPending = true
 		return f, true
 	}

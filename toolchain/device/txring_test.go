@@ -93,3 +93,38 @@ func TestTxShortFrames(t *testing.T) {
 		p.Close()
 	}
 }
+
+// TestReceiveVLANTag: the kernel moves an 802.1Q tag out of a received
+// frame into the ring header; the port puts it back, so a program parses
+// the frame as it was on the wire (both ring layouts, two TPIDs).
+func TestReceiveVLANTag(t *testing.T) {
+	for _, ring := range []RingVersion{RingV2, RingV3} {
+		for _, tpid := range []uint16{0x8100, 0x88a8} {
+			tn := newTestNet(t, 1, 1500)
+			var p *RawPort
+			tn.do(t, func() error {
+				var err error
+				p, err = OpenRawPort(tn.sw(1), RawPortConfig{Ring: ring})
+				return err
+			})
+			h := tn.hostSocket(t, 1)
+			f := testFrame(80, 7, 0)
+			tagged := append(append(append([]byte{}, f[:12]...), byte(tpid>>8), byte(tpid), 0x20, 42), f[12:]...)
+			h.send(t, tagged)
+			deadline := time.Now().Add(3 * time.Second)
+			var got []byte
+			for got == nil && time.Now().Before(deadline) {
+				if fr, _, ok := p.Next(); ok {
+					got = append([]byte(nil), fr...)
+					p.Release()
+				} else {
+					p.Wait(100)
+				}
+			}
+			if !bytes.Equal(got, tagged) {
+				t.Errorf("ring v%d, TPID %#x: received % x, want % x", ring, tpid, got, tagged)
+			}
+			p.Close()
+		}
+	}
+}
