@@ -42,10 +42,14 @@ func TestTxRingFramesIntact(t *testing.T) {
 		binary.BigEndian.PutUint32(f[14:], uint32(i))
 		frames[i] = f
 	}
+	deadline := time.Now().Add(10 * time.Second)
 	for sent := 0; sent < n; {
 		end := min(sent+48, n)
-		k, _ := p.Send(frames[sent:end])
+		k, err := p.Send(frames[sent:end])
 		if k == 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("sent %d of %d frames: %v", sent, n, err)
+			}
 			time.Sleep(time.Millisecond) // slots still in flight
 		}
 		sent += k
