@@ -460,10 +460,14 @@ func (d *Device) receiveLoop(ctx context.Context, in *inputPort) error {
 			n++
 		}
 		w.commitRx(in)
+		if n > 0 {
+			// Before the batch leaves, so that a frame seen on an output
+			// is already in the input capture.
+			in.pcap.flush()
+		}
 		w.flush()
 		d.pipeMu.RUnlock()
 		if n > 0 {
-			in.pcap.flush()
 			spins = 0
 			continue
 		}

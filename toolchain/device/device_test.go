@@ -404,7 +404,15 @@ func TestPcapFiles(t *testing.T) {
 		}
 	}
 	for _, name := range []string{tn.sw(1) + "_in.pcap", tn.sw(2) + "_out.pcap"} {
-		frames := readPcap(t, filepath.Join(dir, name))
+		// The output capture is written after the send returns: a reader
+		// may be a moment ahead of the last record.
+		var frames [][]byte
+		for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			frames = readPcap(t, filepath.Join(dir, name))
+			if len(frames) >= len(sent) || time.Now().After(deadline) {
+				break
+			}
+		}
 		if len(frames) != len(sent) {
 			t.Fatalf("%s: %d records, want %d", name, len(frames), len(sent))
 		}
