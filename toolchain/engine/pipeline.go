@@ -28,13 +28,16 @@ type Options struct {
 
 // Pipeline is a loaded, compiled P4 program.
 type Pipeline struct {
-	opts     Options
-	lay      *layout
-	mu       sync.Mutex // serializes control-plane writers; see control.go
-	pool     sync.Pool
-	dropPort uint32
-	t0       time.Time
-	program  string
+	opts Options
+	lay  *layout
+	// reference: no fast paths (in-place deparse, buffer checksums,
+	// specialised extraction and actions); for differential tests only.
+	reference bool
+	mu        sync.Mutex // serializes control-plane writers; see control.go
+	pool      sync.Pool
+	dropPort  uint32
+	t0        time.Time
+	program   string
 
 	nbig         int
 	maxKeyFields int
@@ -145,7 +148,13 @@ const (
 
 // Load compiles a BMv2 JSON program. All per-packet work is decided here:
 // field references become PHV indices, expressions closures.
-func Load(jsonText []byte, opts Options) (pl *Pipeline, err error) {
+func Load(jsonText []byte, opts Options) (*Pipeline, error) {
+	return load(jsonText, opts, false)
+}
+
+// load compiles a program; reference selects the plain, unspecialised
+// code paths everywhere a fast path exists (tests compare the two).
+func load(jsonText []byte, opts Options, reference bool) (pl *Pipeline, err error) {
 	defer func() {
 		// Load must never take the process down on hostile JSON.
 		if r := recover(); r != nil {
@@ -165,6 +174,7 @@ func Load(jsonText []byte, opts Options) (pl *Pipeline, err error) {
 	}
 	pl = &Pipeline{
 		opts:           opts,
+		reference:      reference,
 		lay:            lay,
 		dropPort:       511,
 		t0:             time.Now(),
@@ -367,7 +377,9 @@ func Load(jsonText []byte, opts Options) (pl *Pipeline, err error) {
 		}
 	}
 	for _, calc := range pl.calcByName {
-		calc.prepareFast(lay)
+		if !reference {
+			calc.prepareFast(lay)
+		}
 	}
 	for _, h := range pl.deparseOrder {
 		hi := lay.headers[h]

@@ -338,7 +338,7 @@ func (pl *Pipeline) updateChecksums(p *Packet) {
 // in front of the payload; the frame is then p.buf[p.start:p.end].
 func (pl *Pipeline) deparse(p *Packet) {
 	pl.updateChecksums(p)
-	if pl.deparseInPlace(p) {
+	if !pl.reference && pl.deparseInPlace(p) {
 		return
 	}
 	hs := pl.lay.headers
