@@ -6,6 +6,7 @@ package engine
 // buffer, zero-padded to a whole byte, then the algorithm runs over it.
 
 import (
+	"encoding/binary"
 	"fmt"
 	"hash/crc32"
 	"math/big"
@@ -47,6 +48,9 @@ type calculation struct {
 	// shape); used when every header the fields belong to is valid.
 	fast     *packPlan
 	fastHdrs []int
+	// inBuf: csum16 over fields of one header, summed from the header's
+	// bytes in the packet buffer where those are current (see bufSum).
+	inBuf *bufSum
 }
 
 func (calc *calculation) prepareFast(l *layout) {
@@ -66,6 +70,74 @@ func (calc *calculation) prepareFast(l *layout) {
 		}
 	}
 	calc.fast = makePackPlan(fs)
+	calc.inBuf = makeBufSum(calc, l)
+}
+
+// bufSum computes csum16 over a list of fields of one fixed-size header
+// from the header's bytes: 64-bit loads masked to the listed fields' bits.
+// The packed list and the masked header are the same sequence of 16-bit
+// words plus zero words, so the sums are equal (not merely congruent),
+// provided the list keeps the header's field order and every run of left
+// out fields before a listed one is a multiple of 16 bits wide (the
+// IPv4 header checksum leaves out hdrChecksum: 16 bits, 16-bit aligned).
+type bufSum struct {
+	hdr   int
+	masks []uint64 // per 8 bytes of the header
+}
+
+func makeBufSum(calc *calculation, l *layout) *bufSum {
+	if len(calc.inputs) == 0 {
+		return nil
+	}
+	h := l.headers[calc.inputs[0].hdr]
+	t := h.typ
+	if h.metadata || t.vlField >= 0 || t.fixedBits%8 != 0 || t.fixedBits == 0 {
+		return nil
+	}
+	listed := make([]bool, len(t.fields))
+	last := -1
+	for _, in := range calc.inputs {
+		if in.kind != ciField || in.hdr != h.id || in.ref.fld <= last {
+			return nil
+		}
+		last = in.ref.fld
+		listed[last] = true
+	}
+	run := 0
+	for i, fd := range t.fields {
+		if !listed[i] {
+			run += fd.width
+			continue
+		}
+		if run%16 != 0 {
+			return nil
+		}
+		run = 0
+	}
+	bs := &bufSum{hdr: h.id, masks: make([]uint64, (t.fixedBits+63)/64)}
+	for i, fd := range t.fields {
+		if !listed[i] {
+			continue
+		}
+		for b := fd.bitOff; b < fd.bitOff+fd.width; b++ {
+			bs.masks[b/64] |= 1 << uint(63-b%64)
+		}
+	}
+	return bs
+}
+
+// sum returns the checksum (complemented) of the header starting at b[0];
+// b extends at least 8 bytes past the header's last chunk start.
+func (bs *bufSum) sum(b []byte) uint64 {
+	var s uint64
+	for j, m := range bs.masks {
+		c := binary.BigEndian.Uint64(b[8*j:]) & m
+		s += c>>48 + c>>32&0xffff + c>>16&0xffff + c&0xffff
+	}
+	for s>>16 != 0 {
+		s = s&0xffff + s>>16
+	}
+	return uint64(^uint16(s))
 }
 
 func crc16Table(poly uint16) *[256]uint16 {

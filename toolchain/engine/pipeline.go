@@ -90,6 +90,7 @@ type Pipeline struct {
 	readWords    map[int]bool
 	hdrPack      []*packPlan // per header instance: deparse plan, nil if not packable
 	emitOrder    []emitInfo  // deparser order, packet headers only, with their sizes
+	emitAt       []int32     // per header instance: its index in emitOrder, -1 if none
 	useIngressTS bool
 	useEgressTS  bool
 	// egressInfo: the program reads some of the metadata egress provides
@@ -105,6 +106,7 @@ type emitInfo struct {
 	bytes  int32 // fixed size
 	varbit bool
 	many   bool // more than 64 fields: dirty masks cannot name them all
+	fields []fieldPut
 }
 
 type learnList struct {
@@ -376,18 +378,27 @@ func load(jsonText []byte, opts Options, reference bool) (pl *Pipeline, err erro
 			pl.hdrPack[h.id] = makePackPlan(fs)
 		}
 	}
+	pl.emitAt = make([]int32, len(lay.headers))
+	for i := range pl.emitAt {
+		pl.emitAt[i] = -1
+	}
+	for _, h := range pl.deparseOrder {
+		hi := lay.headers[h]
+		if hi.metadata || pl.emitAt[h] >= 0 {
+			continue
+		}
+		e := emitInfo{hdr: h, bytes: int32((hi.typ.fixedBits + 7) / 8),
+			varbit: hi.typ.vlField >= 0, many: len(hi.typ.fields) > 64}
+		for i := range hi.typ.fields {
+			e.fields = append(e.fields, makeFieldPut(hi, &hi.typ.fields[i]))
+		}
+		pl.emitAt[h] = int32(len(pl.emitOrder))
+		pl.emitOrder = append(pl.emitOrder, e)
+	}
 	for _, calc := range pl.calcByName {
 		if !reference {
 			calc.prepareFast(lay)
 		}
-	}
-	for _, h := range pl.deparseOrder {
-		hi := lay.headers[h]
-		if hi.metadata {
-			continue
-		}
-		pl.emitOrder = append(pl.emitOrder, emitInfo{hdr: h, bytes: int32((hi.typ.fixedBits + 7) / 8),
-			varbit: hi.typ.vlField >= 0, many: len(hi.typ.fields) > 64})
 	}
 	// Digests and field lists copy fields out; count those as reads.
 	for _, l := range pl.learnLists {

@@ -16,7 +16,10 @@ package engine
 // pseudocode and simple_switch.cpp (field lists preserved on resubmit,
 // recirculate and clones; metadata reset; instance_type values).
 
-import "math/bits"
+import (
+	"encoding/binary"
+	"math/bits"
+)
 
 // Job is a packet waiting for egress: the device queues it on Port in the
 // queue of its Priority (standard_metadata.priority when it left ingress,
@@ -291,7 +294,13 @@ func (pl *Pipeline) verifyChecksums(p *Packet) {
 		if ck.cond != nil && !ck.cond(p) {
 			continue
 		}
-		v := ck.calc.compute(p)
+		var v uint64
+		if bs := ck.calc.inBuf; bs != nil && p.valid[bs.hdr] && p.hoff[bs.hdr] >= 0 && p.dmask[bs.hdr] == 0 {
+			// the header's bytes are as extracted and unchanged since
+			v = bs.sum(p.buf[p.hoff[bs.hdr]:])
+		} else {
+			v = ck.calc.compute(p)
+		}
 		lv := ck.target
 		h := pl.lay.headers[lv.hdr(p)]
 		var cur uint64
@@ -334,13 +343,54 @@ func (pl *Pipeline) updateChecksums(p *Packet) {
 	}
 }
 
+// updateChecksumsInPlace is updateChecksums after writeBack: the headers
+// in the buffer are current, so an Internet checksum over one header's
+// fields sums the header's bytes (calculation.inBuf), and every result is
+// also written into the buffer.
+func (pl *Pipeline) updateChecksumsInPlace(p *Packet) {
+	hs := pl.lay.headers
+	for _, ck := range pl.updateCk {
+		if ck.cond != nil && !ck.cond(p) {
+			continue
+		}
+		var v uint64
+		if bs := ck.calc.inBuf; bs != nil && p.valid[bs.hdr] && pl.emitAt[bs.hdr] >= 0 {
+			v = bs.sum(p.buf[p.hoff[bs.hdr]:])
+		} else {
+			v = ck.calc.compute(p)
+		}
+		lv := ck.target
+		hid := lv.hdr(p)
+		h := hs[hid]
+		p.dmask[hid] |= lv.fd.dirtyBit()
+		if lv.fd.narrow {
+			p.words[h.wordBase+lv.fd.slot] = v & mask64(lv.fd.width)
+		} else {
+			off := h.wideBase + lv.fd.woff
+			dst := p.wide[off : off+lv.fd.wlen]
+			clear(dst)
+			n := min(len(dst), 8)
+			putUint(dst[len(dst)-n:], v)
+			maskTop(dst, lv.fd.width)
+		}
+		if e := pl.emitAt[hid]; e >= 0 && p.valid[hid] {
+			pl.emitOrder[e].fields[lv.fd.idx].put(p, int(p.hoff[hid]))
+		}
+	}
+}
+
 // deparse updates checksums and writes the valid headers in deparser order
 // in front of the payload; the frame is then p.buf[p.start:p.end].
 func (pl *Pipeline) deparse(p *Packet) {
-	pl.updateChecksums(p)
-	if !pl.reference && pl.deparseInPlace(p) {
-		return
+	if !pl.reference {
+		if pos, ok := pl.inPlace(p); ok {
+			pl.writeBack(p)
+			pl.updateChecksumsInPlace(p)
+			p.start = pos
+			return
+		}
 	}
+	pl.updateChecksums(p)
 	hs := pl.lay.headers
 	total := 0
 	for _, h := range pl.deparseOrder {
@@ -386,7 +436,7 @@ func (pl *Pipeline) deparse(p *Packet) {
 		if h.metadata {
 			continue
 		}
-		if pp := pl.hdrPack[hid]; pp != nil {
+		if pp := pl.hdrPack[hid]; pp != nil && !pl.reference {
 			pp.write(p.words, p.buf[start+bw.pos:])
 			bw.pos += pp.bits / 8
 			continue
@@ -396,12 +446,13 @@ func (pl *Pipeline) deparse(p *Packet) {
 	p.start = start
 }
 
-// deparseInPlace handles the common case where every valid header still
-// sits where the parser found it, back to back up to the payload: only the
-// fields changed since (Packet.dmask) are written back into the buffer.
-func (pl *Pipeline) deparseInPlace(p *Packet) bool {
-	if p.payload < p.start || p.payload > p.end {
-		return false
+// inPlace reports whether every valid header of the deparser's order still
+// sits where the parser found it, back to back up to the payload (the
+// common case: no header added, removed or resized), and where the frame
+// then starts.
+func (pl *Pipeline) inPlace(p *Packet) (int, bool) {
+	if p.payload < p.start || p.payload > p.end || len(p.buf) < p.end+tailSlack {
+		return 0, false
 	}
 	pos := int32(p.payload)
 	order := pl.emitOrder
@@ -413,45 +464,77 @@ func (pl *Pipeline) deparseInPlace(p *Packet) bool {
 		}
 		pos -= e.bytes
 		if hoff[e.hdr] != pos || e.varbit {
-			return false
+			return 0, false
 		}
 	}
 	if int(pos) < p.start {
-		return false
+		return 0, false
 	}
-	hs := pl.lay.headers
+	return int(pos), true
+}
+
+// writeBack writes the fields changed since parsing (Packet.dmask) of the
+// headers in place into the buffer (inPlace must hold).
+func (pl *Pipeline) writeBack(p *Packet) {
+	order := pl.emitOrder
 	for i := range order {
 		e := &order[i]
 		m := p.dmask[e.hdr]
-		if m == 0 || !valid[e.hdr] {
+		if m == 0 || !p.valid[e.hdr] {
 			continue
 		}
-		hi := hs[e.hdr]
-		off := hoff[e.hdr]
+		off := int(p.hoff[e.hdr])
 		if m == ^uint64(0) || e.many {
 			if pp := pl.hdrPack[e.hdr]; pp != nil {
 				pp.write(p.words, p.buf[off:])
 			} else {
-				bw := bitWriter{b: p.buf[off : off+e.bytes]}
-				emitHeader(p, hi, &bw)
+				bw := bitWriter{b: p.buf[off : off+int(e.bytes)]}
+				emitHeader(p, pl.lay.headers[e.hdr], &bw)
 			}
 			continue
 		}
-		base := int(off) * 8
 		for ; m != 0; m &= m - 1 {
-			fd := &hi.typ.fields[bits.TrailingZeros64(m)]
-			if fd.width == 0 {
-				continue
-			}
-			if fd.narrow {
-				writeBits(p.buf, base+fd.bitOff, fd.width, p.words[hi.wordBase+fd.slot])
-			} else {
-				copyBits(p.buf, base+fd.bitOff, p.wide[hi.wideBase+fd.woff:], fd.wlen*8-fd.width, fd.width)
-			}
+			e.fields[bits.TrailingZeros64(m)&63].put(p, off)
 		}
 	}
-	p.start = int(pos)
-	return true
+}
+
+// fieldPut writes one field of an in-place header back into the buffer:
+// for a field within 8 bytes of its first byte, one 64-bit
+// read-modify-write (the buffer has tailSlack bytes after the packet).
+type fieldPut struct {
+	fd   *fieldDef
+	word int    // PHV word (narrow fields)
+	wide int    // PHV byte offset (wide fields)
+	at   int    // byte offset in the header
+	sh   uint8  // left shift placing the value
+	mask uint64 // the field's bits in the 64-bit word at 'at'; 0: slow path
+}
+
+func makeFieldPut(h *headerInst, fd *fieldDef) fieldPut {
+	fp := fieldPut{fd: fd, word: h.wordBase + fd.slot, wide: h.wideBase + fd.woff, at: fd.bitOff >> 3}
+	if s := fd.bitOff & 7; fd.narrow && fd.width > 0 && s+fd.width <= 64 {
+		fp.sh = uint8(64 - s - fd.width)
+		fp.mask = mask64(fd.width) << fp.sh
+	}
+	return fp
+}
+
+func (fp *fieldPut) put(p *Packet, hoff int) {
+	if fp.mask != 0 {
+		b := p.buf[hoff+fp.at:]
+		x := binary.BigEndian.Uint64(b)
+		binary.BigEndian.PutUint64(b, x&^fp.mask|p.words[fp.word]<<(fp.sh&63)&fp.mask)
+		return
+	}
+	fd := fp.fd
+	switch {
+	case fd.width == 0:
+	case fd.narrow:
+		writeBits(p.buf, hoff*8+fd.bitOff, fd.width, p.words[fp.word])
+	default:
+		copyBits(p.buf, hoff*8+fd.bitOff, p.wide[fp.wide:], fd.wlen*8-fd.width, fd.width)
+	}
 }
 
 // emitHeader appends header h to bw.
