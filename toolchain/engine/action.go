@@ -19,6 +19,23 @@ const maxLoopIterations = 1 << 16
 // the index of the primitive to jump to.
 type stmt func(p *Packet) int
 
+// prim is a compiled primitive: a jump (_jump, _jump_if_zero) or a plain
+// statement. An action without jumps runs its plain statements directly,
+// one indirect call per primitive.
+type prim struct {
+	do   func(p *Packet)
+	jump stmt
+}
+
+// stmt returns the primitive as a statement of a body with jumps.
+func (pr *prim) stmt() stmt {
+	if pr.jump != nil {
+		return pr.jump
+	}
+	f := pr.do
+	return func(p *Packet) int { f(p); return -1 }
+}
+
 // actionData is the control-plane data of one action invocation.
 type actionData struct {
 	u64  []uint64 // parameters of at most 64 bits
@@ -31,6 +48,8 @@ type action struct {
 	idx    int // position in Pipeline.actions
 	params []ParamInfo
 	body   []stmt
+	// plain: the body when it has no jumps (then body is nil)
+	plain []func(p *Packet)
 	// registers the action touches, locked for the whole action so that a
 	// read-modify-write is atomic against other packets (BMv2 semantics,
 	// simple_switch.md "BMv2 register implementation notes").
@@ -43,8 +62,25 @@ func (a *action) info() ActionInfo {
 
 func (a *action) run(p *Packet, ad *actionData) {
 	p.ad = ad
+	if a.body == nil && a.locks == nil {
+		for _, f := range a.plain {
+			f(p)
+			if p.exit || p.failed {
+				return
+			}
+		}
+		return
+	}
 	for _, m := range a.locks {
 		m.Lock()
+	}
+	if a.body == nil {
+		for _, f := range a.plain {
+			f(p)
+			if p.exit || p.failed {
+				break
+			}
+		}
 	}
 	body := a.body
 	steps := 0
@@ -124,6 +160,7 @@ func (c *compiler) compileAction(ja *jAction) (*action, error) {
 	c.params = a.params
 	defer func() { c.params = nil }()
 	regs := map[*registerArray]bool{}
+	var prims []*prim
 	for i, prim := range ja.Primitives {
 		c.where = fmt.Sprintf("action %s, primitive %d (%s)", ja.Name, i, prim.Op)
 		params, err := parseTVs(prim.Parameters)
@@ -133,13 +170,24 @@ func (c *compiler) compileAction(ja *jAction) (*action, error) {
 		for _, r := range c.registersIn(prim.Op, params) {
 			regs[r] = true
 		}
-		s, err := c.primitive(prim.Op, params, len(ja.Primitives))
+		pr, err := c.primitive(prim.Op, params, len(ja.Primitives))
 		if err != nil {
 			return nil, err
 		}
-		a.body = append(a.body, s)
+		prims = append(prims, pr)
 	}
 	c.where = ""
+	jumps := c.pl.reference
+	for _, pr := range prims {
+		jumps = jumps || pr.jump != nil
+	}
+	for _, pr := range prims {
+		if jumps {
+			a.body = append(a.body, pr.stmt())
+		} else {
+			a.plain = append(a.plain, pr.do)
+		}
+	}
 	var rl []*registerArray
 	for r := range regs {
 		rl = append(rl, r)
@@ -196,8 +244,8 @@ func (c *compiler) stdFieldOn(h *headerInst, name string) (int, bool) {
 	return h.wordBase + h.typ.fields[fi].slot, true
 }
 
-func (c *compiler) primitive(op string, params []*ast, nprims int) (stmt, error) {
-	next := func(f func(p *Packet)) stmt { return func(p *Packet) int { f(p); return -1 } }
+func (c *compiler) primitive(op string, params []*ast, nprims int) (*prim, error) {
+	next := func(f func(p *Packet)) *prim { return &prim{do: f} }
 	switch op {
 	case "assign", "modify_field":
 		if err := c.nparams(op, params, 2); err != nil {
@@ -390,7 +438,7 @@ func (c *compiler) primitive(op string, params []*ast, nprims int) (stmt, error)
 		if err != nil {
 			return nil, err
 		}
-		return func(*Packet) int { return t }, nil
+		return &prim{jump: func(*Packet) int { return t }}, nil
 	case "_jump_if_zero":
 		if err := c.nparams(op, params, 2); err != nil {
 			return nil, err
@@ -403,12 +451,12 @@ func (c *compiler) primitive(op string, params []*ast, nprims int) (stmt, error)
 		if err != nil {
 			return nil, err
 		}
-		return func(p *Packet) int {
+		return &prim{jump: func(p *Packet) int {
 			if !cond(p) {
 				return t
 			}
 			return -1
-		}, nil
+		}}, nil
 	case "exit":
 		return next(func(p *Packet) { p.exit = true }), nil
 	case "assert", "assume":
@@ -768,7 +816,7 @@ func (c *compiler) primitive(op string, params []*ast, nprims int) (stmt, error)
 		o := map[string]string{"add": "+", "subtract": "-", "bit_and": "&", "bit_or": "|", "bit_xor": "^", "shift_left": "<<", "shift_right": ">>"}[op]
 		return c.primitive("assign", []*ast{params[0], {kind: "op", op: o, left: params[1], right: params[2]}}, nprims)
 	case "no_op":
-		return func(*Packet) int { return -1 }, nil
+		return next(func(*Packet) {}), nil
 	}
 	return nil, c.errorf("unsupported primitive %q", op)
 }

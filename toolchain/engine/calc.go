@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math/big"
+	"math/bits"
 	"strings"
 )
 
@@ -51,6 +52,8 @@ type calculation struct {
 	// inBuf: csum16 over fields of one header, summed from the header's
 	// bytes in the packet buffer where those are current (see bufSum).
 	inBuf *bufSum
+	// lazyHdrs: input headers whose fields the parser may leave unloaded
+	lazyHdrs []int
 }
 
 func (calc *calculation) prepareFast(l *layout) {
@@ -74,16 +77,47 @@ func (calc *calculation) prepareFast(l *layout) {
 }
 
 // bufSum computes csum16 over a list of fields of one fixed-size header
-// from the header's bytes: 64-bit loads masked to the listed fields' bits.
-// The packed list and the masked header are the same sequence of 16-bit
-// words plus zero words, so the sums are equal (not merely congruent),
-// provided the list keeps the header's field order and every run of left
-// out fields before a listed one is a multiple of 16 bits wide (the
-// IPv4 header checksum leaves out hdrChecksum: 16 bits, 16-bit aligned).
+// from the header's bytes as the parser found them: 64-bit loads masked to
+// the listed fields' bits, with the fields changed since parsing (Packet.dmask)
+// taken from the PHV instead. The masked header and the packed list are
+// the same sequence of 16-bit words plus zero words, so their sums are
+// equal, provided the list keeps the header's field order and every run of
+// left-out fields before a listed one is a multiple of 16 bits wide (the
+// IPv4 header checksum leaves out hdrChecksum: 16 bits). Before the
+// deparser writes anything, the buffer at the header's parse offset holds
+// what was extracted, and an unchanged field's PHV word equals its bits
+// there (the in-place deparser relies on the same two facts).
+//
+// The sum is taken RFC 1071's fast way: 64-bit little-endian words added
+// with end-around carry, folded to 16 bits and byte-swapped. That gives
+// the same 16 bits as BMv2's sum of big-endian 16-bit words: both are
+// congruent modulo 0xffff (2^16 = 1, and a byte swap multiplies by 2^8,
+// twice = 1), both lie in 1..0xffff unless every input byte is zero, when
+// both are 0, and no two values of 1..0xffff are congruent.
 type bufSum struct {
-	hdr   int
-	masks []uint64 // per 8 bytes of the header
+	hdr    int
+	masks  []uint64 // per 8 bytes of the header: the listed fields' bits, little-endian
+	listed uint64   // dirty bits (Packet.dmask) of the listed fields
+	fields []sumField
 }
+
+// sumField places a listed field's PHV value into the header's 64-bit
+// chunks: piece k is (v << l >> r) & mask (big-endian) in chunk 'chunk'.
+type sumField struct {
+	word   int
+	pieces [2]sumPiece
+	n      int
+}
+
+type sumPiece struct {
+	chunk int
+	l, r  uint8
+	mask  uint64 // big-endian
+}
+
+// bufSumMaxChunks bounds the headers whose changed fields can be patched
+// in (masks are copied to the stack); longer headers need them unchanged.
+const bufSumMaxChunks = 8
 
 func makeBufSum(calc *calculation, l *layout) *bufSum {
 	if len(calc.inputs) == 0 {
@@ -91,13 +125,13 @@ func makeBufSum(calc *calculation, l *layout) *bufSum {
 	}
 	h := l.headers[calc.inputs[0].hdr]
 	t := h.typ
-	if h.metadata || t.vlField >= 0 || t.fixedBits%8 != 0 || t.fixedBits == 0 {
+	if h.metadata || t.vlField >= 0 || t.fixedBits%8 != 0 || t.fixedBits == 0 || len(t.fields) > 64 {
 		return nil
 	}
 	listed := make([]bool, len(t.fields))
 	last := -1
 	for _, in := range calc.inputs {
-		if in.kind != ciField || in.hdr != h.id || in.ref.fld <= last {
+		if in.kind != ciField || in.hdr != h.id || in.ref.fld <= last || !in.fd.narrow {
 			return nil
 		}
 		last = in.ref.fld
@@ -114,30 +148,81 @@ func makeBufSum(calc *calculation, l *layout) *bufSum {
 		}
 		run = 0
 	}
-	bs := &bufSum{hdr: h.id, masks: make([]uint64, (t.fixedBits+63)/64)}
+	bs := &bufSum{hdr: h.id, masks: make([]uint64, (t.fixedBits+63)/64), fields: make([]sumField, len(t.fields))}
 	for i, fd := range t.fields {
-		if !listed[i] {
+		if !listed[i] || fd.width == 0 {
 			continue
 		}
-		for b := fd.bitOff; b < fd.bitOff+fd.width; b++ {
-			bs.masks[b/64] |= 1 << uint(63-b%64)
+		bs.listed |= fd.dirtyBit()
+		sf := sumField{word: h.wordBase + fd.slot}
+		end := fd.bitOff + fd.width
+		for j := fd.bitOff / 64; j*64 < end; j++ {
+			pc := sumPiece{chunk: j}
+			if chunkEnd := (j + 1) * 64; end <= chunkEnd {
+				pc.l = uint8(chunkEnd - end)
+			} else {
+				pc.r = uint8(end - chunkEnd)
+			}
+			pc.mask = mask64(fd.width) << pc.l >> pc.r
+			bs.masks[j] |= bits.ReverseBytes64(pc.mask)
+			sf.pieces[sf.n] = pc
+			sf.n++
 		}
+		bs.fields[i] = sf
 	}
 	return bs
 }
 
-// sum returns the checksum (complemented) of the header starting at b[0];
-// b extends at least 8 bytes past the header's last chunk start.
-func (bs *bufSum) sum(b []byte) uint64 {
-	var s uint64
-	for j, m := range bs.masks {
-		c := binary.BigEndian.Uint64(b[8*j:]) & m
-		s += c>>48 + c>>32&0xffff + c>>16&0xffff + c&0xffff
+// sum returns the checksum (complemented), or false when the header's
+// bytes cannot be used: not extracted this pass, rewritten as a whole, or
+// too long to patch changed fields into.
+func (bs *bufSum) sum(p *Packet) (uint64, bool) {
+	off := p.hoff[bs.hdr]
+	dirty := p.dmask[bs.hdr]
+	if off < 0 || !p.valid[bs.hdr] || dirty == ^uint64(0) {
+		return 0, false
 	}
-	for s>>16 != 0 {
-		s = s&0xffff + s>>16
+	b := p.buf[off:]
+	if len(b) < 8*len(bs.masks) {
+		return 0, false
 	}
-	return uint64(^uint16(s))
+	var s, carry uint64
+	if dirty&bs.listed == 0 {
+		for j, m := range bs.masks {
+			s, carry = bits.Add64(s, binary.LittleEndian.Uint64(b[8*j:])&m, carry)
+		}
+	} else {
+		if len(bs.masks) > bufSumMaxChunks {
+			return 0, false
+		}
+		var masks [bufSumMaxChunks]uint64
+		copy(masks[:], bs.masks)
+		for m := dirty & bs.listed; m != 0; m &= m - 1 {
+			f := &bs.fields[bits.TrailingZeros64(m)&63]
+			v := p.words[f.word]
+			for k := 0; k < f.n; k++ {
+				pc := &f.pieces[k]
+				le := bits.ReverseBytes64(v << (pc.l & 63) >> (pc.r & 63) & pc.mask)
+				s, carry = bits.Add64(s, le, carry)
+				masks[pc.chunk&(bufSumMaxChunks-1)] &^= bits.ReverseBytes64(pc.mask)
+			}
+		}
+		for j := range bs.masks {
+			s, carry = bits.Add64(s, binary.LittleEndian.Uint64(b[8*j:])&masks[j&(bufSumMaxChunks-1)], carry)
+		}
+	}
+	return uint64(^bits.ReverseBytes16(fold16(s, carry))), true
+}
+
+// fold16 folds a 64-bit ones' complement sum (plus its pending carry)
+// to 16 bits with end-around carries.
+func fold16(s, carry uint64) uint16 {
+	s, carry = bits.Add64(s, carry, 0)
+	s += carry
+	t := s>>32 + s&0xffffffff
+	t = t>>16 + t&0xffff
+	t = t>>16 + t&0xffff
+	return uint16(t>>16 + t&0xffff)
 }
 
 func crc16Table(poly uint16) *[256]uint16 {
@@ -370,6 +455,14 @@ func (calc *calculation) maxBytes(l *layout) int {
 
 // compute runs the calculation on the packet's current state.
 func (calc *calculation) compute(p *Packet) uint64 {
+	if calc.inBuf != nil {
+		if v, ok := calc.inBuf.sum(p); ok {
+			return v
+		}
+	}
+	for _, h := range calc.lazyHdrs {
+		p.materialize(h)
+	}
 	if calc.fast != nil {
 		ok := true
 		for _, h := range calc.fastHdrs {

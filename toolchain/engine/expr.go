@@ -62,6 +62,16 @@ type dexpr struct {
 	fieldSlot int // >= 0 when the expression is a plain narrow unsigned field read
 	paramIdx  int // >= 1 when the expression is action parameter paramIdx-1 (<= 64 bits)
 	isBool    boolFn
+	// affine, when set, says that the expression's value modulo 2^64 (what
+	// mod computes) is (words[slot] + add) & and: p4c's shape for field
+	// arithmetic such as ttl - 1, ((ttl + 0xff) & 0xff); assignments
+	// compute it inline.
+	affine *affineForm
+}
+
+type affineForm struct {
+	slot     int
+	add, and uint64
 }
 
 // exact returns a uint64 closure with the exact value (int64 bits if neg),
@@ -305,6 +315,13 @@ func (c *compiler) dynFieldRead(h hdrFn, ht *headerType, fi int) *dexpr {
 	fd := &ht.fields[fi]
 	hs := c.lay.headers
 	if fd.narrow {
+		// The header is known only at run time: the field counts as read
+		// in every instance of the type (the parser loads it eagerly).
+		for _, hi := range hs {
+			if hi.typ == ht {
+				c.markRead(hi.wordBase + fd.slot)
+			}
+		}
 		return c.narrowRead(fd, func(p *Packet) int { return hs[h(p)].wordBase + fd.slot }, -1)
 	}
 	return c.wideRead(fd, func(p *Packet) int { return hs[h(p)].wideBase + fd.woff })
@@ -607,6 +624,20 @@ func (c *compiler) binary(op string, l, r *dexpr) (*dexpr, error) {
 	switch op {
 	case "+", "-", "*", "&", "|", "^":
 		d.mod = func() u64Fn { return homomorphic(op, l, r) }
+		if r.cval != nil {
+			k := low64(r.cval)
+			switch {
+			case (op == "+" || op == "-") && l.fieldSlot >= 0:
+				if op == "-" {
+					k = -k
+				}
+				d.affine = &affineForm{slot: l.fieldSlot, add: k, and: ^uint64(0)}
+			case op == "&" && l.fieldSlot >= 0:
+				d.affine = &affineForm{slot: l.fieldSlot, and: k}
+			case op == "&" && l.affine != nil:
+				d.affine = &affineForm{slot: l.affine.slot, add: l.affine.add, and: l.affine.and & k}
+			}
+		}
 	case "<<":
 		d.mod = func() u64Fn {
 			lf := l.mod()
@@ -1375,6 +1406,10 @@ func (c *compiler) assign(dst *lvalue, src *dexpr) func(p *Packet) {
 					i := src.paramIdx - 1
 					return func(p *Packet) { p.words[w] = p.ad.u64[i] & m }
 				}
+				if a := src.affine; a != nil && !c.pl.reference {
+					s, k, am := a.slot, a.add, a.and&m
+					return func(p *Packet) { p.words[w] = (p.words[s] + k) & am }
+				}
 				f := src.mod()
 				return func(p *Packet) { p.words[w] = f(p) & m }
 			}
@@ -1389,6 +1424,10 @@ func (c *compiler) assign(dst *lvalue, src *dexpr) func(p *Packet) {
 			if src.paramIdx > 0 {
 				i := src.paramIdx - 1
 				return func(p *Packet) { p.words[w] = p.ad.u64[i] & m; p.dmask[dh] |= bit }
+			}
+			if a := src.affine; a != nil && !c.pl.reference {
+				s, k, am := a.slot, a.add, a.and&m
+				return func(p *Packet) { p.words[w] = (p.words[s] + k) & am; p.dmask[dh] |= bit }
 			}
 			f := src.mod()
 			return func(p *Packet) { p.words[w] = f(p) & m; p.dmask[dh] |= bit }

@@ -27,8 +27,11 @@ type Packet struct {
 	// In-place deparsing: where each header was extracted in buf (-1: not
 	// extracted this pass) and which of its fields changed since (bit i =
 	// field i; all ones = rewrite the whole header).
-	hoff   []int32
-	dmask  []uint64
+	hoff  []int32
+	dmask []uint64
+	// lazy: the header's unread fields are still only in buf at hoff
+	// (lazyExtract); meaningful while hoff >= 0.
+	lazy   []bool
 	stkNxt []int32 // per header stack: next index
 	ustNxt []int32 // per union stack: next index
 
@@ -89,6 +92,7 @@ func (pl *Pipeline) newPacket() *Packet {
 		vlen:   make([]int32, len(l.headers)),
 		hoff:   make([]int32, len(l.headers)),
 		dmask:  make([]uint64, len(l.headers)),
+		lazy:   make([]bool, len(l.headers)),
 		stkNxt: make([]int32, len(l.stacks)),
 		ustNxt: make([]int32, len(l.ustacks)),
 		bigs:   make([]big.Int, pl.nbig),
@@ -138,13 +142,13 @@ func (p *Packet) load(frame []byte) {
 // resetAll makes every header invalid, zeroes all fields and per-pass state:
 // the state of a packet that just arrived.
 func (p *Packet) resetAll() {
-	// Fields of invalid headers are never observable before the header is
-	// extracted or made valid (which zeroes it), so only metadata needs
-	// zeroing; hidden stack sinks are cleared so stray reads see zeros.
-	p.resetMetadata()
-	for _, h := range p.pl.lay.sinks {
-		p.zeroHeader(p.pl.lay.headers[h])
-	}
+	// Every field is zeroed, not just metadata: a program can read fields
+	// of a header that is not valid (a table keyed on a header the parser
+	// did not reach), and those must not show a previous packet's values
+	// (packet contexts are reused); one clear of the whole PHV costs about
+	// what clearing the metadata ranges did.
+	clear(p.words)
+	clear(p.wide[:p.pl.lay.nwide])
 	copy(p.valid, p.pl.lay.validInit)
 	copy(p.hoff, p.pl.lay.hoffInit)
 	clear(p.vlen)
@@ -197,6 +201,7 @@ func (p *Packet) zeroHeader(h *headerInst) {
 	clear(p.words[h.wordBase : h.wordBase+h.typ.nwords])
 	clear(p.wide[h.wideBase : h.wideBase+h.typ.nwide])
 	p.vlen[h.id] = 0
+	p.lazy[h.id] = false
 	p.dmask[h.id] = ^uint64(0)
 }
 
@@ -219,6 +224,8 @@ func (p *Packet) setValid(hid int) {
 func (p *Packet) copyHeader(dst, src int) {
 	l := p.pl.lay
 	d, s := l.headers[dst], l.headers[src]
+	p.materialize(src)
+	p.lazy[dst] = false
 	copy(p.words[d.wordBase:d.wordBase+d.typ.nwords], p.words[s.wordBase:s.wordBase+s.typ.nwords])
 	copy(p.wide[d.wideBase:d.wideBase+d.typ.nwide], p.wide[s.wideBase:s.wideBase+s.typ.nwide])
 	p.vlen[dst] = p.vlen[src]
@@ -234,6 +241,7 @@ func (p *Packet) copyFrom(q *Packet) {
 	copy(p.valid, q.valid)
 	copy(p.vlen, q.vlen)
 	copy(p.dmask, q.dmask)
+	copy(p.lazy, q.lazy)
 	for i, o := range q.hoff {
 		if o >= 0 {
 			o += int32(headroom - q.start)

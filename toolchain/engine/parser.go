@@ -324,6 +324,76 @@ func (c *compiler) selectKey(st *parseState, raws []json.RawMessage) error {
 	return nil
 }
 
+// lazyExtract is how the parser's fast path extracts one header instance.
+// Fields no expression, key, select, field list, digest or checksum
+// verification reads are not loaded with the header (Load decides,
+// finishLazy): the in-place deparser rewrites only changed fields and
+// Internet checksums are summed from the header's bytes, so for a
+// forwarding program most fields are never needed in the PHV. Anything
+// that reads a whole header's PHV (copies, the full deparser, checksums
+// and hashes over the fields) first calls Packet.materialize, which loads
+// them from the header's bytes, still as the parser found them.
+type lazyExtract struct {
+	eager []extractStep // with the header
+	rest  []extractStep // by materialize (field index = slot: all narrow)
+	lazy  bool          // rest is not empty
+}
+
+func (pl *Pipeline) lazyExtractOf(h *headerInst) *lazyExtract {
+	if pl.lazyEx[h.id] == nil {
+		pl.lazyEx[h.id] = &lazyExtract{eager: h.typ.plan}
+	}
+	return pl.lazyEx[h.id]
+}
+
+// finishLazy splits the extraction plans once every reader of the PHV is
+// compiled (readWords is complete).
+func (pl *Pipeline) finishLazy() {
+	for hid, ex := range pl.lazyEx {
+		if ex == nil {
+			continue
+		}
+		h := pl.lay.headers[hid]
+		// Stack elements are read through run-time indices, which readWords
+		// cannot see.
+		if pl.reference || len(h.typ.fields) > 64 || h.stack >= 0 || h.union >= 0 || h.hidden || h.metadata {
+			continue
+		}
+		var eager, rest []extractStep
+		for _, st := range h.typ.plan {
+			if pl.readWords[h.wordBase+int(st.slot)] || int(st.slot) >= len(h.typ.fields) || h.typ.fields[st.slot].slot != int(st.slot) {
+				eager = append(eager, st)
+			} else {
+				rest = append(rest, st)
+			}
+		}
+		if len(rest) > 0 {
+			ex.eager, ex.rest, ex.lazy = eager, rest, true
+		}
+	}
+}
+
+// materialize loads the fields of header h the parser left in the buffer
+// (lazyExtract), except those changed since.
+func (p *Packet) materialize(h int) {
+	if !p.lazy[h] {
+		return
+	}
+	p.lazy[h] = false
+	off := int(p.hoff[h])
+	if off < 0 {
+		return
+	}
+	hi := p.pl.lay.headers[h]
+	data := p.buf[off:]
+	dirty := p.dmask[h]
+	for _, st := range p.pl.lazyEx[h].rest {
+		if dirty&(1<<(uint(st.slot)&63)) == 0 {
+			p.words[hi.wordBase+int(st.slot)] = binary.BigEndian.Uint64(data[st.byteOff:]) << (st.shl & 63) >> (st.shr & 63)
+		}
+	}
+}
+
 // extractInto reads header h's fields from data (starting at byte 0),
 // with the varbit field (if any) vlBits long. It returns the bytes used.
 func extractInto(p *Packet, h *headerInst, data []byte, vlBits int) int {
@@ -459,9 +529,9 @@ func (c *compiler) parserOp(ps *parser, op jParserOp) (parserOp, error) {
 			// union or stack.
 			hi := c.lay.headers[c.lay.hdrByName[t.name]]
 			h := hi.id
-			plan := ht.plan
 			nwords := ht.nwords
 			tooShort := E(errPacketTooShort)
+			ex := c.pl.lazyExtractOf(hi)
 			return func(p *Packet) uint64 {
 				cur := p.cur
 				if p.end-cur < fixedBytes {
@@ -470,12 +540,14 @@ func (c *compiler) parserOp(ps *parser, op jParserOp) (parserOp, error) {
 				data := p.buf[cur:]
 				if len(data) < fixedBytes+8 {
 					extractInto(p, hi, data, 0)
+					p.lazy[h] = false
 				} else {
 					data = data[:fixedBytes+8]
 					words := p.words[hi.wordBase : hi.wordBase+nwords]
-					for _, st := range plan {
+					for _, st := range ex.eager {
 						words[st.slot] = binary.BigEndian.Uint64(data[st.byteOff:]) << (st.shl & 63) >> (st.shr & 63)
 					}
+					p.lazy[h] = ex.lazy
 				}
 				p.valid[h] = true
 				p.hoff[h] = int32(cur)
@@ -494,6 +566,7 @@ func (c *compiler) parserOp(ps *parser, op jParserOp) (parserOp, error) {
 					return E(errStackOutOfBounds)
 				}
 				extractInto(p, hs[h], p.buf[p.cur:], 0)
+				p.lazy[h] = false
 				p.setValid(h)
 				p.hoff[h] = int32(p.cur)
 				p.dmask[h] = 0
@@ -524,6 +597,7 @@ func (c *compiler) parserOp(ps *parser, op jParserOp) (parserOp, error) {
 				return E(errHeaderTooShort)
 			}
 			extractInto(p, hs[h], p.buf[p.cur:], int(nbits))
+			p.lazy[h] = false
 			p.setValid(h)
 			p.hoff[h] = -1 // varbit headers are always deparsed in full
 			p.cur += n
@@ -641,10 +715,11 @@ func (c *compiler) parserOp(ps *parser, op jParserOp) (parserOp, error) {
 		if err != nil {
 			return nil, c.errorf("%v", err)
 		}
-		s, err := c.primitive(prim.Op, pp, 1)
+		pr, err := c.primitive(prim.Op, pp, 1)
 		if err != nil {
 			return nil, err
 		}
+		s := pr.stmt()
 		regs := c.registersIn(prim.Op, pp)
 		if len(regs) > 0 {
 			r := regs[0]

@@ -88,9 +88,10 @@ type Pipeline struct {
 	// PHV words some expression, key or calculation reads; timestamps
 	// nobody reads are not produced (a clock read costs ~50 ns here).
 	readWords    map[int]bool
-	hdrPack      []*packPlan // per header instance: deparse plan, nil if not packable
-	emitOrder    []emitInfo  // deparser order, packet headers only, with their sizes
-	emitAt       []int32     // per header instance: its index in emitOrder, -1 if none
+	hdrPack      []*packPlan    // per header instance: deparse plan, nil if not packable
+	emitOrder    []emitInfo     // deparser order, packet headers only, with their sizes
+	emitAt       []int32        // per header instance: its index in emitOrder, -1 if none
+	lazyEx       []*lazyExtract // per header instance extracted by the parser's fast path
 	useIngressTS bool
 	useEgressTS  bool
 	// egressInfo: the program reads some of the metadata egress provides
@@ -212,6 +213,7 @@ func load(jsonText []byte, opts Options, reference bool) (pl *Pipeline, err erro
 		pl.names[k] = map[string]int{}
 	}
 	c := &compiler{pl: pl, lay: lay}
+	pl.lazyEx = make([]*lazyExtract, len(lay.headers))
 
 	for _, jr := range jp.RegisterArrays {
 		if jr.Size < 0 || jr.Size > 1<<20 || jr.Bitwidth <= 0 || jr.Bitwidth > 1<<12 {
@@ -405,6 +407,30 @@ func load(jsonText []byte, opts Options, reference bool) (pl *Pipeline, err erro
 		for _, r := range l.fields {
 			if lay.field(r).narrow {
 				c.markRead(lay.word(r))
+			}
+		}
+	}
+	// Field lists are copied field by field (resubmit, recirculate,
+	// clones), and checksum verification compares the target's value.
+	for _, refs := range pl.fieldLists {
+		for _, r := range refs {
+			if lay.field(r).narrow {
+				c.markRead(lay.word(r))
+			}
+		}
+	}
+	for _, ck := range pl.verifyCk {
+		if lv := ck.target; lv.static >= 0 && lv.fd.narrow {
+			c.markRead(lay.headers[lv.static].wordBase + lv.fd.slot)
+		}
+	}
+	pl.finishLazy()
+	for _, calc := range pl.calcByName {
+		seen := map[int]bool{}
+		for _, in := range calc.inputs {
+			if (in.kind == ciField || in.kind == ciHeader) && pl.lazyEx[in.hdr] != nil && !seen[in.hdr] {
+				seen[in.hdr] = true
+				calc.lazyHdrs = append(calc.lazyHdrs, in.hdr)
 			}
 		}
 	}

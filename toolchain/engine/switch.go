@@ -294,13 +294,7 @@ func (pl *Pipeline) verifyChecksums(p *Packet) {
 		if ck.cond != nil && !ck.cond(p) {
 			continue
 		}
-		var v uint64
-		if bs := ck.calc.inBuf; bs != nil && p.valid[bs.hdr] && p.hoff[bs.hdr] >= 0 && p.dmask[bs.hdr] == 0 {
-			// the header's bytes are as extracted and unchanged since
-			v = bs.sum(p.buf[p.hoff[bs.hdr]:])
-		} else {
-			v = ck.calc.compute(p)
-		}
+		v := ck.calc.compute(p)
 		lv := ck.target
 		h := pl.lay.headers[lv.hdr(p)]
 		var cur uint64
@@ -343,58 +337,23 @@ func (pl *Pipeline) updateChecksums(p *Packet) {
 	}
 }
 
-// updateChecksumsInPlace is updateChecksums after writeBack: the headers
-// in the buffer are current, so an Internet checksum over one header's
-// fields sums the header's bytes (calculation.inBuf), and every result is
-// also written into the buffer.
-func (pl *Pipeline) updateChecksumsInPlace(p *Packet) {
-	hs := pl.lay.headers
-	for _, ck := range pl.updateCk {
-		if ck.cond != nil && !ck.cond(p) {
-			continue
-		}
-		var v uint64
-		if bs := ck.calc.inBuf; bs != nil && p.valid[bs.hdr] && pl.emitAt[bs.hdr] >= 0 {
-			v = bs.sum(p.buf[p.hoff[bs.hdr]:])
-		} else {
-			v = ck.calc.compute(p)
-		}
-		lv := ck.target
-		hid := lv.hdr(p)
-		h := hs[hid]
-		p.dmask[hid] |= lv.fd.dirtyBit()
-		if lv.fd.narrow {
-			p.words[h.wordBase+lv.fd.slot] = v & mask64(lv.fd.width)
-		} else {
-			off := h.wideBase + lv.fd.woff
-			dst := p.wide[off : off+lv.fd.wlen]
-			clear(dst)
-			n := min(len(dst), 8)
-			putUint(dst[len(dst)-n:], v)
-			maskTop(dst, lv.fd.width)
-		}
-		if e := pl.emitAt[hid]; e >= 0 && p.valid[hid] {
-			pl.emitOrder[e].fields[lv.fd.idx].put(p, int(p.hoff[hid]))
-		}
-	}
-}
-
 // deparse updates checksums and writes the valid headers in deparser order
 // in front of the payload; the frame is then p.buf[p.start:p.end].
 func (pl *Pipeline) deparse(p *Packet) {
+	pl.updateChecksums(p)
 	if !pl.reference {
 		if pos, ok := pl.inPlace(p); ok {
 			pl.writeBack(p)
-			pl.updateChecksumsInPlace(p)
 			p.start = pos
 			return
 		}
 	}
-	pl.updateChecksums(p)
 	hs := pl.lay.headers
 	total := 0
 	for _, h := range pl.deparseOrder {
 		if p.valid[h] && !hs[h].metadata {
+			// before anything is written: headers may move over others' bytes
+			p.materialize(h)
 			total += headerBytes(hs[h], p)
 		}
 	}
@@ -485,6 +444,7 @@ func (pl *Pipeline) writeBack(p *Packet) {
 		}
 		off := int(p.hoff[e.hdr])
 		if m == ^uint64(0) || e.many {
+			p.materialize(e.hdr)
 			if pp := pl.hdrPack[e.hdr]; pp != nil {
 				pp.write(p.words, p.buf[off:])
 			} else {
@@ -499,21 +459,31 @@ func (pl *Pipeline) writeBack(p *Packet) {
 	}
 }
 
-// fieldPut writes one field of an in-place header back into the buffer:
-// for a field within 8 bytes of its first byte, one 64-bit
-// read-modify-write (the buffer has tailSlack bytes after the packet).
+// fieldPut writes one field of an in-place header back into the buffer.
+// Byte-aligned fields of whole bytes are stored with stores of their exact
+// size; no load, so nothing waits for an earlier store to an overlapping
+// address (an 8-byte read-modify-write of the field after a neighbour's
+// costs a store-forwarding stall). Other fields within 8 bytes of their
+// first byte take one 64-bit read-modify-write (the buffer has tailSlack
+// bytes after the packet), the rest the bit writer.
 type fieldPut struct {
-	fd   *fieldDef
-	word int    // PHV word (narrow fields)
-	wide int    // PHV byte offset (wide fields)
-	at   int    // byte offset in the header
-	sh   uint8  // left shift placing the value
-	mask uint64 // the field's bits in the 64-bit word at 'at'; 0: slow path
+	fd    *fieldDef
+	word  int    // PHV word (narrow fields)
+	wide  int    // PHV byte offset (wide fields)
+	at    int    // byte offset in the header
+	bytes int    // > 0: byte-aligned narrow field of this many bytes
+	sh    uint8  // left shift placing the value in the 64-bit word at 'at'
+	mask  uint64 // the field's bits in that word; 0: slow path
 }
 
 func makeFieldPut(h *headerInst, fd *fieldDef) fieldPut {
 	fp := fieldPut{fd: fd, word: h.wordBase + fd.slot, wide: h.wideBase + fd.woff, at: fd.bitOff >> 3}
-	if s := fd.bitOff & 7; fd.narrow && fd.width > 0 && s+fd.width <= 64 {
+	s := fd.bitOff & 7
+	switch {
+	case !fd.narrow || fd.width == 0:
+	case s == 0 && fd.width%8 == 0:
+		fp.bytes = fd.width / 8
+	case s+fd.width <= 64:
 		fp.sh = uint8(64 - s - fd.width)
 		fp.mask = mask64(fd.width) << fp.sh
 	}
@@ -521,6 +491,34 @@ func makeFieldPut(h *headerInst, fd *fieldDef) fieldPut {
 }
 
 func (fp *fieldPut) put(p *Packet, hoff int) {
+	if fp.bytes > 0 {
+		b := p.buf[hoff+fp.at:]
+		v := p.words[fp.word]
+		switch fp.bytes {
+		case 1:
+			b[0] = byte(v)
+		case 2:
+			binary.BigEndian.PutUint16(b, uint16(v))
+		case 3:
+			binary.BigEndian.PutUint16(b, uint16(v>>8))
+			b[2] = byte(v)
+		case 4:
+			binary.BigEndian.PutUint32(b, uint32(v))
+		case 5:
+			binary.BigEndian.PutUint32(b, uint32(v>>8))
+			b[4] = byte(v)
+		case 6:
+			binary.BigEndian.PutUint32(b, uint32(v>>16))
+			binary.BigEndian.PutUint16(b[4:], uint16(v))
+		case 7:
+			binary.BigEndian.PutUint32(b, uint32(v>>24))
+			binary.BigEndian.PutUint16(b[4:], uint16(v>>8))
+			b[6] = byte(v)
+		default:
+			binary.BigEndian.PutUint64(b, v)
+		}
+		return
+	}
 	if fp.mask != 0 {
 		b := p.buf[hoff+fp.at:]
 		x := binary.BigEndian.Uint64(b)
