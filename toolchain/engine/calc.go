@@ -96,8 +96,9 @@ func (calc *calculation) prepareFast(l *layout) {
 // both are 0, and no two values of 1..0xffff are congruent.
 type bufSum struct {
 	hdr    int
-	masks  []uint64 // per 8 bytes of the header: the listed fields' bits, little-endian
-	listed uint64   // dirty bits (Packet.dmask) of the listed fields
+	n      int                     // 8-byte chunks of the header
+	masks  [bufSumMaxChunks]uint64 // per chunk: the listed fields' bits, little-endian
+	listed uint64                  // dirty bits (Packet.dmask) of the listed fields
 	fields []sumField
 }
 
@@ -115,8 +116,8 @@ type sumPiece struct {
 	mask  uint64 // big-endian
 }
 
-// bufSumMaxChunks bounds the headers whose changed fields can be patched
-// in (masks are copied to the stack); longer headers need them unchanged.
+// bufSumMaxChunks bounds the headers summed from their bytes (64 bytes;
+// Internet checksums cover IPv4, TCP, UDP and ICMP headers).
 const bufSumMaxChunks = 8
 
 func makeBufSum(calc *calculation, l *layout) *bufSum {
@@ -148,7 +149,10 @@ func makeBufSum(calc *calculation, l *layout) *bufSum {
 		}
 		run = 0
 	}
-	bs := &bufSum{hdr: h.id, masks: make([]uint64, (t.fixedBits+63)/64), fields: make([]sumField, len(t.fields))}
+	if (t.fixedBits+63)/64 > bufSumMaxChunks {
+		return nil
+	}
+	bs := &bufSum{hdr: h.id, n: (t.fixedBits + 63) / 64, fields: make([]sumField, len(t.fields))}
 	for i, fd := range t.fields {
 		if !listed[i] || fd.width == 0 {
 			continue
@@ -183,20 +187,14 @@ func (bs *bufSum) sum(p *Packet) (uint64, bool) {
 		return 0, false
 	}
 	b := p.buf[off:]
-	if len(b) < 8*len(bs.masks) {
-		return 0, false
+	if len(b) < 8*bs.n {
+		return 0, false // never: the buffer extends tailSlack past the packet
 	}
+	masks := &bs.masks
 	var s, carry uint64
-	if dirty&bs.listed == 0 {
-		for j, m := range bs.masks {
-			s, carry = bits.Add64(s, binary.LittleEndian.Uint64(b[8*j:])&m, carry)
-		}
-	} else {
-		if len(bs.masks) > bufSumMaxChunks {
-			return 0, false
-		}
-		var masks [bufSumMaxChunks]uint64
-		copy(masks[:], bs.masks)
+	if dirty&bs.listed != 0 {
+		patched := bs.masks
+		masks = &patched
 		for m := dirty & bs.listed; m != 0; m &= m - 1 {
 			f := &bs.fields[bits.TrailingZeros64(m)&63]
 			v := p.words[f.word]
@@ -204,12 +202,12 @@ func (bs *bufSum) sum(p *Packet) (uint64, bool) {
 				pc := &f.pieces[k]
 				le := bits.ReverseBytes64(v << (pc.l & 63) >> (pc.r & 63) & pc.mask)
 				s, carry = bits.Add64(s, le, carry)
-				masks[pc.chunk&(bufSumMaxChunks-1)] &^= bits.ReverseBytes64(pc.mask)
+				patched[pc.chunk&(bufSumMaxChunks-1)] &^= bits.ReverseBytes64(pc.mask)
 			}
 		}
-		for j := range bs.masks {
-			s, carry = bits.Add64(s, binary.LittleEndian.Uint64(b[8*j:])&masks[j&(bufSumMaxChunks-1)], carry)
-		}
+	}
+	for j := 0; j < bs.n; j++ {
+		s, carry = bits.Add64(s, binary.LittleEndian.Uint64(b[8*j:])&masks[j&(bufSumMaxChunks-1)], carry)
 	}
 	return uint64(^bits.ReverseBytes16(fold16(s, carry))), true
 }
@@ -338,6 +336,7 @@ func (c *compiler) compileCalculation(jc *jCalculation, deparseOrder []int) (*ca
 		return nil, fmt.Errorf("calculation %s: unsupported algorithm %q", jc.Name, jc.Algo)
 	}
 	calc := &calculation{name: jc.Name, algo: algo, algoNm: jc.Algo}
+	c.pl.calcs = append(c.pl.calcs, calc)
 	defer func() { calc.max = calc.maxBytes(c.lay) }()
 	ins, err := parseTVs(jc.Input)
 	if err != nil {
@@ -366,7 +365,12 @@ func (c *compiler) compileCalculation(jc *jCalculation, deparseOrder []int) (*ca
 				ci.width = ci.fd.width
 				if ci.fd.narrow {
 					ci.word = c.lay.word(r)
-					c.markRead(ci.word)
+					// A packet header's fields need not be parsed eagerly for
+					// a calculation: compute materializes its input headers
+					// (lazyHdrs) where it reads the PHV.
+					if c.lay.headers[r.hdr].metadata {
+						c.markRead(ci.word)
+					}
 				} else {
 					ci.wide = c.lay.wideAt(r)
 				}
@@ -392,7 +396,9 @@ func (c *compiler) compileCalculation(jc *jCalculation, deparseOrder []int) (*ca
 			if !ok {
 				return nil, fmt.Errorf("calculation %s: unknown header %s", jc.Name, in.name)
 			}
-			c.markHeaderRead(h)
+			if c.lay.headers[h].metadata {
+				c.markHeaderRead(h)
+			}
 			calc.inputs = append(calc.inputs, calcInput{kind: ciHeader, hdr: h})
 			lastHdr = h
 		case "payload":

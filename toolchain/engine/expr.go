@@ -952,6 +952,26 @@ func castBig(op string, z, x *big.Int, w int, pw, half, maskW *big.Int) *big.Int
 
 // ---- boolean expressions ----
 
+// validityOf returns the header whose validity the condition a is, when it
+// is just that (p4c's d2b($valid$) and valid(header) shapes), else -1;
+// such conditions are tested inline.
+func (c *compiler) validityOf(a *ast) int {
+	if a == nil || a.kind != "op" {
+		return -1
+	}
+	switch {
+	case a.op == "d2b" && a.right != nil && a.right.kind == "field" && len(a.right.names) == 2 && a.right.names[1] == "$valid$":
+		if h, ok := c.lay.hdrByName[a.right.names[0]]; ok {
+			return h
+		}
+	case a.op == "valid" && a.right != nil && (a.right.kind == "header" || a.right.kind == "regular"):
+		if h, ok := c.lay.hdrByName[a.right.name]; ok {
+			return h
+		}
+	}
+	return -1
+}
+
 func (c *compiler) boolean(a *ast) (boolFn, error) {
 	if a == nil {
 		return nil, c.errorf("missing condition")

@@ -59,6 +59,7 @@ type Pipeline struct {
 	registerByName map[string]*registerArray
 	registerByID   map[int]*registerArray
 	calcByName     map[string]*calculation
+	calcs          []*calculation // all, selectors' included
 	profiles       []*actionProfile
 	profileByID    map[int]*actionProfile
 	profileByName  map[string]*actionProfile
@@ -121,6 +122,14 @@ type checksum struct {
 	target *lvalue
 	calc   *calculation
 	cond   boolFn
+	// condValid: the condition is this header's validity (-1: see cond)
+	condValid int
+	// a static narrow target: its PHV word (-1 otherwise), header, dirty
+	// bit and width mask
+	word int
+	hdr  int
+	bit  uint64
+	mask uint64
 }
 
 // stdField is a standard metadata field the architecture reads and
@@ -425,12 +434,18 @@ func load(jsonText []byte, opts Options, reference bool) (pl *Pipeline, err erro
 		}
 	}
 	pl.finishLazy()
-	for _, calc := range pl.calcByName {
+	for _, calc := range pl.calcs {
 		seen := map[int]bool{}
+		hdrs := append([]int(nil), calc.afterHdrs...) // deparsed into the payload part
 		for _, in := range calc.inputs {
-			if (in.kind == ciField || in.kind == ciHeader) && pl.lazyEx[in.hdr] != nil && !seen[in.hdr] {
-				seen[in.hdr] = true
-				calc.lazyHdrs = append(calc.lazyHdrs, in.hdr)
+			if in.kind == ciField || in.kind == ciHeader {
+				hdrs = append(hdrs, in.hdr)
+			}
+		}
+		for _, h := range hdrs {
+			if pl.lazyEx[h] != nil && !seen[h] {
+				seen[h] = true
+				calc.lazyHdrs = append(calc.lazyHdrs, h)
 			}
 		}
 	}
@@ -495,7 +510,11 @@ func (c *compiler) compileChecksum(jc *jChecksum) (*checksum, error) {
 	if err != nil {
 		return nil, err
 	}
-	ck := &checksum{name: jc.Name, target: lv, calc: calc}
+	ck := &checksum{name: jc.Name, target: lv, calc: calc, condValid: -1, word: -1}
+	if lv.static >= 0 && lv.fd.narrow && !c.pl.reference {
+		h := c.lay.headers[lv.static]
+		ck.word, ck.hdr, ck.bit, ck.mask = h.wordBase+lv.fd.slot, h.id, lv.fd.dirtyBit(), mask64(lv.fd.width)
+	}
 	if len(jc.IfCond) > 0 && string(jc.IfCond) != "null" {
 		a, err := parseTV(jc.IfCond)
 		if err != nil {
@@ -503,6 +522,9 @@ func (c *compiler) compileChecksum(jc *jChecksum) (*checksum, error) {
 		}
 		if ck.cond, err = c.boolean(a); err != nil {
 			return nil, err
+		}
+		if h := c.validityOf(a); h >= 0 && !c.pl.reference {
+			ck.condValid, ck.cond = h, nil
 		}
 	}
 	return ck, nil
@@ -575,6 +597,7 @@ type tableNode struct{ t *table }
 
 type condNode struct {
 	cond        boolFn
+	valid       int // the condition is this header's validity (-1: see cond)
 	onTrue      cfNode
 	onFalse     cfNode
 	name        string
@@ -639,6 +662,12 @@ func (t *table) writeColor(p *Packet, v uint64) {
 }
 
 func (n *condNode) exec(p *Packet) cfNode {
+	if n.valid >= 0 {
+		if p.valid[n.valid] {
+			return n.onTrue
+		}
+		return n.onFalse
+	}
 	if n.cond(p) {
 		return n.onTrue
 	}
@@ -727,7 +756,10 @@ func (c *compiler) compileFlow(jpp *jPipeline, jp *jProgram) (cfNode, error) {
 			return nil, err
 		}
 		c.where = ""
-		n := &condNode{cond: b, name: jc.Name}
+		n := &condNode{cond: b, name: jc.Name, valid: -1}
+		if h := c.validityOf(a); h >= 0 && !c.pl.reference {
+			n.valid = h
+		}
 		nodes[jc.Name] = n
 		conds = append(conds, n)
 		cjs = append(cjs, jc)

@@ -291,7 +291,11 @@ func (pl *Pipeline) verifyChecksums(p *Packet) {
 	s := &pl.std
 	bad := false
 	for _, ck := range pl.verifyCk {
-		if ck.cond != nil && !ck.cond(p) {
+		if ck.condValid >= 0 {
+			if !p.valid[ck.condValid] {
+				continue
+			}
+		} else if ck.cond != nil && !ck.cond(p) {
 			continue
 		}
 		v := ck.calc.compute(p)
@@ -317,10 +321,19 @@ func (pl *Pipeline) verifyChecksums(p *Packet) {
 
 func (pl *Pipeline) updateChecksums(p *Packet) {
 	for _, ck := range pl.updateCk {
-		if ck.cond != nil && !ck.cond(p) {
+		if ck.condValid >= 0 {
+			if !p.valid[ck.condValid] {
+				continue
+			}
+		} else if ck.cond != nil && !ck.cond(p) {
 			continue
 		}
 		v := ck.calc.compute(p)
+		if ck.word >= 0 {
+			p.words[ck.word] = v & ck.mask
+			p.dmask[ck.hdr] |= ck.bit
+			continue
+		}
 		lv := ck.target
 		h := pl.lay.headers[lv.hdr(p)]
 		p.dmask[h.id] |= lv.fd.dirtyBit()
