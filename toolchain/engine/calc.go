@@ -186,9 +186,9 @@ func (bs *bufSum) sum(p *Packet) (uint64, bool) {
 	if off < 0 || !p.valid[bs.hdr] || dirty == ^uint64(0) {
 		return 0, false
 	}
-	b := p.buf[off:]
-	if len(b) < 8*bs.n {
-		return 0, false // never: the buffer extends tailSlack past the packet
+	w := window(p.buf, int(off))
+	if w == nil {
+		return 0, false // a buffer ending within 72 bytes of the header
 	}
 	masks := &bs.masks
 	var s, carry uint64
@@ -207,7 +207,8 @@ func (bs *bufSum) sum(p *Packet) (uint64, bool) {
 		}
 	}
 	for j := 0; j < bs.n; j++ {
-		s, carry = bits.Add64(s, binary.LittleEndian.Uint64(b[8*j:])&masks[j&(bufSumMaxChunks-1)], carry)
+		c := binary.LittleEndian.Uint64(w[(8*j)&(windowBytes-9):])
+		s, carry = bits.Add64(s, c&masks[j&(bufSumMaxChunks-1)], carry)
 	}
 	return uint64(^bits.ReverseBytes16(fold16(s, carry))), true
 }

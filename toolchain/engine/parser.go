@@ -532,22 +532,22 @@ func (c *compiler) parserOp(ps *parser, op jParserOp) (parserOp, error) {
 			nwords := ht.nwords
 			tooShort := E(errPacketTooShort)
 			ex := c.pl.lazyExtractOf(hi)
+			small := fixedBytes <= 64
 			return func(p *Packet) uint64 {
 				cur := p.cur
 				if p.end-cur < fixedBytes {
 					return tooShort
 				}
-				data := p.buf[cur:]
-				if len(data) < fixedBytes+8 {
-					extractInto(p, hi, data, 0)
-					p.lazy[h] = false
-				} else {
-					data = data[:fixedBytes+8]
+				if w := window(p.buf, cur); w != nil && small {
 					words := p.words[hi.wordBase : hi.wordBase+nwords]
 					for _, st := range ex.eager {
-						words[st.slot] = binary.BigEndian.Uint64(data[st.byteOff:]) << (st.shl & 63) >> (st.shr & 63)
+						v := binary.BigEndian.Uint64(w[st.byteOff&(windowBytes-9):])
+						words[st.slot] = v << (st.shl & 63) >> (st.shr & 63)
 					}
 					p.lazy[h] = ex.lazy
+				} else {
+					extractInto(p, hi, p.buf[cur:], 0)
+					p.lazy[h] = false
 				}
 				p.valid[h] = true
 				p.hoff[h] = int32(cur)

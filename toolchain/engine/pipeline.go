@@ -109,6 +109,9 @@ type emitInfo struct {
 	varbit bool
 	many   bool // more than 64 fields: dirty masks cannot name them all
 	fields []fieldPut
+	// fast: fields as writeBack's window indexes them (headers of up to
+	// 64 bytes), nil otherwise
+	fast *[64]fieldPut
 }
 
 type learnList struct {
@@ -402,6 +405,10 @@ func load(jsonText []byte, opts Options, reference bool) (pl *Pipeline, err erro
 			varbit: hi.typ.vlField >= 0, many: len(hi.typ.fields) > 64}
 		for i := range hi.typ.fields {
 			e.fields = append(e.fields, makeFieldPut(hi, &hi.typ.fields[i]))
+		}
+		if e.bytes <= 64 && !e.many {
+			e.fast = new([64]fieldPut)
+			copy(e.fast[:], e.fields)
 		}
 		pl.emitAt[h] = int32(len(pl.emitOrder))
 		pl.emitOrder = append(pl.emitOrder, e)

@@ -466,10 +466,63 @@ func (pl *Pipeline) writeBack(p *Packet) {
 			}
 			continue
 		}
+		w := window(p.buf, off)
+		if w == nil || e.fast == nil {
+			for ; m != 0; m &= m - 1 {
+				e.fields[bits.TrailingZeros64(m)&63].put(p, off)
+			}
+			continue
+		}
 		for ; m != 0; m &= m - 1 {
-			e.fields[bits.TrailingZeros64(m)&63].put(p, off)
+			fp := &e.fast[bits.TrailingZeros64(m)&63]
+			if fp.bytes == 0 && fp.mask == 0 {
+				fp.put(p, off) // wide, or not within 8 bytes
+				continue
+			}
+			v := p.words[fp.word]
+			at := fp.at & (windowBytes - 9)
+			switch fp.bytes {
+			case 1:
+				w[at] = byte(v)
+			case 2:
+				binary.BigEndian.PutUint16(w[at:], uint16(v))
+			case 3:
+				binary.BigEndian.PutUint16(w[at:], uint16(v>>8))
+				w[at+2] = byte(v)
+			case 4:
+				binary.BigEndian.PutUint32(w[at:], uint32(v))
+			case 5:
+				binary.BigEndian.PutUint32(w[at:], uint32(v>>8))
+				w[at+4] = byte(v)
+			case 6:
+				binary.BigEndian.PutUint32(w[at:], uint32(v>>16))
+				binary.BigEndian.PutUint16(w[at+4:], uint16(v))
+			case 7:
+				binary.BigEndian.PutUint32(w[at:], uint32(v>>24))
+				binary.BigEndian.PutUint16(w[at+4:], uint16(v>>8))
+				w[at+6] = byte(v)
+			case 8:
+				binary.BigEndian.PutUint64(w[at:], v)
+			default:
+				x := binary.BigEndian.Uint64(w[at:])
+				binary.BigEndian.PutUint64(w[at:], x&^fp.mask|v<<(fp.sh&63)&fp.mask)
+			}
 		}
 	}
+}
+
+// windowBytes is the size of the buffer windows fixed-size headers are
+// read and written through: a header of up to 64 bytes plus room for a
+// 64-bit access at any of its bytes. Indexing an array pointer with an
+// offset masked below 64 needs no bounds checks.
+const windowBytes = 72
+
+// window returns the windowBytes of buf at off, or nil if buf is shorter.
+func window(buf []byte, off int) *[windowBytes]byte {
+	if off < 0 || len(buf)-off < windowBytes {
+		return nil
+	}
+	return (*[windowBytes]byte)(buf[off : off+windowBytes])
 }
 
 // fieldPut writes one field of an in-place header back into the buffer.
