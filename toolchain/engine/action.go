@@ -25,6 +25,7 @@ type stmt func(p *Packet) int
 type prim struct {
 	do   func(p *Packet)
 	jump stmt
+	stop bool // may end the action (exit, assert, assume)
 }
 
 // stmt returns the primitive as a statement of a body with jumps.
@@ -50,6 +51,8 @@ type action struct {
 	body   []stmt
 	// plain: the body when it has no jumps (then body is nil)
 	plain []func(p *Packet)
+	// stops: some primitive may end the action (exit, assert, assume)
+	stops bool
 	// registers the action touches, locked for the whole action so that a
 	// read-modify-write is atomic against other packets (BMv2 semantics,
 	// simple_switch.md "BMv2 register implementation notes").
@@ -63,6 +66,12 @@ func (a *action) info() ActionInfo {
 func (a *action) run(p *Packet, ad *actionData) {
 	p.ad = ad
 	if a.body == nil && a.locks == nil {
+		if !a.stops {
+			for _, f := range a.plain {
+				f(p)
+			}
+			return
+		}
 		for _, f := range a.plain {
 			f(p)
 			if p.exit || p.failed {
@@ -182,6 +191,7 @@ func (c *compiler) compileAction(ja *jAction) (*action, error) {
 		jumps = jumps || pr.jump != nil
 	}
 	for _, pr := range prims {
+		a.stops = a.stops || pr.stop || c.pl.reference
 		if jumps {
 			a.body = append(a.body, pr.stmt())
 		} else {
@@ -246,6 +256,7 @@ func (c *compiler) stdFieldOn(h *headerInst, name string) (int, bool) {
 
 func (c *compiler) primitive(op string, params []*ast, nprims int) (*prim, error) {
 	next := func(f func(p *Packet)) *prim { return &prim{do: f} }
+	stopping := func(f func(p *Packet)) *prim { return &prim{do: f, stop: true} }
 	switch op {
 	case "assign", "modify_field":
 		if err := c.nparams(op, params, 2); err != nil {
@@ -297,8 +308,8 @@ func (c *compiler) primitive(op string, params []*ast, nprims int) (*prim, error
 			clear(d)
 			n := min(len(d), len(s))
 			copy(d[len(d)-n:], s[len(s)-n:])
-			p.vlen[dh] = p.vlen[sh]
-			p.dmask[dh] = ^uint64(0)
+			p.hs[dh].vlen = p.hs[sh].vlen
+			p.hs[dh].dmask = ^uint64(0)
 		}), nil
 	case "assign_header", "copy_header":
 		if err := c.nparams(op, params, 2); err != nil {
@@ -326,11 +337,11 @@ func (c *compiler) primitive(op string, params []*ast, nprims int) (*prim, error
 			if d == s {
 				return
 			}
-			wasValid := p.valid[d]
+			wasValid := p.hs[d].valid
 			p.copyHeader(d, s)
 			if meta[d].metadata {
-				p.valid[d] = true
-			} else if p.valid[d] && !wasValid {
+				p.hs[d].valid = true
+			} else if p.hs[d].valid && !wasValid {
 				p.setValid(d)
 			}
 		}), nil
@@ -458,7 +469,7 @@ func (c *compiler) primitive(op string, params []*ast, nprims int) (*prim, error
 			return -1
 		}}, nil
 	case "exit":
-		return next(func(p *Packet) { p.exit = true }), nil
+		return &prim{do: func(p *Packet) { p.exit = true }, stop: true}, nil
 	case "assert", "assume":
 		if err := c.nparams(op, params, 1); err != nil {
 			return nil, err
@@ -469,7 +480,7 @@ func (c *compiler) primitive(op string, params []*ast, nprims int) (*prim, error
 		}
 		where := c.where
 		pl := c.pl
-		return next(func(p *Packet) {
+		return stopping(func(p *Packet) {
 			if !cond(p) {
 				// BMv2 aborts the switch here; a switch must not die on a
 				// packet, so the packet is dropped and the failure logged.
@@ -519,7 +530,7 @@ func (c *compiler) primitive(op string, params []*ast, nprims int) (*prim, error
 		hs := c.lay.headers
 		return next(func(p *Packet) {
 			id := h(p)
-			if !p.valid[id] {
+			if !p.hs[id].valid {
 				p.zeroHeader(hs[id])
 				p.setValid(id)
 				p.lengthReg += uint32(headerBytes(hs[id], p))
@@ -536,9 +547,9 @@ func (c *compiler) primitive(op string, params []*ast, nprims int) (*prim, error
 		hs := c.lay.headers
 		return next(func(p *Packet) {
 			id := h(p)
-			if p.valid[id] && !hs[id].metadata {
+			if p.hs[id].valid && !hs[id].metadata {
 				p.lengthReg -= uint32(headerBytes(hs[id], p))
-				p.valid[id] = false
+				p.hs[id].valid = false
 			}
 		}), nil
 	case "mark_to_drop", "drop":
@@ -865,7 +876,7 @@ func stackShift(p *Packet, elems [][]int, next *int32, n int, push bool) {
 				}
 			} else {
 				for _, h := range elems[i] {
-					p.valid[h] = false
+					p.hs[h].valid = false
 				}
 			}
 		}
@@ -883,7 +894,7 @@ func stackShift(p *Packet, elems [][]int, next *int32, n int, push bool) {
 			}
 		} else {
 			for _, h := range elems[i] {
-				p.valid[h] = false
+				p.hs[h].valid = false
 			}
 		}
 	}
@@ -899,7 +910,7 @@ func stackShift(p *Packet, elems [][]int, next *int32, n int, push bool) {
 func headerBytes(h *headerInst, p *Packet) int {
 	bits := h.typ.fixedBits
 	if h.typ.vlField >= 0 {
-		bits += int(p.vlen[h.id])
+		bits += int(p.hs[h.id].vlen)
 	}
 	return (bits + 7) / 8
 }

@@ -181,9 +181,9 @@ func makeBufSum(calc *calculation, l *layout) *bufSum {
 // bytes cannot be used: not extracted this pass, rewritten as a whole, or
 // too long to patch changed fields into.
 func (bs *bufSum) sum(p *Packet) (uint64, bool) {
-	off := p.hoff[bs.hdr]
-	dirty := p.dmask[bs.hdr]
-	if off < 0 || !p.valid[bs.hdr] || dirty == ^uint64(0) {
+	hs := &p.hs[bs.hdr]
+	off, dirty := hs.hoff, hs.dmask
+	if off < 0 || !hs.valid || dirty == ^uint64(0) {
 		return 0, false
 	}
 	w := window(p.buf, int(off))
@@ -431,7 +431,7 @@ func appendHeader(bw *bitWriter, p *Packet, h *headerInst) {
 		}
 		w := fd.width
 		if fd.varbit {
-			w = int(p.vlen[h.id])
+			w = int(p.hs[h.id].vlen)
 		}
 		if w > 0 {
 			bw.putBytes(p.wide[h.wideBase+fd.woff:h.wideBase+fd.woff+fd.wlen], w)
@@ -473,7 +473,7 @@ func (calc *calculation) compute(p *Packet) uint64 {
 	if calc.fast != nil {
 		ok := true
 		for _, h := range calc.fastHdrs {
-			ok = ok && p.valid[h]
+			ok = ok && p.hs[h].valid
 		}
 		if ok {
 			sum := calc.fast.csum16(p.words)
@@ -498,7 +498,7 @@ func (calc *calculation) compute(p *Packet) uint64 {
 		in := &calc.inputs[i]
 		switch in.kind {
 		case ciField:
-			if !p.valid[in.hdr] {
+			if !p.hs[in.hdr].valid {
 				continue
 			}
 			if in.fd.narrow {
@@ -506,13 +506,13 @@ func (calc *calculation) compute(p *Packet) uint64 {
 			} else {
 				w := in.width
 				if in.fd.varbit {
-					w = int(p.vlen[in.hdr])
+					w = int(p.hs[in.hdr].vlen)
 				}
 				bw.putBytes(p.wide[in.wide:in.wide+in.fd.wlen], w)
 			}
 		case ciValid:
 			v := uint64(0)
-			if p.valid[in.hdr] {
+			if p.hs[in.hdr].valid {
 				v = 1
 			}
 			bw.put(v, 1)
@@ -523,14 +523,14 @@ func (calc *calculation) compute(p *Packet) uint64 {
 				bw.put(in.cval, uint(in.width))
 			}
 		case ciHeader:
-			if p.valid[in.hdr] {
+			if p.hs[in.hdr].valid {
 				appendHeader(&bw, p, hs[in.hdr])
 			}
 		}
 	}
 	if calc.payload {
 		for _, h := range calc.afterHdrs {
-			if p.valid[h] && !hs[h].metadata {
+			if p.hs[h].valid && !hs[h].metadata {
 				appendHeader(&bw, p, hs[h])
 			}
 		}

@@ -88,12 +88,12 @@ func TestBufSum(t *testing.T) {
 					if rng>>uint(i%60)&3 == 0 {
 						fd := &h.typ.fields[i]
 						p.words[h.wordBase+fd.slot] = (rng * uint64(i+1)) & mask64(fd.width)
-						p.dmask[h.id] |= fd.dirtyBit()
+						p.hs[h.id].dmask |= fd.dirtyBit()
 					}
 				}
 				got, ok = calc.inBuf.sum(p)
 				if want := ref.compute(p); !ok || got != want {
-					t.Fatalf("frame %x, fields changed (%b): sum from bytes %#x (%v), over packed fields %#x", frame, p.dmask[h.id], got, ok, want)
+					t.Fatalf("frame %x, fields changed (%b): sum from bytes %#x (%v), over packed fields %#x", frame, p.hs[h.id].dmask, got, ok, want)
 				}
 				p.Release()
 			}

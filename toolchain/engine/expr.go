@@ -298,7 +298,7 @@ func (c *compiler) fieldRead(r fieldRef) *dexpr {
 	h := c.lay.headers[r.hdr]
 	if r.fld < 0 { // $valid$
 		hid := r.hdr
-		return c.b2d(func(p *Packet) bool { return p.valid[hid] })
+		return c.b2d(func(p *Packet) bool { return p.hs[hid].valid })
 	}
 	fd := &h.typ.fields[r.fld]
 	if fd.narrow {
@@ -1025,7 +1025,7 @@ func (c *compiler) boolean(a *ast) (boolFn, error) {
 		if err != nil {
 			return nil, err
 		}
-		return func(p *Packet) bool { return p.valid[h(p)] }, nil
+		return func(p *Packet) bool { return p.hs[h(p)].valid }, nil
 	case "valid_union":
 		return c.unionValid(a.right)
 	case "?":
@@ -1099,7 +1099,7 @@ func (c *compiler) unionValid(a *ast) (boolFn, error) {
 	uns := c.lay.unions
 	return func(p *Packet) bool {
 		for _, h := range uns[u(p)].headers {
-			if p.valid[h] {
+			if p.hs[h].valid {
 				return true
 			}
 		}
@@ -1435,29 +1435,29 @@ func (c *compiler) assign(dst *lvalue, src *dexpr) func(p *Packet) {
 			}
 			if src.fieldSlot >= 0 {
 				s := src.fieldSlot
-				return func(p *Packet) { p.words[w] = p.words[s] & m; p.dmask[dh] |= bit }
+				return func(p *Packet) { p.words[w] = p.words[s] & m; p.hs[dh].dmask |= bit }
 			}
 			if src.cval != nil {
 				k := low64(src.cval) & m
-				return func(p *Packet) { p.words[w] = k; p.dmask[dh] |= bit }
+				return func(p *Packet) { p.words[w] = k; p.hs[dh].dmask |= bit }
 			}
 			if src.paramIdx > 0 {
 				i := src.paramIdx - 1
-				return func(p *Packet) { p.words[w] = p.ad.u64[i] & m; p.dmask[dh] |= bit }
+				return func(p *Packet) { p.words[w] = p.ad.u64[i] & m; p.hs[dh].dmask |= bit }
 			}
 			if a := src.affine; a != nil && !c.pl.reference {
 				s, k, am := a.slot, a.add, a.and&m
-				return func(p *Packet) { p.words[w] = (p.words[s] + k) & am; p.dmask[dh] |= bit }
+				return func(p *Packet) { p.words[w] = (p.words[s] + k) & am; p.hs[dh].dmask |= bit }
 			}
 			f := src.mod()
-			return func(p *Packet) { p.words[w] = f(p) & m; p.dmask[dh] |= bit }
+			return func(p *Packet) { p.words[w] = f(p) & m; p.hs[dh].dmask |= bit }
 		}
 		f := src.mod()
 		h := dst.hdr
 		return func(p *Packet) {
 			id := h(p)
 			p.words[hs[id].wordBase+slot] = f(p) & m
-			p.dmask[id] |= bit
+			p.hs[id].dmask |= bit
 		}
 	}
 	// wide or varbit destination
@@ -1474,7 +1474,7 @@ func (c *compiler) assign(dst *lvalue, src *dexpr) func(p *Packet) {
 			off := hs[id].wideBase + woff
 			z := p.bigs[s].And(bf(p), maskW)
 			z.FillBytes(p.wide[off : off+n])
-			p.dmask[id] = ^uint64(0)
+			p.hs[id].dmask = ^uint64(0)
 		}
 	}
 	maskW := new(big.Int).Sub(bigPow2(fd.width), big.NewInt(1))
@@ -1491,7 +1491,7 @@ func (c *compiler) assign(dst *lvalue, src *dexpr) func(p *Packet) {
 				putUint(dst, f(p))
 			}
 			maskTop(dst, fd.width)
-			p.dmask[id] |= bit
+			p.hs[id].dmask |= bit
 		}
 	}
 	bf := src.big()
@@ -1501,7 +1501,7 @@ func (c *compiler) assign(dst *lvalue, src *dexpr) func(p *Packet) {
 		off := hs[id].wideBase + woff
 		z := p.bigs[s].And(bf(p), maskW)
 		z.FillBytes(p.wide[off : off+n])
-		p.dmask[id] |= bit
+		p.hs[id].dmask |= bit
 	}
 }
 

@@ -111,8 +111,9 @@ type layout struct {
 	// every header for a fresh packet (metadata valid, headers not)
 	metaWords [][2]int
 	metaWide  [][2]int
-	validInit []bool
-	hoffInit  []int32
+	// stateInit: every header's state for a fresh packet (metadata valid,
+	// nothing extracted)
+	stateInit []hdrState
 	maxWidth  int // widest field, for big-number shift caps
 }
 
@@ -324,14 +325,13 @@ func buildLayout(p *jProgram) (*layout, error) {
 		l.ustByName[us.name] = us.id
 		l.ustacks = append(l.ustacks, us)
 	}
-	l.validInit = make([]bool, len(l.headers))
-	l.hoffInit = make([]int32, len(l.headers))
-	for i := range l.hoffInit {
-		l.hoffInit[i] = -1
+	l.stateInit = make([]hdrState, len(l.headers))
+	for i := range l.stateInit {
+		l.stateInit[i].hoff = -1
 	}
 	for _, hid := range l.metaHeaders {
 		h := l.headers[hid]
-		l.validInit[hid] = true
+		l.stateInit[hid].valid = true
 		l.metaWords = addRange(l.metaWords, h.wordBase, h.wordBase+h.typ.nwords)
 		l.metaWide = addRange(l.metaWide, h.wideBase, h.wideBase+h.typ.nwide)
 	}

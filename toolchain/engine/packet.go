@@ -13,6 +13,23 @@ const headroom = 128
 // the last field never run off the slice.
 const tailSlack = 16
 
+// hdrState is the per-packet state of one header instance, kept together
+// so that a packet's start resets it with one copy.
+type hdrState struct {
+	// dmask: which fields changed since the parser extracted the header
+	// (bit i = field i; all ones = rewrite the whole header), for in-place
+	// deparsing and header checksums
+	dmask uint64
+	// hoff: where the header was extracted in buf (-1: not extracted in
+	// this pass)
+	hoff  int32
+	vlen  int32 // bits of its varbit field
+	valid bool
+	// lazy: the header's unread fields are still only in buf at hoff
+	// (lazyExtract); meaningful while hoff >= 0.
+	lazy bool
+}
+
 // Packet is the per-packet context: the PHV, the packet bytes and the
 // bookkeeping v1model needs between pipeline stages. Packets come from a
 // per-pipeline pool (Pipeline.Ingress takes one, Packet.Release returns it),
@@ -20,20 +37,11 @@ const tailSlack = 16
 type Packet struct {
 	pl *Pipeline
 
-	words []uint64
-	wide  []byte
-	valid []bool
-	vlen  []int32 // per header: bits of its varbit field
-	// In-place deparsing: where each header was extracted in buf (-1: not
-	// extracted this pass) and which of its fields changed since (bit i =
-	// field i; all ones = rewrite the whole header).
-	hoff  []int32
-	dmask []uint64
-	// lazy: the header's unread fields are still only in buf at hoff
-	// (lazyExtract); meaningful while hoff >= 0.
-	lazy   []bool
-	stkNxt []int32 // per header stack: next index
-	ustNxt []int32 // per union stack: next index
+	words  []uint64
+	wide   []byte
+	hs     []hdrState // per header instance
+	stkNxt []int32    // per header stack: next index
+	ustNxt []int32    // per union stack: next index
 
 	buf     []byte
 	start   int // packet bytes are buf[start:end]
@@ -88,11 +96,7 @@ func (pl *Pipeline) newPacket() *Packet {
 		pl:     pl,
 		words:  make([]uint64, l.nwords),
 		wide:   make([]byte, l.nwide+tailSlack),
-		valid:  make([]bool, len(l.headers)),
-		vlen:   make([]int32, len(l.headers)),
-		hoff:   make([]int32, len(l.headers)),
-		dmask:  make([]uint64, len(l.headers)),
-		lazy:   make([]bool, len(l.headers)),
+		hs:     make([]hdrState, len(l.headers)),
 		stkNxt: make([]int32, len(l.stacks)),
 		ustNxt: make([]int32, len(l.ustacks)),
 		bigs:   make([]big.Int, pl.nbig),
@@ -149,9 +153,7 @@ func (p *Packet) resetAll() {
 	// what clearing the metadata ranges did.
 	clear(p.words)
 	clear(p.wide[:p.pl.lay.nwide])
-	copy(p.valid, p.pl.lay.validInit)
-	copy(p.hoff, p.pl.lay.hoffInit)
-	clear(p.vlen)
+	copy(p.hs, p.pl.lay.stateInit)
 	clear(p.stkNxt)
 	clear(p.ustNxt)
 	p.resetRegisters()
@@ -178,8 +180,8 @@ func (p *Packet) resetHeaders() {
 	l := p.pl.lay
 	for i, h := range l.headers {
 		if !h.metadata {
-			p.valid[i] = false
-			p.vlen[i] = 0
+			p.hs[i].valid = false
+			p.hs[i].vlen = 0
 		}
 	}
 	clear(p.stkNxt)
@@ -200,9 +202,9 @@ func (p *Packet) resetMetadata() {
 func (p *Packet) zeroHeader(h *headerInst) {
 	clear(p.words[h.wordBase : h.wordBase+h.typ.nwords])
 	clear(p.wide[h.wideBase : h.wideBase+h.typ.nwide])
-	p.vlen[h.id] = 0
-	p.lazy[h.id] = false
-	p.dmask[h.id] = ^uint64(0)
+	p.hs[h.id].vlen = 0
+	p.hs[h.id].lazy = false
+	p.hs[h.id].dmask = ^uint64(0)
 }
 
 // setValid marks header h valid; a header union member's siblings become
@@ -212,11 +214,11 @@ func (p *Packet) setValid(hid int) {
 	if u := l.headers[hid].union; u >= 0 {
 		for _, o := range l.unions[u].headers {
 			if o != hid {
-				p.valid[o] = false
+				p.hs[o].valid = false
 			}
 		}
 	}
-	p.valid[hid] = true
+	p.hs[hid].valid = true
 }
 
 // copyHeader copies fields, varbit length and validity of src to dst (same
@@ -225,12 +227,12 @@ func (p *Packet) copyHeader(dst, src int) {
 	l := p.pl.lay
 	d, s := l.headers[dst], l.headers[src]
 	p.materialize(src)
-	p.lazy[dst] = false
+	p.hs[dst].lazy = false
 	copy(p.words[d.wordBase:d.wordBase+d.typ.nwords], p.words[s.wordBase:s.wordBase+s.typ.nwords])
 	copy(p.wide[d.wideBase:d.wideBase+d.typ.nwide], p.wide[s.wideBase:s.wideBase+s.typ.nwide])
-	p.vlen[dst] = p.vlen[src]
-	p.valid[dst] = p.valid[src]
-	p.dmask[dst] = ^uint64(0)
+	p.hs[dst].vlen = p.hs[src].vlen
+	p.hs[dst].valid = p.hs[src].valid
+	p.hs[dst].dmask = ^uint64(0)
 }
 
 // copyFrom copies the whole PHV and per-pass state of q into p (multicast
@@ -238,15 +240,11 @@ func (p *Packet) copyHeader(dst, src int) {
 func (p *Packet) copyFrom(q *Packet) {
 	copy(p.words, q.words)
 	copy(p.wide, q.wide)
-	copy(p.valid, q.valid)
-	copy(p.vlen, q.vlen)
-	copy(p.dmask, q.dmask)
-	copy(p.lazy, q.lazy)
-	for i, o := range q.hoff {
-		if o >= 0 {
-			o += int32(headroom - q.start)
+	copy(p.hs, q.hs)
+	for i := range p.hs {
+		if p.hs[i].hoff >= 0 {
+			p.hs[i].hoff += int32(headroom - q.start)
 		}
-		p.hoff[i] = o
 	}
 	copy(p.stkNxt, q.stkNxt)
 	copy(p.ustNxt, q.ustNxt)

@@ -376,17 +376,17 @@ func (pl *Pipeline) finishLazy() {
 // materialize loads the fields of header h the parser left in the buffer
 // (lazyExtract), except those changed since.
 func (p *Packet) materialize(h int) {
-	if !p.lazy[h] {
+	if !p.hs[h].lazy {
 		return
 	}
-	p.lazy[h] = false
-	off := int(p.hoff[h])
+	p.hs[h].lazy = false
+	off := int(p.hs[h].hoff)
 	if off < 0 {
 		return
 	}
 	hi := p.pl.lay.headers[h]
 	data := p.buf[off:]
-	dirty := p.dmask[h]
+	dirty := p.hs[h].dmask
 	for _, st := range p.pl.lazyEx[h].rest {
 		if dirty&(1<<(uint(st.slot)&63)) == 0 {
 			p.words[hi.wordBase+int(st.slot)] = binary.BigEndian.Uint64(data[st.byteOff:]) << (st.shl & 63) >> (st.shr & 63)
@@ -429,7 +429,7 @@ func extractInto(p *Packet, h *headerInst, data []byte, vlBits int) int {
 		off += w
 	}
 	if h.typ.vlField >= 0 {
-		p.vlen[h.id] = int32(vlBits)
+		p.hs[h.id].vlen = int32(vlBits)
 	}
 	return (off + 7) / 8
 }
@@ -538,20 +538,18 @@ func (c *compiler) parserOp(ps *parser, op jParserOp) (parserOp, error) {
 				if p.end-cur < fixedBytes {
 					return tooShort
 				}
+				hs := &p.hs[h]
 				if w := window(p.buf, cur); w != nil && small {
 					words := p.words[hi.wordBase : hi.wordBase+nwords]
 					for _, st := range ex.eager {
 						v := binary.BigEndian.Uint64(w[st.byteOff&(windowBytes-9):])
 						words[st.slot] = v << (st.shl & 63) >> (st.shr & 63)
 					}
-					p.lazy[h] = ex.lazy
+					*hs = hdrState{hoff: int32(cur), valid: true, lazy: ex.lazy}
 				} else {
 					extractInto(p, hi, p.buf[cur:], 0)
-					p.lazy[h] = false
+					*hs = hdrState{hoff: int32(cur), valid: true}
 				}
-				p.valid[h] = true
-				p.hoff[h] = int32(cur)
-				p.dmask[h] = 0
 				p.cur = cur + fixedBytes
 				return 0
 			}, nil
@@ -566,10 +564,10 @@ func (c *compiler) parserOp(ps *parser, op jParserOp) (parserOp, error) {
 					return E(errStackOutOfBounds)
 				}
 				extractInto(p, hs[h], p.buf[p.cur:], 0)
-				p.lazy[h] = false
+				p.hs[h].lazy = false
 				p.setValid(h)
-				p.hoff[h] = int32(p.cur)
-				p.dmask[h] = 0
+				p.hs[h].hoff = int32(p.cur)
+				p.hs[h].dmask = 0
 				p.cur += fixedBytes
 				return 0
 			}, nil
@@ -597,9 +595,9 @@ func (c *compiler) parserOp(ps *parser, op jParserOp) (parserOp, error) {
 				return E(errHeaderTooShort)
 			}
 			extractInto(p, hs[h], p.buf[p.cur:], int(nbits))
-			p.lazy[h] = false
+			p.hs[h].lazy = false
 			p.setValid(h)
-			p.hoff[h] = -1 // varbit headers are always deparsed in full
+			p.hs[h].hoff = -1 // varbit headers are always deparsed in full
 			p.cur += n
 			return 0
 		}, nil

@@ -664,13 +664,13 @@ func (t *table) writeColor(p *Packet, v uint64) {
 	if lv.fd.narrow {
 		h := t.pl.lay.headers[lv.hdr(p)]
 		p.words[h.wordBase+lv.fd.slot] = v & mask64(lv.fd.width)
-		p.dmask[h.id] |= lv.fd.dirtyBit()
+		p.hs[h.id].dmask |= lv.fd.dirtyBit()
 	}
 }
 
 func (n *condNode) exec(p *Packet) cfNode {
 	if n.valid >= 0 {
-		if p.valid[n.valid] {
+		if p.hs[n.valid].valid {
 			return n.onTrue
 		}
 		return n.onFalse

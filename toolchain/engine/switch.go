@@ -292,7 +292,7 @@ func (pl *Pipeline) verifyChecksums(p *Packet) {
 	bad := false
 	for _, ck := range pl.verifyCk {
 		if ck.condValid >= 0 {
-			if !p.valid[ck.condValid] {
+			if !p.hs[ck.condValid].valid {
 				continue
 			}
 		} else if ck.cond != nil && !ck.cond(p) {
@@ -322,21 +322,28 @@ func (pl *Pipeline) verifyChecksums(p *Packet) {
 func (pl *Pipeline) updateChecksums(p *Packet) {
 	for _, ck := range pl.updateCk {
 		if ck.condValid >= 0 {
-			if !p.valid[ck.condValid] {
+			if !p.hs[ck.condValid].valid {
 				continue
 			}
 		} else if ck.cond != nil && !ck.cond(p) {
 			continue
 		}
-		v := ck.calc.compute(p)
+		var v uint64
+		ok := false
+		if bs := ck.calc.inBuf; bs != nil {
+			v, ok = bs.sum(p)
+		}
+		if !ok {
+			v = ck.calc.compute(p)
+		}
 		if ck.word >= 0 {
 			p.words[ck.word] = v & ck.mask
-			p.dmask[ck.hdr] |= ck.bit
+			p.hs[ck.hdr].dmask |= ck.bit
 			continue
 		}
 		lv := ck.target
 		h := pl.lay.headers[lv.hdr(p)]
-		p.dmask[h.id] |= lv.fd.dirtyBit()
+		p.hs[h.id].dmask |= lv.fd.dirtyBit()
 		if lv.fd.narrow {
 			p.words[h.wordBase+lv.fd.slot] = v & mask64(lv.fd.width)
 		} else {
@@ -364,7 +371,7 @@ func (pl *Pipeline) deparse(p *Packet) {
 	hs := pl.lay.headers
 	total := 0
 	for _, h := range pl.deparseOrder {
-		if p.valid[h] && !hs[h].metadata {
+		if p.hs[h].valid && !hs[h].metadata {
 			// before anything is written: headers may move over others' bytes
 			p.materialize(h)
 			total += headerBytes(hs[h], p)
@@ -401,7 +408,7 @@ func (pl *Pipeline) deparse(p *Packet) {
 	// writer cover whole headers), so it needs no clearing.
 	bw := bitWriter{b: p.buf[start:p.payload]}
 	for _, hid := range pl.deparseOrder {
-		if !p.valid[hid] {
+		if !p.hs[hid].valid {
 			continue
 		}
 		h := hs[hid]
@@ -428,14 +435,15 @@ func (pl *Pipeline) inPlace(p *Packet) (int, bool) {
 	}
 	pos := int32(p.payload)
 	order := pl.emitOrder
-	valid, hoff := p.valid, p.hoff
+	hs := p.hs
 	for i := len(order) - 1; i >= 0; i-- {
 		e := &order[i]
-		if !valid[e.hdr] {
+		h := &hs[e.hdr]
+		if !h.valid {
 			continue
 		}
 		pos -= e.bytes
-		if hoff[e.hdr] != pos || e.varbit {
+		if h.hoff != pos || e.varbit {
 			return 0, false
 		}
 	}
@@ -451,11 +459,12 @@ func (pl *Pipeline) writeBack(p *Packet) {
 	order := pl.emitOrder
 	for i := range order {
 		e := &order[i]
-		m := p.dmask[e.hdr]
-		if m == 0 || !p.valid[e.hdr] {
+		hs := &p.hs[e.hdr]
+		m := hs.dmask
+		if m == 0 || !hs.valid {
 			continue
 		}
-		off := int(p.hoff[e.hdr])
+		off := int(hs.hoff)
 		if m == ^uint64(0) || e.many {
 			p.materialize(e.hdr)
 			if pp := pl.hdrPack[e.hdr]; pp != nil {
@@ -613,7 +622,7 @@ func emitHeader(p *Packet, h *headerInst, bw *bitWriter) {
 		}
 		w := fd.width
 		if fd.varbit {
-			w = int(p.vlen[h.id])
+			w = int(p.hs[h.id].vlen)
 		}
 		if w > 0 {
 			bw.putBytes(p.wide[h.wideBase+fd.woff:h.wideBase+fd.woff+fd.wlen], w)
@@ -641,7 +650,7 @@ func (pl *Pipeline) restoreFieldList(p *Packet, id int) {
 	i, j := 0, 0
 	for _, r := range pl.fieldLists[id] {
 		fd := pl.lay.field(r)
-		p.dmask[r.hdr] |= fd.dirtyBit()
+		p.hs[r.hdr].dmask |= fd.dirtyBit()
 		if fd.narrow {
 			p.words[pl.lay.word(r)] = p.saved[i]
 			i++
@@ -657,7 +666,7 @@ func (pl *Pipeline) restoreFieldList(p *Packet, id int) {
 func (pl *Pipeline) copyFieldList(dst, src *Packet, id int) {
 	for _, r := range pl.fieldLists[id] {
 		fd := pl.lay.field(r)
-		dst.dmask[r.hdr] |= fd.dirtyBit()
+		dst.hs[r.hdr].dmask |= fd.dirtyBit()
 		if fd.narrow {
 			w := pl.lay.word(r)
 			dst.words[w] = src.words[w]

@@ -235,7 +235,7 @@ func (c *compiler) compileTable(jt *jTable) (*table, error) {
 			kf.info.Bitwidth = 1
 			kf.narrow = true
 			kf.read = func(p *Packet) uint64 {
-				if p.valid[h] {
+				if p.hs[h].valid {
 					return 1
 				}
 				return 0
@@ -255,7 +255,7 @@ func (c *compiler) compileTable(jt *jTable) (*table, error) {
 				kf.info.Bitwidth = 1
 				kf.narrow = true
 				kf.read = func(p *Packet) uint64 {
-					if p.valid[h] {
+					if p.hs[h].valid {
 						return 1
 					}
 					return 0
