@@ -81,6 +81,16 @@ func (pl *Pipeline) IngressAt(frame []byte, port uint32, arrivalNs int64, jobs [
 	return pl.ingressPass(p, jobs)
 }
 
+// stampIngress sets ingress_global_timestamp to now for a packet starting
+// another ingress pass (resubmitted, recirculated): BMv2's ingress thread
+// stamps every packet it takes in, after the preserved field list is
+// copied, so the stamp wins over a preserved value.
+func (pl *Pipeline) stampIngress(p *Packet) {
+	if pl.useIngressTS {
+		pl.std.set(p, pl.std.ingressTS, pl.Now())
+	}
+}
+
 // received takes a packet context for a frame received on port.
 func (pl *Pipeline) received(frame []byte, port uint32) *Packet {
 	p := pl.acquire()
@@ -145,6 +155,7 @@ func (pl *Pipeline) ingressPass(p *Packet, jobs []Job) []Job {
 			p.start, p.end = inStart, inEnd
 			p.resetAll()
 			pl.restoreFieldList(p, list)
+			pl.stampIngress(p)
 			s.set(p, s.instanceType, InstanceResubmit)
 			s.set(p, s.packetLength, uint64(ingressSize))
 			p.lengthReg = ingressSize
@@ -238,6 +249,7 @@ func (pl *Pipeline) Egress(job Job, q QueueMeta, jobs []Job) (out Output, more [
 		p.resetAll()
 		p.start, p.end = start, end
 		pl.restoreFieldList(p, list)
+		pl.stampIngress(p)
 		s.set(p, s.instanceType, InstanceRecirc)
 		s.set(p, s.packetLength, uint64(n))
 		p.lengthReg = n

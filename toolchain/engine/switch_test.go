@@ -195,3 +195,47 @@ func TestValueSetsDigestsLogs(t *testing.T) {
 		t.Errorf("log_msg output %q", logs)
 	}
 }
+
+// TestIngressTimestampEveryPass: a resubmitted or recirculated packet's
+// ingress pass gets ingress_global_timestamp anew, as BMv2's ingress
+// thread stamps every packet it takes in. The clock advances 1 us per read,
+// so each read is distinguishable.
+func TestIngressTimestampEveryPass(t *testing.T) {
+	it := tF("standard_metadata", "instance_type")
+	ts := tF("standard_metadata", "ingress_global_timestamp")
+	recordTS := tAssign(tF("h", "c"), tE("&", ts, tH("0xffff")))
+	cases := []struct {
+		name string
+		tp   testProg
+		want string // Ingress stamps the arrival at the 1st clock read
+	}{
+		{"resubmit", testProg{
+			fields: [][]any{u("a", 8), u("b", 8), u("c", 16)},
+			prims: []any{
+				tAssign(tF("h", "b"), it),
+				recordTS,
+				tPrim("_jump_if_zero", tE("==", it, tH("0x0")), tH("0x5")), // past the resubmit
+				tPrim("resubmit", tH("0x0")),
+			},
+		}, "01 06 0002"}, // the resubmitted pass is stamped at the 2nd read
+		{"recirculate", testProg{
+			fields: [][]any{u("a", 8), u("b", 8), u("c", 16)},
+			prims:  []any{tAssign(tF("h", "b"), it), recordTS},
+			egress: []any{
+				tPrim("_jump_if_zero", tE("==", tF("h", "b"), tH("0x0")), tH("0x2")),
+				tPrim("recirculate", tH("0x0")),
+			},
+		}, "01 04 0003"}, // 2nd read: the egress queue's enq_timestamp; 3rd: the recirculated pass
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var reads int64
+			clock := func() int64 { reads++; return reads * 1000 }
+			pl := tc.tp.load(t, Options{Clock: clock})
+			out := process(pl, mustHex(t, "01 00 0000"), 0)
+			if len(out) != 1 || !bytes.Equal(out[0].frame, mustHex(t, tc.want)) {
+				t.Errorf("got %v, want one frame %s", out, tc.want)
+			}
+		})
+	}
+}
