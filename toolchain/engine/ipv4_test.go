@@ -253,3 +253,47 @@ func TestConcurrentControlPlane(t *testing.T) {
 	close(stop)
 	wg.Wait()
 }
+
+// TestPacketsAllocateNothingWhileRoutesChange: the packet path allocates
+// nothing, also right after control-plane writes have published new table
+// snapshots (BenchmarkIPv4LPMWithWriter's allocations are its writer's).
+func TestPacketsAllocateNothingWhileRoutesChange(t *testing.T) {
+	pl := loadFixture(t, "ipv4_lpm.json", Options{})
+	for i := 0; i < 256; i++ {
+		addRoute(t, pl, 0x0a000000|uint32(i)<<8, 24, 0x020000000000|uint64(i), uint16(i%8))
+	}
+	tid, _ := pl.Lookup(KindTable, "MyIngress.ipv4_lpm")
+	fwd, _ := pl.Lookup(KindAction, "MyIngress.ipv4_forward")
+	frames := [][]byte{
+		ipv4Frame(0x0a002a01, 64, make([]byte, 30)), // hits a /24
+		ipv4Frame(0x0b002a01, 64, make([]byte, 30)), // hits the route being changed, or misses
+		ipv4Frame(0x0a002a01, 1, make([]byte, 30)),
+	}
+	jobs := make([]Job, 0, 4)
+	packets := func() {
+		for _, f := range frames {
+			jobs = pl.Ingress(f, 1, jobs[:0])
+			for _, j := range jobs {
+				out, _ := pl.Egress(j, QueueMeta{}, nil)
+				if out.Pkt != nil {
+					out.Pkt.Release()
+				}
+			}
+		}
+	}
+	packets() // warm the pool
+	v := []byte{0x0b, 0, 0x2a, 0}
+	for round := 0; round < 20; round++ {
+		m := []Match{{Value: v, PrefixLen: 24}}
+		if round%2 == 0 {
+			if err := pl.AddEntry(tid, TableEntry{Match: m, Action: ActionCall{ActionID: fwd, Params: [][]byte{{1}, {1}}}}); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := pl.DeleteEntry(tid, m, 0); err != nil {
+			t.Fatal(err)
+		}
+		if n := testing.AllocsPerRun(50, packets); n != 0 {
+			t.Fatalf("round %d: %.1f allocations per %d packets", round, n, len(frames))
+		}
+	}
+}
