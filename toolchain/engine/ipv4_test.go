@@ -258,6 +258,9 @@ func TestConcurrentControlPlane(t *testing.T) {
 // nothing, also right after control-plane writes have published new table
 // snapshots (BenchmarkIPv4LPMWithWriter's allocations are its writer's).
 func TestPacketsAllocateNothingWhileRoutesChange(t *testing.T) {
+	if raceDetector {
+		t.Skip("sync.Pool drops items under the race detector")
+	}
 	pl := loadFixture(t, "ipv4_lpm.json", Options{})
 	for i := 0; i < 256; i++ {
 		addRoute(t, pl, 0x0a000000|uint32(i)<<8, 24, 0x020000000000|uint64(i), uint16(i%8))

@@ -64,6 +64,7 @@ type parseState struct {
 	cases    []selCase
 	def      *parseState
 	hasKey   bool
+	mayStop  bool // some op may set Packet.exit or failed
 }
 
 type parser struct {
@@ -111,6 +112,8 @@ func (c *compiler) compileParser(jp *jParser, errs [][]any) (*parser, error) {
 				return nil, err
 			}
 			st.ops = append(st.ops, o)
+			// only a primitive (assert, assume) can end parsing early
+			st.mayStop = st.mayStop || op.Op == "primitive" || c.pl.reference
 		}
 		if err := c.selectKey(st, js.TransitionKey); err != nil {
 			return nil, err
@@ -529,7 +532,7 @@ func (c *compiler) parserOp(ps *parser, op jParserOp) (parserOp, error) {
 			// union or stack.
 			hi := c.lay.headers[c.lay.hdrByName[t.name]]
 			h := hi.id
-			nwords := ht.nwords
+			wb, we := hi.wordBase, hi.wordBase+ht.nwords
 			tooShort := E(errPacketTooShort)
 			ex := c.pl.lazyExtractOf(hi)
 			small := fixedBytes <= 64
@@ -539,18 +542,19 @@ func (c *compiler) parserOp(ps *parser, op jParserOp) (parserOp, error) {
 					return tooShort
 				}
 				hs := &p.hs[h]
+				hs.hoff, hs.valid, hs.dmask = int32(cur), true, 0
+				p.cur = cur + fixedBytes
 				if w := window(p.buf, cur); w != nil && small {
-					words := p.words[hi.wordBase : hi.wordBase+nwords]
+					words := p.words[wb:we]
 					for _, st := range ex.eager {
 						v := binary.BigEndian.Uint64(w[st.byteOff&(windowBytes-9):])
 						words[st.slot] = v << (st.shl & 63) >> (st.shr & 63)
 					}
-					*hs = hdrState{hoff: int32(cur), valid: true, lazy: ex.lazy}
-				} else {
-					extractInto(p, hi, p.buf[cur:], 0)
-					*hs = hdrState{hoff: int32(cur), valid: true}
+					hs.lazy = ex.lazy
+					return 0
 				}
-				p.cur = cur + fixedBytes
+				extractInto(p, hi, p.buf[cur:], 0)
+				hs.lazy = false
 				return 0
 			}, nil
 		}
@@ -746,7 +750,7 @@ func (ps *parser) run(p *Packet) uint64 {
 				failed = true
 				break
 			}
-			if p.exit || p.failed {
+			if st.mayStop && (p.exit || p.failed) {
 				break
 			}
 		}

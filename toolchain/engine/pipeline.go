@@ -466,6 +466,7 @@ func load(jsonText []byte, opts Options, reference bool) (pl *Pipeline, err erro
 	// Field lists (clones, resubmit, recirculate) and digests may carry
 	// these fields to a later pass that reads them: covered by readWords,
 	// which is global to the program.
+	pl.dropUnreadStd()
 	return pl, nil
 }
 
@@ -578,6 +579,24 @@ func resolveStd(l *layout) stdFields {
 	s.parserError = find("parser_error")
 	s.priority = find("intrinsic_metadata.priority", "priority")
 	return s
+}
+
+// dropUnreadStd stops the architecture writing standard metadata fields
+// that it never reads itself and the program never reads either: a store
+// per field per packet saved, nothing observable lost (every field starts
+// at 0 and nothing could see the value).
+func (pl *Pipeline) dropUnreadStd() {
+	if pl.reference {
+		return
+	}
+	s := &pl.std
+	for _, f := range []*stdField{&s.ingressPort, &s.egressPort, &s.instanceType, &s.packetLength,
+		&s.enqTimestamp, &s.enqQdepth, &s.deqTimedelta, &s.deqQdepth, &s.qid,
+		&s.ingressTS, &s.egressTS, &s.egressRid, &s.checksumError, &s.parserError} {
+		if f.w >= 0 && !pl.readWords[f.w] {
+			f.w = -1
+		}
+	}
 }
 
 // set writes a standard metadata field (truncated to its width).

@@ -113,7 +113,9 @@ func (pl *Pipeline) ingressPass(p *Packet, jobs []Job) []Job {
 		ingressSize := p.lengthReg
 		errVal := pl.parser.run(p)
 		s.set(p, s.parserError, errVal)
-		pl.verifyChecksums(p)
+		if len(pl.verifyCk) > 0 || s.checksumError.w >= 0 {
+			pl.verifyChecksums(p)
+		}
 		runControl(p, pl.ingress)
 		p.exit = false
 		if p.failed {
@@ -540,10 +542,10 @@ const windowBytes = 72
 
 // window returns the windowBytes of buf at off, or nil if buf is shorter.
 func window(buf []byte, off int) *[windowBytes]byte {
-	if off < 0 || len(buf)-off < windowBytes {
+	if uint(off)+windowBytes > uint(len(buf)) {
 		return nil
 	}
-	return (*[windowBytes]byte)(buf[off : off+windowBytes])
+	return (*[windowBytes]byte)(buf[off:])
 }
 
 // fieldPut writes one field of an in-place header back into the buffer.
