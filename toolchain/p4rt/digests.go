@@ -11,15 +11,14 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// digestTick is how often buffered digests are checked against their
-// max_timeout_ns; timeouts are honoured to within a tick.
-const digestTick = time.Millisecond
-
 // digestEngine buffers, deduplicates and sends DigestList messages as the
 // spec's §9.10 pseudo-code describes, and handles DigestListAck.
 type digestEngine struct {
 	srv *Server
 	in  chan Digest
+	// poke makes run recompute its next deadline (the configuration
+	// changed).
+	poke chan struct{}
 
 	mu      sync.Mutex
 	sch     *schema
@@ -41,7 +40,7 @@ type sentList struct {
 }
 
 func newDigestEngine(s *Server) *digestEngine {
-	return &digestEngine{srv: s, in: make(chan Digest, 4096), listSeq: map[uint32]uint64{}}
+	return &digestEngine{srv: s, in: make(chan Digest, 4096), poke: make(chan struct{}, 1), listSeq: map[uint32]uint64{}}
 }
 
 // receive is the Target's digest sink; it never blocks (drops on overload,
@@ -84,21 +83,62 @@ func (d *digestEngine) reset(ps *pipelineState) {
 			delete(d.cache, id)
 		}
 	}
+	select {
+	case d.poke <- struct{}{}:
+	default:
+	}
 }
 
+// run buffers digests and sends their lists when due. It sleeps until the
+// next deadline (a buffer's max_timeout_ns, a cached list's
+// ack_timeout_ns) and has no timer at all while nothing is pending: a
+// ticker here woke three of the switch's threads a thousand times a second
+// even with no digest configured, and on a 2-vCPU VM every such wake-up of
+// an idle vCPU costs the hypervisor's wake-up latency, which delayed the
+// forwarding threads (docs/performance.md, terrapin-switch latency).
 func (d *digestEngine) run(ctx context.Context) {
-	tick := time.NewTicker(digestTick)
-	defer tick.Stop()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
 	for {
+		var due <-chan time.Time
+		if at, ok := d.nextDeadline(); ok {
+			timer.Reset(time.Until(at))
+			due = timer.C
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case m := <-d.in:
 			d.add(m, time.Now())
-		case now := <-tick.C:
+		case <-d.poke:
+		case now := <-due:
 			d.flushDue(now)
 		}
 	}
+}
+
+// nextDeadline is the earliest moment a pending buffer times out or a
+// cached list's acknowledgement deadline passes; ok is false when there is
+// none.
+func (d *digestEngine) nextDeadline() (at time.Time, ok bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	consider := func(t time.Time) {
+		if !ok || t.Before(at) {
+			at, ok = t, true
+		}
+	}
+	for id, b := range d.pending {
+		consider(b.first.Add(time.Duration(d.cfg[id].GetMaxTimeoutNs())))
+	}
+	for id, c := range d.cache {
+		ttl := time.Duration(d.cfg[id].GetAckTimeoutNs())
+		for _, l := range c {
+			consider(l.sent.Add(ttl))
+		}
+	}
+	return at, ok
 }
 
 func (d *digestEngine) lookup(name string) *digestInfo {

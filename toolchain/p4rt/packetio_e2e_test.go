@@ -110,7 +110,7 @@ func TestDigests(t *testing.T) {
 	id := h.ids()
 	isDigest := func(m *p4v1.StreamMessageResponse) bool { return m.GetDigest() != nil }
 	digest := func() *p4v1.DigestList { return s.next(t, isDigest).GetDigest() }
-	// The digest timer runs every millisecond: half a second of silence
+	// With max_list_size 1 a list leaves at once: half a second of silence
 	// means none is coming.
 	noDigest := func() *p4v1.DigestList { return s.nextWithin(t, 500*time.Millisecond, isDigest).GetDigest() }
 	frame := ethFrame(mac2, 64)
@@ -153,5 +153,49 @@ func TestDigests(t *testing.T) {
 	read, err := h.read(digestEntity(0, nil))
 	if err != nil || len(read) != 1 || read[0].GetDigestEntry().GetConfig().GetMaxListSize() != 1 {
 		t.Errorf("digest entry read: %v %v", read, err)
+	}
+}
+
+// Digest timers: a list that is not full leaves when its max_timeout_ns
+// has passed (not before), and an unacknowledged list's entries are
+// forgotten after ack_timeout_ns, so the same digest is sent again. The
+// engine arms a timer only for these deadlines.
+func TestDigestTimeouts(t *testing.T) {
+	h := newHarness(t)
+	h.primary = &p4v1.Uint128{High: 1}
+	s, _ := h.open(h.primary, "")
+	if err := h.setPipeline(p4v1.SetForwardingPipelineConfigRequest_VERIFY_AND_COMMIT, h.config()); err != nil {
+		t.Fatal(err)
+	}
+	id := h.ids()
+	isDigest := func(m *p4v1.StreamMessageResponse) bool { return m.GetDigest() != nil }
+	const maxTimeout, ackTimeout = 40 * time.Millisecond, 300 * time.Millisecond
+	h.mustWrite(update(p4v1.Update_INSERT, digestEntity(id.learn, &p4v1.DigestEntry_Config{
+		MaxListSize: 10, MaxTimeoutNs: int64(maxTimeout), AckTimeoutNs: int64(ackTimeout)})))
+	frame := ethFrame(mac2, 64)
+	sent := time.Now()
+	if err := h.target.Send(4, frame); err != nil {
+		t.Fatal(err)
+	}
+	d := s.nextWithin(t, 5*time.Second, isDigest).GetDigest()
+	if d == nil || len(d.GetData()) != 1 {
+		t.Fatalf("no list after max_timeout_ns: %v", d)
+	}
+	if waited := time.Since(sent); waited < maxTimeout {
+		t.Errorf("a list of 1 (max 10) left after %v, before max_timeout_ns %v", waited, maxTimeout)
+	}
+	if err := h.target.Send(4, frame); err != nil {
+		t.Fatal(err)
+	}
+	if again := s.nextWithin(t, 100*time.Millisecond, isDigest).GetDigest(); again != nil {
+		t.Fatalf("unacknowledged duplicate sent again before ack_timeout_ns: %v", again)
+	}
+	time.Sleep(ackTimeout)
+	if err := h.target.Send(4, frame); err != nil {
+		t.Fatal(err)
+	}
+	again := s.nextWithin(t, 5*time.Second, isDigest).GetDigest()
+	if again == nil || again.GetListId() == d.GetListId() {
+		t.Fatalf("after ack_timeout_ns the digest was not sent again: %v", again)
 	}
 }
