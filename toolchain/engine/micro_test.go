@@ -13,6 +13,8 @@ func BenchmarkComponents(b *testing.B) {
 	p := pl.acquire()
 	p.load(frame)
 	p.resetAll()
+	pl.parser.run(p)
+	runControl(p, pl.ingress) // the routed packet: TTL and MACs changed
 	b.Run("acquire+release", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
@@ -42,10 +44,10 @@ func BenchmarkComponents(b *testing.B) {
 			pl.updateChecksums(p)
 		}
 	})
+	// checksum update and in-place write-back of the changed fields
+	// (repeatable: the headers stay where the parser found them)
 	b.Run("deparse", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
-			p.start = headroom
-			pl.parser.run(p)
 			pl.deparse(p)
 		}
 	})
