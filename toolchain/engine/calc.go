@@ -111,9 +111,10 @@ type sumField struct {
 }
 
 type sumPiece struct {
-	chunk int
-	l, r  uint8
-	mask  uint64 // big-endian
+	chunk  int
+	l, r   uint8
+	mask   uint64 // big-endian
+	maskLE uint64 // the same bits as the little-endian chunk has them
 }
 
 // bufSumMaxChunks bounds the headers summed from their bytes (64 bytes;
@@ -168,7 +169,8 @@ func makeBufSum(calc *calculation, l *layout) *bufSum {
 				pc.r = uint8(end - chunkEnd)
 			}
 			pc.mask = mask64(fd.width) << pc.l >> pc.r
-			bs.masks[j] |= bits.ReverseBytes64(pc.mask)
+			pc.maskLE = bits.ReverseBytes64(pc.mask)
+			bs.masks[j] |= pc.maskLE
 			sf.pieces[sf.n] = pc
 			sf.n++
 		}
@@ -202,7 +204,7 @@ func (bs *bufSum) sum(p *Packet) (uint64, bool) {
 				pc := &f.pieces[k]
 				le := bits.ReverseBytes64(v << (pc.l & 63) >> (pc.r & 63) & pc.mask)
 				s, carry = bits.Add64(s, le, carry)
-				patched[pc.chunk&(bufSumMaxChunks-1)] &^= bits.ReverseBytes64(pc.mask)
+				patched[pc.chunk&(bufSumMaxChunks-1)] &^= pc.maskLE
 			}
 		}
 	}

@@ -479,58 +479,68 @@ func (pl *Pipeline) writeBack(p *Packet) {
 			continue
 		}
 		off := int(hs.hoff)
-		if m == ^uint64(0) || e.many {
-			p.materialize(e.hdr)
-			if pp := pl.hdrPack[e.hdr]; pp != nil {
-				pp.write(p.words, p.buf[off:])
-			} else {
-				bw := bitWriter{b: p.buf[off : off+int(e.bytes)]}
-				emitHeader(p, pl.lay.headers[e.hdr], &bw)
-			}
-			continue
-		}
 		w := window(p.buf, off)
-		if w == nil || e.fast == nil {
-			for ; m != 0; m &= m - 1 {
-				e.fields[bits.TrailingZeros64(m)&63].put(p, off)
-			}
+		if m == ^uint64(0) || e.fast == nil || w == nil {
+			pl.writeBackSlow(p, e, m, off)
 			continue
 		}
+		words := p.words
 		for ; m != 0; m &= m - 1 {
 			fp := &e.fast[bits.TrailingZeros64(m)&63]
-			if fp.bytes == 0 && fp.mask == 0 {
-				fp.put(p, off) // wide, or not within 8 bytes
-				continue
-			}
-			v := p.words[fp.word]
 			at := fp.at & (windowBytes - 9)
 			switch fp.bytes {
+			case 0:
+				if fp.mask == 0 {
+					fp.put(p, off) // wide, or not within 8 bytes
+					continue
+				}
+				x := binary.BigEndian.Uint64(w[at:])
+				binary.BigEndian.PutUint64(w[at:], x&^fp.mask|words[fp.word]<<(fp.sh&63)&fp.mask)
 			case 1:
-				w[at] = byte(v)
+				w[at] = byte(words[fp.word])
 			case 2:
-				binary.BigEndian.PutUint16(w[at:], uint16(v))
+				binary.BigEndian.PutUint16(w[at:], uint16(words[fp.word]))
 			case 3:
+				v := words[fp.word]
 				binary.BigEndian.PutUint16(w[at:], uint16(v>>8))
 				w[at+2] = byte(v)
 			case 4:
-				binary.BigEndian.PutUint32(w[at:], uint32(v))
+				binary.BigEndian.PutUint32(w[at:], uint32(words[fp.word]))
 			case 5:
+				v := words[fp.word]
 				binary.BigEndian.PutUint32(w[at:], uint32(v>>8))
 				w[at+4] = byte(v)
 			case 6:
+				v := words[fp.word]
 				binary.BigEndian.PutUint32(w[at:], uint32(v>>16))
 				binary.BigEndian.PutUint16(w[at+4:], uint16(v))
 			case 7:
+				v := words[fp.word]
 				binary.BigEndian.PutUint32(w[at:], uint32(v>>24))
 				binary.BigEndian.PutUint16(w[at+4:], uint16(v>>8))
 				w[at+6] = byte(v)
-			case 8:
-				binary.BigEndian.PutUint64(w[at:], v)
 			default:
-				x := binary.BigEndian.Uint64(w[at:])
-				binary.BigEndian.PutUint64(w[at:], x&^fp.mask|v<<(fp.sh&63)&fp.mask)
+				binary.BigEndian.PutUint64(w[at:], words[fp.word])
 			}
 		}
+	}
+}
+
+// writeBackSlow writes header e back field by field, or whole (m all ones:
+// it was rewritten as a whole, or has more fields than dirty bits).
+func (pl *Pipeline) writeBackSlow(p *Packet, e *emitInfo, m uint64, off int) {
+	if m == ^uint64(0) || e.many {
+		p.materialize(e.hdr)
+		if pp := pl.hdrPack[e.hdr]; pp != nil {
+			pp.write(p.words, p.buf[off:])
+		} else {
+			bw := bitWriter{b: p.buf[off : off+int(e.bytes)]}
+			emitHeader(p, pl.lay.headers[e.hdr], &bw)
+		}
+		return
+	}
+	for ; m != 0; m &= m - 1 {
+		e.fields[bits.TrailingZeros64(m)&63].put(p, off)
 	}
 }
 
