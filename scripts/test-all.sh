@@ -19,6 +19,10 @@ rm -rf "$logs" && mkdir -p "$logs"
 total_pass=0
 total_fail=0
 summary=()
+# Namespaces that existed before the run are not ours to judge (another experiment on the host).
+ns_pattern='^(t[a-z]+|mn-)'
+ns_before=$(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "$ns_pattern" | sort || true)
+switch_before=$(pgrep -x terrapin-switch | sort || true)
 
 # record SUITE PASSED FAILED SECONDS
 record() {
@@ -103,8 +107,11 @@ echo
 echo "Summary"
 printf '  %s\n' "${summary[@]}"
 # No test may leave a namespace, veth or switch behind.
-leftover=$(ip netns list 2>/dev/null | grep -E '^(t[a-z]+|mn-)' || true)
-pgrep -x terrapin-switch >/dev/null && leftover="$leftover terrapin-switch still running"
+ns_after=$(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "$ns_pattern" | sort || true)
+leftover=$(comm -13 <(echo "$ns_before") <(echo "$ns_after") | tr '\n' ' ')
+switch_after=$(pgrep -x terrapin-switch | sort || true)
+[[ -n "$(comm -13 <(echo "$switch_before") <(echo "$switch_after"))" ]] &&
+    leftover="$leftover terrapin-switch still running"
 if [[ -n "$leftover" ]]; then echo "  leftovers after the tests: $leftover"; total_fail=$((total_fail + 1)); fi
 echo "$total_pass passed, $total_fail failed"
 ((total_fail == 0))
