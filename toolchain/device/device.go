@@ -54,8 +54,13 @@ type Config struct {
 	// priority as the senders gets a fraction of a core and its receive
 	// ring overflows; see docs/performance.md. Needs root or CAP_SYS_NICE:
 	// best effort.
-	Nice   int
-	Logger *slog.Logger
+	Nice int
+	// RTPriority, when > 0, runs the forwarding threads SCHED_FIFO at this
+	// priority (pacers one above), within a CPU budget past which they
+	// fall back to Nice (sched.go, docs/switch.md). Needs root or
+	// CAP_SYS_NICE: best effort.
+	RTPriority int
+	Logger     *slog.Logger
 }
 
 const (
@@ -64,6 +69,13 @@ const (
 	txBatch         = 32
 	rxBatch         = 64
 	maxHops         = 8 // resubmit/recirculate bound, so a looping program cannot spin forever
+	// spinLead is how long before a paced port's link comes free a thread
+	// busy-waits instead of sleeping when the next frame is from a queue
+	// above the lowest (admitted traffic). A sleeping thread's wake-up was
+	// measured up to milliseconds late on the target VMs (a halted vCPU's
+	// timer interrupt waits for the hypervisor); a reservation's delay
+	// bound leaves less slack than that. Best effort is not worth the CPU.
+	spinLead = int64(500 * time.Microsecond)
 	// paceSlack bounds how much transmission credit a paced port can catch
 	// up after a late wake-up: lateness beyond it is lost, so a port never
 	// bursts more than this much above its line rate. 10 ms keeps the rate
@@ -105,6 +117,7 @@ type Device struct {
 	subs    atomic.Pointer[[]*packetInSub]
 	subMu   sync.Mutex
 	running atomic.Bool
+	rt      *rtBudget
 
 	// drops not tied to a queue
 	dropNoPipeline atomic.Uint64
@@ -129,6 +142,9 @@ type inputPort struct {
 	ringDrops   atomic.Uint64
 	statMu      sync.Mutex
 	clock       arrivalClock // receive timestamps → device clock
+	// rxDelay is, per batch, how long its oldest frame waited in the ring
+	// (kernel receive stamp to processing): the receive loop's lateness.
+	rxDelay latencyHist
 }
 
 // queued is a job waiting in a queue, with what egress will need to know.
@@ -147,6 +163,7 @@ type queue struct {
 	drops    atomic.Uint64
 	depth    atomic.Int64
 	maxDepth atomic.Int64
+	delay    latencyHist // enqueue to dequeue
 }
 
 // egressPort is the traffic-manager side of a port.
@@ -165,13 +182,27 @@ type egressPort struct {
 	nextFree int64 // ns since start, when the link is free again
 	idle     bool  // queues ran empty since the last transmission
 	remBits  uint64
-	kick     chan struct{}
 	outv     [][]byte // frames of the batch being sent
 	outq     []queued // their packets, released after the send
 
 	txPackets atomic.Uint64
 	txBytes   atomic.Uint64
 	txErrors  atomic.Uint64
+	// pacerLate is how much later than due the pacer woke from each sleep
+	// (the OS's and the Go scheduler's delay together).
+	pacerLate latencyHist
+	// A paced port's pacer sleeps in ppoll on wakeFd (an eventfd), not on
+	// a Go channel: a worker that leaves frames queued on an idle pacer
+	// wakes its thread directly instead of through the Go scheduler's
+	// hand-off between threads. pacerIdle: the pacer is blocked without a
+	// deadline and must be woken for new frames.
+	wakeFd    int
+	wakeOne   [8]byte
+	wakeBuf   [8]byte
+	pacerPfd  [1]unix.PollFd
+	pacerIdle atomic.Bool
+	// spinning: a thread is busy-waiting for this link (one at a time).
+	spinning atomic.Bool
 }
 
 // New opens the ports. Nothing is received until Run.
@@ -194,7 +225,7 @@ func New(cfg Config) (*Device, error) {
 	if cfg.CPUPort >= DropPort {
 		return nil, fmt.Errorf("cpu port %d: must be below 511 (the drop port)", cfg.CPUPort)
 	}
-	d := &Device{cfg: cfg, log: cfg.Logger, start: time.Now(), nq: cfg.PriorityQueues}
+	d := &Device{cfg: cfg, log: cfg.Logger, start: time.Now(), nq: cfg.PriorityQueues, rt: newRTBudget(cfg.RTPriority)}
 	ok := false
 	defer func() {
 		if !ok {
@@ -230,6 +261,13 @@ func New(cfg Config) (*Device, error) {
 		in := &inputPort{num: pc.Num, iface: pc.Iface, sock: sock}
 		eg := d.newEgressPort(pc.Num, pc.Iface, pc.RateBps)
 		eg.sock = sock
+		if pc.RateBps > 0 {
+			if eg.wakeFd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
+				sock.close()
+				return nil, fmt.Errorf("eventfd: %w", err)
+			}
+			eg.pacerPfd[0] = unix.PollFd{Fd: int32(eg.wakeFd), Events: unix.POLLIN}
+		}
 		if cfg.PcapDir != "" {
 			if in.pcap, err = createPcap(cfg.PcapDir, pc.Iface+"_in.pcap"); err != nil {
 				sock.close()
@@ -255,7 +293,7 @@ func New(cfg Config) (*Device, error) {
 }
 
 func (d *Device) newEgressPort(num uint16, iface string, rate uint64) *egressPort {
-	p := &egressPort{num: num, iface: iface, rateBps: rate, kick: make(chan struct{}, 1), idle: true}
+	p := &egressPort{num: num, iface: iface, rateBps: rate, idle: true, wakeFd: -1, wakeOne: [8]byte{1}}
 	p.queues = make([]queue, d.nq)
 	for i := range p.queues {
 		p.queues[i].ring = make([]queued, d.cfg.QueueCapacity)
@@ -376,6 +414,7 @@ func (d *Device) Run(ctx context.Context) error {
 	if !d.running.CompareAndSwap(false, true) {
 		return errors.New("device already running")
 	}
+	d.reserveProcs()
 	var wg sync.WaitGroup
 	errc := make(chan error, len(d.inputs))
 	for _, in := range d.inputs {
@@ -404,12 +443,48 @@ func (d *Device) Run(ctx context.Context) error {
 	for _, in := range d.inputs {
 		in.sock.wakeUp()
 	}
+	for _, eg := range d.ports {
+		if eg != nil && eg.wakeFd >= 0 {
+			eg.wakePacer()
+		}
+	}
 	wg.Wait()
 	d.flushQueues()
 	if cerr := d.closePorts(); err == nil {
 		err = cerr
 	}
 	return err
+}
+
+// forwardingThreads is how many OS threads Run locks to its loops: one
+// receive loop per port and one pacer per rate-limited port.
+func (d *Device) forwardingThreads() int {
+	n := len(d.inputs)
+	for _, eg := range d.ports {
+		if eg != nil && eg.rateBps > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// reserveProcs raises GOMAXPROCS (never lowers it) so that every forwarding
+// thread can hold a P of its own with the machine's CPUs to spare for the
+// rest of the process. Each loop is locked to its OS thread and spends
+// most of its time in system calls (poll, nanosleep, send); with the
+// default GOMAXPROCS (the CPU count, 2 here) a thread returning from one
+// found no idle P and waited for the Go scheduler to hand it one, which
+// took up to the 10 ms of sysmon's preemption tick: measured with
+// prio-latency.sh, pacer wake-ups up to 5–17 ms late and frames waiting up
+// to 10–17 ms in receive rings, against 2.8–3.8 ms and 0.6–2.4 ms with
+// GOMAXPROCS=16 (docs/performance.md). Extra Ps cost nothing while idle;
+// the OS, not Go, then decides which runnable thread gets a CPU, and the
+// forwarding threads' priority (Nice, real-time pacers) takes effect.
+func (d *Device) reserveProcs() {
+	want := d.forwardingThreads() + runtime.NumCPU()
+	if runtime.GOMAXPROCS(0) < want {
+		runtime.GOMAXPROCS(want)
+	}
 }
 
 func (d *Device) closePorts() error {
@@ -431,24 +506,26 @@ func (d *Device) closePorts() error {
 			first = err
 		}
 		eg.pcap = nil
+		if eg.wakeFd >= 0 {
+			_ = unix.Close(eg.wakeFd)
+			eg.wakeFd = -1
+		}
 	}
 	return first
 }
 
 func (d *Device) receiveLoop(ctx context.Context, in *inputPort) error {
-	if d.cfg.Nice != 0 {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), d.cfg.Nice); err != nil {
-			d.log.Debug("forwarding thread priority not set", "port", in.num, "nice", d.cfg.Nice, "err", err)
-		}
-	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	t := d.setupThread("rx", in.iface, d.cfg.Nice, 0)
 	w := d.newWorker()
+	w.thread = t
 	spins := 0
 	for ctx.Err() == nil {
 		d.pipeMu.RLock()
 		in.clock.beginBatch(d)
 		w.now = in.clock.now
+		t.charge(w.now)
 		n := 0
 		for n < rxBatch {
 			f, ok := in.sock.next()
@@ -477,7 +554,9 @@ func (d *Device) receiveLoop(ctx context.Context, in *inputPort) error {
 			continue
 		}
 		spins = 0
-		if err := in.sock.wait(200); err != nil {
+		err := in.sock.wait(200)
+		t.woke(d.nowNs())
+		if err != nil {
 			if err == errWoken {
 				return nil
 			}
@@ -493,51 +572,94 @@ func (d *Device) receiveLoop(ctx context.Context, in *inputPort) error {
 func (d *Device) pacerLoop(ctx context.Context, eg *egressPort) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	// The default 50 µs timer slack would be a third of a 1500-byte frame
-	// time at 100 Mbit/s.
-	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
 	// A pacer that wakes late loses line rate beyond paceSlack; on a busy
 	// 2-core machine a better nice value keeps it on time (it sleeps most
 	// of the time, so it cannot starve anyone). Needs root; best effort.
-	_ = unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), -10)
+	nice := d.cfg.Nice
+	if nice == 0 {
+		nice = -10
+	}
+	t := d.setupThread("tx", eg.iface, nice, 1)
+	// The default 50 µs timer slack would be a third of a 1500-byte frame
+	// time at 100 Mbit/s (a real-time thread has none anyway).
+	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
 	w := d.newWorker()
-	done := ctx.Done()
-	for {
+	w.thread = t
+	for ctx.Err() == nil {
 		d.pipeMu.RLock()
-		wait := w.serveDue(eg)
-		d.pipeMu.RUnlock()
+		wait, urgent := w.serveDue(eg)
 		if len(w.deferred) > 0 {
-			d.pipeMu.RLock()
 			w.flush()
-			d.pipeMu.RUnlock()
 		}
+		d.pipeMu.RUnlock()
+		now := d.nowNs()
+		t.charge(now)
 		if wait > 0 {
-			ts := unix.NsecToTimespec(wait)
-			_ = unix.Nanosleep(&ts, nil)
-			select {
-			case <-done:
-				return
-			default:
+			due := now + wait
+			if urgent && wait > spinLead && t.mayBusyWait(now) {
+				// Wake early and busy-wait the rest in serveDue.
+				wait -= spinLead
+			}
+			timedOut := eg.sleep(wait)
+			after := d.nowNs()
+			t.woke(after)
+			if timedOut {
+				eg.pacerLate.observe(after - due)
 			}
 			continue
 		}
-		select {
-		case <-eg.kick:
-		case <-done:
-			return
+		// Nothing queued: sleep until a worker leaves frames behind. The
+		// flag goes up before the last look at the queues, and workers
+		// read it after queueing, so a frame queued meanwhile is seen by
+		// one side or the other.
+		eg.pacerIdle.Store(true)
+		eg.mu.Lock()
+		empty := eg.depth == 0
+		eg.mu.Unlock()
+		if empty && ctx.Err() == nil {
+			eg.sleep(-1)
+			t.woke(d.nowNs())
 		}
+		eg.pacerIdle.Store(false)
 	}
+}
+
+// sleep blocks the pacer until ns have passed (ns < 0: until woken) or
+// wakePacer is called; it reports whether the time ran out.
+func (eg *egressPort) sleep(ns int64) (timedOut bool) {
+	var ts *unix.Timespec
+	var t unix.Timespec
+	if ns >= 0 {
+		t = unix.NsecToTimespec(ns)
+		ts = &t
+	}
+	eg.pacerPfd[0].Revents = 0
+	n, err := unix.Ppoll(eg.pacerPfd[:], ts, nil)
+	if n > 0 {
+		_, _ = unix.Read(eg.wakeFd, eg.wakeBuf[:]) // reset the eventfd
+		return false
+	}
+	return err == nil
+}
+
+// wakePacer interrupts the pacer's sleep.
+func (eg *egressPort) wakePacer() {
+	_, _ = unix.Write(eg.wakeFd, eg.wakeOne[:])
 }
 
 // serveDue sends the frames of a paced port whose time has come (strict
 // priority at each dequeue) and returns how long until the next one may
-// go, or 0 when the queues are empty. Both the pacer and an enqueuing
-// worker call it, so a frame reaching an idle link leaves at once instead
-// of waiting for the pacer thread to wake.
-func (w *worker) serveDue(eg *egressPort) (wait int64) {
+// go, or 0 when the queues are empty; urgent reports that the next one is
+// from a queue above the lowest. Both the pacer and an enqueuing worker
+// call it, so a frame reaching an idle link leaves at once instead of
+// waiting for the pacer thread to wake. When the next frame is urgent and
+// the link comes free within spinLead, the caller busy-waits for it (one
+// thread at a time, within the real-time budget) rather than sleeping:
+// this is the path of admitted traffic, whose delay bound a late wake-up
+// would break.
+func (w *worker) serveDue(eg *egressPort) (wait int64, urgent bool) {
 	d := w.d
 	eg.mu.Lock()
-	defer eg.mu.Unlock()
 	for eg.depth > 0 {
 		now := d.nowNs()
 		if eg.idle {
@@ -548,7 +670,19 @@ func (w *worker) serveDue(eg *egressPort) (wait int64) {
 			eg.idle = false
 		}
 		if wt := eg.nextFree - now; wt > 0 {
-			return wt
+			urgent = eg.urgentHead()
+			if !urgent || wt > spinLead || !w.thread.mayBusyWait(now) || !eg.spinning.CompareAndSwap(false, true) {
+				eg.mu.Unlock()
+				return wt, urgent
+			}
+			free := eg.nextFree
+			eg.mu.Unlock()
+			for d.nowNs() < free {
+			}
+			w.thread.charge(d.nowNs())
+			eg.mu.Lock()
+			eg.spinning.Store(false)
+			continue
 		}
 		if now-eg.nextFree > int64(paceSlack) {
 			eg.nextFree = now - int64(paceSlack)
@@ -561,7 +695,19 @@ func (w *worker) serveDue(eg *egressPort) (wait int64) {
 		}
 	}
 	eg.idle = true
-	return 0
+	eg.mu.Unlock()
+	return 0, false
+}
+
+// urgentHead reports whether a queue above the lowest holds a packet (so
+// the next to leave is admitted traffic). Caller holds eg.mu.
+func (eg *egressPort) urgentHead() bool {
+	for i := len(eg.queues) - 1; i > 0; i-- {
+		if eg.queues[i].n > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // advance moves the link's free time by the wire time of an n-byte frame,

@@ -195,6 +195,7 @@ func TestQueueMetadata(t *testing.T) {
 	}
 	frameUs := float64(WireBytes(size)*8) / rate * 1e6
 	var prevEnq uint32
+	var firstDeq float64
 	for i := 0; i < n; i++ {
 		f, _ := h2.recv(t, 2*time.Second)
 		if f == nil {
@@ -226,12 +227,17 @@ func TestQueueMetadata(t *testing.T) {
 		if i > 0 && i < n-1 && deqDepth == 0 {
 			t.Errorf("frame %d: deq_qdepth 0 while later frames wait", i)
 		}
-		// Frame i waits behind the i transmissions before it: never less
-		// (pacing), and more only by scheduling delay on a busy machine.
-		if i >= 1 {
-			want := float64(i) * frameUs
-			if got := float64(deqDelta); got < want-frameUs/2 || got > want+float64(paceSlack/time.Microsecond) {
-				t.Errorf("frame %d: deq_timedelta %d µs, want about %.0f", i, deqDelta, want)
+		// Frame i leaves i transmissions after the first: never sooner
+		// (pacing), and later only by scheduling delay on a busy machine.
+		// (Its dequeue time is enq_timestamp + deq_timedelta; the frames
+		// need not all have been queued at once.)
+		deq := float64(enqTs) + float64(deqDelta)
+		if i == 0 {
+			firstDeq = deq
+		} else {
+			want := firstDeq + float64(i)*frameUs
+			if deq < want-frameUs/2 || deq > want+float64(paceSlack/time.Microsecond) {
+				t.Errorf("frame %d: dequeued at %.0f µs (enq_timestamp %d + deq_timedelta %d), want about %.0f", i, deq, enqTs, deqDelta, want)
 			}
 		}
 	}

@@ -18,6 +18,7 @@ type QueueStats struct {
 	Dropped  uint64 // tail drops (queue full) and flushes at pipeline change
 	Depth    int64
 	MaxDepth int64
+	Delay    LatencyStats // time from enqueue to dequeue
 }
 
 // PortStats are the counters of one port.
@@ -35,6 +36,8 @@ type PortStats struct {
 	Depth       int64
 	MaxDepth    int64
 	Queues      []QueueStats
+	RxDelay     LatencyStats // per receive batch: its oldest frame's wait in the ring
+	PacerLate   LatencyStats // per pacer sleep: how late it woke (paced ports)
 }
 
 // Stats is a snapshot of all counters.
@@ -86,16 +89,17 @@ func (d *Device) Stats() Stats {
 		ps := PortStats{
 			Port: eg.num, Iface: eg.iface, RateBps: eg.rateBps,
 			TxPackets: eg.txPackets.Load(), TxBytes: eg.txBytes.Load(), TxErrors: eg.txErrors.Load(),
-			MaxDepth: eg.maxDepth.Load(),
+			MaxDepth: eg.maxDepth.Load(), PacerLate: eg.pacerLate.snapshot(),
 		}
 		if in := ins[eg.num]; in != nil {
 			ps.RxPackets, ps.RxBytes = in.rxPackets.Load(), in.rxBytes.Load()
 			ps.RxTruncated = in.rxTruncated.Load()
 			ps.RxRingDrops = in.readRingDrops()
+			ps.RxDelay = in.rxDelay.snapshot()
 		}
 		for i := range eg.queues {
 			q := &eg.queues[i]
-			qs := QueueStats{Queue: i, Enqueued: q.enq.Load(), Dropped: q.drops.Load(), Depth: q.depth.Load(), MaxDepth: q.maxDepth.Load()}
+			qs := QueueStats{Queue: i, Enqueued: q.enq.Load(), Dropped: q.drops.Load(), Depth: q.depth.Load(), MaxDepth: q.maxDepth.Load(), Delay: q.delay.snapshot()}
 			ps.Depth += qs.Depth
 			ps.Queues = append(ps.Queues, qs)
 		}
@@ -166,6 +170,43 @@ func (d *Device) WriteMetrics(w io.Writer) error {
 		for _, p := range s.Ports {
 			for _, q := range p.Queues {
 				fmt.Fprintf(bw, "%s{port=\"%d\",queue=\"%d\"} %d\n", m.name, p.Port, q.Queue, m.q(q))
+			}
+		}
+	}
+	type hmetric struct {
+		name, help string
+		get        func(p PortStats) (LatencyStats, bool)
+	}
+	for _, m := range []hmetric{
+		{"terrapin_port_rx_delay_seconds", "Per receive batch, how long its oldest frame waited in the receive ring.", func(p PortStats) (LatencyStats, bool) { return p.RxDelay, p.RxDelay.Counts != nil }},
+		{"terrapin_port_pacer_late_seconds", "Per pacer sleep, how much later than due the pacer woke (paced ports).", func(p PortStats) (LatencyStats, bool) { return p.PacerLate, p.RateBps > 0 }},
+	} {
+		fmt.Fprintf(bw, "# HELP %s %s\n# TYPE %s histogram\n", m.name, m.help, m.name)
+		for _, p := range s.Ports {
+			if h, ok := m.get(p); ok {
+				writeHistogram(bw, m.name, fmt.Sprintf("port=\"%d\",iface=\"%s\"", p.Port, p.Iface), h)
+			}
+		}
+		fmt.Fprintf(bw, "# HELP %s_max Largest observation of %s.\n# TYPE %s_max gauge\n", m.name, m.name, m.name)
+		for _, p := range s.Ports {
+			if h, ok := m.get(p); ok {
+				fmt.Fprintf(bw, "%s_max{port=\"%d\",iface=\"%s\"} %g\n", m.name, p.Port, p.Iface, float64(h.MaxNs)/1e9)
+			}
+		}
+	}
+	fmt.Fprintf(bw, "# HELP terrapin_queue_delay_seconds Time from enqueue to dequeue.\n# TYPE terrapin_queue_delay_seconds histogram\n")
+	for _, p := range s.Ports {
+		for _, q := range p.Queues {
+			if q.Delay.Total() > 0 {
+				writeHistogram(bw, "terrapin_queue_delay_seconds", fmt.Sprintf("port=\"%d\",queue=\"%d\"", p.Port, q.Queue), q.Delay)
+			}
+		}
+	}
+	fmt.Fprintf(bw, "# HELP terrapin_queue_delay_seconds_max Longest time from enqueue to dequeue.\n# TYPE terrapin_queue_delay_seconds_max gauge\n")
+	for _, p := range s.Ports {
+		for _, q := range p.Queues {
+			if q.Delay.Total() > 0 {
+				fmt.Fprintf(bw, "terrapin_queue_delay_seconds_max{port=\"%d\",queue=\"%d\"} %g\n", p.Port, q.Queue, float64(q.Delay.MaxNs)/1e9)
 			}
 		}
 	}

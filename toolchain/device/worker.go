@@ -24,6 +24,9 @@ type worker struct {
 	// receive counters of the batch, added to the port's once per batch
 	rxPackets, rxBytes uint64
 	scratch            Scratch
+	// thread is the forwarding thread's scheduling state (nil for the
+	// packet-out path, which never busy-waits).
+	thread *fwdThread
 }
 
 // pendingJob is a job ingress made, waiting for the end of the batch.
@@ -53,6 +56,9 @@ func (w *worker) receive(in *inputPort, f rxFrame) {
 		return
 	}
 	arrival := in.clock.arrival(d, f.tsNs)
+	if w.rxPackets == 0 {
+		in.rxDelay.observe(in.clock.now - arrival)
+	}
 	w.rxPackets++
 	w.rxBytes += uint64(f.wireLen)
 	if f.wireLen > len(f.data) {
@@ -216,11 +222,8 @@ func (w *worker) flush() {
 			w.touched = w.touched[:len(w.touched)-1]
 			if eg.rateBps == 0 {
 				w.drain(eg)
-			} else if w.serveDue(eg) > 0 {
-				select {
-				case eg.kick <- struct{}{}:
-				default:
-				}
+			} else if wait, _ := w.serveDue(eg); wait > 0 && eg.pacerIdle.Load() {
+				eg.wakePacer()
 			}
 		}
 		for len(w.deferred) > 0 {
@@ -254,6 +257,7 @@ func (w *worker) drain(eg *egressPort) {
 // if nothing leaves. Caller holds eg.mu.
 func (w *worker) egress(eg *egressPort, e queued, now int64) int {
 	d := w.d
+	eg.queues[e.job.Priority].delay.observe(now - e.enqNs)
 	enqUs := e.enqNs / 1e3
 	q := QueueMeta{
 		EnqTimestampUs: uint64(enqUs),

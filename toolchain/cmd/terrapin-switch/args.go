@@ -32,6 +32,7 @@ type options struct {
 	spinPolls     int
 	tx            device.TxMode
 	nice          int
+	rtPriority    int
 	ringMB        int
 	help          bool
 	version       bool
@@ -90,6 +91,11 @@ Terrapin options:
                                send per batch; see docs/switch.md)
   --nice N                     scheduling priority of the forwarding threads
                                (default -10, as the pacers; 0: the process's own)
+  --rt-priority N              run the forwarding threads SCHED_FIFO at priority
+                               N (1..98; pacers at N+1) within a CPU budget (40%
+                               of one CPU per 100 ms, then --nice until the
+                               window ends); 0: off (default 0; see
+                               docs/switch.md)
 
 Accepted and ignored for compatibility: --nanolog, --notifications-addr,
 --log-flush, --debugger, --dump-packet-data, --max-port-count, --packet-in,
@@ -232,6 +238,14 @@ func parseArgs(args []string) (*options, error) {
 				o.nice, err = strconv.Atoi(v)
 				if err == nil && (o.nice < -20 || o.nice > 19) {
 					err = fmt.Errorf("want -20..19")
+				}
+			}
+		case "--rt-priority":
+			var v string
+			if v, err = next(); err == nil {
+				o.rtPriority, err = strconv.Atoi(v)
+				if err == nil && (o.rtPriority < 0 || o.rtPriority > 98) {
+					err = fmt.Errorf("want 0..98")
 				}
 			}
 		case "--tx":

@@ -53,6 +53,17 @@ func TestParseArgs(t *testing.T) {
 				}
 			},
 		},
+		{
+			name: "real-time forwarding threads",
+			args: "--no-p4 --rt-priority 20 --nice -5",
+			check: func(t *testing.T, o *options) {
+				if o.rtPriority != 20 || o.nice != -5 {
+					t.Errorf("rt %d nice %d", o.rtPriority, o.nice)
+				}
+			},
+		},
+		{name: "rt priority too high", args: "--no-p4 --rt-priority 99", wantErr: "0..98"},
+		{name: "rt priority negative", args: "--no-p4 --rt-priority -1", wantErr: "0..98"},
 		{name: "no program", args: "-i 1@a", wantErr: "no program"},
 		{name: "both", args: "--no-p4 a.json", wantErr: "both"},
 		{name: "bad interface", args: "--no-p4 -i eth0", wantErr: "PORT@IFACE"},
@@ -84,7 +95,7 @@ func TestParseArgs(t *testing.T) {
 
 func TestHelpDocumentsEveryOption(t *testing.T) {
 	for _, opt := range []string{"--interface", "--no-p4", "--device-id", "--thrift-port", "--log-console", "--log-level",
-		"--pcap", "--grpc-server-addr", "--cpu-port", "--priority-queues", "--port-rate", "--queue-capacity", "--metrics-addr"} {
+		"--pcap", "--grpc-server-addr", "--cpu-port", "--priority-queues", "--port-rate", "--queue-capacity", "--metrics-addr", "--nice", "--rt-priority", "--tx"} {
 		if !strings.Contains(usage, opt) {
 			t.Errorf("--help does not mention %s", opt)
 		}
