@@ -4,6 +4,7 @@
 //	terrapin-trafgen reflect --in IF --out IF     minimal AF_PACKET forwarder (the I/O limit)
 //	terrapin-trafgen forward --in IF --out IF     the device without P4 (ports + traffic manager)
 //	terrapin-trafgen bench --tx IF --rx IF --label NAME [--sizes 64,512,1500]
+//	terrapin-trafgen video-send --dst IP / video-recv    the demo's reserved channel (video.go)
 //
 // bench sends UDP/IPv4 frames on --tx and receives them on --rx (both in
 // its own network namespace), with a sequence number and the send time in
@@ -37,7 +38,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: terrapin-trafgen reflect|forward|bench [flags]")
+		fmt.Fprintln(os.Stderr, "usage: terrapin-trafgen reflect|forward|bench|video-send|video-recv [flags]")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -50,6 +51,10 @@ func main() {
 		err = forwardCmd(ctx, os.Args[2:])
 	case "bench":
 		err = benchCmd(ctx, os.Args[2:])
+	case "video-send":
+		err = videoSendCmd(os.Args[2:])
+	case "video-recv":
+		err = videoRecvCmd(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
