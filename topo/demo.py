@@ -47,6 +47,7 @@ class RunResult:
     bound_ms: float
     max_qdepth: int
     sum_bursts: int  # in packets of the maximum size, the unit of the queue depth
+    queue_delay_ms: float  # the switch's longest wait in that queue, enqueue to dequeue
 
     def percentile(self, p: float) -> float:
         values = sorted(lat for _, lat in self.video.latencies)
@@ -98,18 +99,16 @@ def admitted_burst_packets(run: RunningNetwork, port: int) -> int:
     raise KeyError(port)
 
 
-def max_queue_depth(run: RunningNetwork, port: int) -> int:
-    """The deepest the PRIORITY queue of `port` has been, from terrapin-switch's metrics. (The P4
-    program's telemetry register holds enq_qdepth, which, as in BMv2, counts the whole port.)"""
+def queue_metric(run: RunningNetwork, name: str, port: int) -> float:
+    """terrapin-switch's metric `name` for the PRIORITY queue of `port` (0 if absent, as for BMv2).
+    Used for the queue's maximum depth (the P4 program's telemetry register holds enq_qdepth,
+    which, as in BMv2, counts the whole port) and its longest enqueue-to-dequeue wait."""
     samples = run.host("terrapin").metrics()
-    for (name, labels), value in samples.items():
+    for (sample, labels), value in samples.items():
         tags = dict(labels)
-        if name == "terrapin_queue_depth_max" and (tags.get("port"), tags.get("queue")) == (
-            str(port),
-            str(PRIORITY),
-        ):
-            return int(value)
-    return 0
+        if sample == name and (tags.get("port"), tags.get("queue")) == (str(port), str(PRIORITY)):
+            return float(value)
+    return 0.0
 
 
 def one_run(run: RunningNetwork, label: str, seconds: float, reserve: bool, work: Path) -> RunResult:
@@ -157,7 +156,14 @@ def one_run(run: RunningNetwork, label: str, seconds: float, reserve: bool, work
     finally:
         if reservation_id is not None:
             rest(run, "DELETE", f"/reservations/{reservation_id}")
-    return RunResult(label, video, bound_ms, max_queue_depth(run, b1.port), sum_bursts)
+    return RunResult(
+        label,
+        video,
+        bound_ms,
+        int(queue_metric(run, "terrapin_queue_depth_max", b1.port)),
+        sum_bursts,
+        queue_metric(run, "terrapin_queue_delay_seconds_max", b1.port) * 1000,
+    )
 
 
 def plot(results: list[RunResult], path: Path) -> None:
@@ -199,8 +205,13 @@ def report(result: RunResult) -> None:
     )
     print(
         f"  priority-{PRIORITY} queue towards b1: max depth {result.max_qdepth} packets; "
-        f"admitted bursts {result.sum_bursts} packets"
+        f"admitted bursts {result.sum_bursts} packets; longest wait in it {result.queue_delay_ms:.3f} ms"
     )
+    for timing in video.slowest(3):
+        print(
+            f"  slow frame {timing.frame}: {timing.latency_ms:.3f} ms = sender handing it over "
+            f"{timing.sending_ms:.3f} ms, then at most {timing.network_ms:.3f} ms per packet in the network"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,11 +21,25 @@ FLOOD_PORT_BASE = 5201
 
 
 @dataclass
+class FrameTiming:
+    """Where a whole frame's latency went."""
+
+    frame: int
+    latency_ms: float  # last packet's arrival - frame start
+    sending_ms: float  # last packet's send - frame start: the sender's own share
+    network_ms: float  # the largest per-packet arrival - send: the network's share
+
+
+@dataclass
 class VideoRun:
     frames_sent: int
     packets_sent: int
     packets_received: int
     latencies: list[tuple[float, float]]  # whole frames: (s since the first frame, latency ms)
+    timings: list[FrameTiming]  # whole frames, in frame order
+
+    def slowest(self, count: int) -> list[FrameTiming]:
+        return sorted(self.timings, key=lambda t: t.latency_ms, reverse=True)[:count]
 
     @property
     def frames_whole(self) -> int:
@@ -90,14 +104,25 @@ def video_under_flood(
     sent = json.loads(sender_log.read_text())["frames"]
     got = {f["frame"]: f for f in json.loads(receiver_log.read_text())["frames"]}
     t0 = sent[0]["start_ns"]
-    latencies = [
-        ((f["start_ns"] - t0) / 1e9, (got[f["frame"]]["last_arrival_ns"] - f["start_ns"]) / 1e6)
+    whole = [
+        (f, got[f["frame"]])
         for f in sent
         if f["frame"] in got and got[f["frame"]]["received"] == f["packets"]
+    ]
+    latencies = [((f["start_ns"] - t0) / 1e9, (r["last_arrival_ns"] - f["start_ns"]) / 1e6) for f, r in whole]
+    timings = [
+        FrameTiming(
+            frame=f["frame"],
+            latency_ms=(r["last_arrival_ns"] - f["start_ns"]) / 1e6,
+            sending_ms=(max(sent_ns for _, sent_ns, _ in r["packet_times"]) - f["start_ns"]) / 1e6,
+            network_ms=max(arrival - sent_ns for _, sent_ns, arrival in r["packet_times"]) / 1e6,
+        )
+        for f, r in whole
     ]
     return VideoRun(
         frames_sent=len(sent),
         packets_sent=sum(f["packets"] for f in sent),
         packets_received=sum(min(r["received"], r["packets"]) for r in got.values()),
         latencies=latencies,
+        timings=timings,
     )

@@ -27,6 +27,8 @@ from topo.plan import CPU_PORT, PRIORITY_QUEUES
 
 REPO = Path(__file__).resolve().parent.parent
 TERRAPIN_SWITCH = REPO / "build" / "bin" / "terrapin-switch"
+# SCHED_FIFO priority of terrapin-switch's forwarding threads: above the hosts' real-time senders.
+RT_PRIORITY = 20
 
 
 def switch_binary(kind: str) -> str:
@@ -86,6 +88,9 @@ class P4RuntimeSwitch(Switch):  # type: ignore[misc]  # Mininet has no type hint
             args += ["--metrics-addr", f"127.0.0.1:{self.metrics_port}"]
             for port, rate in sorted(self.port_rates.items()):
                 args += ["--port-rate", f"{port}:{rate}"]
+            # Forwarding threads above the hosts' processes (the demo's video sender runs at
+            # SCHED_FIFO 10) within the switch's real-time CPU budget; see docs/switch.md.
+            args += ["--rt-priority", str(RT_PRIORITY)]
         # Extra switch flags for experiments, e.g. TERRAPIN_SWITCH_ARGS="--tx sendmmsg".
         args += os.environ.get("TERRAPIN_SWITCH_ARGS", "").split()
         return args

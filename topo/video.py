@@ -9,8 +9,10 @@ generator, so both demo runs send the same frames.
     python -m topo.video send --dst 10.0.2.1 --port 5004 --seconds 20 --log sender.json
     python -m topo.video receive --port 5004 --seconds 25 --log receiver.json
 
-Every packet carries (frame number, index, count, frame start time); the receiver records when the
-kernel received the last packet of each frame (SO_TIMESTAMPNS). Sender and receiver run in
+Every packet carries (frame number, index, count, frame start time, its own send time); the
+receiver records when the kernel received each packet (SO_TIMESTAMPNS). A frame's latency is its
+last packet's arrival minus the frame start; the per-packet send times tell the sender's share of
+it (a sender preempted between packets) from the network's. Sender and receiver run in
 Mininet hosts on one machine, so they share CLOCK_REALTIME and one-way latency is simply arrival
 minus frame start.
 """
@@ -24,14 +26,14 @@ import socket
 import struct
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 FRAMES_PER_SECOND = 30
 PEAK_FRAME_BYTES = 21_680
 SMALLEST_FRAME_BYTES = 8_000
 MAX_PACKET_BYTES = 4_500  # IPv4 total length, the FDDI-era packet of the seed
 UDP_IP_OVERHEAD = 28
-HEADER = struct.Struct("!4sIHHIQ")  # magic, frame, index, count, frame bytes, frame start ns
+HEADER = struct.Struct("!4sIHHIQQ")  # magic, frame, index, count, frame bytes, frame start, sent ns
 MAGIC = b"TVID"
 
 
@@ -60,6 +62,8 @@ class FrameRecord:
     start_ns: int
     received: int = 0
     last_arrival_ns: int = 0
+    # per packet received: (index, sent ns, kernel arrival ns)
+    packet_times: list[tuple[int, int, int]] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -114,7 +118,7 @@ def send(
             bucket.wait_for(sum(p + HEADER.size + UDP_IP_OVERHEAD for p in payloads))
         start = time.time_ns()
         for index, payload in enumerate(payloads):
-            head = HEADER.pack(MAGIC, number, index, len(payloads), size, start)
+            head = HEADER.pack(MAGIC, number, index, len(payloads), size, start, time.time_ns())
             sock.sendto(head + filler[:payload], (dst, port))
         sent.append({"frame": number, "bytes": size, "packets": len(payloads), "start_ns": start})
     with open(log, "w") as out:
@@ -140,12 +144,13 @@ def receive(port: int, seconds: float, log: str) -> None:
         arrival = kernel_timestamp(ancillary) or time.time_ns()
         if len(data) < HEADER.size:
             continue
-        magic, number, _index, count, size, start = HEADER.unpack_from(data)
+        magic, number, index, count, size, start, sent = HEADER.unpack_from(data)
         if magic != MAGIC:
             continue
         record = frames.setdefault(number, FrameRecord(number, size, count, start))
         record.received += 1
         record.last_arrival_ns = max(record.last_arrival_ns, arrival)
+        record.packet_times.append((index, sent, arrival))
     with open(log, "w") as out:
         json.dump({"frames": [asdict(r) for r in sorted(frames.values(), key=lambda r: r.frame)]}, out)
 
