@@ -22,12 +22,21 @@ FLOOD_PORT_BASE = 5201
 
 @dataclass
 class FrameTiming:
-    """Where a whole frame's latency went."""
+    """Where a whole frame's time went.
+
+    `network_ms` is the frame's delay through the network, the quantity a reservation's delay bound
+    covers: the longest any of its packets took from the sender's socket to the receiver's kernel,
+    each packet including its wait behind the frame's earlier packets. `latency_ms` is what the
+    application saw, from the frame's start to its last packet's arrival; it adds the sender's own
+    lateness in handing the packets over (`sending_ms`: a sending host preempted or its vCPU
+    stalled between two packets), which no network can promise anything about. When the packets
+    leave back to back, the two differ by the ~0.1 ms the sender takes to write them."""
 
     frame: int
+    at_s: float  # frame start, seconds after the first frame's
     latency_ms: float  # last packet's arrival - frame start
     sending_ms: float  # last packet's send - frame start: the sender's own share
-    network_ms: float  # the largest per-packet arrival - send: the network's share
+    network_ms: float  # the largest per-packet arrival - send
 
 
 @dataclass
@@ -35,7 +44,6 @@ class VideoRun:
     frames_sent: int
     packets_sent: int
     packets_received: int
-    latencies: list[tuple[float, float]]  # whole frames: (s since the first frame, latency ms)
     timings: list[FrameTiming]  # whole frames, in frame order
 
     def slowest(self, count: int) -> list[FrameTiming]:
@@ -43,7 +51,7 @@ class VideoRun:
 
     @property
     def frames_whole(self) -> int:
-        return len(self.latencies)
+        return len(self.timings)
 
     @property
     def packet_loss(self) -> float:
@@ -109,10 +117,10 @@ def video_under_flood(
         for f in sent
         if f["frame"] in got and got[f["frame"]]["received"] == f["packets"]
     ]
-    latencies = [((f["start_ns"] - t0) / 1e9, (r["last_arrival_ns"] - f["start_ns"]) / 1e6) for f, r in whole]
     timings = [
         FrameTiming(
             frame=f["frame"],
+            at_s=(f["start_ns"] - t0) / 1e9,
             latency_ms=(r["last_arrival_ns"] - f["start_ns"]) / 1e6,
             sending_ms=(max(sent_ns for _, sent_ns, _ in r["packet_times"]) - f["start_ns"]) / 1e6,
             network_ms=max(arrival - sent_ns for _, sent_ns, arrival in r["packet_times"]) / 1e6,
@@ -123,6 +131,5 @@ def video_under_flood(
         frames_sent=len(sent),
         packets_sent=sum(f["packets"] for f in sent),
         packets_received=sum(min(r["received"], r["packets"]) for r in got.values()),
-        latencies=latencies,
         timings=timings,
     )
