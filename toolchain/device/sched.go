@@ -168,9 +168,19 @@ func (t *fwdThread) mayBusyWait(now int64) bool {
 }
 
 // nameThread names the calling (locked) OS thread "tp-ROLE-IFACE", so that
-// top -H, perf and ftrace tell the forwarding threads apart.
+// top -H, perf and ftrace tell the forwarding threads apart. The kernel keeps
+// 15 bytes; a long interface name keeps its end, where Mininet's names
+// ("terrapin-eth1") differ.
 func nameThread(role, iface string) {
 	var name [16]byte
-	n := copy(name[:15], "tp-"+role+"-"+iface)
+	n := copy(name[:15], threadName(role, iface))
 	_ = unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(&name[0])), uintptr(n), 0, 0)
+}
+
+func threadName(role, iface string) string {
+	prefix := "tp-" + role + "-"
+	if room := 15 - len(prefix); len(iface) > room {
+		iface = iface[len(iface)-room:]
+	}
+	return prefix + iface
 }

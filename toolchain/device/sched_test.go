@@ -108,3 +108,15 @@ func TestRTBudget(t *testing.T) {
 		t.Error("a thread without scheduling state (packet-out path) must never busy-wait")
 	}
 }
+
+func TestThreadName(t *testing.T) {
+	for _, tc := range []struct{ role, iface, want string }{
+		{"rx", "s1", "tp-rx-s1"},
+		{"tx", "terrapin-eth1", "tp-tx-apin-eth1"},
+		{"tx", "terrapin-eth12", "tp-tx-pin-eth12"},
+	} {
+		if got := threadName(tc.role, tc.iface); got != tc.want || len(got) > 15 {
+			t.Errorf("threadName(%q, %q) = %q, want %q", tc.role, tc.iface, got, tc.want)
+		}
+	}
+}
