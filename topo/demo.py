@@ -186,13 +186,23 @@ def plot(results: list[RunResult], path: Path) -> None:
         ys = [t.network_ms for t in video.timings]
         whole = f"{video.frames_whole}/{video.frames_sent} frames whole"
         ax.plot(xs, ys, ".", ms=3, color=style, label=f"{result.label} ({whole})")
+        if video.broken:
+            ax.plot(
+                [t.at_s for t in video.broken],
+                [t.network_ms for t in video.broken],
+                "x",
+                ms=3,
+                color=style,
+                alpha=0.5,
+                label=f"{result.label}, frames that lost packets (the packets that arrived)",
+            )
     bound = results[-1].bound_ms
     ax.axhline(bound, color="black", ls="--", lw=1, label=f"computed bound {bound:.2f} ms")
     ax.set_yscale("log")
     ax.set_xlabel("time since the first frame (s)")
     ax.set_ylabel("frame delay through the network (ms)")
     ax.set_title("Video across Terrapin with the egress port offered 2x its line rate")
-    ax.legend(loc="upper right", fontsize=8)
+    ax.legend(loc="center right", fontsize=8)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)

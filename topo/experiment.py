@@ -11,6 +11,7 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from topo.network import RunningNetwork
 from topo.p4switch import REPO
@@ -45,6 +46,7 @@ class VideoRun:
     packets_sent: int
     packets_received: int
     timings: list[FrameTiming]  # whole frames, in frame order
+    broken: list[FrameTiming]  # frames that lost packets: the timing of those that arrived
 
     def slowest(self, count: int) -> list[FrameTiming]:
         return sorted(self.timings, key=lambda t: t.latency_ms, reverse=True)[:count]
@@ -109,27 +111,29 @@ def video_under_flood(
             if process.poll() is None:
                 process.terminate()
             process.wait()
+    return read_video_logs(sender_log, receiver_log)
+
+
+def read_video_logs(sender_log: Path, receiver_log: Path) -> VideoRun:
+    """What topo/video.py's sender and receiver logged, frame by frame."""
     sent = json.loads(sender_log.read_text())["frames"]
     got = {f["frame"]: f for f in json.loads(receiver_log.read_text())["frames"]}
     t0 = sent[0]["start_ns"]
-    whole = [
-        (f, got[f["frame"]])
-        for f in sent
-        if f["frame"] in got and got[f["frame"]]["received"] == f["packets"]
-    ]
-    timings = [
-        FrameTiming(
+
+    def timing(f: dict[str, Any], r: dict[str, Any]) -> FrameTiming:
+        return FrameTiming(
             frame=f["frame"],
             at_s=(f["start_ns"] - t0) / 1e9,
             latency_ms=(r["last_arrival_ns"] - f["start_ns"]) / 1e6,
             sending_ms=(max(sent_ns for _, sent_ns, _ in r["packet_times"]) - f["start_ns"]) / 1e6,
             network_ms=max(arrival - sent_ns for _, sent_ns, arrival in r["packet_times"]) / 1e6,
         )
-        for f, r in whole
-    ]
+
+    arrived = [(f, got[f["frame"]]) for f in sent if f["frame"] in got]
     return VideoRun(
         frames_sent=len(sent),
         packets_sent=sum(f["packets"] for f in sent),
         packets_received=sum(min(r["received"], r["packets"]) for r in got.values()),
-        timings=timings,
+        timings=[timing(f, r) for f, r in arrived if r["received"] == f["packets"]],
+        broken=[timing(f, r) for f, r in arrived if r["received"] < f["packets"]],
     )

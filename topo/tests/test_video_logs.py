@@ -1,0 +1,74 @@
+"""How the demo and the end-to-end test read the video's logs: a frame's delay through the network
+versus the latency the application saw, and frames that lost packets."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from topo.experiment import read_video_logs
+
+MS = 1_000_000  # ns
+
+
+def write_logs(tmp_path: Path, frames: list[tuple[int, list[tuple[int, int] | None]]]) -> tuple[Path, Path]:
+    """frames: (start ns, per packet (sent ns, arrival ns) or None if lost)."""
+    sent, received = [], []
+    for number, (start, packets) in enumerate(frames):
+        sent.append({"frame": number, "bytes": 1000, "packets": len(packets), "start_ns": start})
+        times = [(i, p[0], p[1]) for i, p in enumerate(packets) if p is not None]
+        if times:
+            received.append(
+                {
+                    "frame": number,
+                    "bytes": 1000,
+                    "packets": len(packets),
+                    "start_ns": start,
+                    "received": len(times),
+                    "last_arrival_ns": max(t[2] for t in times),
+                    "packet_times": times,
+                }
+            )
+    sender, receiver = tmp_path / "sender.json", tmp_path / "receiver.json"
+    sender.write_text(json.dumps({"frames": sent}))
+    receiver.write_text(json.dumps({"frames": received}))
+    return sender, receiver
+
+
+@pytest.mark.parametrize(
+    ("packets", "latency_ms", "sending_ms", "network_ms"),
+    [
+        # Handed over at once: the last packet waited behind the others, 2 ms in all.
+        ([(0, 1 * MS), (0, 2 * MS)], 2.0, 0.0, 2.0),
+        # The sender stalled 3 ms before the second packet: the application saw 3.5 ms, the
+        # network took at most 1 ms for either packet.
+        ([(0, 1 * MS), (3 * MS, 3 * MS + MS // 2)], 3.5, 3.0, 1.0),
+    ],
+)
+def test_frame_delay_splits_sender_from_network(
+    tmp_path: Path, packets: list[tuple[int, int]], latency_ms: float, sending_ms: float, network_ms: float
+) -> None:
+    start = 1_000 * MS
+    shifted: list[tuple[int, int] | None] = [(start + s, start + a) for s, a in packets]
+    run = read_video_logs(*write_logs(tmp_path, [(start, shifted)]))
+    (timing,) = run.timings
+    assert (timing.latency_ms, timing.sending_ms, timing.network_ms) == pytest.approx(
+        (latency_ms, sending_ms, network_ms)
+    )
+
+
+def test_lost_packets_break_a_frame(tmp_path: Path) -> None:
+    frames: list[tuple[int, list[tuple[int, int] | None]]] = [
+        (0, [(0, 1 * MS), (0, 2 * MS)]),  # whole
+        (33 * MS, [(33 * MS, 40 * MS), None]),  # second packet lost
+        (66 * MS, [None, None]),  # nothing arrived
+    ]
+    run = read_video_logs(*write_logs(tmp_path, frames))
+    assert (run.frames_sent, run.frames_whole, run.packets_sent, run.packets_received) == (3, 1, 6, 3)
+    assert run.packet_loss == pytest.approx(0.5)
+    (broken,) = run.broken
+    assert broken.frame == 1
+    assert (broken.at_s, broken.network_ms) == pytest.approx((0.033, 7.0))
+    assert [t.frame for t in run.slowest(5)] == [0]
