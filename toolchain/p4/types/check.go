@@ -696,16 +696,16 @@ func (c *Checker) simpleKeyset(e ast.Expr, kt Type, s *scope) {
 	case *ast.DefaultExpr, *ast.DontCareExpr:
 		c.info.Types[e] = &DontCare{}
 	case *ast.MaskExpr:
-		c.expr(x.Value, s)
-		c.expr(x.Mask, s)
-		c.convert(x.Value, kt)
-		c.convert(x.Mask, kt)
+		vt := c.expr(x.Value, s)
+		mt := c.expr(x.Mask, s)
+		c.convert(x.Value, setOperandType(kt, vt))
+		c.convert(x.Mask, setOperandType(kt, mt))
 		c.info.Types[e] = &Set{Elem: kt}
 	case *ast.RangeExpr:
-		c.expr(x.Lo, s)
-		c.expr(x.Hi, s)
-		c.convert(x.Lo, kt)
-		c.convert(x.Hi, kt)
+		lt := c.expr(x.Lo, s)
+		ht := c.expr(x.Hi, s)
+		c.convert(x.Lo, setOperandType(kt, lt))
+		c.convert(x.Hi, setOperandType(kt, ht))
 		c.info.Types[e] = &Set{Elem: kt}
 	default:
 		t := c.expr(e, s)
@@ -714,6 +714,21 @@ func (c *Checker) simpleKeyset(e ast.Expr, kt Type, s *scope) {
 		}
 		c.convert(e, kt)
 	}
+}
+
+// setOperandType is the type an operand of a mask (&&&) or range (..)
+// keyset converts to. A mask or range over a serializable enum key is a set
+// of bit patterns rather than of members, so (as p4c accepts) its operands may
+// be values of the enum's underlying type: (bit<16>)E.A &&& 0xff00.
+func setOperandType(key, operand Type) Type {
+	e, ok := Underlying(key).(*Enum)
+	if !ok || e.Underlying == nil {
+		return key
+	}
+	if _, same := Underlying(operand).(*Enum); same {
+		return key
+	}
+	return e.Underlying
 }
 
 func (c *Checker) checkControl(ctl *ast.ControlDecl, s *scope) {

@@ -12,7 +12,7 @@ import (
 // prelude declares what the test programs use, without the preprocessor.
 const prelude = `
 error { NoError, PacketTooShort }
-match_kind { exact, ternary, lpm }
+match_kind { exact, ternary, lpm, range }
 extern packet_in { void extract<T>(out T hdr); T lookahead<T>(); }
 extern packet_out { void emit<T>(in T hdr); }
 extern reg<T> { reg(bit<32> n); void read(out T r, in bit<32> i); }
@@ -66,6 +66,12 @@ func TestGoodPrograms(t *testing.T) {
 			transition select(p.lookahead<bit<8>>()) { 1: accept; 2 .. 5: reject; default: accept; } } }`},
 		{"struct init", `control c(inout st s) { apply { st v = { h = s.h, f = true, n = 1 }; s = v; h_t h = { 1, 2, -3 }; s.h = h; } }`},
 		{"loops", `control c(inout st s) { action a() { for (bit<8> i = 0; i < 4; i = i + 1) { if (i == 2) { continue; } s.h.a = i; } } apply { a(); } }`},
+		{"sets over a serializable enum key", `header eh { E e; } control c(inout eh x) {
+			action a() {}
+			table t { key = { x.e : ternary; } actions = { a; }
+			          const entries = { E.X : a(); ((bit<8>)E.Y) &&& 0xf0 : a(); E.X &&& E.Y : a(); _ : a(); } }
+			table r { key = { x.e : range; } actions = { a; } const entries = { 8w2 .. 8w3 : a(); E.X .. E.Y : a(); } }
+			apply { t.apply(); r.apply(); } }`},
 		{"new type casts", `control c(inout st s) { apply { addr_t x = (addr_t)32w1; bit<32> y = (bit<32>)x; port_t p = 9w3; } }`},
 	}
 	for _, tc := range tests {
