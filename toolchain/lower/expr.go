@@ -399,7 +399,19 @@ func (b *body) expr(e ast.Expr) any {
 				sv.fields[idx] = vals[i]
 			}
 		}
+		for i, f := range st.Fields {
+			if sv.fields[i] == nil {
+				sv.fields[i] = b.defaultValue(f.Type, x.Pos)
+			}
+		}
 		return sv
+	case *ast.InvalidExpr:
+		st, ok := types.Underlying(t).(*types.Struct)
+		if !ok || st.Kind == ast.StructKindStruct {
+			b.errorf(x.Pos, "{#} without a header or header union type")
+			panic(bailout{})
+		}
+		return b.defaultValue(st, x.Pos)
 	case *ast.DontCareExpr:
 		return nil
 	case *ast.TypeExpr:
@@ -407,6 +419,35 @@ func (b *body) expr(e ast.Expr) any {
 	}
 	b.errorf(e.Position(), "unsupported expression")
 	return &scalarVal{e: &ir.Const{Value: big.NewInt(0), T: irType(t)}, t: t}
+}
+
+// defaultValue is the value P4_16 §7.3 gives a variable of type t that an
+// initializer with `...` leaves out: 0 for bits, false, the first member of
+// an enum without representation, invalid headers and unions, and structs
+// of such values.
+func (b *body) defaultValue(t types.Type, pos scanner.Pos) any {
+	switch x := types.Underlying(t).(type) {
+	case *types.Struct:
+		sv := &structVal{st: x, valid: x.Kind == ast.StructKindStruct}
+		for _, f := range x.Fields {
+			sv.fields = append(sv.fields, b.defaultValue(f.Type, pos))
+		}
+		return sv
+	case *types.Stack:
+		tv := &tupleVal{}
+		for i := 0; i < x.Size; i++ {
+			tv.elems = append(tv.elems, b.defaultValue(x.Elem, pos))
+		}
+		return tv
+	case *types.Bits, *types.Bool, *types.Enum, *types.ErrorType:
+		it := irType(t)
+		if it.Bool {
+			return &scalarVal{e: &ir.BoolConst{Value: false}, t: t}
+		}
+		return &scalarVal{e: &ir.Const{Value: big.NewInt(0), T: it}, t: t}
+	}
+	b.errorf(pos, "no default value for a value of type %s here", t)
+	panic(bailout{})
 }
 
 // evalInOrder evaluates expressions left to right; a value that a later
@@ -970,6 +1011,13 @@ func (b *body) assign(dst, src any, pos scanner.Pos, frag string) {
 		if s, ok := src.(*unionLoc); ok {
 			for i := range d.members {
 				b.emit(&ir.AssignHeader{Dst: ir.HeaderRef{Header: d.members[i].name}, Src: ir.HeaderRef{Header: s.members[i].name}, Loc: loc})
+			}
+			return
+		}
+		if s, ok := src.(*structVal); ok && !s.valid {
+			// {#}: every member becomes invalid
+			for i := range d.members {
+				b.emit(&ir.SetValid{Header: ir.HeaderRef{Header: d.members[i].name}, Valid: false, Loc: loc})
 			}
 			return
 		}

@@ -266,3 +266,51 @@ func TestUnsupported(t *testing.T) {
 		}
 	}
 }
+
+// TestInvalidAndDefaultInitializers checks {#} (P4_16 §8.26) and
+// initializers ending in `...` (§8.13): they set headers and union members
+// invalid, or valid with default field values.
+func TestInvalidAndDefaultInitializers(t *testing.T) {
+	tests := []struct {
+		name, ingress string
+		// validity the program must set, per header instance
+		want map[string]bool
+	}{
+		{"header", `apply { hdr.h = {#}; }`, map[string]bool{"h": false}},
+		{"typed", `apply { hdr.h = (h_t){#}; }`, map[string]bool{"h": false}},
+		{"stack element", `apply { hdr.hs[1] = {#}; }`, map[string]bool{"hs[1]": false}},
+		{"union", `apply { hdr.u = {#}; }`, map[string]bool{"u_x": false, "u_y": false}},
+		{"header with dots", `apply { hdr.h = { b = 2, ... }; }`, map[string]bool{"h": true}},
+		{"struct with dots", `apply { hdr = { h = { a = 1, ... }, ... }; }`,
+			map[string]bool{"h": true, "hs[0]": false, "hs[2]": false, "u_x": false, "u_y": false}},
+		{"local with dots", `apply { headers x = { ... }; m.flag = x.h.isValid(); }`, map[string]bool{}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, errs := lowerSrc(t, tc.ingress)
+			if len(errs) > 0 {
+				t.Fatal(errs)
+			}
+			got := map[string]bool{}
+			var walk func([]ir.Stmt)
+			walk = func(body []ir.Stmt) {
+				for _, s := range body {
+					switch x := s.(type) {
+					case *ir.Block:
+						walk(x.Body)
+					case *ir.SetValid:
+						got[x.Header.Header] = x.Valid
+					}
+				}
+			}
+			for _, a := range p.Actions {
+				walk(a.Body)
+			}
+			for h, v := range tc.want {
+				if gv, ok := got[h]; !ok || gv != v {
+					t.Errorf("%s: valid set to %v (set: %v), want %v", h, gv, ok, v)
+				}
+			}
+		})
+	}
+}

@@ -772,7 +772,13 @@ type StructExpr struct {
 	Pos    Pos
 	Type   Type // nil when written without a type
 	Fields []*NamedField
+	// Rest is set when the initializer ends in `...`: the fields it does
+	// not name get their default values (P4_16 §8.13, §7.3).
+	Rest bool
 }
+
+// InvalidExpr is `{#}`, an invalid header or header union (P4_16 §8.26).
+type InvalidExpr struct{ Pos Pos }
 
 // MaskExpr is Value &&& Mask in a keyset.
 type MaskExpr struct {
@@ -824,6 +830,7 @@ func (e *DefaultExpr) Position() Pos  { return e.Pos }
 func (e *DontCareExpr) Position() Pos { return e.Pos }
 func (e *TypeExpr) Position() Pos     { return e.Pos }
 func (e *ThisExpr) Position() Pos     { return e.Pos }
+func (e *InvalidExpr) Position() Pos  { return e.Pos }
 func (*Ident) exprNode()              {}
 func (*IntLit) exprNode()             {}
 func (*BoolLit) exprNode()            {}
@@ -844,6 +851,7 @@ func (*DefaultExpr) exprNode()        {}
 func (*DontCareExpr) exprNode()       {}
 func (*TypeExpr) exprNode()           {}
 func (*ThisExpr) exprNode()           {}
+func (*InvalidExpr) exprNode()        {}
 
 // Position implements Node for parameters, type parameters and members.
 func (p *Param) Position() Pos { return p.Pos }

@@ -455,6 +455,9 @@ func (ps *parser) primary() ast.Expr {
 		return e
 	case scanner.LBrace:
 		return ps.braceExpr()
+	case scanner.InvalidHeader:
+		ps.next()
+		return &ast.InvalidExpr{Pos: t.Pos}
 	case scanner.ErrorKw, scanner.Bit, scanner.IntType, scanner.Varbit, scanner.Bool, scanner.StringType, scanner.Tuple:
 		typ := ps.typeRef()
 		return &ast.TypeExpr{Pos: t.Pos, Type: typ}
@@ -470,9 +473,13 @@ func (ps *parser) primary() ast.Expr {
 func (ps *parser) braceExpr() ast.Expr {
 	pos := ps.expect(scanner.LBrace).Pos
 	// struct initializer: { name = value, ... }
-	if (ps.is(scanner.Ident) || softKeyword(ps.tok().Kind)) && ps.peek(1).Kind == scanner.Assign {
+	if (ps.is(scanner.Ident) || softKeyword(ps.tok().Kind)) && ps.peek(1).Kind == scanner.Assign || ps.is(scanner.Ellipsis) {
 		se := &ast.StructExpr{Pos: pos}
 		for !ps.is(scanner.RBrace) {
+			if ps.accept(scanner.Ellipsis) {
+				se.Rest = true
+				break
+			}
 			n := ps.name()
 			ps.expect(scanner.Assign)
 			v := ps.expr()

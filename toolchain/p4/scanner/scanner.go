@@ -189,7 +189,7 @@ var operators = []struct {
 	text string
 	kind Kind
 }{
-	{"|+|=", SatAddAssign}, {"|-|=", SatSubAssign},
+	{"{#}", InvalidHeader}, {"...", Ellipsis}, {"|+|=", SatAddAssign}, {"|-|=", SatSubAssign},
 	{"&&&", Mask}, {"|+|", SatAdd}, {"|-|", SatSub}, {"<<=", ShlAssign}, {">>=", ShrAssign},
 	{"&&", AndAnd}, {"||", OrOr}, {"==", Eq}, {"!=", Ne}, {"<=", Le}, {">=", Ge},
 	{"<<", Shl}, {"++", Concat}, {"..", DotDot}, {"+=", AddAssign}, {"-=", SubAssign},

@@ -19,6 +19,7 @@ func TestTokens(t *testing.T) {
 		{"x >> 2", []Kind{Ident, Gt, Gt, Int, EOF}, nil},
 		{"x >>= 2; y |+|= 1", []Kind{Ident, ShrAssign, Int, Semi, Ident, SatAddAssign, Int, EOF}, nil},
 		{"1..5 _ @name(\"x\")", []Kind{Int, DotDot, Int, Underscore, At, Ident, LParen, String, RParen, EOF}, nil},
+		{"h = {#}; s = { a = 1, ... }", []Kind{Ident, Assign, InvalidHeader, Semi, Ident, Assign, LBrace, Ident, Assign, Int, Comma, Ellipsis, RBrace, EOF}, nil},
 		{"// comment\n/* block\ncomment */ apply", []Kind{Apply, EOF}, nil},
 		{"8w0x1F 16s5 0b101 32w0d10", []Kind{Int, Int, Int, Int, EOF}, []string{"8w0x1F", "16s5", "0b101", "32w0d10", ""}},
 	}

@@ -44,43 +44,45 @@ const (
 	String
 
 	// punctuation and operators
-	LParen   // (
-	RParen   // )
-	LBrace   // {
-	RBrace   // }
-	LBracket // [
-	RBracket // ]
-	Semi     // ;
-	Comma    // ,
-	Dot      // .
-	DotDot   // ..
-	Colon    // :
-	Question // ?
-	At       // @
-	Assign   // =
-	Eq       // ==
-	Ne       // !=
-	Lt       // <
-	Le       // <=
-	Gt       // >
-	Ge       // >=
-	Shl      // <<
-	Add      // +
-	Sub      // -
-	Mul      // *
-	Div      // /
-	Mod      // %
-	SatAdd   // |+|
-	SatSub   // |-|
-	And      // &
-	Or       // |
-	Xor      // ^
-	Not      // !
-	Compl    // ~
-	AndAnd   // &&
-	OrOr     // ||
-	Mask     // &&&
-	Concat   // ++
+	LParen        // (
+	RParen        // )
+	LBrace        // {
+	RBrace        // }
+	LBracket      // [
+	RBracket      // ]
+	Semi          // ;
+	Comma         // ,
+	Dot           // .
+	DotDot        // ..
+	Ellipsis      // ...
+	InvalidHeader // {#}, the invalid header or header union (P4_16 §8.26)
+	Colon         // :
+	Question      // ?
+	At            // @
+	Assign        // =
+	Eq            // ==
+	Ne            // !=
+	Lt            // <
+	Le            // <=
+	Gt            // >
+	Ge            // >=
+	Shl           // <<
+	Add           // +
+	Sub           // -
+	Mul           // *
+	Div           // /
+	Mod           // %
+	SatAdd        // |+|
+	SatSub        // |-|
+	And           // &
+	Or            // |
+	Xor           // ^
+	Not           // !
+	Compl         // ~
+	AndAnd        // &&
+	OrOr          // ||
+	Mask          // &&&
+	Concat        // ++
 	AddAssign
 	SubAssign
 	MulAssign
@@ -150,7 +152,7 @@ const (
 var kindNames = map[Kind]string{
 	Illegal: "illegal token", EOF: "end of file", Ident: "identifier", Int: "integer", String: "string",
 	LParen: "(", RParen: ")", LBrace: "{", RBrace: "}", LBracket: "[", RBracket: "]",
-	Semi: ";", Comma: ",", Dot: ".", DotDot: "..", Colon: ":", Question: "?", At: "@",
+	Semi: ";", Comma: ",", Dot: ".", DotDot: "..", Ellipsis: "...", InvalidHeader: "{#}", Colon: ":", Question: "?", At: "@",
 	Assign: "=", Eq: "==", Ne: "!=", Lt: "<", Le: "<=", Gt: ">", Ge: ">=", Shl: "<<",
 	Add: "+", Sub: "-", Mul: "*", Div: "/", Mod: "%", SatAdd: "|+|", SatSub: "|-|",
 	And: "&", Or: "|", Xor: "^", Not: "!", Compl: "~", AndAnd: "&&", OrOr: "||",

@@ -116,6 +116,9 @@ func (c *Checker) expr1(e ast.Expr, s *scope) Type {
 		return &Void{}
 	case *ast.DontCareExpr:
 		return &DontCare{}
+	case *ast.InvalidExpr:
+		// typed by the context it is converted to: a header or header union
+		return &InvalidHeader{}
 	}
 	c.errorf(e.Position(), "unsupported expression")
 	return &Void{}
@@ -373,6 +376,12 @@ func (c *Checker) binaryTypes(op scanner.Kind, x, y ast.Expr, pos scanner.Pos, a
 		}
 		return &Bool{}, nil
 	case scanner.Eq, scanner.Ne:
+		// h == {#} compares with an invalid header of h's type
+		if _, ok := x.(*ast.InvalidExpr); ok {
+			c.convert(x, c.info.Types[y])
+		} else if _, ok := y.(*ast.InvalidExpr); ok {
+			c.convert(y, c.info.Types[x])
+		}
 		c.unifyOperands(x, y)
 		xt, yt = c.info.Types[x], c.info.Types[y]
 		if !Identical(Underlying(xt), Underlying(yt)) && !isInfInt(xt) {
@@ -578,7 +587,7 @@ func (c *Checker) cast(x *ast.CastExpr, s *scope) Type {
 	src := c.expr(x.X, s)
 	// A cast of a list or struct initializer is a typed initializer.
 	switch x.X.(type) {
-	case *ast.ListExpr, *ast.StructExpr:
+	case *ast.ListExpr, *ast.StructExpr, *ast.InvalidExpr:
 		c.convert(x.X, target)
 		if v, ok := c.info.Values[x.X]; ok {
 			c.setValue(x, v)
@@ -781,17 +790,23 @@ func (c *Checker) convert(e ast.Expr, target Type) {
 				}
 			}
 			for _, f := range t.Fields {
-				if !seen[f.Name] {
+				if !seen[f.Name] && !x.Rest {
 					c.errorf(e.Position(), "initializer of %s has no value for field %s", t.Name, f.Name)
 				}
 			}
 			c.info.Types[e] = target
-			if allConst {
+			// with `...` the lowering supplies the default values
+			if allConst && !x.Rest {
 				c.info.Values[e] = &StructValue{Type: t, Fields: vals, Valid: true}
 			}
 			return
 		case *ast.CastExpr:
 			if Identical(Underlying(c.info.Types[x]), t) {
+				return
+			}
+		case *ast.InvalidExpr:
+			if t.Kind != ast.StructKindStruct {
+				c.info.Types[e] = target
 				return
 			}
 		}

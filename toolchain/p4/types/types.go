@@ -49,6 +49,10 @@ type MatchKind struct{}
 // DontCare is the type of `_`.
 type DontCare struct{}
 
+// InvalidHeader is the type of `{#}` before the context gives it a header
+// or header union type.
+type InvalidHeader struct{}
+
 // Field is a member of a struct-like type.
 type Field struct {
 	Name        string
@@ -158,27 +162,28 @@ func (t *Bits) String() string {
 	}
 	return fmt.Sprintf("bit<%d>", t.Width)
 }
-func (t *Varbit) String() string    { return fmt.Sprintf("varbit<%d>", t.Max) }
-func (*Bool) String() string        { return "bool" }
-func (*InfInt) String() string      { return "int" }
-func (*String) String() string      { return "string" }
-func (*Void) String() string        { return "void" }
-func (*ErrorType) String() string   { return "error" }
-func (*MatchKind) String() string   { return "match_kind" }
-func (*DontCare) String() string    { return "_" }
-func (t *Struct) String() string    { return t.Name }
-func (t *Stack) String() string     { return fmt.Sprintf("%s[%d]", t.Elem, t.Size) }
-func (t *Enum) String() string      { return t.Name }
-func (t *NewType) String() string   { return t.Name }
-func (t *TypeVar) String() string   { return t.Name }
-func (t *Table) String() string     { return "table " + t.Decl.Name }
-func (*ApplyResult) String() string { return "apply_result" }
-func (*ActionEnum) String() string  { return "action_list" }
-func (t *Set) String() string       { return fmt.Sprintf("set<%s>", t.Elem) }
-func (t *ValueSet) String() string  { return fmt.Sprintf("value_set<%s>", t.Elem) }
-func (t *Action) String() string    { return "action " + t.Decl.Name }
-func (t *Function) String() string  { return "function " + t.Proto.Name }
-func (*StateType) String() string   { return "state" }
+func (t *Varbit) String() string      { return fmt.Sprintf("varbit<%d>", t.Max) }
+func (*Bool) String() string          { return "bool" }
+func (*InfInt) String() string        { return "int" }
+func (*String) String() string        { return "string" }
+func (*Void) String() string          { return "void" }
+func (*ErrorType) String() string     { return "error" }
+func (*MatchKind) String() string     { return "match_kind" }
+func (*DontCare) String() string      { return "_" }
+func (*InvalidHeader) String() string { return "{#}" }
+func (t *Struct) String() string      { return t.Name }
+func (t *Stack) String() string       { return fmt.Sprintf("%s[%d]", t.Elem, t.Size) }
+func (t *Enum) String() string        { return t.Name }
+func (t *NewType) String() string     { return t.Name }
+func (t *TypeVar) String() string     { return t.Name }
+func (t *Table) String() string       { return "table " + t.Decl.Name }
+func (*ApplyResult) String() string   { return "apply_result" }
+func (*ActionEnum) String() string    { return "action_list" }
+func (t *Set) String() string         { return fmt.Sprintf("set<%s>", t.Elem) }
+func (t *ValueSet) String() string    { return fmt.Sprintf("value_set<%s>", t.Elem) }
+func (t *Action) String() string      { return "action " + t.Decl.Name }
+func (t *Function) String() string    { return "function " + t.Proto.Name }
+func (*StateType) String() string     { return "state" }
 func (t *TypeOfType) String() string {
 	return "type " + t.T.String()
 }

@@ -72,6 +72,8 @@ func TestGoodPrograms(t *testing.T) {
 			          const entries = { E.X : a(); ((bit<8>)E.Y) &&& 0xf0 : a(); E.X &&& E.Y : a(); _ : a(); } }
 			table r { key = { x.e : range; } actions = { a; } const entries = { 8w2 .. 8w3 : a(); E.X .. E.Y : a(); } }
 			apply { t.apply(); r.apply(); } }`},
+		{"invalid header and default initializers", `header_union hu { h_t a; h_t b; } struct two { h_t h; hu u; bit<4> n; }
+			control c(inout st s) { apply { s.h = {#}; s.h = (h_t){#}; hu u = {#}; two t = { n = 1, ... }; s = { f = true, ... }; s.h = { a = 1, ... }; s.f = s.h == {#} || {#} != s.h; } }`},
 		{"new type casts", `control c(inout st s) { apply { addr_t x = (addr_t)32w1; bit<32> y = (bit<32>)x; port_t p = 9w3; } }`},
 	}
 	for _, tc := range tests {
@@ -112,6 +114,9 @@ func TestBadPrograms(t *testing.T) {
 		{"break outside loop", "control c(inout st s) { apply { break; } }", "break", "break outside a loop"},
 		{"bool arithmetic", "control c(inout st s) { apply { s.f = s.f + s.f; } }", "+", "cannot combine bool and bool"},
 		{"ternary types", "control c(inout st s) { apply { s.h.a = s.f ? s.h.a : s.h.b; } }", "?", "different types bit<8> and bit<16>"},
+		{"invalid into bits", "control c(inout st s) { apply { s.h.a = {#}; } }", "{#}", "cannot use a value of type {#} where bit<8>"},
+		{"invalid into struct", "control c(inout st s) { apply { s = {#}; } }", "{#}", "cannot use a value of type {#} where st"},
+		{"missing field without dots", "control c(inout st s) { apply { s = { f = true }; } }", "{ f", "has no value for field h"},
 		{"non-constant width", "control c(inout st s) { apply { bit<(s.h.a)> x; } }", "a)", "compile-time constant"},
 	}
 	for _, tc := range tests {
