@@ -34,7 +34,12 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
 
 func lowerSrc(t *testing.T, ingress string) (*ir.Program, []string) {
 	t.Helper()
-	src := strings.Replace(skeleton, "INGRESS", ingress, 1)
+	return lowerProgram(t, strings.Replace(skeleton, "INGRESS", ingress, 1))
+}
+
+// lowerProgram lowers a whole program.
+func lowerProgram(t *testing.T, src string) (*ir.Program, []string) {
+	t.Helper()
 	text, errs := preproc.Run("t.p4", preproc.Config{Builtin: p4include.Files,
 		ReadFile: func(path string) ([]byte, error) {
 			if path == "t.p4" {
@@ -310,6 +315,37 @@ func TestInvalidAndDefaultInitializers(t *testing.T) {
 				if gv, ok := got[h]; !ok || gv != v {
 					t.Errorf("%s: valid set to %v (set: %v), want %v", h, gv, ok, v)
 				}
+			}
+		})
+	}
+}
+
+// TestControllerHeaderAnnotations: p4c lists a controller header's
+// annotations, @controller_header itself included, in its P4Info preamble.
+func TestControllerHeaderAnnotations(t *testing.T) {
+	tests := []struct {
+		name, decl string
+		want       []string
+	}{
+		{"plain", `@controller_header("packet_in") header pin_t { bit<9> port; bit<7> pad; }`,
+			[]string{`@controller_header("packet_in")`}},
+		{"with others", `@name("pin") @controller_header("packet_out") @my_note(1) header pin_t { bit<9> port; bit<7> pad; }`,
+			[]string{`@controller_header("packet_out")`, "@my_note(1)"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			src := strings.Replace(skeleton, "INGRESS", "apply { }", 1)
+			src = strings.Replace(src, "struct headers {", tc.decl+"\nstruct headers { pin_t pin;", 1)
+			p, errs := lowerProgram(t, src)
+			if len(errs) > 0 {
+				t.Fatal(errs)
+			}
+			if len(p.ControllerHeaders) != 1 {
+				t.Fatalf("%d controller headers", len(p.ControllerHeaders))
+			}
+			got := p.ControllerHeaders[0].Annotations
+			if strings.Join(got, "|") != strings.Join(tc.want, "|") {
+				t.Errorf("annotations %q, want %q", got, tc.want)
 			}
 		})
 	}

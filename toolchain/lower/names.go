@@ -385,13 +385,10 @@ func (l *lowerer) collectTypeInfo() {
 		if n, ok := st.Decl.Annotations.StringArg("name"); ok {
 			typeName = n
 		}
-		ch := &ir.ControllerHeader{Name: name, TypeName: typeName, ExplicitID: explicitID(st.Decl.Annotations)}
-		for _, an := range st.Decl.Annotations {
-			if an.Name == "controller_header" || an.Name == "id" || an.Name == "name" {
-				continue
-			}
-			ch.Annotations = append(ch.Annotations, renderAnnotation(an))
-		}
+		// p4c keeps @controller_header itself among the preamble's
+		// annotations (as in every P4Info it writes for packet I/O)
+		ch := &ir.ControllerHeader{Name: name, TypeName: typeName, ExplicitID: explicitID(st.Decl.Annotations),
+			Annotations: renderAnnotations(st.Decl.Annotations)}
 		for _, f := range st.Fields {
 			name := f.Name
 			if n, ok := f.Annotations.StringArg("name"); ok {
