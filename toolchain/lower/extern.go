@@ -219,6 +219,9 @@ func (b *body) externCall(x *ast.CallExpr, c *types.Call, stmt bool) any {
 	case "mark_to_drop":
 		b.emit(&ir.Primitive{Name: "mark_to_drop", Args: []ir.Arg{{Kind: ir.ArgHeader, Name: "standard_metadata"}}, Loc: loc})
 		return nil
+	case "static_assert":
+		// checked by the type checker; nothing happens at run time
+		return &scalarVal{e: &ir.BoolConst{Value: true}, t: &types.Bool{}}
 	case "verify":
 		if b.kind != kindParser {
 			b.errorf(pos, "verify can only be called in a parser")

@@ -38,6 +38,11 @@ extern void verify(in bool check, in error toSignal);
 @noWarn("unused")
 action NoAction() {}
 
+/* Evaluated by the compiler: a false check stops compilation with the
+   message. It returns true, so it can initialize a constant. */
+extern bool static_assert(bool check, string message);
+extern bool static_assert(bool check);
+
 match_kind {
     exact,
     ternary,

@@ -66,6 +66,9 @@ func (c *Checker) call(x *ast.CallExpr, s *scope) Type {
 			c.bindArgs(call, fp.Params, x.Args, env, x.Pos, s)
 			call.Result = Subst(c.info.TypeExprs[fp.ReturnType], call.TypeArgs)
 			c.info.Calls[x] = call
+			if call.Kind == CallExternFunction && fp.Name == "static_assert" {
+				c.staticAssert(x)
+			}
 			return call.Result
 		}
 		// a constructor call: Type(args), e.g. the arguments of main
@@ -80,6 +83,32 @@ func (c *Checker) call(x *ast.CallExpr, s *scope) Type {
 	c.errorf(x.Pos, "expression is not callable")
 	c.exprArgs(x, s)
 	return &Void{}
+}
+
+// staticAssert evaluates core.p4's static_assert(check[, message]) while
+// checking: the condition must be a compile-time constant, a false one is
+// an error, and the call's value is true, so that it can initialize a
+// constant (const bool ok = static_assert(...)).
+func (c *Checker) staticAssert(x *ast.CallExpr) {
+	if len(x.Args) == 0 {
+		return
+	}
+	v, ok := c.info.Values[x.Args[0].Value].(bool)
+	if !ok {
+		c.errorf(x.Args[0].Value.Position(), "static_assert: the condition is not a compile-time constant")
+		return
+	}
+	if !v {
+		msg := "static_assert failed"
+		if len(x.Args) > 1 {
+			if m, ok := c.info.Values[x.Args[1].Value].(string); ok {
+				msg += ": " + m
+			}
+		}
+		c.errorf(x.Pos, "%s", msg)
+		return
+	}
+	c.setValue(x, true)
 }
 
 func (c *Checker) exprArgs(x *ast.CallExpr, s *scope) {

@@ -17,6 +17,8 @@ extern packet_in { void extract<T>(out T hdr); T lookahead<T>(); }
 extern packet_out { void emit<T>(in T hdr); }
 extern reg<T> { reg(bit<32> n); void read(out T r, in bit<32> i); }
 extern void random<T>(out T r, in T lo, in T hi);
+extern bool static_assert(bool check, string message);
+extern bool static_assert(bool check);
 action NoAction() {}
 header h_t { bit<8> a; bit<16> b; int<8> s; }
 struct st { h_t h; bool f; bit<4> n; }
@@ -74,6 +76,8 @@ func TestGoodPrograms(t *testing.T) {
 			apply { t.apply(); r.apply(); } }`},
 		{"invalid header and default initializers", `header_union hu { h_t a; h_t b; } struct two { h_t h; hu u; bit<4> n; }
 			control c(inout st s) { apply { s.h = {#}; s.h = (h_t){#}; hu u = {#}; two t = { n = 1, ... }; s = { f = true, ... }; s.h = { a = 1, ... }; s.f = s.h == {#} || {#} != s.h; } }`},
+		{"static_assert", `const bool ok = static_assert((bit<8>)E.Y == 7, "E.Y"); const bool ok2 = static_assert(ok);
+			control c(inout st s) { apply { static_assert(true); if (ok2) { s.n = 1; } } }`},
 		{"new type casts", `control c(inout st s) { apply { addr_t x = (addr_t)32w1; bit<32> y = (bit<32>)x; port_t p = 9w3; } }`},
 	}
 	for _, tc := range tests {
@@ -117,6 +121,8 @@ func TestBadPrograms(t *testing.T) {
 		{"invalid into bits", "control c(inout st s) { apply { s.h.a = {#}; } }", "{#}", "cannot use a value of type {#} where bit<8>"},
 		{"invalid into struct", "control c(inout st s) { apply { s = {#}; } }", "{#}", "cannot use a value of type {#} where st"},
 		{"missing field without dots", "control c(inout st s) { apply { s = { f = true }; } }", "{ f", "has no value for field h"},
+		{"static_assert false", `control c(inout st s) { apply { static_assert(1 == 2, "one is not two"); } }`, "static_assert(1", "static_assert failed: one is not two"},
+		{"static_assert not constant", `control c(inout st s) { apply { static_assert(s.f); } }`, "f)", "not a compile-time constant"},
 		{"non-constant width", "control c(inout st s) { apply { bit<(s.h.a)> x; } }", "a)", "compile-time constant"},
 	}
 	for _, tc := range tests {
