@@ -16,8 +16,17 @@ import (
 // p4.v1.Error per update.
 func FuzzWrite(f *testing.F) {
 	h := ready(f)
-	id := h.ids()
-	seeds := writeSeeds(id)
+	fuzzWrites(f, h, writeSeeds(h.ids()))
+}
+
+// FuzzWriteProfiles does the same over action profile members and groups,
+// entries of indirect tables and parser value sets.
+func FuzzWriteProfiles(f *testing.F) {
+	h := readyFor(f, profileProgram)
+	fuzzWrites(f, h, profileSeeds(h.profileIDs()))
+}
+
+func fuzzWrites(f *testing.F, h *harness, seeds []*p4v1.Update) {
 	for _, u := range seeds {
 		req := &p4v1.WriteRequest{DeviceId: deviceID, ElectionId: h.primary, Updates: []*p4v1.Update{u}}
 		data, err := proto.Marshal(req)
@@ -67,7 +76,8 @@ func checkWriteStatus(t testing.TB, req *p4v1.WriteRequest, err error) {
 			switch c := codes.Code(pe.GetCanonicalCode()); c {
 			case codes.OK:
 			case codes.InvalidArgument, codes.NotFound, codes.AlreadyExists, codes.OutOfRange,
-				codes.PermissionDenied, codes.Unimplemented, codes.ResourceExhausted:
+				codes.PermissionDenied, codes.Unimplemented, codes.ResourceExhausted,
+				codes.FailedPrecondition: // deleting a member or group in use (§9.2)
 				failed++
 			default:
 				t.Fatalf("update code %v (%s) is not one the spec gives for a bad update", c, pe.GetMessage())
@@ -100,5 +110,25 @@ func writeSeeds(id ids) []*p4v1.Update {
 		update(p4v1.Update_MODIFY, directCounterEntity(entry(id.acl, 10, nil, ternary(1, b(8, 0), b(0xff, 0xff)), optional(2, 3)), &p4v1.CounterData{PacketCount: 1})),
 		update(p4v1.Update_MODIFY, directMeterEntity(entry(id.flows, 0, nil, exact(1, mac2...)), &p4v1.MeterConfig{Cir: 5, Pir: 5})),
 		remove(entry(id.l2, 0, nil, exact(1, mac2...))),
+	}
+}
+
+// profileSeeds are valid updates of the profile program: members, a group,
+// entries naming them, a value set, and deletions in dependency order.
+func profileSeeds(id profileIDs) []*p4v1.Update {
+	ins := func(e *p4v1.Entity) *p4v1.Update { return update(p4v1.Update_INSERT, e) }
+	return []*p4v1.Update{
+		ins(memberEntity(id.dstProfile, 1, call(id.forward, b(2)))),
+		ins(memberEntity(id.srcSelector, 1, call(id.setSrc, srcMacA))),
+		ins(memberEntity(id.srcSelector, 2, call(id.setTag, b(4)))),
+		ins(groupEntity(id.srcSelector, 1, 4, gm(1, 1), gm(2, 1))),
+		update(p4v1.Update_MODIFY, groupEntity(id.srcSelector, 1, 4, gm(2, 1))),
+		insert(entry(id.byDst, 0, toMember(1), exact(1, mac2...))),
+		insert(entry(id.bySrc, 0, toGroup(1), exact(1, 7))),
+		modify(entry(id.bySrc, 0, toMember(2), exact(1, 7))),
+		update(p4v1.Update_MODIFY, valueSetEntity(id.customTypes, fields(exact(1, 0x88, 0xb5)))),
+		remove(entry(id.bySrc, 0, nil, exact(1, 7))),
+		update(p4v1.Update_DELETE, groupEntity(id.srcSelector, 1, 0)),
+		update(p4v1.Update_DELETE, memberEntity(id.srcSelector, 2, nil)),
 	}
 }

@@ -27,29 +27,45 @@ import (
 	"google.golang.org/protobuf/encoding/prototext"
 )
 
-// program is testdata/p4rt_test.p4 compiled by terrapin-p4c: the server is
-// tested with the toolchain's own output, as the switch runs it.
+// program is a P4 program of testdata compiled by terrapin-p4c: the server
+// is tested with the toolchain's own output, as the switch runs it.
 type program struct {
 	json []byte
 	info *p4configv1.P4Info
 	err  error
 }
 
-var (
-	compileOnce sync.Once
-	compiled    program
+// Test programs: mainProgram has one object of most kinds, profileProgram
+// has action profiles, selectors and a parser value set.
+const (
+	mainProgram    = "testdata/p4rt_test.p4"
+	profileProgram = "testdata/p4rt_profiles.p4"
 )
 
-func testProgram(tb testing.TB) program {
+var (
+	compileMu sync.Mutex
+	compiled  = map[string]program{}
+)
+
+func testProgram(tb testing.TB) program { return testProgramFile(tb, mainProgram) }
+
+// testProgramFile compiles path once per test binary.
+func testProgramFile(tb testing.TB, path string) program {
 	tb.Helper()
-	compileOnce.Do(func() { compiled = compileProgram() })
-	if compiled.err != nil {
-		tb.Fatalf("compiling testdata/p4rt_test.p4: %v", compiled.err)
+	compileMu.Lock()
+	p, ok := compiled[path]
+	if !ok {
+		p = compileProgram(path)
+		compiled[path] = p
 	}
-	return compiled
+	compileMu.Unlock()
+	if p.err != nil {
+		tb.Fatalf("compiling %s: %v", path, p.err)
+	}
+	return p
 }
 
-func compileProgram() program {
+func compileProgram(path string) program {
 	dir, err := os.MkdirTemp("", "p4rt-test")
 	if err != nil {
 		return program{err: err}
@@ -63,7 +79,7 @@ func compileProgram() program {
 	}
 	jsonPath, infoPath := filepath.Join(dir, "t.json"), filepath.Join(dir, "t.p4info.txtpb")
 	cmd := exec.Command(filepath.Join(dir, "terrapin-p4c"), "--target", "bmv2", "--arch", "v1model",
-		"--p4runtime-files", infoPath, "-o", jsonPath, "testdata/p4rt_test.p4")
+		"--p4runtime-files", infoPath, "-o", jsonPath, path)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return program{err: errors.New(err.Error() + "\n" + string(out))}
 	}
@@ -125,9 +141,12 @@ type harness struct {
 
 const deviceID = 7
 
-func newHarness(tb testing.TB) *harness {
+func newHarness(tb testing.TB) *harness { return newHarnessFor(tb, mainProgram) }
+
+// newHarnessFor is a harness whose config is the program at path.
+func newHarnessFor(tb testing.TB, path string) *harness {
 	tb.Helper()
-	prog := testProgram(tb)
+	prog := testProgramFile(tb, path)
 	ctx, cancel := context.WithCancel(context.Background())
 	tb.Cleanup(cancel)
 	bugs := &bugLog{}
@@ -242,8 +261,10 @@ func (h *harness) setPipeline(action p4v1.SetForwardingPipelineConfigRequest_Act
 }
 
 // ready is a harness whose stream is primary and whose pipeline is set.
-func ready(tb testing.TB) *harness {
-	h := newHarness(tb)
+func ready(tb testing.TB) *harness { return readyFor(tb, mainProgram) }
+
+func readyFor(tb testing.TB, path string) *harness {
+	h := newHarnessFor(tb, path)
 	h.becomePrimary()
 	if err := h.setPipeline(p4v1.SetForwardingPipelineConfigRequest_VERIFY_AND_COMMIT, h.config()); err != nil {
 		tb.Fatalf("SetForwardingPipelineConfig: %v", err)
@@ -353,6 +374,14 @@ func (h *harness) objectID(kind, name string) uint32 {
 		}
 	case "digest":
 		for _, c := range h.prog.info.GetDigests() {
+			pres = append(pres, c.GetPreamble())
+		}
+	case "action_profile":
+		for _, c := range h.prog.info.GetActionProfiles() {
+			pres = append(pres, c.GetPreamble())
+		}
+	case "value_set":
+		for _, c := range h.prog.info.GetValueSets() {
 			pres = append(pres, c.GetPreamble())
 		}
 	}

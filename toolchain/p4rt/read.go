@@ -76,10 +76,12 @@ func (ps *pipelineState) read(e *p4v1.Entity) ([]*p4v1.Entity, error) {
 		return ps.readPRE(x.PacketReplicationEngineEntry)
 	case *p4v1.Entity_DigestEntry:
 		return ps.readDigestEntries(x.DigestEntry)
-	case *p4v1.Entity_ActionProfileMember, *p4v1.Entity_ActionProfileGroup:
-		return nil, errorf(codes.Unimplemented, "action profiles are not supported")
+	case *p4v1.Entity_ActionProfileMember:
+		return ps.readProfileMembers(x.ActionProfileMember)
+	case *p4v1.Entity_ActionProfileGroup:
+		return ps.readProfileGroups(x.ActionProfileGroup)
 	case *p4v1.Entity_ValueSetEntry:
-		return nil, errorf(codes.Unimplemented, "parser value sets are not supported")
+		return ps.readValueSets(x.ValueSetEntry)
 	case *p4v1.Entity_ExternEntry:
 		return nil, errorf(codes.Unimplemented, "v1model has no P4Runtime extern entries")
 	default:
@@ -134,7 +136,7 @@ func (ps *pipelineState) readTableEntries(q *p4v1.TableEntry) ([]*p4v1.Entity, e
 			if len(q.GetMetadata()) != 0 && string(e.metadata) != string(q.GetMetadata()) {
 				continue
 			}
-			if a := q.GetAction().GetAction(); a != nil && a.GetActionId() != e.action.id {
+			if q.GetAction().GetType() != nil && !e.hasAction(q.GetAction()) {
 				continue
 			}
 			te, err := ps.entryProto(t, e, q)
@@ -151,11 +153,15 @@ func (ps *pipelineState) entryProto(t *tableInfo, e *tableEntry, q *p4v1.TableEn
 	te := &p4v1.TableEntry{
 		TableId:            t.id,
 		Match:              matchProto(t, e.match),
-		Action:             &p4v1.TableAction{Type: &p4v1.TableAction_Action{Action: ps.schema.actionProto(e.action)}},
 		Priority:           e.priority,
 		ControllerMetadata: e.controllerMetadata,
 		Metadata:           clone(e.metadata),
 		IsConst:            e.isConst,
+	}
+	if e.ref != nil {
+		te.Action = indirectAction(e.ref)
+	} else {
+		te.Action = &p4v1.TableAction{Type: &p4v1.TableAction_Action{Action: ps.schema.actionProto(e.action)}}
 	}
 	if len(te.Metadata) == 0 {
 		te.Metadata = nil

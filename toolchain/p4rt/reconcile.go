@@ -117,6 +117,16 @@ func (s *Server) reconcile(old, next *pipelineState) {
 			dropped++
 		}
 	}
+	// Action profile members and groups (and so the entries of indirect
+	// tables, dropped above) and value sets are not carried over.
+	for _, st := range old.profiles {
+		dropped += len(st.members) + len(st.groups)
+	}
+	for _, members := range old.valueSets {
+		if len(members) > 0 {
+			dropped++
+		}
+	}
 	if dropped > 0 {
 		s.log.Warn("RECONCILE_AND_COMMIT dropped state the new program cannot hold", "objects", dropped)
 	}

@@ -36,6 +36,10 @@ type schema struct {
 	digests        map[uint32]*digestInfo
 	digestIDs      []uint32
 	digestByName   map[string]*digestInfo
+	profiles       map[uint32]*profileInfo
+	profileIDs     []uint32
+	valueSets      map[uint32]*valueSetInfo
+	valueSetIDs    []uint32
 	packetIn       *controllerHeader
 	packetOut      *controllerHeader
 }
@@ -79,8 +83,33 @@ type tableInfo struct {
 	needsPriority     bool
 	idleTimeout       bool
 	indirect          bool
+	profile           *profileInfo // the action profile of an indirect table
 	size              int64
 	constEntries      []constEntry
+}
+
+// profileInfo is an action profile or selector (P4Info action_profiles).
+type profileInfo struct {
+	id           uint32
+	name         string // BMv2 JSON name
+	tables       []*tableInfo
+	selector     bool
+	size         int64 // members across the profile; 0: no limit
+	maxGroupSize int32 // 0: no static limit
+	missing      bool  // not in the device config
+}
+
+// valueSetInfo is a parser value set. Its match fields are kept as a
+// tableInfo so that members are checked by the rules of table matches
+// (spec §9.11: "the same rules as in a TableEntry").
+type valueSetInfo struct {
+	id    uint32
+	name  string // BMv2 JSON name
+	size  int
+	match *tableInfo
+	// problem, when set, is why the device config cannot hold this value
+	// set (not in the JSON, or a width that differs): writes fail with it.
+	problem string
 }
 
 type paramInfo struct {
@@ -145,12 +174,19 @@ type bmv2JSON struct {
 		} `json:"runtime_data"`
 	} `json:"actions"`
 	Pipelines []struct {
-		Tables []jsonTable `json:"tables"`
+		Tables         []jsonTable `json:"tables"`
+		ActionProfiles []struct {
+			Name string `json:"name"`
+		} `json:"action_profiles"`
 	} `json:"pipelines"`
 	CounterArrays  []namedArray `json:"counter_arrays"`
 	MeterArrays    []namedArray `json:"meter_arrays"`
 	RegisterArrays []namedArray `json:"register_arrays"`
 	LearnLists     []namedArray `json:"learn_lists"`
+	ParseVsets     []struct {
+		Name               string `json:"name"`
+		CompressedBitwidth int    `json:"compressed_bitwidth"`
+	} `json:"parse_vsets"`
 }
 
 // jsonTable is a BMv2 JSON table, as far as the server reads it.
@@ -225,6 +261,8 @@ func newSchema(info *p4configv1.P4Info, deviceConfig []byte) (*schema, error) {
 		directMeters:   map[uint32]*tableInfo{},
 		digests:        map[uint32]*digestInfo{},
 		digestByName:   map[string]*digestInfo{},
+		profiles:       map[uint32]*profileInfo{},
+		valueSets:      map[uint32]*valueSetInfo{},
 	}
 	seen := map[uint32]string{}
 	claim := func(id uint32, name string) error {
@@ -575,12 +613,119 @@ func newSchema(info *p4configv1.P4Info, deviceConfig []byte) (*schema, error) {
 	for _, id := range []*[]uint32{&s.tableIDs, &s.counterIDs, &s.meterIDs, &s.registerIDs, &s.digestIDs} {
 		sort.Slice(*id, func(i, j int) bool { return (*id)[i] < (*id)[j] })
 	}
-	for _, ap := range info.GetActionProfiles() {
-		if err := claim(ap.GetPreamble().GetId(), ap.GetPreamble().GetName()); err != nil {
-			return nil, err
-		}
+	if err := s.addProfiles(info, &dev, claim); err != nil {
+		return nil, err
+	}
+	if err := s.addValueSets(info, &dev, claim); err != nil {
+		return nil, err
 	}
 	return s, nil
+}
+
+// addProfiles indexes the action profiles and ties each indirect table to
+// its profile (spec §9.2).
+func (s *schema) addProfiles(info *p4configv1.P4Info, dev *bmv2JSON, claim func(uint32, string) error) error {
+	jsonProfiles := map[string]bool{}
+	for _, p := range dev.Pipelines {
+		for _, ap := range p.ActionProfiles {
+			jsonProfiles[ap.Name] = true
+		}
+	}
+	for _, ap := range info.GetActionProfiles() {
+		pre := ap.GetPreamble()
+		if err := claim(pre.GetId(), pre.GetName()); err != nil {
+			return err
+		}
+		jn, ok := jsonName(pre.GetName(), jsonProfiles)
+		if !ok {
+			jn = pre.GetName()
+		}
+		if ap.GetSize() < 0 || ap.GetMaxGroupSize() < 0 {
+			return invalid("action profile %q has a negative size", pre.GetName())
+		}
+		pi := &profileInfo{id: pre.GetId(), name: jn, selector: ap.GetWithSelector(), size: ap.GetSize(),
+			maxGroupSize: ap.GetMaxGroupSize(), missing: !ok}
+		for _, tid := range ap.GetTableIds() {
+			t, ok := s.tables[tid]
+			if !ok {
+				return invalid("action profile %q names unknown table %#x", pre.GetName(), tid)
+			}
+			if t.profile != nil {
+				return invalid("table %q is implemented by two action profiles", t.name)
+			}
+			t.profile = pi
+			pi.tables = append(pi.tables, t)
+		}
+		s.profiles[pi.id] = pi
+		s.profileIDs = append(s.profileIDs, pi.id)
+	}
+	for _, id := range s.tableIDs {
+		t := s.tables[id]
+		if t.indirect && t.profile == nil {
+			return invalid("table %q has an implementation that is not one of the P4Info action profiles", t.name)
+		}
+	}
+	sort.Slice(s.profileIDs, func(i, j int) bool { return s.profileIDs[i] < s.profileIDs[j] })
+	return nil
+}
+
+// addValueSets indexes the parser value sets (spec §9.11).
+func (s *schema) addValueSets(info *p4configv1.P4Info, dev *bmv2JSON, claim func(uint32, string) error) error {
+	widths := map[string]int{}
+	names := map[string]bool{}
+	for _, v := range dev.ParseVsets {
+		widths[v.Name] = v.CompressedBitwidth
+		names[v.Name] = true
+	}
+	for _, v := range info.GetValueSets() {
+		pre := v.GetPreamble()
+		if err := claim(pre.GetId(), pre.GetName()); err != nil {
+			return err
+		}
+		jn, ok := jsonName(pre.GetName(), names)
+		if !ok {
+			jn = pre.GetName()
+		}
+		vi := &valueSetInfo{id: pre.GetId(), name: jn, size: int(v.GetSize()),
+			match: &tableInfo{id: pre.GetId(), name: pre.GetName(), fieldIndex: map[uint32]int{}}}
+		total := 0
+		for i, f := range v.GetMatch() {
+			var kind matchKind
+			switch f.GetMatchType() {
+			case p4configv1.MatchField_EXACT:
+				kind = matchExact
+			case p4configv1.MatchField_LPM:
+				kind = matchLPM
+			case p4configv1.MatchField_TERNARY:
+				kind = matchTernary
+			case p4configv1.MatchField_RANGE:
+				kind = matchRange
+			case p4configv1.MatchField_OPTIONAL:
+				kind = matchOptional
+			default:
+				return invalid("value set %q field %q: match kind %v is not supported", pre.GetName(), f.GetName(), f.GetMatchType())
+			}
+			if f.GetBitwidth() <= 0 {
+				return invalid("value set %q field %q has no bitwidth", pre.GetName(), f.GetName())
+			}
+			if _, dup := vi.match.fieldIndex[f.GetId()]; dup || f.GetId() == 0 {
+				return invalid("value set %q has a duplicate or zero match field id %d", pre.GetName(), f.GetId())
+			}
+			vi.match.fieldIndex[f.GetId()] = i
+			vi.match.fields = append(vi.match.fields, fieldInfo{id: f.GetId(), name: f.GetName(), width: int(f.GetBitwidth()), kind: kind})
+			total += int(f.GetBitwidth())
+		}
+		switch {
+		case !ok:
+			vi.problem = fmt.Sprintf("value set %q is not in the device config", pre.GetName())
+		case widths[jn] != total:
+			vi.problem = fmt.Sprintf("value set %q is %d bits wide in P4Info, %d in the device config", pre.GetName(), total, widths[jn])
+		}
+		s.valueSets[vi.id] = vi
+		s.valueSetIDs = append(s.valueSetIDs, vi.id)
+	}
+	sort.Slice(s.valueSetIDs, func(i, j int) bool { return s.valueSetIDs[i] < s.valueSetIDs[j] })
+	return nil
 }
 
 // constEntryFrom converts a BMv2 JSON "entries" element.

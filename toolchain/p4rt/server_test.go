@@ -160,7 +160,7 @@ func TestWriteCodes(t *testing.T) {
 		{"direct counter on a table without one", nil, modifyE(directCounterEntity(l2(nil, exact(1, mac2...)), &p4v1.CounterData{})), codes.InvalidArgument},
 		{"direct counter set", []*p4v1.Update{insert(acl(1, optional(2, 1)))}, modifyE(directCounterEntity(acl(1, optional(2, 1)), &p4v1.CounterData{PacketCount: 3})), codes.OK},
 		{"direct meter set", []*p4v1.Update{insert(entry(id.flows, 0, call(id.polic, b(2)), exact(1, mac2...)))}, modifyE(directMeterEntity(entry(id.flows, 0, nil, exact(1, mac2...)), cfg(100, 10, 200, 20))), codes.OK},
-		{"value set entries", nil, insertE(&p4v1.Entity{Entity: &p4v1.Entity_ValueSetEntry{ValueSetEntry: &p4v1.ValueSetEntry{}}}), codes.Unimplemented},
+		{"value set entries take MODIFY only", nil, insertE(&p4v1.Entity{Entity: &p4v1.Entity_ValueSetEntry{ValueSetEntry: &p4v1.ValueSetEntry{}}}), codes.InvalidArgument},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

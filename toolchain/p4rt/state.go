@@ -19,6 +19,28 @@ type pipelineState struct {
 	mcast     map[uint32]*p4v1.MulticastGroupEntry
 	clones    map[uint32]*p4v1.CloneSessionEntry
 	digestCfg map[uint32]*p4v1.DigestEntry_Config
+	profiles  map[uint32]*profileState
+	valueSets map[uint32][][]fieldValue // members' canonical matches, as written
+}
+
+// profileState is what an action profile holds, as P4Runtime reads it
+// back, with the references that keep members and groups from being
+// deleted while in use (spec §9.2.1, §9.2.2).
+type profileState struct {
+	members map[uint32]*memberState
+	groups  map[uint32]*groupState
+}
+
+type memberState struct {
+	action   boundAction
+	inGroups int // groups listing it
+	inTables int // table entries naming it
+}
+
+type groupState struct {
+	members  []*p4v1.ActionProfileGroup_Member // as written
+	maxSize  int32
+	inTables int
 }
 
 func newPipelineState(cfg *p4v1.ForwardingPipelineConfig, s *schema, prepared PreparedPipeline) *pipelineState {
@@ -32,6 +54,11 @@ func newPipelineState(cfg *p4v1.ForwardingPipelineConfig, s *schema, prepared Pr
 		mcast:     map[uint32]*p4v1.MulticastGroupEntry{},
 		clones:    map[uint32]*p4v1.CloneSessionEntry{},
 		digestCfg: map[uint32]*p4v1.DigestEntry_Config{},
+		profiles:  map[uint32]*profileState{},
+		valueSets: map[uint32][][]fieldValue{},
+	}
+	for _, id := range s.profileIDs {
+		ps.profiles[id] = &profileState{members: map[uint32]*memberState{}, groups: map[uint32]*groupState{}}
 	}
 	for _, id := range s.tableIDs {
 		t := s.tables[id]

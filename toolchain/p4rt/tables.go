@@ -292,7 +292,8 @@ type tableEntry struct {
 	seq                uint64
 	match              []fieldValue
 	priority           int32
-	action             boundAction
+	action             boundAction  // direct tables
+	ref                *IndirectRef // indirect tables: the member or group
 	controllerMetadata uint64
 	metadata           []byte
 	meter              *MeterConfig // nil: default (all GREEN)

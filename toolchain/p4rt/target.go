@@ -168,4 +168,43 @@ type PipelineControl interface {
 	DeleteMulticastGroup(group uint32) error
 	SetCloneSession(session uint32, s CloneSession) error
 	DeleteCloneSession(session uint32) error
+
+	// Action profiles and selectors (BMv2 JSON action_profiles). The
+	// server checks P4Runtime's rules (ids, sizes, references) first; the
+	// control only applies. A member is an action of the profile's
+	// tables; a group lists members, each taken with equal weight.
+	SetProfileMember(profile string, member uint32, action string, args [][]byte) error
+	DeleteProfileMember(profile string, member uint32) error
+	SetProfileGroup(profile string, group uint32, members []uint32) error
+	DeleteProfileGroup(profile string, group uint32) error
+	// Entries of a table with an action profile name a member or group
+	// of it instead of an action.
+	AddIndirectEntry(table string, key []KeyField, priority int32, ref IndirectRef) error
+	ModifyIndirectEntry(table string, key []KeyField, priority int32, ref IndirectRef) error
+
+	// SetValueSet replaces the members of a parser value set.
+	SetValueSet(valueSet string, members []ValueSetMember) error
+}
+
+// IndirectKind says what an entry of an indirect table runs.
+type IndirectKind uint8
+
+const (
+	IndirectMember IndirectKind = iota + 1
+	IndirectGroup
+)
+
+// IndirectRef is the action of an entry of a table with an action profile.
+type IndirectRef struct {
+	Kind IndirectKind
+	ID   uint32
+}
+
+// ValueSetMember is one member of a parser value set in BMv2's compressed
+// form: the value set's fields concatenated, first field most
+// significant, ceil(width/8) bytes big-endian; Mask has the bits that
+// must match (all ones for exact fields, zero for don't-care ones).
+type ValueSetMember struct {
+	Value []byte
+	Mask  []byte
 }

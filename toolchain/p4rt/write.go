@@ -76,10 +76,12 @@ func (s *Server) apply(ps *pipelineState, u *p4v1.Update) error {
 			s.digests.reset(ps)
 		}
 		return err
-	case *p4v1.Entity_ActionProfileMember, *p4v1.Entity_ActionProfileGroup:
-		return errorf(codes.Unimplemented, "action profiles are not supported")
+	case *p4v1.Entity_ActionProfileMember:
+		return ps.writeProfileMember(typ, x.ActionProfileMember)
+	case *p4v1.Entity_ActionProfileGroup:
+		return ps.writeProfileGroup(typ, x.ActionProfileGroup)
 	case *p4v1.Entity_ValueSetEntry:
-		return errorf(codes.Unimplemented, "parser value sets are not supported")
+		return ps.writeValueSet(typ, x.ValueSetEntry)
 	case *p4v1.Entity_ExternEntry:
 		return errorf(codes.Unimplemented, "v1model has no P4Runtime extern entries")
 	default:
@@ -119,9 +121,6 @@ func (ps *pipelineState) writeTableEntry(typ p4v1.Update_Type, te *p4v1.TableEnt
 	if te.GetIsDefaultAction() {
 		return ps.writeDefaultEntry(typ, t, ts, te)
 	}
-	if t.indirect {
-		return errorf(codes.Unimplemented, "table %q uses an action profile, which is not supported", t.name)
-	}
 	if len(t.fields) == 0 && typ == p4v1.Update_INSERT {
 		return invalid("table %q has no key: only its default entry can be written", t.name)
 	}
@@ -158,6 +157,7 @@ func (ps *pipelineState) writeTableEntry(typ p4v1.Update_Type, te *p4v1.TableEnt
 		if err := ps.ctl.DeleteEntry(t.name, keyFields(t, match), prio); err != nil {
 			return engineErr("deleting the entry", err)
 		}
+		ps.reference(t, old.ref, -1)
 		delete(ts.entries, key)
 		return nil
 	}
@@ -192,22 +192,37 @@ func (ps *pipelineState) writeTableEntry(typ p4v1.Update_Type, te *p4v1.TableEnt
 		if te.GetAction() == nil {
 			return invalid("table %q: INSERT needs an action", t.name)
 		}
-		if te.GetAction().GetAction() == nil {
-			return notDirectAction(t)
-		}
-		act, err := ps.schema.parseAction(t, te.GetAction().GetAction(), false)
-		if err != nil {
-			return err
+		var act boundAction
+		var ref *IndirectRef
+		if t.indirect {
+			r, err := ps.indirectRef(t, te.GetAction())
+			if err != nil {
+				return err
+			}
+			ref = &r
+		} else {
+			if te.GetAction().GetAction() == nil {
+				return notDirectAction(t)
+			}
+			if act, err = ps.schema.parseAction(t, te.GetAction().GetAction(), false); err != nil {
+				return err
+			}
 		}
 		if t.size > 0 && int64(len(ts.entries)) >= t.size {
 			return errorf(codes.ResourceExhausted, "table %q is full (%d entries)", t.name, t.size)
 		}
-		name, args := ps.schema.engineArgs(act)
 		ekey := keyFields(t, match)
-		if err := ps.ctl.AddEntry(t.name, ekey, prio, name, args); err != nil {
-			return engineErr("adding the entry", err)
+		if ref != nil {
+			if err := ps.ctl.AddIndirectEntry(t.name, ekey, prio, *ref); err != nil {
+				return engineErr("adding the entry", err)
+			}
+		} else {
+			name, args := ps.schema.engineArgs(act)
+			if err := ps.ctl.AddEntry(t.name, ekey, prio, name, args); err != nil {
+				return engineErr("adding the entry", err)
+			}
 		}
-		e := &tableEntry{match: match, priority: prio, action: act,
+		e := &tableEntry{match: match, priority: prio, action: act, ref: ref,
 			controllerMetadata: te.GetControllerMetadata(), metadata: clone(te.GetMetadata()), meter: meter}
 		if meter != nil {
 			if err := ps.ctl.SetDirectMeter(t.name, ekey, prio, meter); err != nil {
@@ -224,6 +239,7 @@ func (ps *pipelineState) writeTableEntry(typ p4v1.Update_Type, te *p4v1.TableEnt
 		ps.seq++
 		e.seq = ps.seq
 		ts.entries[key] = e
+		ps.reference(t, ref, +1)
 		return nil
 	}
 
@@ -239,7 +255,18 @@ func (ps *pipelineState) writeTableEntry(typ p4v1.Update_Type, te *p4v1.TableEnt
 	}
 	ekey := keyFields(t, match)
 	act := old.action
-	if te.GetAction() != nil {
+	if te.GetAction() != nil && t.indirect {
+		ref, err := ps.indirectRef(t, te.GetAction())
+		if err != nil {
+			return err
+		}
+		if err := ps.ctl.ModifyIndirectEntry(t.name, ekey, prio, ref); err != nil {
+			return engineErr("modifying the entry", err)
+		}
+		ps.reference(t, old.ref, -1)
+		old.ref = &ref
+		ps.reference(t, old.ref, +1)
+	} else if te.GetAction() != nil {
 		if te.GetAction().GetAction() == nil {
 			return notDirectAction(t)
 		}
@@ -286,7 +313,9 @@ func (ps *pipelineState) writeDefaultEntry(typ p4v1.Update_Type, t *tableInfo, t
 		return errorf(codes.Unimplemented, "direct resources of default entries are not supported (as in BMv2)")
 	}
 	if t.indirect {
-		return errorf(codes.Unimplemented, "table %q uses an action profile, which is not supported", t.name)
+		// PI, under simple_switch_grpc, refuses this too: the default
+		// entry of an indirect table stays the program's.
+		return invalid("table %q uses action profile %q: its default entry cannot be set or reset", t.name, t.profile.name)
 	}
 	if te.GetAction() == nil {
 		// Reset to the program's default.
@@ -530,9 +559,9 @@ func (ps *pipelineState) writeRegisterEntry(typ p4v1.Update_Type, r *p4v1.Regist
 	return nil
 }
 
-// notDirectAction is the error for a TableAction that is not an Action:
-// the table is direct (indirect tables are refused earlier), so the oneof
-// does not match the table (spec §9.1.2: INVALID_ARGUMENT).
+// notDirectAction is the error for a TableAction that is not an Action
+// in a direct table: the oneof does not match the table (spec §9.1.2:
+// INVALID_ARGUMENT).
 func notDirectAction(t *tableInfo) error {
 	return invalid("table %q takes a direct action, not an action profile member, group or action set", t.name)
 }

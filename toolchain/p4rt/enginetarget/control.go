@@ -265,6 +265,96 @@ func (c *control) DeleteCloneSession(session uint32) error {
 	return wrap(c.pl.DeleteCloneSession(session))
 }
 
+// profileAction resolves an action name for a member of profile: the
+// profile's actions are those of the tables it implements.
+func (c *control) profileAction(profile int, name string) (int, error) {
+	for _, info := range c.pl.ActionProfiles() {
+		if info.ID != profile {
+			continue
+		}
+		for _, tid := range info.TableIDs {
+			if aid, err := c.action(tid, name); err == nil {
+				return aid, nil
+			}
+		}
+	}
+	return 0, status.Errorf(codes.InvalidArgument, "action %q is not an action of the profile's tables", name)
+}
+
+func (c *control) SetProfileMember(profile string, member uint32, action string, args [][]byte) error {
+	pid, err := c.id(engine.KindActionProfile, "action profile", profile)
+	if err != nil {
+		return err
+	}
+	aid, err := c.profileAction(pid, action)
+	if err != nil {
+		return err
+	}
+	return wrap(c.pl.SetProfileMember(pid, member, engine.ActionCall{ActionID: aid, Params: args}))
+}
+
+func (c *control) DeleteProfileMember(profile string, member uint32) error {
+	pid, err := c.id(engine.KindActionProfile, "action profile", profile)
+	if err != nil {
+		return err
+	}
+	return wrap(c.pl.DeleteProfileMember(pid, member))
+}
+
+func (c *control) SetProfileGroup(profile string, group uint32, members []uint32) error {
+	pid, err := c.id(engine.KindActionProfile, "action profile", profile)
+	if err != nil {
+		return err
+	}
+	return wrap(c.pl.SetProfileGroup(pid, group, members))
+}
+
+func (c *control) DeleteProfileGroup(profile string, group uint32) error {
+	pid, err := c.id(engine.KindActionProfile, "action profile", profile)
+	if err != nil {
+		return err
+	}
+	return wrap(c.pl.DeleteProfileGroup(pid, group))
+}
+
+func indirectRef(ref p4rt.IndirectRef) engine.IndirectRef {
+	switch ref.Kind {
+	case p4rt.IndirectMember:
+		return engine.IndirectRef{Kind: engine.IndirectMember, ID: ref.ID}
+	case p4rt.IndirectGroup:
+		return engine.IndirectRef{Kind: engine.IndirectGroup, ID: ref.ID}
+	}
+	return engine.IndirectRef{}
+}
+
+func (c *control) AddIndirectEntry(table string, key []p4rt.KeyField, priority int32, ref p4rt.IndirectRef) error {
+	tid, err := c.id(engine.KindTable, "table", table)
+	if err != nil {
+		return err
+	}
+	return wrap(c.pl.AddEntry(tid, engine.TableEntry{Match: matches(key), Priority: priority, Indirect: indirectRef(ref)}))
+}
+
+func (c *control) ModifyIndirectEntry(table string, key []p4rt.KeyField, priority int32, ref p4rt.IndirectRef) error {
+	tid, err := c.id(engine.KindTable, "table", table)
+	if err != nil {
+		return err
+	}
+	return wrap(c.pl.ModifyEntry(tid, engine.TableEntry{Match: matches(key), Priority: priority, Indirect: indirectRef(ref)}))
+}
+
+func (c *control) SetValueSet(valueSet string, members []p4rt.ValueSetMember) error {
+	id, err := c.id(engine.KindValueSet, "value set", valueSet)
+	if err != nil {
+		return err
+	}
+	ms := make([]engine.ValueSetMember, len(members))
+	for i, m := range members {
+		ms[i] = engine.ValueSetMember{Value: m.Value, Mask: m.Mask}
+	}
+	return wrap(c.pl.SetValueSet(id, ms))
+}
+
 func counterValue(d engine.CounterData) p4rt.CounterValue {
 	return p4rt.CounterValue{Bytes: int64(d.Bytes), Packets: int64(d.Packets)}
 }

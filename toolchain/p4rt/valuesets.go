@@ -1,0 +1,115 @@
+package p4rt
+
+import (
+	"math/big"
+
+	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+	"google.golang.org/grpc/codes"
+)
+
+// Parser value sets (spec §9.11): a ValueSetEntry is written whole with
+// MODIFY; its members are matches checked by the rules of table matches,
+// and reach the engine in BMv2's compressed value/mask form.
+
+func (ps *pipelineState) writeValueSet(typ p4v1.Update_Type, v *p4v1.ValueSetEntry) error {
+	if typ != p4v1.Update_MODIFY {
+		return invalid("ValueSetEntry supports MODIFY only (the whole set is written at once)")
+	}
+	if v.GetValueSetId() == 0 {
+		return invalid("value set id 0 is only allowed as a read wildcard")
+	}
+	vi, ok := ps.schema.valueSets[v.GetValueSetId()]
+	if !ok {
+		return errorf(codes.NotFound, "no value set with id %#x", v.GetValueSetId())
+	}
+	if vi.problem != "" {
+		return errorf(codes.Unimplemented, "%s", vi.problem)
+	}
+	if vi.size > 0 && len(v.GetMembers()) > vi.size {
+		return errorf(codes.ResourceExhausted, "value set %q holds at most %d members, %d given", vi.match.name, vi.size, len(v.GetMembers()))
+	}
+	matches := make([][]fieldValue, 0, len(v.GetMembers()))
+	engineMembers := make([]ValueSetMember, 0, len(v.GetMembers()))
+	seen := map[string]bool{}
+	for i, m := range v.GetMembers() {
+		if m == nil {
+			return invalid("value set %q: member %d is empty", vi.match.name, i)
+		}
+		match, err := parseMatch(vi.match, m.GetMatch())
+		if err != nil {
+			return errorf(codeOf(err), "value set member %d: %s", i, messageOf(err))
+		}
+		key := entryKey(match, 0)
+		if seen[key] {
+			// Read-write symmetry needs every member to be distinct.
+			return errorf(codes.AlreadyExists, "value set %q: member %d repeats an earlier member", vi.match.name, i)
+		}
+		seen[key] = true
+		em, err := compressed(vi.match, match)
+		if err != nil {
+			return err
+		}
+		matches = append(matches, match)
+		engineMembers = append(engineMembers, em)
+	}
+	if err := ps.ctl.SetValueSet(vi.name, engineMembers); err != nil {
+		return engineErr("setting the value set", err)
+	}
+	ps.valueSets[vi.id] = matches
+	return nil
+}
+
+// compressed concatenates a member's fields, first field most significant,
+// into one value and mask (BMv2 parse_vsets take a single value/mask over
+// the compressed bit width). Omitted fields match anything: mask 0.
+func compressed(t *tableInfo, match []fieldValue) (ValueSetMember, error) {
+	value, mask := new(big.Int), new(big.Int)
+	total := 0
+	for i, f := range t.fields {
+		fv := match[i]
+		v, m := new(big.Int), new(big.Int)
+		ones := new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), uint(f.width)), big.NewInt(1))
+		if fv.present {
+			v.SetBytes(fv.value)
+			switch f.kind {
+			case matchExact, matchOptional:
+				m.Set(ones)
+			case matchTernary:
+				m.SetBytes(fv.mask)
+			case matchLPM:
+				m.Rsh(ones, uint(f.width-fv.prefixLen))
+				m.Lsh(m, uint(f.width-fv.prefixLen))
+			case matchRange:
+				return ValueSetMember{}, errorf(codes.Unimplemented, "value set %q field %q: range matches are not supported in value sets (BMv2 matches them by value and mask)", t.name, f.name)
+			}
+		}
+		value.Lsh(value, uint(f.width)).Or(value, v)
+		mask.Lsh(mask, uint(f.width)).Or(mask, m)
+		total += f.width
+	}
+	n := (total + 7) / 8
+	return ValueSetMember{Value: value.FillBytes(make([]byte, n)), Mask: mask.FillBytes(make([]byte, n))}, nil
+}
+
+func (ps *pipelineState) readValueSets(q *p4v1.ValueSetEntry) ([]*p4v1.Entity, error) {
+	if len(q.GetMembers()) != 0 {
+		return nil, invalid("a ValueSetEntry read must not give members")
+	}
+	ids := ps.schema.valueSetIDs
+	if q.GetValueSetId() != 0 {
+		if _, ok := ps.schema.valueSets[q.GetValueSetId()]; !ok {
+			return nil, errorf(codes.NotFound, "no value set with id %#x", q.GetValueSetId())
+		}
+		ids = []uint32{q.GetValueSetId()}
+	}
+	var out []*p4v1.Entity
+	for _, id := range ids {
+		vi := ps.schema.valueSets[id]
+		e := &p4v1.ValueSetEntry{ValueSetId: id}
+		for _, match := range ps.valueSets[id] {
+			e.Members = append(e.Members, &p4v1.ValueSetMember{Match: matchProto(vi.match, match)})
+		}
+		out = append(out, &p4v1.Entity{Entity: &p4v1.Entity_ValueSetEntry{ValueSetEntry: e}})
+	}
+	return out, nil
+}
