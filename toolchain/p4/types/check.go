@@ -1,7 +1,9 @@
 package types
 
 import (
+	"fmt"
 	"math/big"
+	"strings"
 
 	"github.com/terrapin/terrapin/toolchain/p4/ast"
 	"github.com/terrapin/terrapin/toolchain/p4/scanner"
@@ -59,6 +61,12 @@ type Checker struct {
 	typeDecls map[ast.Node]Type
 	// resolving detects cyclic type definitions.
 	resolving map[ast.Node]bool
+	// specializations holds the instances of generic structs and headers,
+	// one per declaration and list of type arguments.
+	specializations map[string]*Struct
+	// specializing is set while the base of T<...> is resolved, where a
+	// generic struct without its arguments is expected.
+	specializing bool
 }
 
 // Check resolves and type-checks a program.
@@ -80,11 +88,12 @@ func Check(prog *ast.Program) (*Info, scanner.ErrorList) {
 			AcceptState:    &ast.ParserState{Name: "accept"},
 			RejectState:    &ast.ParserState{Name: "reject"},
 		},
-		global:       newScope(nil),
-		errorMembers: map[string]*ast.EnumMember{},
-		matchKinds:   map[string]*ast.EnumMember{},
-		typeDecls:    map[ast.Node]Type{},
-		resolving:    map[ast.Node]bool{},
+		global:          newScope(nil),
+		errorMembers:    map[string]*ast.EnumMember{},
+		matchKinds:      map[string]*ast.EnumMember{},
+		typeDecls:       map[ast.Node]Type{},
+		resolving:       map[ast.Node]bool{},
+		specializations: map[string]*Struct{},
 	}
 	for _, d := range prog.Decls {
 		c.topDecl(d)
@@ -212,19 +221,29 @@ func (c *Checker) declType(d ast.Node) Type {
 	var t Type
 	switch x := d.(type) {
 	case *ast.StructDecl:
-		st := &Struct{Kind: x.Kind, Name: x.Name, Decl: x}
+		st := &Struct{Kind: x.Kind, Name: x.Name, Decl: x, TypeParams: x.TypeParams}
 		c.typeDecls[d] = st // allow self reference in error paths
+		sc := c.global
+		if len(x.TypeParams) > 0 {
+			sc = c.typeParamScope(x.TypeParams, c.global)
+		}
 		seen := map[string]bool{}
 		for _, f := range x.Fields {
-			ft := c.resolveType(f.Type, c.global)
+			ft := c.resolveType(f.Type, sc)
 			if seen[f.Name] {
 				c.errorf(f.Pos, "duplicate field %s in %s", f.Name, x.Name)
 			}
 			seen[f.Name] = true
-			c.checkFieldType(x, f, ft)
+			if !hasTypeVar(ft) {
+				c.checkFieldType(x, f, ft)
+			}
 			st.Fields = append(st.Fields, &Field{Name: f.Name, Type: ft, Annotations: f.Annotations, Decl: f})
 		}
-		c.info.Structs = append(c.info.Structs, st)
+		if len(x.TypeParams) == 0 {
+			// a generic declaration is a template: only its
+			// specializations are types of the program
+			c.info.Structs = append(c.info.Structs, st)
+		}
 		t = st
 	case *ast.EnumDecl:
 		et := &Enum{Name: x.Name, Decl: x}
@@ -294,6 +313,65 @@ func (c *Checker) declType(d ast.Node) Type {
 	}
 	c.typeDecls[d] = t
 	return t
+}
+
+// specialize instantiates a generic struct, header or header union
+// (P4_16 7.2.9) with type arguments: a new type named Base_N whose fields
+// have the arguments in place of the parameters.
+func (c *Checker) specialize(g *Struct, args []Type, pos scanner.Pos) Type {
+	if len(args) != len(g.TypeParams) {
+		c.errorf(pos, "%s expects %d type arguments, got %d", g.Name, len(g.TypeParams), len(args))
+		return &Void{}
+	}
+	generic := false
+	parts := make([]string, len(args))
+	for i, a := range args {
+		parts[i] = a.String()
+		generic = generic || hasTypeVar(a)
+	}
+	key := fmt.Sprintf("%p<%s>", g.Decl, strings.Join(parts, ","))
+	if st, ok := c.specializations[key]; ok {
+		return st
+	}
+	env := map[*ast.TypeParam]Type{}
+	for i, tp := range g.TypeParams {
+		env[tp] = args[i]
+	}
+	st := &Struct{Kind: g.Kind, Name: fmt.Sprintf("%s_%d", g.Name, len(c.specializations)), Decl: g.Decl}
+	for i, f := range g.Fields {
+		ft := Subst(f.Type, env)
+		if !hasTypeVar(ft) {
+			c.checkFieldType(g.Decl, g.Decl.Fields[i], ft)
+		}
+		st.Fields = append(st.Fields, &Field{Name: f.Name, Type: ft, Annotations: f.Annotations, Decl: f.Decl})
+	}
+	if generic {
+		// inside another generic declaration: a template again
+		st.TypeParams = g.TypeParams
+		return st
+	}
+	c.specializations[key] = st
+	c.info.Structs = append(c.info.Structs, st)
+	return st
+}
+
+// hasTypeVar reports whether t mentions a type parameter.
+func hasTypeVar(t Type) bool {
+	switch x := t.(type) {
+	case *TypeVar:
+		return true
+	case *Stack:
+		return hasTypeVar(x.Elem)
+	case *Tuple:
+		for _, e := range x.Elems {
+			if hasTypeVar(e) {
+				return true
+			}
+		}
+	case *Struct:
+		return len(x.TypeParams) > 0
+	}
+	return false
 }
 
 func (c *Checker) checkFieldType(sd *ast.StructDecl, f *ast.Field, ft Type) {
@@ -390,12 +468,19 @@ func (c *Checker) resolveType1(t ast.Type, s *scope) Type {
 		switch ds[0].(type) {
 		case *ast.StructDecl, *ast.EnumDecl, *ast.TypedefDecl, *ast.ExternDecl, *ast.BlockTypeDecl,
 			*ast.PackageDecl, *ast.TypeParam, *ast.ParserDecl, *ast.ControlDecl:
-			return c.declType(ds[0])
+			dt := c.declType(ds[0])
+			if st, ok := dt.(*Struct); ok && len(st.TypeParams) > 0 && !c.specializing {
+				c.errorf(x.Pos, "%s is generic: it needs type arguments (%s<...>)", x.Name, x.Name)
+			}
+			return dt
 		}
 		c.errorf(x.Pos, "%s is not a type", x.Name)
 		return &Void{}
 	case *ast.SpecializedType:
+		saved := c.specializing
+		c.specializing = true
 		base := c.resolveType(x.Base, s)
+		c.specializing = saved
 		args := make([]Type, len(x.Args))
 		for i, a := range x.Args {
 			args[i] = c.resolveType(a, s)
@@ -411,7 +496,9 @@ func (c *Checker) resolveType1(t ast.Type, s *scope) Type {
 		case *Package:
 			return &Package{Decl: b.Decl, Args: args}
 		case *Struct:
-			return b
+			if len(b.TypeParams) > 0 {
+				return c.specialize(b, args, x.Pos)
+			}
 		}
 		c.errorf(x.Pos, "%s is not generic", base)
 		return base

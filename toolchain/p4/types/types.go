@@ -67,6 +67,9 @@ type Struct struct {
 	Name   string
 	Fields []*Field
 	Decl   *ast.StructDecl
+	// TypeParams is set for a generic declaration (struct S<T>), which is
+	// only a template for its specializations.
+	TypeParams []*ast.TypeParam
 }
 
 // Stack is a header stack T[Size].

@@ -78,6 +78,10 @@ func TestGoodPrograms(t *testing.T) {
 			control c(inout st s) { apply { s.h = {#}; s.h = (h_t){#}; hu u = {#}; two t = { n = 1, ... }; s = { f = true, ... }; s.h = { a = 1, ... }; s.f = s.h == {#} || {#} != s.h; } }`},
 		{"static_assert", `const bool ok = static_assert((bit<8>)E.Y == 7, "E.Y"); const bool ok2 = static_assert(ok);
 			control c(inout st s) { apply { static_assert(true); if (ok2) { s.n = 1; } } }`},
+		{"generic structs and headers", `struct Pair<T> { T a; T b; } header G<T, U> { T x; U y; }
+			struct Outer<T> { Pair<T> p; bit<8> k; }
+			control c(inout st s) { apply { Pair<bit<8>> v = { a = 1, b = s.h.a }; s.h.a = v.b; G<bit<4>, bit<4>> g;
+				g.setValid(); g.x = 1; Pair<bit<8>> w = v; s.f = v == w; Pair<bool> pb; pb.a = true; } }`},
 		{"new type casts", `control c(inout st s) { apply { addr_t x = (addr_t)32w1; bit<32> y = (bit<32>)x; port_t p = 9w3; } }`},
 	}
 	for _, tc := range tests {
@@ -123,6 +127,9 @@ func TestBadPrograms(t *testing.T) {
 		{"missing field without dots", "control c(inout st s) { apply { s = { f = true }; } }", "{ f", "has no value for field h"},
 		{"static_assert false", `control c(inout st s) { apply { static_assert(1 == 2, "one is not two"); } }`, "static_assert(1", "static_assert failed: one is not two"},
 		{"static_assert not constant", `control c(inout st s) { apply { static_assert(s.f); } }`, "f)", "not a compile-time constant"},
+		{"generic without arguments", "struct Pair<T> { T a; } control c(inout st s) { apply { Pair v; } }", "Pair v", "Pair is generic: it needs type arguments"},
+		{"generic arity", "struct Pair<T> { T a; } control c(inout st s) { apply { Pair<bit<8>, bit<8>> v; } }", "Pair<bit<8>,", "expects 1 type arguments, got 2"},
+		{"generic header field", "header G<T> { T a; } control c(inout st s) { apply { G<h_t> v; } }", "T a", "headers cannot contain"},
 		{"non-constant width", "control c(inout st s) { apply { bit<(s.h.a)> x; } }", "a)", "compile-time constant"},
 	}
 	for _, tc := range tests {

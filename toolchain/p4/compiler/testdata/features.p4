@@ -74,7 +74,16 @@ control I(inout headers hdr, inout meta m, inout standard_metadata_t sm) {
         hdr.h.a = hdr.h.a |-| 8w200;
     }
 }
-control E(inout headers hdr, inout meta m, inout standard_metadata_t sm) { apply { } }
+struct gpair_t<T> { T l; T r; }
+const bool v1model_ok = static_assert(V1MODEL_VERSION >= 20180101, "v1model too old");
+control E(inout headers hdr, inout meta m, inout standard_metadata_t sm) {
+    apply {
+        gpair_t<bit<8>> g = { l = hdr.h.a, ... };
+        hdr.h.b = g.r;
+        if (hdr.w == {#} && v1model_ok) { hdr.w = { x = 1, ... }; } else { hdr.w = {#}; }
+        hdr.inner = { n = 2, ... };
+    }
+}
 control C(inout headers hdr, inout meta m) { apply { } }
 control D(packet_out p, in headers hdr) { apply { p.emit(hdr.h); p.emit(hdr.hs); p.emit(hdr.inner.ih); p.emit(hdr.w); } }
 V1Switch(P(), V(), I(), E(), C(), D()) main;
