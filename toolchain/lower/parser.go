@@ -26,6 +26,9 @@ type parserBuilder struct {
 	p      *ir.Parser
 	names  map[string]bool
 	states map[string]*ir.ParseState
+	// leaveTo maps the label of a block being emitted (an inlined
+	// function's body) to the state after it, where a return goes.
+	leaveTo map[int]*ir.ParseState
 }
 
 func (pb *parserBuilder) newState(name string, loc ir.Source) *ir.ParseState {
@@ -111,6 +114,11 @@ func (pb *parserBuilder) lowerInstance(inst *blockInst, d *ast.ParserDecl, prefi
 			cases = sel.Cases
 		}
 		last := pb.emitOps(b.out, irs)
+		if last == nil {
+			// every path left an enclosing block: cannot happen for a
+			// state's own statements, but keep the graph well formed
+			last = pb.newState(irs.Name+"_end", ir.Source{})
+		}
 		switch {
 		case st.Transition == nil:
 			last.Transitions = []ir.Transition{{Default: true, Next: ir.RejectState}}
@@ -262,7 +270,8 @@ func unsignedW(v *big.Int, w int) *big.Int {
 
 // emitOps places mid-level statements into parser states, splitting
 // states at if statements and sub-parser calls; it returns the state that
-// the statements end in.
+// the statements end in, or nil when every path leaves through a return
+// (an mLeave of an enclosing block).
 func (pb *parserBuilder) emitOps(ms []mstmt, cur *ir.ParseState) *ir.ParseState {
 	l := pb.l
 	for i, m := range ms {
@@ -276,10 +285,22 @@ func (pb *parserBuilder) emitOps(ms []mstmt, cur *ir.ParseState) *ir.ParseState 
 					body = body[:n-1]
 				}
 			}
-			if containsLeave(body, x.label) {
-				l.errorf(scanner.Pos{}, "return in the middle of a function called from a parser is not supported")
+			if !containsLeave(body, x.label) {
+				cur = pb.emitOps(body, cur)
+				continue
 			}
-			cur = pb.emitOps(body, cur)
+			// a return before the end of an inlined function: the parse
+			// graph jumps to a state after the function's statements
+			end := pb.newState(cur.Name+"_ret", ir.Source{})
+			if pb.leaveTo == nil {
+				pb.leaveTo = map[int]*ir.ParseState{}
+			}
+			pb.leaveTo[x.label] = end
+			if last := pb.emitOps(body, cur); last != nil {
+				last.Transitions = []ir.Transition{{Default: true, Next: end.Name}}
+			}
+			delete(pb.leaveTo, x.label)
+			cur = end
 		case *mParserCall:
 			cur.Transitions = []ir.Transition{{Default: true, Next: x.entry}}
 			cur = x.cont
@@ -288,18 +309,28 @@ func (pb *parserBuilder) emitOps(ms []mstmt, cur *ir.ParseState) *ir.ParseState 
 			cur.Ops = append(cur.Ops, &ir.Assign{Dst: flagRef(flag), Src: toStorage(x.cond)})
 			then := pb.newState(cur.Name+"_then", ir.Source{})
 			els := pb.newState(cur.Name+"_else", ir.Source{})
-			join := pb.newState(cur.Name+"_join", ir.Source{})
 			cur.Key = []ir.Expr{flagRef(flag)}
 			cur.Transitions = []ir.Transition{
 				{Keys: []ir.KeysetElem{{Value: big.NewInt(1), Width: 1}}, Next: then.Name},
 				{Default: true, Next: els.Name},
 			}
 			endThen := pb.emitOps(x.then, then)
-			endThen.Transitions = []ir.Transition{{Default: true, Next: join.Name}}
 			endElse := pb.emitOps(x.els, els)
-			endElse.Transitions = []ir.Transition{{Default: true, Next: join.Name}}
+			if endThen == nil && endElse == nil {
+				return nil // both branches returned
+			}
+			join := pb.newState(cur.Name+"_join", ir.Source{})
+			for _, e := range []*ir.ParseState{endThen, endElse} {
+				if e != nil {
+					e.Transitions = []ir.Transition{{Default: true, Next: join.Name}}
+				}
+			}
 			cur = join
 		case *mLeave:
+			if to, ok := pb.leaveTo[x.label]; ok {
+				cur.Transitions = []ir.Transition{{Default: true, Next: to.Name}}
+				return nil
+			}
 			if i != len(ms)-1 {
 				l.errorf(scanner.Pos{}, "return in a parser is not supported here")
 			}

@@ -1,0 +1,88 @@
+package compiler
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/terrapin/terrapin/toolchain/engine"
+	"github.com/terrapin/terrapin/toolchain/stf"
+)
+
+// behaviourSkeleton is a v1model program whose header h has four bytes;
+// the parser runs PARSER after extracting h, ingress runs INGRESS and
+// sends the packet back out of port 0.
+const behaviourSkeleton = `#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<8> a; bit<8> b; bit<8> c; bit<8> d; }
+header u_t { bit<8> v; }
+struct headers { h_t h; u_t u; }
+struct meta { bit<8> x; }
+DECLS
+parser P(packet_in p, out headers hdr, inout meta m, inout standard_metadata_t sm) {
+    state start { p.extract(hdr.h); PARSER transition select(hdr.h.a) { 0xff: more; default: accept; } }
+    state more { p.extract(hdr.u); transition accept; }
+}
+control V(inout headers hdr, inout meta m) { apply { } }
+control I(inout headers hdr, inout meta m, inout standard_metadata_t sm) {
+    apply { sm.egress_spec = 0; INGRESS }
+}
+control E(inout headers hdr, inout meta m, inout standard_metadata_t sm) { apply { } }
+control C(inout headers hdr, inout meta m) { apply { } }
+control D(packet_out p, in headers hdr) { apply { p.emit(hdr); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+`
+
+// TestProgramBehaviour compiles small programs, runs them on the engine and
+// checks their packets with STF scripts: language features whose meaning
+// is more than a successful compilation.
+func TestProgramBehaviour(t *testing.T) {
+	tests := []struct {
+		name, decls, parser, ingress, script string
+	}{
+		{"return in a function called from a parser",
+			`bit<8> clamp(in bit<8> v) { if (v > 100) { return 100; } if (v == 7) { return 70; } return v + 1; }`,
+			`hdr.h.b = clamp(hdr.h.a); m.x = clamp(hdr.h.c);`, `hdr.h.d = m.x;`,
+			"packet 0 c8000500\nexpect 0 c8640506$\npacket 0 07000700\nexpect 0 07460746$\npacket 0 01006400\nexpect 0 01026465$"},
+		{"return from both branches in a parser",
+			`bit<8> pick(in bit<8> v) { if (v == 0) { return 1; } else { return 2; } }`,
+			`hdr.h.b = pick(hdr.h.a);`, ``,
+			"packet 0 00000000\nexpect 0 00010000$\npacket 0 ff000000 33\nexpect 0 ff020000 33$"},
+		{"invalid header assignment and comparison", ``, ``,
+			`if (hdr.u == {#}) { hdr.h.b = 1; } else { hdr.u = {#}; }`,
+			"packet 0 00000000\nexpect 0 00010000$\npacket 0 ff000000 33\nexpect 0 ff000000$"},
+		{"initializer with default values", ``, ``,
+			`hdr.u = { v = 9, ... }; hdr.h = { a = hdr.h.a, ... };`,
+			"packet 0 05060708\nexpect 0 05000000 09$"},
+		{"generic struct", `struct pair_t<T> { T l; T r; }`, ``,
+			`pair_t<bit<8>> p = { l = hdr.h.c, r = hdr.h.d }; hdr.h.c = p.r; hdr.h.d = p.l;`,
+			"packet 0 01020304\nexpect 0 01020403$"},
+		{"static_assert", `const bool ok = static_assert(V1MODEL_VERSION >= 20180101, "old v1model");`, ``,
+			`if (ok) { hdr.h.a = 0x55; }`,
+			"packet 0 01020304\nexpect 0 55020304$"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			src := strings.NewReplacer("DECLS", tc.decls, "PARSER", tc.parser, "INGRESS", tc.ingress).Replace(behaviourSkeleton)
+			res, errs := Compile(Options{Program: "main.p4", ReadFile: memFS{"main.p4": src}.read})
+			if len(errs) > 0 {
+				t.Fatalf("compile: %v", errs)
+			}
+			pl, err := engine.Load(res.JSON, engine.Options{})
+			if err != nil {
+				t.Fatalf("load: %v", err)
+			}
+			cmds, err := stf.ParseScript(strings.NewReader(tc.script))
+			if err != nil {
+				t.Fatal(err)
+			}
+			prog := &stf.Program{Name: "main", JSON: res.JSON, Model: pl}
+			b := stf.NewEngineBackend()
+			if err := b.Start(prog); err != nil {
+				t.Fatal(err)
+			}
+			if err := stf.Run(b, prog, cmds, nil); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
