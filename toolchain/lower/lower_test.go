@@ -350,3 +350,48 @@ func TestControllerHeaderAnnotations(t *testing.T) {
 		})
 	}
 }
+
+// TestInlineTableInstances: externs created inside a table property are
+// named by the property's @name (unqualified, as p4c's P4Info has them),
+// else after the table and the property, so two tables never share one.
+func TestInlineTableInstances(t *testing.T) {
+	p, errs := lowerSrc(t, `action a() { }
+    table t1 { key = { hdr.h.a : exact; } actions = { a; } @name("ap") implementation = action_profile(32w128); }
+    table t2 { key = { hdr.h.a : exact; hdr.h.b : selector; } actions = { a; } @name(".sel") implementation = action_selector(HashAlgorithm.crc16, 32w64, 32w8); }
+    table t3 { key = { hdr.h.a : exact; } actions = { a; } implementation = action_profile(32w4); counters = direct_counter(CounterType.packets); }
+    table t4 { key = { hdr.h.a : exact; } actions = { a; } implementation = action_profile(32w4); @name("dm") meters = direct_meter<bit<2>>(MeterType.bytes); }
+    apply { t1.apply(); t2.apply(); t3.apply(); t4.apply(); }`)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	tests := []struct{ table, profile, counter, meter string }{
+		{"I.t1", "ap", "", ""},
+		{"I.t2", "sel", "", ""},
+		{"I.t3", "I.t3_implementation", "I.t3_counters", ""},
+		{"I.t4", "I.t4_implementation", "", "dm"},
+	}
+	for _, tc := range tests {
+		tb := table(p, tc.table)
+		if tb == nil {
+			t.Fatalf("no table %s", tc.table)
+		}
+		if tb.Implementation == nil || tb.Implementation.Name != tc.profile {
+			t.Errorf("%s: implementation %+v, want %s", tc.table, tb.Implementation, tc.profile)
+		}
+		if got := ""; tb.DirectCounter != nil {
+			got = tb.DirectCounter.Name
+			if got != tc.counter {
+				t.Errorf("%s: direct counter %s, want %s", tc.table, got, tc.counter)
+			}
+		} else if tc.counter != "" {
+			t.Errorf("%s: no direct counter", tc.table)
+		}
+		if tb.DirectMeter != nil {
+			if tb.DirectMeter.Name != tc.meter {
+				t.Errorf("%s: direct meter %s, want %s", tc.table, tb.DirectMeter.Name, tc.meter)
+			}
+		} else if tc.meter != "" {
+			t.Errorf("%s: no direct meter", tc.table)
+		}
+	}
+}

@@ -85,7 +85,7 @@ func (l *lowerer) buildTable(b *body, td *ast.TableDecl, inst *blockInst) *ir.Ta
 					t.SizeSet = true
 				}
 			case "counters":
-				if ei := b.externValue(x.Value); ei != nil && ei.counter != nil && ei.counter.Direct {
+				if ei := b.externValue(x, t); ei != nil && ei.counter != nil && ei.counter.Direct {
 					ei.counter.Table = t.Name
 					t.DirectCounter = ei.counter
 					l.addDirectCounter(ei.counter)
@@ -93,7 +93,7 @@ func (l *lowerer) buildTable(b *body, td *ast.TableDecl, inst *blockInst) *ir.Ta
 					l.errorf(x.Pos, "counters must name a direct_counter")
 				}
 			case "meters":
-				if ei := b.externValue(x.Value); ei != nil && ei.meter != nil && ei.meter.Direct {
+				if ei := b.externValue(x, t); ei != nil && ei.meter != nil && ei.meter.Direct {
 					ei.meter.Table = t.Name
 					t.DirectMeter = ei.meter
 					l.addDirectMeter(ei.meter)
@@ -101,7 +101,7 @@ func (l *lowerer) buildTable(b *body, td *ast.TableDecl, inst *blockInst) *ir.Ta
 					l.errorf(x.Pos, "meters must name a direct_meter")
 				}
 			case "implementation":
-				if ei := b.externValue(x.Value); ei != nil && ei.profile != nil {
+				if ei := b.externValue(x, t); ei != nil && ei.profile != nil {
 					t.Implementation = ei.profile
 					ei.profile.Tables = append(ei.profile.Tables, t)
 				} else {
@@ -203,14 +203,24 @@ func (l *lowerer) addDirectMeter(m *ir.Meter) {
 	l.prog.Meters = append(l.prog.Meters, m)
 }
 
-// externValue evaluates a table property naming an extern instance.
-func (b *body) externValue(e ast.Expr) *externInst {
+// externValue evaluates a table property naming an extern instance, or
+// creating one (implementation = action_selector(...)).
+func (b *body) externValue(prop *ast.ValueProperty, t *ir.Table) *externInst {
+	e := prop.Value
 	if call, ok := e.(*ast.CallExpr); ok {
-		// an instance created in the property itself
+		// An instance created in the property itself is named by the
+		// property's @name, unqualified as p4c names it in P4Info
+		// (@name("ap") implementation = action_profile(128) is "ap").
+		// p4c requires that name for P4Runtime; without one, the table's
+		// name and the property's keep instances of different tables apart.
+		name := t.Name + "_" + prop.Name
+		if n, ok := prop.Annotations.StringArg("name"); ok {
+			name = strings.TrimPrefix(n, ".")
+		}
 		c := b.l.info.Calls[call]
 		if c != nil && c.Kind == types.CallConstructor && c.Extern != nil {
-			ei := &externInst{typ: c.Extern, name: b.inst.name + "." + "implementation", owner: b.inst,
-				decl: &ast.InstanceDecl{Pos: call.Pos, Name: "implementation"}}
+			ei := &externInst{typ: c.Extern, name: name, owner: b.inst,
+				decl: &ast.InstanceDecl{Pos: call.Pos, Name: prop.Name, Annotations: prop.Annotations}}
 			for _, a := range c.Args {
 				ei.args = append(ei.args, b.l.ctorArg(a, b.env, ei.name))
 			}
