@@ -395,3 +395,26 @@ func TestInlineTableInstances(t *testing.T) {
 		}
 	}
 }
+
+// TestTypeInfoEnumsAndErrors: a digest naming an error and an enum without
+// representation makes type_info list every error member in declaration
+// order and the enum's members, as p4c's P4Info has them.
+func TestTypeInfoEnumsAndErrors(t *testing.T) {
+	src := strings.Replace(skeleton, "INGRESS", `apply { digest<dg_t>(1, { sm.parser_error, Color.Green }); }`, 1)
+	src = strings.Replace(src, "struct headers {", "error { Mine }\nenum Color { Red, Green }\nstruct dg_t { error e; Color c; }\nstruct headers {", 1)
+	p, errs := lowerProgram(t, src)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	ti := p.TypeInfo
+	if ti == nil {
+		t.Fatal("no type_info")
+	}
+	wantErrs := "NoError PacketTooShort NoMatch StackOutOfBounds HeaderTooShort ParserTimeout ParserInvalidArgument Mine"
+	if !ti.HasError || strings.Join(ti.Errors, " ") != wantErrs {
+		t.Errorf("errors %v (present %v), want %s", ti.Errors, ti.HasError, wantErrs)
+	}
+	if len(ti.PlainEnums) != 1 || ti.PlainEnums[0].Name != "Color" || strings.Join(ti.PlainEnums[0].Members, " ") != "Red Green" {
+		t.Errorf("plain enums %+v", ti.PlainEnums)
+	}
+}

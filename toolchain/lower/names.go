@@ -267,13 +267,17 @@ func (l *lowerer) typeSpec(t types.Type) *ir.TypeSpec {
 	case *types.Bool:
 		return &ir.TypeSpec{Kind: "bool"}
 	case *types.ErrorType:
-		l.typeInfo().HasError = true
+		// p4c lists every error member, in declaration order
+		ti := l.typeInfo()
+		ti.HasError = true
+		ti.Errors = append([]string(nil), l.info.Errors...)
 		return &ir.TypeSpec{Kind: "error"}
 	case *types.Enum:
 		if x.Underlying != nil {
 			l.noteEnum(x)
 			return &ir.TypeSpec{Kind: "serializable_enum", Name: x.Name}
 		}
+		l.notePlainEnum(x)
 		return &ir.TypeSpec{Kind: "enum", Name: x.Name}
 	case *types.Struct:
 		l.noteStruct(x)
@@ -339,6 +343,18 @@ func (l *lowerer) noteEnum(e *types.Enum) {
 		}
 	}
 	ti.Enums = append(ti.Enums, se)
+}
+
+// notePlainEnum records an enum without representation, which type_info
+// describes by its members' names.
+func (l *lowerer) notePlainEnum(e *types.Enum) {
+	ti := l.typeInfo()
+	for _, x := range ti.PlainEnums {
+		if x.Name == e.Name {
+			return
+		}
+	}
+	ti.PlainEnums = append(ti.PlainEnums, &ir.PlainEnum{Name: e.Name, Members: append([]string(nil), e.Members...)})
 }
 
 func (l *lowerer) noteNewType(nt *types.NewType) {

@@ -445,6 +445,16 @@ func typeInfo(ti *ir.TypeInfo) *p4v1.P4TypeInfo {
 		}
 		out.SerializableEnums[e.Name] = spec
 	}
+	for _, e := range ti.PlainEnums {
+		if out.Enums == nil {
+			out.Enums = map[string]*p4v1.P4EnumTypeSpec{}
+		}
+		spec := &p4v1.P4EnumTypeSpec{}
+		for _, m := range e.Members {
+			spec.Members = append(spec.Members, &p4v1.P4EnumTypeSpec_Member{Name: m})
+		}
+		out.Enums[e.Name] = spec
+	}
 	for _, nt := range ti.NewTypes {
 		if out.NewTypes == nil {
 			out.NewTypes = map[string]*p4v1.P4NewTypeSpec{}

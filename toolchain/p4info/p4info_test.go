@@ -209,3 +209,55 @@ func TestFormats(t *testing.T) {
 		}
 	}
 }
+
+// TestTypeInfoText checks type_info's enums and error as p4c prints them:
+// enums by member name, the error type with every member, in the proto's
+// field order (enums before error before serializable_enums).
+func TestTypeInfoText(t *testing.T) {
+	p := &ir.Program{HasTypeInfo: true, TypeInfo: &ir.TypeInfo{
+		PlainEnums: []*ir.PlainEnum{{Name: "Color", Members: []string{"Red", "Green"}}},
+		Enums:      []*ir.SerializableEnum{{Name: "SE", Width: 8, Members: []ir.EnumMember{{Name: "A", Value: big.NewInt(42)}}}},
+		HasError:   true, Errors: []string{"NoError", "Mine"},
+	}}
+	info, err := Build(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	txt, err := Marshal(info, Text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `type_info {
+  enums {
+    key: "Color"
+    value {
+      members {
+        name: "Red"
+      }
+      members {
+        name: "Green"
+      }
+    }
+  }
+  error {
+    members: "NoError"
+    members: "Mine"
+  }
+  serializable_enums {
+    key: "SE"
+    value {
+      underlying_type {
+        bitwidth: 8
+      }
+      members {
+        name: "A"
+        value: "*"
+      }
+    }
+  }
+}
+`
+	if !strings.HasSuffix(string(txt), want) {
+		t.Errorf("type_info:\n%s\nwant:\n%s", txt, want)
+	}
+}

@@ -900,13 +900,15 @@ type TypeSpec struct {
 
 // TypeInfo holds the named types P4Info describes.
 type TypeInfo struct {
-	Structs  []*NamedType
-	Headers  []*NamedType
-	Unions   []*NamedType
-	Enums    []*SerializableEnum
-	NewTypes []*NewTypeInfo
-	Errors   []string
-	HasError bool
+	Structs []*NamedType
+	Headers []*NamedType
+	Unions  []*NamedType
+	Enums   []*SerializableEnum
+	// PlainEnums are enums without an underlying type (members only).
+	PlainEnums []*PlainEnum
+	NewTypes   []*NewTypeInfo
+	Errors     []string
+	HasError   bool
 }
 
 // NamedType is a struct or header with its members for type_info.
@@ -926,6 +928,12 @@ type SerializableEnum struct {
 	Name    string
 	Width   int
 	Members []EnumMember
+}
+
+// PlainEnum describes an enum without an underlying type.
+type PlainEnum struct {
+	Name    string
+	Members []string
 }
 
 // NewTypeInfo describes a `type` declaration.
