@@ -114,7 +114,8 @@ func writeSeeds(id ids) []*p4v1.Update {
 }
 
 // profileSeeds are valid updates of the profile program: members, a group,
-// entries naming them, a value set, and deletions in dependency order.
+// entries naming them, a value set, one-shot action sets, and deletions in
+// dependency order.
 func profileSeeds(id profileIDs) []*p4v1.Update {
 	ins := func(e *p4v1.Entity) *p4v1.Update { return update(p4v1.Update_INSERT, e) }
 	return []*p4v1.Update{
@@ -127,6 +128,9 @@ func profileSeeds(id profileIDs) []*p4v1.Update {
 		insert(entry(id.bySrc, 0, toGroup(1), exact(1, 7))),
 		modify(entry(id.bySrc, 0, toMember(2), exact(1, 7))),
 		update(p4v1.Update_MODIFY, valueSetEntity(id.customTypes, fields(exact(1, 0x88, 0xb5)))),
+		insert(entry(id.bySrc, 0, actionSet(call(id.setSrc, srcMacA), call(id.setTag, b(3))), exact(1, 9))),
+		modify(entry(id.bySrc, 0, actionSet(call(id.setTag, b(4))), exact(1, 9))),
+		remove(entry(id.bySrc, 0, nil, exact(1, 9))),
 		remove(entry(id.bySrc, 0, nil, exact(1, 7))),
 		update(p4v1.Update_DELETE, groupEntity(id.srcSelector, 1, 0)),
 		update(p4v1.Update_DELETE, memberEntity(id.srcSelector, 2, nil)),

@@ -43,6 +43,9 @@ func (ps *pipelineState) writeProfileMember(typ p4v1.Update_Type, m *p4v1.Action
 	if err != nil {
 		return err
 	}
+	if typ == p4v1.Update_INSERT && len(st.internal.groups) > 0 {
+		return invalid("action profile %q is programmed with one-shot action sets; it cannot also take members", p.name)
+	}
 	id := m.GetMemberId()
 	if id == 0 {
 		return invalid("action profile %q: member id 0 is not allowed", p.name)
@@ -157,6 +160,9 @@ func (ps *pipelineState) writeProfileGroup(typ p4v1.Update_Type, g *p4v1.ActionP
 	if !p.selector {
 		return invalid("action profile %q has no selector, so it has no groups", p.name)
 	}
+	if typ == p4v1.Update_INSERT && len(st.internal.groups) > 0 {
+		return invalid("action profile %q is programmed with one-shot action sets; it cannot also take groups", p.name)
+	}
 	id := g.GetGroupId()
 	if id == 0 {
 		return invalid("action profile %q: group id 0 is not allowed", p.name)
@@ -257,12 +263,32 @@ func (ps *pipelineState) indirectRef(t *tableInfo, ta *p4v1.TableAction) (Indire
 			return IndirectRef{}, errorf(codes.NotFound, "table %q: action profile %q has no group %d", t.name, p.name, x.ActionProfileGroupId)
 		}
 		return IndirectRef{Kind: IndirectGroup, ID: x.ActionProfileGroupId}, nil
-	case *p4v1.TableAction_ActionProfileActionSet:
-		return IndirectRef{}, errorf(codes.Unimplemented, "table %q: one-shot action sets (action_profile_action_set) are not supported; program members and groups instead", t.name)
 	case *p4v1.TableAction_Action:
 		return IndirectRef{}, invalid("table %q uses action profile %q: an entry names a member or a group, not an action", t.name, p.name)
 	default:
 		return IndirectRef{}, invalid("table %q: the entry's action is empty", t.name)
+	}
+}
+
+// resolveIndirect resolves the action of an entry of indirect table t: a
+// member or group of its profile, or a one-shot action set, which it
+// programs (the caller releases it if the entry is not written).
+func (ps *pipelineState) resolveIndirect(t *tableInfo, ta *p4v1.TableAction) (IndirectRef, *oneShot, error) {
+	if x, ok := ta.GetType().(*p4v1.TableAction_ActionProfileActionSet); ok {
+		os, err := ps.buildOneShot(t, x.ActionProfileActionSet)
+		if err != nil {
+			return IndirectRef{}, nil, err
+		}
+		return IndirectRef{Kind: IndirectGroup, ID: os.group}, os, nil
+	}
+	ref, err := ps.indirectRef(t, ta)
+	return ref, nil, err
+}
+
+// dropOneShot releases an entry's one-shot members and group, if any.
+func (ps *pipelineState) dropOneShot(t *tableInfo, os *oneShot) {
+	if os != nil {
+		ps.releaseOneShot(t.profile, os)
 	}
 }
 
@@ -354,6 +380,11 @@ func (ps *pipelineState) readProfileGroups(q *p4v1.ActionProfileGroup) ([]*p4v1.
 // hasAction reports whether the entry runs what a read filters on: the
 // same action (any arguments), or the same member or group.
 func (e *tableEntry) hasAction(ta *p4v1.TableAction) bool {
+	if e.oneShot != nil {
+		// Its group and members are the server's, not the client's.
+		_, isSet := ta.GetType().(*p4v1.TableAction_ActionProfileActionSet)
+		return isSet
+	}
 	ref := e.ref
 	switch x := ta.GetType().(type) {
 	case *p4v1.TableAction_Action:

@@ -63,6 +63,15 @@ func valueSetEntity(id uint32, members ...[]*p4v1.FieldMatch) *p4v1.Entity {
 
 func fields(ms ...*p4v1.FieldMatch) []*p4v1.FieldMatch { return ms }
 
+// actionSet is a one-shot action set of the given actions, weight 1.
+func actionSet(as ...*p4v1.TableAction) *p4v1.TableAction {
+	set := &p4v1.ActionProfileActionSet{}
+	for _, a := range as {
+		set.ActionProfileActions = append(set.ActionProfileActions, &p4v1.ActionProfileAction{Action: a.GetAction(), Weight: 1})
+	}
+	return &p4v1.TableAction{Type: &p4v1.TableAction_ActionProfileActionSet{ActionProfileActionSet: set}}
+}
+
 var (
 	mac3    = b(0, 0, 0, 0, 0, 3)
 	srcMacA = b(0xaa, 0, 0, 0, 0, 0xa)
@@ -94,6 +103,22 @@ func TestProfileWriteCodes(t *testing.T) {
 	watched := gm(1, 1)
 	watched.WatchKind = &p4v1.ActionProfileGroup_Member_WatchPort{WatchPort: b(1)}
 	etherType := func(v ...byte) []*p4v1.FieldMatch { return fields(exact(1, v...)) }
+	oneShotAB := actionSet(call(id.setSrc, srcMacA), call(id.setSrc, srcMacB))
+	tags := func(vs ...byte) []*p4v1.TableAction {
+		var out []*p4v1.TableAction
+		for _, v := range vs {
+			out = append(out, call(id.setTag, b(v)))
+		}
+		return out
+	}
+	nineActions := actionSet(tags(1, 2, 3, 4, 5, 6, 7, 8, 9)...)
+	weighted := func(w int32) *p4v1.TableAction {
+		a := actionSet(call(id.setTag, b(1)))
+		a.GetActionProfileActionSet().ActionProfileActions[0].Weight = w
+		return a
+	}
+	watchedSet := actionSet(call(id.setTag, b(1)))
+	watchedSet.GetActionProfileActionSet().ActionProfileActions[0].WatchKind = &p4v1.ActionProfileAction_WatchPort{WatchPort: b(1)}
 
 	tests := []struct {
 		name  string
@@ -166,9 +191,23 @@ func TestProfileWriteCodes(t *testing.T) {
 		{"entry to an unknown group", twoSrcMembers, insert(bySrc(toGroup(4))), codes.NotFound},
 		{"entry to group 0", twoSrcMembers, insert(bySrc(toGroup(0))), codes.InvalidArgument},
 		{"entry without action", nil, insert(byDst(nil)), codes.InvalidArgument},
-		{"entry with a one-shot action set", nil, insert(bySrc(&p4v1.TableAction{Type: &p4v1.TableAction_ActionProfileActionSet{
-			ActionProfileActionSet: &p4v1.ActionProfileActionSet{ActionProfileActions: []*p4v1.ActionProfileAction{
-				{Action: call(id.setSrc, srcMacA).GetAction(), Weight: 1}}}}})), codes.Unimplemented},
+
+		// One-shot action sets (§9.2.3).
+		{"one-shot", nil, insert(bySrc(oneShotAB)), codes.OK},
+		{"one-shot modify", []*p4v1.Update{insert(bySrc(oneShotAB))}, modify(bySrc(actionSet(call(id.setTag, b(1))))), codes.OK},
+		{"one-shot after manual members", twoSrcMembers, insert(bySrc(oneShotAB)), codes.InvalidArgument},
+		{"member after a one-shot", []*p4v1.Update{insert(bySrc(oneShotAB))}, ins(srcMember(1, srcMacA)), codes.InvalidArgument},
+		{"group after a one-shot", []*p4v1.Update{insert(bySrc(oneShotAB))}, ins(groupEntity(id.srcSelector, 1, 0)), codes.InvalidArgument},
+		{"member once the one-shot entry went", []*p4v1.Update{insert(bySrc(oneShotAB)), remove(bySrc(nil))}, ins(srcMember(1, srcMacA)), codes.OK},
+		{"one-shot on a profile without selector", nil, insert(byDst(actionSet(fwd(2)))), codes.InvalidArgument},
+		{"one-shot empty", nil, insert(bySrc(actionSet())), codes.InvalidArgument},
+		{"one-shot with another table's action", nil, insert(bySrc(actionSet(fwd(2)))), codes.InvalidArgument},
+		{"one-shot weight 0", nil, insert(bySrc(weighted(0))), codes.InvalidArgument},
+		{"one-shot weight 3", nil, insert(bySrc(weighted(3))), codes.Unimplemented},
+		{"one-shot watch port", nil, insert(bySrc(watchedSet)), codes.Unimplemented},
+		{"one-shot past the profile size", nil, insert(bySrc(nineActions)), codes.ResourceExhausted},
+		{"one-shots past the profile size", []*p4v1.Update{insert(bySrc(actionSet(tags(1, 2, 3, 4, 5)...)))},
+			insert(entry(id.bySrc, 0, actionSet(tags(6, 7, 8, 9)...), exact(1, 8))), codes.ResourceExhausted},
 		{"entry modify to another member", []*p4v1.Update{ins(dstMember(1, 2)), ins(dstMember(2, 3)), insert(byDst(toMember(1)))},
 			modify(byDst(toMember(2))), codes.OK},
 		{"entry modify to an unknown member", []*p4v1.Update{ins(dstMember(1, 2)), insert(byDst(toMember(1)))},
@@ -412,4 +451,57 @@ func TestProfilesForward(t *testing.T) {
 	if got := expectOn(3); !bytes.Equal(srcOf(got[0]), b(0, 0, 0, 0, 0, 1)) {
 		t.Fatalf("source %x changed after the value set was emptied", srcOf(got[0]))
 	}
+}
+
+// TestOneShot programs a selector table with one-shot action sets: they
+// read back as written, hide their members and group, spread flows over
+// their actions, and leave nothing behind once the entry is gone.
+func TestOneShot(t *testing.T) {
+	h := readyFor(t, profileProgram)
+	id := h.profileIDs()
+	h.mustWrite(update(p4v1.Update_MODIFY, valueSetEntity(id.customTypes, fields(exact(1, 0x88, 0xb5)))),
+		update(p4v1.Update_INSERT, memberEntity(id.dstProfile, 1, call(id.forward, b(2)))),
+		insert(entry(id.byDst, 0, toMember(1), exact(1, 2))))
+	e := entry(id.bySrc, 0, actionSet(call(id.setSrc, srcMacA), call(id.setSrc, srcMacB)), exact(1, 7))
+	h.mustWrite(insert(e))
+
+	got, err := h.read(tableEntity(&p4v1.TableEntry{TableId: id.bySrc}))
+	if err != nil || len(got) != 1 || !proto.Equal(got[0], tableEntity(e)) {
+		t.Fatalf("read back %v (%v), want %v", got, err, e)
+	}
+	if got, err := h.read(memberEntity(id.srcSelector, 0, nil), groupEntity(id.srcSelector, 0, 0)); err != nil || len(got) != 0 {
+		t.Fatalf("the one-shot's members and group show in reads: %v (%v)", got, err)
+	}
+
+	sources := func(flows int) map[string]int {
+		t.Helper()
+		seen := map[string]int{}
+		for flow := 0; flow < flows; flow++ {
+			if err := h.target.Send(1, profileFrame(mac2, 0x88b5, flow)); err != nil {
+				t.Fatal(err)
+			}
+			out := h.target.Received(2)
+			if len(out) != 1 {
+				t.Fatalf("flow %d: %d frames out of port 2, want 1", flow, len(out))
+			}
+			seen[string(out[0][6:12])]++
+		}
+		return seen
+	}
+	if seen := sources(32); len(seen) != 2 || seen[string(srcMacA)] == 0 || seen[string(srcMacB)] == 0 {
+		t.Fatalf("32 flows through a 2-action one-shot set sources %x, want both", seen)
+	}
+	h.mustWrite(modify(entry(id.bySrc, 0, actionSet(call(id.setSrc, srcMacB)), exact(1, 7))))
+	if seen := sources(8); len(seen) != 1 || seen[string(srcMacB)] != 8 {
+		t.Fatalf("after MODIFY to one action, sources %x, want all %x", seen, srcMacB)
+	}
+
+	// Once the entry is gone the profile is free for members, all 8 of
+	// them: the one-shot's members left the engine too.
+	h.mustWrite(remove(entry(id.bySrc, 0, nil, exact(1, 7))))
+	var ms []*p4v1.Update
+	for m := uint32(1); m <= 8; m++ {
+		ms = append(ms, update(p4v1.Update_INSERT, memberEntity(id.srcSelector, m, call(id.setTag, b(byte(m))))))
+	}
+	h.mustWrite(ms...)
 }

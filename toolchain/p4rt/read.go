@@ -158,7 +158,9 @@ func (ps *pipelineState) entryProto(t *tableInfo, e *tableEntry, q *p4v1.TableEn
 		Metadata:           clone(e.metadata),
 		IsConst:            e.isConst,
 	}
-	if e.ref != nil {
+	if e.oneShot != nil {
+		te.Action = e.oneShot.proto(ps.schema)
+	} else if e.ref != nil {
 		te.Action = indirectAction(e.ref)
 	} else {
 		te.Action = &p4v1.TableAction{Type: &p4v1.TableAction_Action{Action: ps.schema.actionProto(e.action)}}

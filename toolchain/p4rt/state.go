@@ -29,6 +29,9 @@ type pipelineState struct {
 type profileState struct {
 	members map[uint32]*memberState
 	groups  map[uint32]*groupState
+	// internal has the ids the server gave the members and groups of
+	// one-shot action sets (oneshot.go).
+	internal internalIDs
 }
 
 type memberState struct {
@@ -58,7 +61,8 @@ func newPipelineState(cfg *p4v1.ForwardingPipelineConfig, s *schema, prepared Pr
 		valueSets: map[uint32][][]fieldValue{},
 	}
 	for _, id := range s.profileIDs {
-		ps.profiles[id] = &profileState{members: map[uint32]*memberState{}, groups: map[uint32]*groupState{}}
+		ps.profiles[id] = &profileState{members: map[uint32]*memberState{}, groups: map[uint32]*groupState{},
+			internal: internalIDs{members: map[uint32]bool{}, groups: map[uint32]bool{}}}
 	}
 	for _, id := range s.tableIDs {
 		t := s.tables[id]

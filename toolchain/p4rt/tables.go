@@ -294,6 +294,7 @@ type tableEntry struct {
 	priority           int32
 	action             boundAction  // direct tables
 	ref                *IndirectRef // indirect tables: the member or group
+	oneShot            *oneShot     // set when ref is a one-shot action set's group
 	controllerMetadata uint64
 	metadata           []byte
 	meter              *MeterConfig // nil: default (all GREEN)

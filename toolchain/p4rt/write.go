@@ -158,6 +158,7 @@ func (ps *pipelineState) writeTableEntry(typ p4v1.Update_Type, te *p4v1.TableEnt
 			return engineErr("deleting the entry", err)
 		}
 		ps.reference(t, old.ref, -1)
+		ps.dropOneShot(t, old.oneShot)
 		delete(ts.entries, key)
 		return nil
 	}
@@ -194,12 +195,16 @@ func (ps *pipelineState) writeTableEntry(typ p4v1.Update_Type, te *p4v1.TableEnt
 		}
 		var act boundAction
 		var ref *IndirectRef
+		var os *oneShot
 		if t.indirect {
-			r, err := ps.indirectRef(t, te.GetAction())
+			if t.size > 0 && int64(len(ts.entries)) >= t.size {
+				return errorf(codes.ResourceExhausted, "table %q is full (%d entries)", t.name, t.size)
+			}
+			r, o, err := ps.resolveIndirect(t, te.GetAction())
 			if err != nil {
 				return err
 			}
-			ref = &r
+			ref, os = &r, o
 		} else {
 			if te.GetAction().GetAction() == nil {
 				return notDirectAction(t)
@@ -214,6 +219,7 @@ func (ps *pipelineState) writeTableEntry(typ p4v1.Update_Type, te *p4v1.TableEnt
 		ekey := keyFields(t, match)
 		if ref != nil {
 			if err := ps.ctl.AddIndirectEntry(t.name, ekey, prio, *ref); err != nil {
+				ps.dropOneShot(t, os)
 				return engineErr("adding the entry", err)
 			}
 		} else {
@@ -222,17 +228,19 @@ func (ps *pipelineState) writeTableEntry(typ p4v1.Update_Type, te *p4v1.TableEnt
 				return engineErr("adding the entry", err)
 			}
 		}
-		e := &tableEntry{match: match, priority: prio, action: act, ref: ref,
+		e := &tableEntry{match: match, priority: prio, action: act, ref: ref, oneShot: os,
 			controllerMetadata: te.GetControllerMetadata(), metadata: clone(te.GetMetadata()), meter: meter}
 		if meter != nil {
 			if err := ps.ctl.SetDirectMeter(t.name, ekey, prio, meter); err != nil {
 				_ = ps.ctl.DeleteEntry(t.name, ekey, prio)
+				ps.dropOneShot(t, os)
 				return engineErr("configuring the direct meter", err)
 			}
 		}
 		if te.GetCounterData() != nil {
 			if err := ps.ctl.WriteDirectCounter(t.name, ekey, prio, counter); err != nil {
 				_ = ps.ctl.DeleteEntry(t.name, ekey, prio)
+				ps.dropOneShot(t, os)
 				return engineErr("setting the direct counter", err)
 			}
 		}
@@ -256,15 +264,17 @@ func (ps *pipelineState) writeTableEntry(typ p4v1.Update_Type, te *p4v1.TableEnt
 	ekey := keyFields(t, match)
 	act := old.action
 	if te.GetAction() != nil && t.indirect {
-		ref, err := ps.indirectRef(t, te.GetAction())
+		ref, os, err := ps.resolveIndirect(t, te.GetAction())
 		if err != nil {
 			return err
 		}
 		if err := ps.ctl.ModifyIndirectEntry(t.name, ekey, prio, ref); err != nil {
+			ps.dropOneShot(t, os)
 			return engineErr("modifying the entry", err)
 		}
 		ps.reference(t, old.ref, -1)
-		old.ref = &ref
+		ps.dropOneShot(t, old.oneShot)
+		old.ref, old.oneShot = &ref, os
 		ps.reference(t, old.ref, +1)
 	} else if te.GetAction() != nil {
 		if te.GetAction().GetAction() == nil {
