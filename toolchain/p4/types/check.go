@@ -316,8 +316,8 @@ func (c *Checker) declType(d ast.Node) Type {
 }
 
 // specialize instantiates a generic struct, header or header union
-// (P4_16 7.2.9) with type arguments: a new type named Base_N whose fields
-// have the arguments in place of the parameters.
+// (P4_16 7.2.9) with type arguments: a new type whose fields have the
+// arguments in place of the parameters.
 func (c *Checker) specialize(g *Struct, args []Type, pos scanner.Pos) Type {
 	if len(args) != len(g.TypeParams) {
 		c.errorf(pos, "%s expects %d type arguments, got %d", g.Name, len(g.TypeParams), len(args))
@@ -337,7 +337,14 @@ func (c *Checker) specialize(g *Struct, args []Type, pos scanner.Pos) Type {
 	for i, tp := range g.TypeParams {
 		env[tp] = args[i]
 	}
-	st := &Struct{Kind: g.Kind, Name: fmt.Sprintf("%s_%d", g.Name, len(c.specializations)), Decl: g.Decl}
+	// p4c's name for a specialization: the base name and, per argument,
+	// "_" and the argument as written without <, > and spaces, with , and
+	// . as "_" (Pair<bit<32>> is Pair_bit32)
+	name := g.Name
+	for _, p := range parts {
+		name += "_" + strings.NewReplacer("<", "", ">", "", " ", "", ",", "_", ".", "_").Replace(p)
+	}
+	st := &Struct{Kind: g.Kind, Name: name, Decl: g.Decl}
 	for i, f := range g.Fields {
 		ft := Subst(f.Type, env)
 		if !hasTypeVar(ft) {

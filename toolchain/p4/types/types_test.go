@@ -226,3 +226,25 @@ func TestInfoRecordsUses(t *testing.T) {
 		t.Errorf("main not found")
 	}
 }
+
+// TestSpecializationNames: a generic struct's specializations are named as
+// p4c names them (base, then "_" and each argument without <, >, spaces).
+func TestSpecializationNames(t *testing.T) {
+	info, errs := check(t, `struct Pair<T> { T a; T b; } header G<T, U> { T x; U y; }
+		control c(inout st s) { apply { Pair<bit<8>> v; Pair<bit<8>> w; G<bit<4>, int<4>> g; Pair<tuple<bit<8>, bool>> pt; } }`)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	count := map[string]int{}
+	for _, st := range info.Structs {
+		count[st.Name]++
+	}
+	for _, want := range []string{"Pair_bit8", "G_bit4_int4", "Pair_tuplebit8_bool"} {
+		if count[want] != 1 {
+			t.Errorf("%s declared %d times (structs %v)", want, count[want], count)
+		}
+	}
+	if count["Pair"] != 0 {
+		t.Errorf("the generic template itself must not be a type of the program")
+	}
+}
