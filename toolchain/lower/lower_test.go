@@ -418,3 +418,30 @@ func TestTypeInfoEnumsAndErrors(t *testing.T) {
 		t.Errorf("plain enums %+v", ti.PlainEnums)
 	}
 }
+
+// TestTypeInfoHeaderWithStruct: type_info flattens a header's struct-typed
+// fields into members named "s.f", as p4c does.
+func TestTypeInfoHeaderWithStruct(t *testing.T) {
+	src := strings.Replace(skeleton, "INGRESS", `apply { ns_h x; digest<dg2_t>(1, { x }); }`, 1)
+	src = strings.Replace(src, "struct headers {", "struct in_t { bit<8> f8; bit<16> f16; }\nheader ns_h { in_t s; bit<32> f32; }\nstruct dg2_t { ns_h n; }\nstruct headers {", 1)
+	p, errs := lowerProgram(t, src)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	var names []string
+	for _, h := range p.TypeInfo.Headers {
+		if h.Name == "ns_h" {
+			for _, m := range h.Members {
+				names = append(names, m.Name)
+			}
+		}
+	}
+	if got := strings.Join(names, " "); got != "s.f8 s.f16 f32" {
+		t.Errorf("ns_h members %q, want s.f8 s.f16 f32", got)
+	}
+	for _, s := range p.TypeInfo.Structs {
+		if s.Name == "in_t" {
+			t.Errorf("the flattened struct must not be listed itself")
+		}
+	}
+}

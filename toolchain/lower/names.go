@@ -324,9 +324,27 @@ func (l *lowerer) noteStruct(st *types.Struct) {
 	}
 	nt := &ir.NamedType{Name: st.Name}
 	*list = append(*list, nt)
+	if st.Kind == ast.StructKindHeader {
+		// a header's struct-typed fields appear flattened, named
+		// "s.f8", as in p4c's type_info (a header member is bits only)
+		nt.Members = l.headerMembers("", st)
+		return
+	}
 	for _, f := range st.Fields {
 		nt.Members = append(nt.Members, ir.NamedMember{Name: f.Name, Spec: l.typeSpec(f.Type)})
 	}
+}
+
+func (l *lowerer) headerMembers(prefix string, st *types.Struct) []ir.NamedMember {
+	var out []ir.NamedMember
+	for _, f := range st.Fields {
+		if sub, ok := types.Underlying(f.Type).(*types.Struct); ok && sub.Kind == ast.StructKindStruct {
+			out = append(out, l.headerMembers(prefix+f.Name+".", sub)...)
+			continue
+		}
+		out = append(out, ir.NamedMember{Name: prefix + f.Name, Spec: l.typeSpec(f.Type)})
+	}
+	return out
 }
 
 func (l *lowerer) noteEnum(e *types.Enum) {
