@@ -505,3 +505,78 @@ func TestOneShot(t *testing.T) {
 	}
 	h.mustWrite(ms...)
 }
+
+// TestReconcileKeepsProfiles: RECONCILE_AND_COMMIT with the same program
+// keeps members, groups, indirect entries (by id and one-shot) and value
+// sets, in reads and in forwarding.
+func TestReconcileKeepsProfiles(t *testing.T) {
+	h := readyFor(t, profileProgram)
+	id := h.profileIDs()
+	ins := func(e *p4v1.Entity) *p4v1.Update { return update(p4v1.Update_INSERT, e) }
+	h.mustWrite(ins(memberEntity(id.dstProfile, 1, call(id.forward, b(2)))),
+		ins(memberEntity(id.dstProfile, 2, call(id.forward, b(3)))),
+		ins(memberEntity(id.srcSelector, 4, call(id.setSrc, srcMacA))),
+		ins(memberEntity(id.srcSelector, 5, call(id.setSrc, srcMacB))),
+		ins(groupEntity(id.srcSelector, 9, 2, gm(5, 1), gm(4, 1))),
+		insert(entry(id.byDst, 0, toMember(2), exact(1, 2))),
+		insert(entry(id.bySrc, 0, toGroup(9), exact(1, 7))),
+		update(p4v1.Update_MODIFY, valueSetEntity(id.customTypes, fields(exact(1, 0x88, 0xb5)))))
+	everything := []*p4v1.Entity{memberEntity(0, 0, nil), groupEntity(0, 0, 0),
+		tableEntity(&p4v1.TableEntry{}), valueSetEntity(0)}
+	reconcileSame := func() {
+		t.Helper()
+		before, err := h.read(everything...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.setPipeline(p4v1.SetForwardingPipelineConfigRequest_RECONCILE_AND_COMMIT, h.config()); err != nil {
+			t.Fatal(err)
+		}
+		after, err := h.read(everything...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(after) != len(before) {
+			t.Fatalf("after reconcile %d entities, before %d:\n%v\n%v", len(after), len(before), after, before)
+		}
+		for i := range before {
+			if !proto.Equal(before[i], after[i]) {
+				t.Errorf("entity %d changed:\n got %v\nwant %v", i, after[i], before[i])
+			}
+		}
+	}
+	srcs := func() map[string]int {
+		t.Helper()
+		seen := map[string]int{}
+		for flow := 0; flow < 32; flow++ {
+			if err := h.target.Send(1, profileFrame(mac2, 0x88b5, flow)); err != nil {
+				t.Fatal(err)
+			}
+			out := h.target.Received(3)
+			if len(out) != 1 {
+				t.Fatalf("flow %d: %d frames out of port 3 (member 2), want 1", flow, len(out))
+			}
+			seen[string(out[0][6:12])]++
+		}
+		return seen
+	}
+	reconcileSame()
+	if seen := srcs(); len(seen) != 2 {
+		t.Fatalf("after reconcile the group set sources %x, want both members'", seen)
+	}
+	// The references survived too: member 4 is still in group 9.
+	if cs, err := h.write(update(p4v1.Update_DELETE, memberEntity(id.srcSelector, 4, nil))); err != nil || cs[0] != codes.FailedPrecondition {
+		t.Fatalf("deleting a member of a reconciled group: %v %v, want FAILED_PRECONDITION", cs, err)
+	}
+
+	// Now with a one-shot set on the selector.
+	h.mustWrite(remove(entry(id.bySrc, 0, nil, exact(1, 7))),
+		update(p4v1.Update_DELETE, groupEntity(id.srcSelector, 9, 0)),
+		update(p4v1.Update_DELETE, memberEntity(id.srcSelector, 4, nil)),
+		update(p4v1.Update_DELETE, memberEntity(id.srcSelector, 5, nil)),
+		insert(entry(id.bySrc, 0, actionSet(call(id.setSrc, srcMacA), call(id.setSrc, srcMacB)), exact(1, 7))))
+	reconcileSame()
+	if seen := srcs(); len(seen) != 2 {
+		t.Fatalf("after reconcile the one-shot set sources %x, want both actions'", seen)
+	}
+}

@@ -12,7 +12,10 @@ import (
 // and whose action (by name, parameters by name, values fitting) is still
 // one of the table's actions, with their direct counter values and meter
 // configs; client default actions; multicast groups; clone sessions;
-// indirect meter configs within the new size; digest configs. Anything
+// indirect meter configs within the new size; digest configs; action
+// profile members and groups (profile by name, actions as for entries) and
+// the entries of indirect tables that name them or carry one-shot sets;
+// value sets whose fields are unchanged. Anything
 // else is dropped, and the count is logged. Indexed counter and register
 // cells are data, not forwarding state, and start from zero as in a fresh
 // pipeline.
@@ -26,10 +29,13 @@ func (s *Server) reconcile(old, next *pipelineState) {
 		return m
 	}
 	newTables := byName(next.schema)
+	dropped += reconcileProfiles(old, next)
+	dropped += reconcileValueSets(old, next)
 	for _, oid := range old.schema.tableIDs {
 		ot, ots := old.schema.tables[oid], old.tables[oid]
 		nt := newTables[ot.name]
-		if nt == nil || !sameKey(ot, nt) || nt.isConst || nt.indirect {
+		if nt == nil || !sameKey(ot, nt) || nt.isConst || nt.indirect != ot.indirect ||
+			(nt.indirect && (nt.profile.name != ot.profile.name || nt.profile.missing)) {
 			for _, e := range ots.entries {
 				if !e.isConst {
 					dropped++
@@ -51,19 +57,28 @@ func (s *Server) reconcile(old, next *pipelineState) {
 			if e.isConst || next.tables[nt.id].entries[entryKey(e.match, e.priority)] != nil {
 				continue // the program's own entries come with the program
 			}
-			act, ok := translateAction(old.schema, next.schema, nt, e.action, false)
-			if !ok {
-				dropped++
-				continue
-			}
-			name, args := next.schema.engineArgs(act)
 			key := keyFields(nt, e.match)
-			if err := next.ctl.AddEntry(nt.name, key, e.priority, name, args); err != nil {
-				dropped++
-				continue
+			var ne *tableEntry
+			if nt.indirect {
+				if ne = reconcileIndirectEntry(old, next, nt, e, key); ne == nil {
+					dropped++
+					continue
+				}
+			} else {
+				act, ok := translateAction(old.schema, next.schema, nt, e.action, false)
+				if !ok {
+					dropped++
+					continue
+				}
+				name, args := next.schema.engineArgs(act)
+				if err := next.ctl.AddEntry(nt.name, key, e.priority, name, args); err != nil {
+					dropped++
+					continue
+				}
+				ne = &tableEntry{action: act}
 			}
-			ne := &tableEntry{match: e.match, priority: e.priority, action: act,
-				controllerMetadata: e.controllerMetadata, metadata: clone(e.metadata)}
+			ne.match, ne.priority = e.match, e.priority
+			ne.controllerMetadata, ne.metadata = e.controllerMetadata, clone(e.metadata)
 			if nt.directMeter != 0 && e.meter != nil && next.ctl.SetDirectMeter(nt.name, key, e.priority, e.meter) == nil {
 				ne.meter = e.meter
 			}
@@ -117,16 +132,6 @@ func (s *Server) reconcile(old, next *pipelineState) {
 			dropped++
 		}
 	}
-	// Action profile members and groups (and so the entries of indirect
-	// tables, dropped above) and value sets are not carried over.
-	for _, st := range old.profiles {
-		dropped += len(st.members) + len(st.groups)
-	}
-	for _, members := range old.valueSets {
-		if len(members) > 0 {
-			dropped++
-		}
-	}
 	if dropped > 0 {
 		s.log.Warn("RECONCILE_AND_COMMIT dropped state the new program cannot hold", "objects", dropped)
 	}
@@ -166,4 +171,129 @@ func translateAction(from, to *schema, nt *tableInfo, b boundAction, asDefault b
 		return out, err == nil
 	}
 	return boundAction{}, false
+}
+
+// reconcileProfiles carries action profile members and groups into next,
+// profile by name, with the client's ids; it returns how many it dropped.
+func reconcileProfiles(old, next *pipelineState) int {
+	dropped := 0
+	newProfiles := map[string]*profileInfo{}
+	for _, p := range next.schema.profiles {
+		newProfiles[p.name] = p
+	}
+	for _, pid := range old.schema.profileIDs {
+		ost := old.profiles[pid]
+		np := newProfiles[old.schema.profiles[pid].name]
+		if np == nil || np.missing || len(np.tables) == 0 {
+			dropped += len(ost.members) + len(ost.groups)
+			continue
+		}
+		nst := next.profiles[np.id]
+		for _, mid := range sortedKeys(ost.members) {
+			act, ok := translateAction(old.schema, next.schema, np.tables[0], ost.members[mid].action, false)
+			full := np.size > 0 && int64(len(nst.members)) >= np.size
+			if !ok || full {
+				dropped++
+				continue
+			}
+			name, args := next.schema.engineArgs(act)
+			if next.ctl.SetProfileMember(np.name, mid, name, args) != nil {
+				dropped++
+				continue
+			}
+			nst.members[mid] = &memberState{action: act}
+		}
+		for _, gid := range sortedKeys(ost.groups) {
+			og := ost.groups[gid]
+			g := &p4v1.ActionProfileGroup{ActionProfileId: np.id, GroupId: gid, MaxSize: og.maxSize, Members: og.members}
+			if !np.selector || (np.maxGroupSize > 0 && og.maxSize > np.maxGroupSize) {
+				dropped++
+				continue
+			}
+			ids, err := next.checkGroupMembers(np, nst, g)
+			if err != nil || next.ctl.SetProfileGroup(np.name, gid, ids) != nil {
+				dropped++
+				continue
+			}
+			gs := &groupState{maxSize: og.maxSize}
+			nst.groups[gid] = gs
+			members := make([]*p4v1.ActionProfileGroup_Member, len(og.members))
+			for i, m := range og.members {
+				members[i] = proto.Clone(m).(*p4v1.ActionProfileGroup_Member)
+			}
+			nst.setGroupMembers(gs, members)
+		}
+	}
+	return dropped
+}
+
+// reconcileIndirectEntry installs old entry e of an indirect table in nt
+// (whose profile has been reconciled); nil if it cannot be.
+func reconcileIndirectEntry(old, next *pipelineState, nt *tableInfo, e *tableEntry, key []KeyField) *tableEntry {
+	var ref IndirectRef
+	var os *oneShot
+	if e.oneShot != nil {
+		set := &p4v1.ActionProfileActionSet{}
+		for i, b := range e.oneShot.actions {
+			act, ok := translateAction(old.schema, next.schema, nt, b, false)
+			if !ok {
+				return nil
+			}
+			set.ActionProfileActions = append(set.ActionProfileActions, &p4v1.ActionProfileAction{
+				Action: next.schema.actionProto(act), Weight: e.oneShot.weights[i]})
+		}
+		var err error
+		if os, err = next.buildOneShot(nt, set); err != nil {
+			return nil
+		}
+		ref = IndirectRef{Kind: IndirectGroup, ID: os.group}
+	} else {
+		var err error
+		if ref, err = next.indirectRef(nt, indirectAction(e.ref)); err != nil {
+			return nil
+		}
+	}
+	if next.ctl.AddIndirectEntry(nt.name, key, e.priority, ref) != nil {
+		next.dropOneShot(nt, os)
+		return nil
+	}
+	ne := &tableEntry{ref: &ref, oneShot: os}
+	next.reference(nt, ne.ref, +1)
+	return ne
+}
+
+// reconcileValueSets carries value sets into next by name when their
+// fields are unchanged; it returns how many non-empty sets it dropped.
+func reconcileValueSets(old, next *pipelineState) int {
+	dropped := 0
+	newSets := map[string]*valueSetInfo{}
+	for _, v := range next.schema.valueSets {
+		newSets[v.name] = v
+	}
+	for _, id := range old.schema.valueSetIDs {
+		members := old.valueSets[id]
+		if len(members) == 0 {
+			continue
+		}
+		ov := old.schema.valueSets[id]
+		nv := newSets[ov.name]
+		if nv == nil || nv.problem != "" || !sameKey(ov.match, nv.match) || (nv.size > 0 && len(members) > nv.size) {
+			dropped++
+			continue
+		}
+		ems := make([]ValueSetMember, 0, len(members))
+		for _, m := range members {
+			em, err := compressed(nv.match, m)
+			if err != nil {
+				break
+			}
+			ems = append(ems, em)
+		}
+		if len(ems) != len(members) || next.ctl.SetValueSet(nv.name, ems) != nil {
+			dropped++
+			continue
+		}
+		next.valueSets[nv.id] = members
+	}
+	return dropped
 }

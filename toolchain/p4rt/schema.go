@@ -83,6 +83,7 @@ type tableInfo struct {
 	needsPriority     bool
 	idleTimeout       bool
 	indirect          bool
+	implementationID  uint32
 	profile           *profileInfo // the action profile of an indirect table
 	size              int64
 	constEntries      []constEntry
@@ -369,17 +370,18 @@ func newSchema(info *p4configv1.P4Info, deviceConfig []byte) (*schema, error) {
 			jn = pre.GetName()
 		}
 		ti := &tableInfo{
-			missing:        !inJSON,
-			id:             pre.GetId(),
-			name:           jn,
-			fieldIndex:     map[uint32]int{},
-			actionScopes:   map[uint32]p4configv1.ActionRef_Scope{},
-			constDefaultID: t.GetConstDefaultActionId(),
-			initialDefault: t.GetInitialDefaultAction(),
-			isConst:        t.GetIsConstTable(),
-			idleTimeout:    t.GetIdleTimeoutBehavior() != p4configv1.Table_NO_TIMEOUT,
-			indirect:       t.GetImplementationId() != 0,
-			size:           t.GetSize(),
+			missing:          !inJSON,
+			id:               pre.GetId(),
+			name:             jn,
+			fieldIndex:       map[uint32]int{},
+			actionScopes:     map[uint32]p4configv1.ActionRef_Scope{},
+			constDefaultID:   t.GetConstDefaultActionId(),
+			initialDefault:   t.GetInitialDefaultAction(),
+			isConst:          t.GetIsConstTable(),
+			idleTimeout:      t.GetIdleTimeoutBehavior() != p4configv1.Table_NO_TIMEOUT,
+			indirect:         t.GetImplementationId() != 0,
+			implementationID: t.GetImplementationId(),
+			size:             t.GetSize(),
 		}
 		var jt jsonTable
 		if inJSON {
@@ -650,20 +652,23 @@ func (s *schema) addProfiles(info *p4configv1.P4Info, dev *bmv2JSON, claim func(
 			if !ok {
 				return invalid("action profile %q names unknown table %#x", pre.GetName(), tid)
 			}
-			if t.profile != nil {
-				return invalid("table %q is implemented by two action profiles", t.name)
+			if t.implementationID != pi.id {
+				return invalid("action profile %q names table %q, whose implementation is %#x", pre.GetName(), t.name, t.implementationID)
 			}
-			t.profile = pi
-			pi.tables = append(pi.tables, t)
 		}
 		s.profiles[pi.id] = pi
 		s.profileIDs = append(s.profileIDs, pi.id)
 	}
+	// A table's own implementation_id is what ties it to its profile.
 	for _, id := range s.tableIDs {
 		t := s.tables[id]
-		if t.indirect && t.profile == nil {
-			return invalid("table %q has an implementation that is not one of the P4Info action profiles", t.name)
+		if !t.indirect {
+			continue
 		}
+		if t.profile = s.profiles[t.implementationID]; t.profile == nil {
+			return invalid("table %q has implementation %#x, which is not one of the P4Info action profiles", t.name, t.implementationID)
+		}
+		t.profile.tables = append(t.profile.tables, t)
 	}
 	sort.Slice(s.profileIDs, func(i, j int) bool { return s.profileIDs[i] < s.profileIDs[j] })
 	return nil
