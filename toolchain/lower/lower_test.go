@@ -263,6 +263,9 @@ func TestUnsupported(t *testing.T) {
 		{`table t { actions = { NoAction; } } apply { t.apply(); t.apply(); }`, "applied more than once"},
 		{`apply { verify(true, error.NoError); }`, "verify can only be called in a parser"},
 		{`apply { update_checksum(true, { hdr.h.a }, hdr.h.c, HashAlgorithm.csum16); }`, "only be called in the checksum controls"},
+		{`table t { key = { hdr.h.a : ternary; } actions = { NoAction; } const entries = { priority = 2: 1 &&& 1 : NoAction(); } } apply { t.apply(); }`, "const entries cannot have priorities"},
+		{`table t { key = { hdr.h.a : ternary; } actions = { NoAction; } entries = { 1 &&& 1 : NoAction(); priority = 2: 2 &&& 2 : NoAction(); } } apply { t.apply(); }`, "first entry must have a priority"},
+		{`table t { key = { hdr.h.a : ternary; } actions = { NoAction; } priority_delta = 5; entries = { priority = 2: 1 &&& 1 : NoAction(); 2 &&& 2 : NoAction(); } } apply { t.apply(); }`, "overflow in the priorities"},
 	}
 	for _, tc := range tests {
 		_, errs := lowerSrc(t, tc.body)

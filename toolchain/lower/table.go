@@ -166,6 +166,7 @@ func (l *lowerer) buildTable(b *body, td *ast.TableDecl, inst *blockInst) *ir.Ta
 		for i, e := range entries.Entries {
 			t.Entries = append(t.Entries, l.entry(t, e, i))
 		}
+		l.entryPriorities(td, t, entries)
 	}
 	if inst != nil && inst.pipe != nil {
 		inst.pipe.tables = append(inst.pipe.tables, t)
@@ -174,6 +175,95 @@ func (l *lowerer) buildTable(b *body, td *ast.TableDecl, inst *blockInst) *ir.Ta
 		}
 	}
 	return t
+}
+
+// entryPriorities gives the entries of a table's `entries` list with
+// `priority = N` (P4_16 1.2.4, 14.2.1.4) BMv2 priorities. The first entry
+// names its priority; an entry without one takes the previous one minus
+// priority_delta (plus, when largest_priority_wins is false). BMv2 prefers
+// the smallest number, so where the largest P4 priority wins the numbers
+// are mirrored (max - p + 1). Lists without priorities keep program order
+// (first entry 1), which both conventions give; @priority annotations are
+// BMv2 numbers already. As in p4c, const entries cannot have priorities.
+func (l *lowerer) entryPriorities(td *ast.TableDecl, t *ir.Table, entries *ast.EntriesProperty) {
+	var first *ast.Entry
+	for _, e := range entries.Entries {
+		if e.Priority != nil {
+			first = e
+			break
+		}
+	}
+	if first == nil {
+		return
+	}
+	if entries.Const {
+		l.errorf(first.Priority.Position(), "a table with const entries cannot have priorities")
+		return
+	}
+	if entries.Entries[0].Priority == nil {
+		l.errorf(entries.Entries[0].Pos, "the first entry must have a priority")
+		return
+	}
+	largestWins, delta := true, int64(1)
+	for _, p := range td.Properties {
+		vp, ok := p.(*ast.ValueProperty)
+		if !ok {
+			continue
+		}
+		switch vp.Name {
+		case "largest_priority_wins":
+			if v, ok := l.info.Values[vp.Value].(bool); ok {
+				largestWins = v
+			}
+		case "priority_delta":
+			if v, ok := l.info.Values[vp.Value].(*big.Int); ok && v.Sign() > 0 && v.IsInt64() {
+				delta = v.Int64()
+			} else {
+				l.errorf(vp.Pos, "priority_delta must be a positive constant")
+			}
+		}
+	}
+	prios := make([]int64, len(entries.Entries))
+	var cur int64
+	for i, e := range entries.Entries {
+		if e.Priority != nil {
+			v, ok := l.info.Values[e.Priority].(*big.Int)
+			if !ok || !v.IsInt64() || v.Sign() < 0 {
+				l.errorf(e.Priority.Position(), "an entry priority must be a non-negative constant")
+				return
+			}
+			cur = v.Int64()
+		}
+		prios[i] = cur
+		if largestWins {
+			cur -= delta
+		} else {
+			cur += delta
+		}
+		if cur < 0 || cur > 1<<31 {
+			if i+1 < len(entries.Entries) && entries.Entries[i+1].Priority == nil {
+				l.errorf(e.Pos, "overflow in the priorities of table %s's entries", td.Name)
+				return
+			}
+		}
+	}
+	var maxP int64
+	for _, p := range prios {
+		if p > maxP {
+			maxP = p
+		}
+	}
+	for i, en := range t.Entries {
+		if i >= len(prios) {
+			break
+		}
+		if largestWins {
+			en.Priority = int(maxP - prios[i] + 1)
+		} else {
+			en.Priority = int(prios[i])
+		}
+		en.PrioritySet = true
+	}
 }
 
 func isConstProperty(td *ast.TableDecl, name string) bool {

@@ -24,6 +24,9 @@ parser P(packet_in p, out headers hdr, inout meta m, inout standard_metadata_t s
 }
 control V(inout headers hdr, inout meta m) { apply { } }
 control I(inout headers hdr, inout meta m, inout standard_metadata_t sm) {
+    action sb(bit<8> v) { hdr.h.b = v; }
+    action sc(bit<8> v) { hdr.h.c = v; }
+    LOCALS
     apply { sm.egress_spec = 0; INGRESS }
 }
 control E(inout headers hdr, inout meta m, inout standard_metadata_t sm) { apply { } }
@@ -38,31 +41,41 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
 func TestProgramBehaviour(t *testing.T) {
 	tests := []struct {
 		name, decls, parser, ingress, script string
+		locals                               string
 	}{
 		{"return in a function called from a parser",
 			`bit<8> clamp(in bit<8> v) { if (v > 100) { return 100; } if (v == 7) { return 70; } return v + 1; }`,
 			`hdr.h.b = clamp(hdr.h.a); m.x = clamp(hdr.h.c);`, `hdr.h.d = m.x;`,
-			"packet 0 c8000500\nexpect 0 c8640506$\npacket 0 07000700\nexpect 0 07460746$\npacket 0 01006400\nexpect 0 01026465$"},
+			"packet 0 c8000500\nexpect 0 c8640506$\npacket 0 07000700\nexpect 0 07460746$\npacket 0 01006400\nexpect 0 01026465$", ``},
 		{"return from both branches in a parser",
 			`bit<8> pick(in bit<8> v) { if (v == 0) { return 1; } else { return 2; } }`,
 			`hdr.h.b = pick(hdr.h.a);`, ``,
-			"packet 0 00000000\nexpect 0 00010000$\npacket 0 ff000000 33\nexpect 0 ff020000 33$"},
+			"packet 0 00000000\nexpect 0 00010000$\npacket 0 ff000000 33\nexpect 0 ff020000 33$", ``},
 		{"invalid header assignment and comparison", ``, ``,
 			`if (hdr.u == {#}) { hdr.h.b = 1; } else { hdr.u = {#}; }`,
-			"packet 0 00000000\nexpect 0 00010000$\npacket 0 ff000000 33\nexpect 0 ff000000$"},
+			"packet 0 00000000\nexpect 0 00010000$\npacket 0 ff000000 33\nexpect 0 ff000000$", ``},
 		{"initializer with default values", ``, ``,
 			`hdr.u = { v = 9, ... }; hdr.h = { a = hdr.h.a, ... };`,
-			"packet 0 05060708\nexpect 0 05000000 09$"},
+			"packet 0 05060708\nexpect 0 05000000 09$", ``},
 		{"generic struct", `struct pair_t<T> { T l; T r; }`, ``,
 			`pair_t<bit<8>> p = { l = hdr.h.c, r = hdr.h.d }; hdr.h.c = p.r; hdr.h.d = p.l;`,
-			"packet 0 01020304\nexpect 0 01020403$"},
+			"packet 0 01020304\nexpect 0 01020403$", ``},
 		{"static_assert", `const bool ok = static_assert(V1MODEL_VERSION >= 20180101, "old v1model");`, ``,
 			`if (ok) { hdr.h.a = 0x55; }`,
-			"packet 0 01020304\nexpect 0 55020304$"},
+			"packet 0 01020304\nexpect 0 55020304$", ``},
+		{"entry priorities", ``, ``, `small.apply(); large.apply();`,
+			"packet 0 01000000\nexpect 0 01024000$\npacket 0 11000000\nexpect 0 11011000$\npacket 0 21000000\nexpect 0 21013000$",
+			// smallest wins in small, largest (the default) in large;
+			// an entry without a priority continues from the previous one
+			`table small { key = { hdr.h.a : ternary; } actions = { sb; } largest_priority_wins = false;
+			   entries = { priority = 10: 0x00 &&& 0x00 : sb(1); priority = 5: 0x01 &&& 0xff : sb(2); } }
+			 table large { key = { hdr.h.a : ternary; } actions = { sc; } priority_delta = 2;
+			   entries = { priority = 10: 0x01 &&& 0xff : sc(0x20); 0x21 &&& 0xff : sc(0x30); priority = 5: 0x00 &&& 0x00 : sc(0x10);
+			               priority = 20: 0x01 &&& 0xff : sc(0x40); } }`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			src := strings.NewReplacer("DECLS", tc.decls, "PARSER", tc.parser, "INGRESS", tc.ingress).Replace(behaviourSkeleton)
+			src := strings.NewReplacer("DECLS", tc.decls, "PARSER", tc.parser, "INGRESS", tc.ingress, "LOCALS", tc.locals).Replace(behaviourSkeleton)
 			res, errs := Compile(Options{Program: "main.p4", ReadFile: memFS{"main.p4": src}.read})
 			if len(errs) > 0 {
 				t.Fatalf("compile: %v", errs)
