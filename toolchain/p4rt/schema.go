@@ -708,7 +708,8 @@ func (s *schema) addValueSets(info *p4configv1.P4Info, dev *bmv2JSON, claim func
 			case p4configv1.MatchField_OPTIONAL:
 				kind = matchOptional
 			default:
-				return invalid("value set %q field %q: match kind %v is not supported", pre.GetName(), f.GetName(), f.GetMatchType())
+				// The program still loads; only this value set is unusable.
+				vi.problem = fmt.Sprintf("value set %q field %q: match kind %q is not supported", pre.GetName(), f.GetName(), f.GetOtherMatchType())
 			}
 			if f.GetBitwidth() <= 0 {
 				return invalid("value set %q field %q has no bitwidth", pre.GetName(), f.GetName())
@@ -721,6 +722,7 @@ func (s *schema) addValueSets(info *p4configv1.P4Info, dev *bmv2JSON, claim func
 			total += int(f.GetBitwidth())
 		}
 		switch {
+		case vi.problem != "":
 		case !ok:
 			vi.problem = fmt.Sprintf("value set %q is not in the device config", pre.GetName())
 		case widths[jn] != total:
