@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/big"
 	"os"
+	"sort"
 	"sync"
 	"time"
 
@@ -462,16 +463,30 @@ func (b *Backend) Wait() error {
 	return nil
 }
 
-// Outputs implements stf.Backend.
-func (b *Backend) Outputs() ([]stf.OutPacket, error) {
-	got := b.dev.Collect(maxSettle)
-	b.pending = false
+// portOrder lists the frames of every port that received some, ports in
+// ascending order. Every port counts: a device made for a script's ports
+// (Device.RunScript, terrapin-stf --via p4runtime) may have ports beyond
+// the pool's 0..15 (p4c's table-entries programs send to ports 21..24).
+func portOrder(got map[uint32][][]byte) []stf.OutPacket {
+	ports := make([]uint32, 0, len(got))
+	for p := range got {
+		ports = append(ports, p)
+	}
+	sort.Slice(ports, func(i, j int) bool { return ports[i] < ports[j] })
 	var out []stf.OutPacket
-	for _, p := range stfPorts {
+	for _, p := range ports {
 		for _, f := range got[p] {
 			out = append(out, stf.OutPacket{Port: p, Data: f})
 		}
 	}
+	return out
+}
+
+// Outputs implements stf.Backend.
+func (b *Backend) Outputs() ([]stf.OutPacket, error) {
+	got := b.dev.Collect(maxSettle)
+	b.pending = false
+	out := portOrder(got)
 	if !b.dev.Alive() {
 		return out, errors.New("terrapin-switch exited")
 	}

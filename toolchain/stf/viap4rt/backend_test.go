@@ -103,3 +103,36 @@ func TestPriorityMapping(t *testing.T) {
 		}
 	}
 }
+
+// TestPortOrder: outputs are reported for every port that received frames
+// (ports 16 and up too), ports ascending, each port's frames in order.
+func TestPortOrder(t *testing.T) {
+	tests := []struct {
+		name string
+		got  map[uint32][][]byte
+		want []uint32
+	}{
+		{"none", map[uint32][][]byte{}, nil},
+		{"high ports", map[uint32][][]byte{21: {{1}, {2}}, 3: {{3}}, 300: {{4}}, 16: {}}, []uint32{3, 21, 21, 300}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out := portOrder(tc.got)
+			var ports []uint32
+			for _, o := range out {
+				ports = append(ports, o.Port)
+			}
+			if len(ports) != len(tc.want) {
+				t.Fatalf("ports %v, want %v", ports, tc.want)
+			}
+			for i := range ports {
+				if ports[i] != tc.want[i] {
+					t.Fatalf("ports %v, want %v", ports, tc.want)
+				}
+			}
+			if len(out) == 4 && (out[1].Data[0] != 1 || out[2].Data[0] != 2) {
+				t.Errorf("port 21's frames out of order: %v", out)
+			}
+		})
+	}
+}
