@@ -165,6 +165,7 @@ func TestDiagnostics(t *testing.T) {
 		{"read-only", withBody("t.apply(); sm = sm;"), 13, ""},
 		{"unknown table", withBody("u.apply();"), 13, "undeclared identifier"},
 		{"apply twice", withBody("t.apply(); t.apply();"), 13, "applied more than once"},
+		{"no main", "header h_t { bit<8> a; }\n\nheader g_t { bit<8> b; }\n", 3, "no top-level package instance called main"},
 		{"bad main", strings.Replace(withBody(""), "V1Switch(P(), V(), I(), E(), C(), D()) main;", "V1Switch(P(), V(), I(), E(), C()) main;", 1), 18, "missing argument"},
 	}
 	for _, tc := range tests {

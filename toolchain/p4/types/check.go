@@ -104,7 +104,13 @@ func Check(prog *ast.Program) (*Info, scanner.ErrorList) {
 		}
 	}
 	if c.info.Main == nil && len(c.errs) == 0 {
-		c.errs.Add(scanner.Pos{}, "program has no top-level package instance called main")
+		// where main would be: after the last declaration (an empty
+		// program has no position to give)
+		var pos scanner.Pos
+		for i := len(prog.Decls) - 1; i >= 0 && !pos.IsValid(); i-- {
+			pos = prog.Decls[i].Position()
+		}
+		c.errs.Add(pos, "program has no top-level package instance called main")
 	}
 	return c.info, c.errs
 }
