@@ -250,6 +250,26 @@ func (ps *parser) annotation() *ast.Annotation {
 	}
 	ps.next()
 	a := &ast.Annotation{Pos: at.Pos, Name: nameTok.Text}
+	if nameTok.Text == "pragma" && nameTok.Kind == scanner.Ident {
+		// `@pragma NAME TOKENS...` runs to the end of its line (P4_16
+		// 6.3/18.1); it is the annotation @NAME with those tokens.
+		var body []scanner.Token
+		for t := ps.tok(); t.Kind != scanner.EOF && t.Pos.Line == nameTok.Pos.Line && t.Pos.File == nameTok.Pos.File; t = ps.tok() {
+			body = append(body, t)
+			ps.next()
+		}
+		if len(body) == 0 {
+			ps.fail("@pragma needs a name")
+			return a
+		}
+		a.Name = body[0].Text
+		if len(body) > 1 {
+			a.HasBody = true
+			a.Tokens = body[1:]
+			a.Exprs = parseAnnotationExprs(a.Tokens)
+		}
+		return a
+	}
 	if ps.is(scanner.LParen) {
 		// The body is kept as raw tokens; many annotations are not
 		// expressions (P4_16 §18.1 "unstructured annotations").

@@ -272,3 +272,39 @@ func TestDeepNesting(t *testing.T) {
 		t.Errorf("want a nesting error, got %v", errs)
 	}
 }
+
+// TestPragma: `@pragma NAME ...` takes the rest of its line as the
+// annotation @NAME's body; the next line starts a new declaration.
+func TestPragma(t *testing.T) {
+	tests := []struct {
+		name, src string
+		anno      string
+		body      int // tokens in the body
+	}{
+		{"with body", "@pragma my_note 1 2\nheader h { bit<8> f; }", "my_note", 2},
+		{"name only", "@pragma keep_me\nheader h { bit<8> f; }", "keep_me", 0},
+		{"string body", "@pragma doc \"x y\"\nheader h { bit<8> f; }", "doc", 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			prog, errs := Parse("p.p4", tc.src)
+			if len(errs) > 0 {
+				t.Fatal(errs)
+			}
+			if len(prog.Decls) != 1 {
+				t.Fatalf("%d declarations", len(prog.Decls))
+			}
+			sd, ok := prog.Decls[0].(*ast.StructDecl)
+			if !ok || len(sd.Annotations) != 1 {
+				t.Fatalf("declaration %T with annotations %v", prog.Decls[0], sd)
+			}
+			a := sd.Annotations[0]
+			if a.Name != tc.anno || len(a.Tokens) != tc.body || a.HasBody != (tc.body > 0) {
+				t.Errorf("annotation @%s with %d tokens, want @%s with %d", a.Name, len(a.Tokens), tc.anno, tc.body)
+			}
+		})
+	}
+	if _, errs := Parse("p.p4", "@pragma\nheader h { bit<8> f; }"); len(errs) == 0 {
+		t.Errorf("@pragma without a name must be an error")
+	}
+}
