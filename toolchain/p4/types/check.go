@@ -353,14 +353,22 @@ func (c *Checker) specialize(g *Struct, args []Type, pos scanner.Pos) Type {
 	st := &Struct{Kind: g.Kind, Name: name, Decl: g.Decl}
 	for i, f := range g.Fields {
 		ft := Subst(f.Type, env)
+		if inner, ok := ft.(*Struct); ok && inner.Generic != nil && !generic {
+			// a field of type G<T>: G specialized with this T
+			innerArgs := make([]Type, len(inner.Args))
+			for j, a := range inner.Args {
+				innerArgs[j] = Subst(a, env)
+			}
+			ft = c.specialize(inner.Generic, innerArgs, pos)
+		}
 		if !hasTypeVar(ft) {
 			c.checkFieldType(g.Decl, g.Decl.Fields[i], ft)
 		}
 		st.Fields = append(st.Fields, &Field{Name: f.Name, Type: ft, Annotations: f.Annotations, Decl: f.Decl})
 	}
 	if generic {
-		// inside another generic declaration: a template again
-		st.TypeParams = g.TypeParams
+		// inside another generic declaration: specialized when that one is
+		st.Generic, st.Args = g, args
 		return st
 	}
 	c.specializations[key] = st
@@ -382,7 +390,7 @@ func hasTypeVar(t Type) bool {
 			}
 		}
 	case *Struct:
-		return len(x.TypeParams) > 0
+		return len(x.TypeParams) > 0 || x.Generic != nil
 	}
 	return false
 }

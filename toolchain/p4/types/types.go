@@ -70,6 +70,10 @@ type Struct struct {
 	// TypeParams is set for a generic declaration (struct S<T>), which is
 	// only a template for its specializations.
 	TypeParams []*ast.TypeParam
+	// Generic and Args describe S<T> used inside another generic
+	// declaration: specialized once T is known.
+	Generic *Struct
+	Args    []Type
 }
 
 // Stack is a header stack T[Size].

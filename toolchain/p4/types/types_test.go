@@ -230,8 +230,9 @@ func TestInfoRecordsUses(t *testing.T) {
 // TestSpecializationNames: a generic struct's specializations are named as
 // p4c names them (base, then "_" and each argument without <, >, spaces).
 func TestSpecializationNames(t *testing.T) {
-	info, errs := check(t, `struct Pair<T> { T a; T b; } header G<T, U> { T x; U y; }
-		control c(inout st s) { apply { Pair<bit<8>> v; Pair<bit<8>> w; G<bit<4>, int<4>> g; Pair<tuple<bit<8>, bool>> pt; } }`)
+	info, errs := check(t, `struct Pair<T> { T a; T b; } header G<T, U> { T x; U y; } struct Outer<T> { Pair<T> p; bit<8> k; }
+		control c(inout st s) { apply { Pair<bit<8>> v; Pair<bit<8>> w; G<bit<4>, int<4>> g; Pair<tuple<bit<8>, bool>> pt;
+			Outer<bit<16>> o; o.p.a = 16w1; s.h.b = o.p.a; } }`)
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
@@ -239,7 +240,14 @@ func TestSpecializationNames(t *testing.T) {
 	for _, st := range info.Structs {
 		count[st.Name]++
 	}
-	for _, want := range []string{"Pair_bit8", "G_bit4_int4", "Pair_tuplebit8_bool"} {
+	for _, st := range info.Structs {
+		if st.Name == "Outer_bit16" {
+			if p, ok := st.Fields[0].Type.(*Struct); !ok || p.Name != "Pair_bit16" {
+				t.Errorf("Outer<bit<16>>.p has type %v, want Pair_bit16", st.Fields[0].Type)
+			}
+		}
+	}
+	for _, want := range []string{"Pair_bit8", "G_bit4_int4", "Pair_tuplebit8_bool", "Outer_bit16", "Pair_bit16"} {
 		if count[want] != 1 {
 			t.Errorf("%s declared %d times (structs %v)", want, count[want], count)
 		}
