@@ -63,6 +63,13 @@ func TestProgramBehaviour(t *testing.T) {
 		{"static_assert", `const bool ok = static_assert(V1MODEL_VERSION >= 20180101, "old v1model");`, ``,
 			`if (ok) { hdr.h.a = 0x55; }`,
 			"packet 0 01020304\nexpect 0 55020304$", ``},
+		// P4_16 §15.1: each call site gets its own instance, so the two
+		// applications of Bump each add one
+		{"direct invocation of a control and a parser",
+			`control Bump(inout bit<8> x) { apply { x = x + 1; } }
+			 parser Sub(packet_in p, inout bit<8> v) { state start { v = v + 2; transition accept; } }`,
+			`Sub.apply(p, hdr.h.c);`, `Bump.apply(hdr.h.b); Bump.apply(hdr.h.b);`,
+			"packet 0 01020304\nexpect 0 01040504$", ``},
 		{"entry priorities", ``, ``, `small.apply(); large.apply();`,
 			"packet 0 01000000\nexpect 0 01024000$\npacket 0 11000000\nexpect 0 11011000$\npacket 0 21000000\nexpect 0 21013000$",
 			// smallest wins in small, largest (the default) in large;

@@ -1,6 +1,7 @@
 package types
 
 import (
+	"fmt"
 	"math/big"
 
 	"github.com/terrapin/terrapin/toolchain/p4/ast"
@@ -204,8 +205,18 @@ func (c *Checker) methodCall(x *ast.CallExpr, f *ast.MemberExpr, s *scope) Type 
 			c.setValue(x, sizeOf(tt.T, f.Name))
 			return &InfInt{}
 		}
-		c.errorf(f.Pos, "%s has no method %s", tt.T, f.Name)
-		return &Void{}
+		b, isBlock := tt.T.(*Block)
+		if !isBlock || f.Name != "apply" {
+			c.errorf(f.Pos, "%s has no method %s", tt.T, f.Name)
+			return &Void{}
+		}
+		inst := c.directInstance(b, f, s)
+		if inst == nil {
+			c.exprArgs(x, s)
+			return &Void{}
+		}
+		rt = c.info.DeclTypes[inst]
+		call.Recv = f.X
 	}
 	if sizeBuiltins[f.Name] {
 		noArgs()
@@ -307,6 +318,78 @@ func (c *Checker) methodCall(x *ast.CallExpr, f *ast.MemberExpr, s *scope) Type 
 	c.errorf(f.Pos, "%s has no method %s", rt, f.Name)
 	c.exprArgs(x, s)
 	return &Void{}
+}
+
+// directInstance turns a direct invocation of a parser or control type
+// (P4_16 §15.1, `T.apply(args)` with no instance declared) into an
+// instance of T local to the enclosing parser or control, one per call
+// site, and points the call's receiver at it. Like p4c, the instance takes
+// the type's name as its control-plane name (@name("T")), so externs in T
+// are named as if T had been instantiated under its own name.
+func (c *Checker) directInstance(b *Block, f *ast.MemberExpr, s *scope) *ast.InstanceDecl {
+	var ctorParams []*ast.Param
+	switch d := b.Decl.(type) {
+	case *ast.ParserDecl:
+		ctorParams = d.CtorParams
+	case *ast.ControlDecl:
+		ctorParams = d.CtorParams
+	default:
+		c.errorf(f.Pos, "%s is a type without implementation and cannot be applied", b.Name)
+		return nil
+	}
+	if len(ctorParams) > 0 {
+		c.errorf(f.Pos, "%s has constructor parameters; instantiate it to apply it", b.Name)
+		return nil
+	}
+	var locals *[]ast.Decl
+	var owner ast.Decl
+	switch {
+	case c.ctx.action != nil || c.ctx.function != nil:
+	case c.ctx.control != nil:
+		locals, owner = &c.ctx.control.Locals, c.ctx.control
+	case c.ctx.parser != nil:
+		locals, owner = &c.ctx.parser.Locals, c.ctx.parser
+	}
+	if locals == nil {
+		c.errorf(f.Pos, "%s can only be applied directly in a parser or control", b.Name)
+		return nil
+	}
+	taken := map[string]bool{}
+	cpNames := map[string]bool{}
+	for _, d := range *locals {
+		if in, ok := d.(*ast.InstanceDecl); ok {
+			taken[in.Name] = true
+			if n, ok := in.Annotations.StringArg("name"); ok {
+				cpNames[n] = true
+			}
+		}
+	}
+	name := b.Name + "_inst"
+	for i := 0; taken[name]; i++ {
+		name = fmt.Sprintf("%s_inst_%d", b.Name, i)
+	}
+	cpName := b.Name
+	for i := 0; cpNames[cpName]; i++ {
+		cpName = fmt.Sprintf("%s_%d", b.Name, i)
+	}
+	inst := &ast.InstanceDecl{
+		Pos:  f.Pos,
+		Type: &ast.NamedType{Pos: f.Pos, Name: b.Name, Global: true},
+		Name: name,
+		Annotations: ast.Annotations{{Pos: f.Pos, Name: "name",
+			Exprs: []ast.Expr{&ast.StringLit{Pos: f.Pos, Value: cpName}}}},
+	}
+	*locals = append(*locals, inst)
+	c.info.ParentOf[inst] = owner
+	c.instanceDecl(inst, s)
+	if _, ok := c.info.DeclTypes[inst]; !ok {
+		return nil
+	}
+	id := &ast.Ident{Pos: f.X.Position(), Name: name}
+	c.info.Uses[id] = inst
+	c.info.Types[id] = c.info.DeclTypes[inst]
+	f.X = id
+	return inst
 }
 
 // sizeOf computes minSizeInBits and friends for a type.

@@ -130,6 +130,8 @@ func TestBadPrograms(t *testing.T) {
 		{"generic without arguments", "struct Pair<T> { T a; } control c(inout st s) { apply { Pair v; } }", "Pair v", "Pair is generic: it needs type arguments"},
 		{"generic arity", "struct Pair<T> { T a; } control c(inout st s) { apply { Pair<bit<8>, bit<8>> v; } }", "Pair<bit<8>,", "expects 1 type arguments, got 2"},
 		{"generic header field", "header G<T> { T a; } control c(inout st s) { apply { G<h_t> v; } }", "T a", "headers cannot contain"},
+		{"direct apply with constructor parameters", "control k(inout bit<8> x)(bit<8> n) { apply { x = n; } } control c(inout st s) { apply { k.apply(s.h.a); } }", "apply(s.h.a)", "k has constructor parameters"},
+		{"direct apply in an action", "control k(inout bit<8> x) { apply { } } control c(inout st s) { action a() { k.apply(s.h.a); } apply { a(); } }", "apply(s.h.a)", "k can only be applied directly in a parser or control"},
 		{"non-constant width", "control c(inout st s) { apply { bit<(s.h.a)> x; } }", "a)", "compile-time constant"},
 	}
 	for _, tc := range tests {
