@@ -70,6 +70,17 @@ func TestProgramBehaviour(t *testing.T) {
 			 parser Sub(packet_in p, inout bit<8> v) { state start { v = v + 2; transition accept; } }`,
 			`Sub.apply(p, hdr.h.c);`, `Bump.apply(hdr.h.b); Bump.apply(hdr.h.b);`,
 			"packet 0 01020304\nexpect 0 01040504$", ``},
+		// the return type names a type parameter declared after it
+		{"generic function returning its type parameter",
+			`T pick<T>(in bool c, in T a, in T b) { if (c) { return a; } return b; }`, ``,
+			`hdr.h.b = pick(hdr.h.a == 1, hdr.h.c, hdr.h.d);`,
+			"packet 0 01000304\nexpect 0 01030304$\npacket 0 02000304\nexpect 0 02040304$", ``},
+		// named arguments bind by name, whatever their order
+		{"named arguments in entries and default actions", ``, ``, `named.apply();`,
+			"packet 0 01000000\nexpect 0 01020300$\npacket 0 07000000\nexpect 0 07040500$",
+			`action sbc(bit<8> b, bit<8> c) { hdr.h.b = b; hdr.h.c = c; }
+			 table named { key = { hdr.h.a : exact; } actions = { sbc; }
+			   const entries = { 0x01 : sbc(c = 3, b = 2); } const default_action = sbc(c = 5, b = 4); }`},
 		{"entry priorities", ``, ``, `small.apply(); large.apply();`,
 			"packet 0 01000000\nexpect 0 01024000$\npacket 0 11000000\nexpect 0 11011000$\npacket 0 21000000\nexpect 0 21013000$",
 			// smallest wins in small, largest (the default) in large;

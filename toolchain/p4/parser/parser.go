@@ -395,6 +395,17 @@ func (ps *parser) declaration(top bool) ast.Decl {
 	case scanner.ValueSet:
 		return ps.valueSetDecl(annos)
 	}
+	// A generic function may return one of its own type parameters
+	// (`T f<T>(in T x)`): T is declared only after the name.
+	if top && t.Kind == scanner.Ident && !ps.isTypeName(t.Text) &&
+		ps.peek(1).Kind == scanner.Ident && ps.peek(2).Kind == scanner.Lt {
+		ps.pushScope()
+		ps.prescanTypeParams()
+		typ := ps.typeRef()
+		nameTok := ps.name()
+		ps.popScope()
+		return ps.functionRest(annos, typ, nameTok)
+	}
 	// A declaration that starts with a type: function, instance, variable.
 	if !ps.startsType() {
 		ps.fail("expected a declaration, found %s", t)

@@ -501,6 +501,35 @@ func (c *Checker) actionRef(ar *ast.ActionRef, s *scope, full bool) {
 			c.errorf(ar.Pos, "action %s expects %d arguments, got %d", a.Name, len(a.Params)-nDir, len(ar.Args))
 		}
 	}
+	// Named arguments (P4_16 §8.20: `a(y = 1, x = 2)`) bind by name, in
+	// any order; the arity rules above still hold.
+	if len(ar.Args) > 0 && ar.Args[0].Name != "" && len(targets) > 0 {
+		byName := make([]int, 0, len(ar.Args))
+		seen := map[int]bool{}
+		for _, arg := range ar.Args {
+			if arg.Name == "" {
+				c.errorf(arg.Pos, "cannot mix named and positional arguments")
+				return
+			}
+			idx := -1
+			for j, p := range a.Params {
+				if p.Name == arg.Name {
+					idx = j
+				}
+			}
+			if idx < 0 {
+				c.errorf(arg.Pos, "action %s has no parameter called %s", a.Name, arg.Name)
+				return
+			}
+			if seen[idx] {
+				c.errorf(arg.Pos, "parameter %s is bound twice", arg.Name)
+				return
+			}
+			seen[idx] = true
+			byName = append(byName, idx)
+		}
+		targets = byName
+	}
 	for i, idx := range targets {
 		if i >= len(ar.Args) {
 			break

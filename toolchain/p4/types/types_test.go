@@ -132,6 +132,7 @@ func TestBadPrograms(t *testing.T) {
 		{"generic header field", "header G<T> { T a; } control c(inout st s) { apply { G<h_t> v; } }", "T a", "headers cannot contain"},
 		{"direct apply with constructor parameters", "control k(inout bit<8> x)(bit<8> n) { apply { x = n; } } control c(inout st s) { apply { k.apply(s.h.a); } }", "apply(s.h.a)", "k has constructor parameters"},
 		{"direct apply in an action", "control k(inout bit<8> x) { apply { } } control c(inout st s) { action a() { k.apply(s.h.a); } apply { a(); } }", "apply(s.h.a)", "k can only be applied directly in a parser or control"},
+		{"unknown named action argument", "control c(inout st s) { action a(bit<8> v) { s.h.a = v; } table t { actions = { a; } default_action = a(w = 1); } apply { t.apply(); } }", "w = 1", "action a has no parameter called w"},
 		{"non-constant width", "control c(inout st s) { apply { bit<(s.h.a)> x; } }", "a)", "compile-time constant"},
 	}
 	for _, tc := range tests {
