@@ -81,6 +81,12 @@ func TestProgramBehaviour(t *testing.T) {
 			`action sbc(bit<8> b, bit<8> c) { hdr.h.b = b; hdr.h.c = c; }
 			 table named { key = { hdr.h.a : exact; } actions = { sbc; }
 			   const entries = { 0x01 : sbc(c = 3, b = 2); } const default_action = sbc(c = 5, b = 4); }`},
+		// left-out action arguments take the parameters' default values
+		{"default values of action parameters in entries", ``, ``, `defaults.apply();`,
+			"packet 0 01000000\nexpect 0 01070900$\npacket 0 02000000\nexpect 0 02070300$\npacket 0 03000000\nexpect 0 03050900$\npacket 0 04000000\nexpect 0 04010200$",
+			`action dflt(bit<8> v = 7, bit<8> w = 9) { hdr.h.b = v; hdr.h.c = w; }
+			 table defaults { key = { hdr.h.a : exact; } actions = { dflt; }
+			   const entries = { 0x01 : dflt(); 0x02 : dflt(w = 3); 0x03 : dflt(5); } default_action = dflt(1, 2); }`},
 		{"entry priorities", ``, ``, `small.apply(); large.apply();`,
 			"packet 0 01000000\nexpect 0 01024000$\npacket 0 11000000\nexpect 0 11011000$\npacket 0 21000000\nexpect 0 21013000$",
 			// smallest wins in small, largest (the default) in large;

@@ -480,6 +480,8 @@ func (c *Checker) actionRef(ar *ast.ActionRef, s *scope, full bool) {
 		}
 	}
 	var targets []int
+	// complete: the arguments bind the action fully, with defaults
+	complete := false
 	switch {
 	case !full:
 		for i := 0; i < len(ar.Args) && i < len(a.Params); i++ {
@@ -489,11 +491,16 @@ func (c *Checker) actionRef(ar *ast.ActionRef, s *scope, full bool) {
 			c.errorf(ar.Pos, "action %s: the actions list can only bind directional parameters", a.Name)
 		}
 	case len(ar.Args) == len(a.Params):
+		complete = true
 		for i := range a.Params {
 			targets = append(targets, i)
 		}
-	case len(ar.Args) == len(a.Params)-nDir:
-		for i := nDir; i < len(a.Params); i++ {
+	case ar.Args != nil && len(ar.Args) <= len(a.Params)-nDir &&
+		(len(ar.Args) >= len(a.Params)-nDir-trailingDefaults(a.Params) || (len(ar.Args) > 0 && ar.Args[0].Name != "")):
+		// the directionless parameters; those left out take their
+		// default values (P4_16 §6.8.2), named arguments are checked below
+		complete = true
+		for i := nDir; i < nDir+len(ar.Args); i++ {
 			targets = append(targets, i)
 		}
 	default:
@@ -544,4 +551,27 @@ func (c *Checker) actionRef(ar *ast.ActionRef, s *scope, full bool) {
 			}
 		}
 	}
+	if !complete {
+		return
+	}
+	for i, p := range a.Params {
+		if p.Dir != ast.None || call.Args[i] != nil {
+			continue
+		}
+		if p.Default == nil {
+			c.errorf(ar.Pos, "action %s: missing argument for parameter %s", a.Name, p.Name)
+			return
+		}
+		call.Args[i] = p.Default
+	}
+}
+
+// trailingDefaults counts the parameters at the end of the list that have
+// default values.
+func trailingDefaults(params []*ast.Param) int {
+	n := 0
+	for i := len(params) - 1; i >= 0 && params[i].Default != nil; i-- {
+		n++
+	}
+	return n
 }

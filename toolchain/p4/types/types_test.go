@@ -133,6 +133,8 @@ func TestBadPrograms(t *testing.T) {
 		{"direct apply with constructor parameters", "control k(inout bit<8> x)(bit<8> n) { apply { x = n; } } control c(inout st s) { apply { k.apply(s.h.a); } }", "apply(s.h.a)", "k has constructor parameters"},
 		{"direct apply in an action", "control k(inout bit<8> x) { apply { } } control c(inout st s) { action a() { k.apply(s.h.a); } apply { a(); } }", "apply(s.h.a)", "k can only be applied directly in a parser or control"},
 		{"unknown named action argument", "control c(inout st s) { action a(bit<8> v) { s.h.a = v; } table t { actions = { a; } default_action = a(w = 1); } apply { t.apply(); } }", "w = 1", "action a has no parameter called w"},
+		{"entry without a required argument", "control c(inout st s) { action a(bit<8> v, bit<8> w = 1) { s.h.a = v; } table t { key = { s.h.a : exact; } actions = { a; } const entries = { 1 : a(); } } apply { t.apply(); } }", "a(); }", "action a expects 2 arguments, got 0"},
+		{"named entry argument missing", "control c(inout st s) { action a(bit<8> v, bit<8> w = 1) { s.h.a = v; } table t { key = { s.h.a : exact; } actions = { a; } const entries = { 1 : a(w = 2); } } apply { t.apply(); } }", "a(w = 2)", "missing argument for parameter v"},
 		{"non-constant width", "control c(inout st s) { apply { bit<(s.h.a)> x; } }", "a)", "compile-time constant"},
 	}
 	for _, tc := range tests {
