@@ -390,8 +390,12 @@ func (l *lowerer) declareInstance(inst *blockInst, x *ast.InstanceDecl, ev *env)
 	switch tt := t.(type) {
 	case *types.Block:
 		var args []ast.Expr
-		for _, a := range x.Args {
-			args = append(args, a.Value)
+		if call := l.info.InstanceCalls[x]; call != nil {
+			args = call.Args
+		} else {
+			for _, a := range x.Args {
+				args = append(args, a.Value)
+			}
 		}
 		sb := &subBlock{decl: tt.Decl, inst: x, name: name, ctor: l.ctorEnv(tt.Decl, args, ev, name)}
 		ev.set(x, sb)

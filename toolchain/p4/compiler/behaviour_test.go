@@ -87,6 +87,12 @@ func TestProgramBehaviour(t *testing.T) {
 			`action dflt(bit<8> v = 7, bit<8> w = 9) { hdr.h.b = v; hdr.h.c = w; }
 			 table defaults { key = { hdr.h.a : exact; } actions = { dflt; }
 			   const entries = { 0x01 : dflt(); 0x02 : dflt(w = 3); 0x03 : dflt(5); } default_action = dflt(1, 2); }`},
+		// constructor arguments bind by name, left-out ones to defaults
+		{"named and default constructor arguments of a control",
+			`control Sub(inout bit<8> x)(bit<8> a, bit<8> b = 1) { apply { x = x + a - b; } }`, ``,
+			`s1.apply(hdr.h.b); s2.apply(hdr.h.c);`,
+			"packet 0 00101010\nexpect 0 00141910$",
+			`Sub(b = 2, a = 6) s1; Sub(10) s2;`},
 		{"entry priorities", ``, ``, `small.apply(); large.apply();`,
 			"packet 0 01000000\nexpect 0 01024000$\npacket 0 11000000\nexpect 0 11011000$\npacket 0 21000000\nexpect 0 21013000$",
 			// smallest wins in small, largest (the default) in large;

@@ -78,6 +78,7 @@ func Check(prog *ast.Program) (*Info, scanner.ErrorList) {
 			Values:         map[ast.Expr]Value{},
 			Uses:           map[*ast.Ident]ast.Node{},
 			Calls:          map[*ast.CallExpr]*Call{},
+			InstanceCalls:  map[*ast.InstanceDecl]*Call{},
 			DeclTypes:      map[ast.Node]Type{},
 			ConstValues:    map[ast.Node]Value{},
 			TypeExprs:      map[ast.Type]Type{},

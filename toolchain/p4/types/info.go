@@ -98,6 +98,10 @@ type Info struct {
 	Uses map[*ast.Ident]ast.Node
 	// Calls resolves every call expression.
 	Calls map[*ast.CallExpr]*Call
+	// InstanceCalls binds the constructor arguments of each instance of a
+	// parser or control to its parameters (named arguments by name, left
+	// out ones to their default values).
+	InstanceCalls map[*ast.InstanceDecl]*Call
 	// DeclTypes gives the type of declared objects: variables, constants,
 	// parameters, instances, tables, value sets.
 	DeclTypes map[ast.Node]Type

@@ -284,6 +284,7 @@ func (c *Checker) instanceDecl(x *ast.InstanceDecl, s *scope) {
 		}
 		call.Block = b
 		c.bindArgs(call, ctorParams, x.Args, nil, x.Pos, s)
+		c.info.InstanceCalls[x] = call
 	case *Package:
 		call.Package = b
 		c.bindArgs(call, b.Decl.Params, x.Args, nil, x.Pos, s)
