@@ -337,6 +337,9 @@ func (l *lowerer) declareLocals(inst *blockInst) {
 
 // ctorArg evaluates a constructor argument: a constant, or an instance.
 func (l *lowerer) ctorArg(e ast.Expr, ev *env, prefix string) any {
+	if e == nil {
+		return nil // a left-out @optional parameter
+	}
 	if v, ok := l.info.Values[e]; ok {
 		return &constVal{v: v, t: l.info.Types[e]}
 	}
@@ -402,8 +405,14 @@ func (l *lowerer) declareInstance(inst *blockInst, x *ast.InstanceDecl, ev *env)
 		return sb
 	case *types.Extern:
 		ei := &externInst{decl: x, typ: tt, name: name, owner: inst}
-		for _, a := range x.Args {
-			ei.args = append(ei.args, l.ctorArg(a.Value, ev, name))
+		if call := l.info.InstanceCalls[x]; call != nil {
+			for _, a := range call.Args {
+				ei.args = append(ei.args, l.ctorArg(a, ev, name))
+			}
+		} else {
+			for _, a := range x.Args {
+				ei.args = append(ei.args, l.ctorArg(a.Value, ev, name))
+			}
 		}
 		l.createExtern(ei)
 		ev.set(x, ei)

@@ -93,6 +93,10 @@ func TestProgramBehaviour(t *testing.T) {
 			`s1.apply(hdr.h.b); s2.apply(hdr.h.c);`,
 			"packet 0 00101010\nexpect 0 00141910$",
 			`Sub(b = 2, a = 6) s1; Sub(10) s2;`},
+		{"named constructor arguments of an extern", ``, ``,
+			`named_cnt.count((bit<32>)hdr.h.a);`,
+			"packet 0 03000000\nexpect 0 03000000$\ncheck_counter named_cnt(3) packets == 1",
+			`counter(type = CounterType.packets, size = 32w4) named_cnt;`},
 		{"entry priorities", ``, ``, `small.apply(); large.apply();`,
 			"packet 0 01000000\nexpect 0 01024000$\npacket 0 11000000\nexpect 0 11011000$\npacket 0 21000000\nexpect 0 21013000$",
 			// smallest wins in small, largest (the default) in large;

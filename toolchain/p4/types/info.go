@@ -99,8 +99,9 @@ type Info struct {
 	// Calls resolves every call expression.
 	Calls map[*ast.CallExpr]*Call
 	// InstanceCalls binds the constructor arguments of each instance of a
-	// parser or control to its parameters (named arguments by name, left
-	// out ones to their default values).
+	// parser, control or extern to its parameters (named arguments by
+	// name, left out ones to their default values, nil for a left-out
+	// @optional one).
 	InstanceCalls map[*ast.InstanceDecl]*Call
 	// DeclTypes gives the type of declared objects: variables, constants,
 	// parameters, instances, tables, value sets.

@@ -263,6 +263,7 @@ func (c *Checker) instanceDecl(x *ast.InstanceDecl, s *scope) {
 		call.Proto = ctor
 		call.Extern = b
 		c.bindArgs(call, ctor.Params, x.Args, env, x.Pos, s)
+		c.info.InstanceCalls[x] = call
 		// infer the extern's type arguments from the constructor (e.g. an
 		// unspecialized generic extern)
 		if len(b.Args) == 0 && len(b.Decl.TypeParams) > 0 {
