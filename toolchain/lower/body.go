@@ -473,6 +473,10 @@ func flagRef(f *fieldLoc) *ir.FieldRef {
 }
 
 func (b *body) forInStmt(x *ast.ForInStmt) {
+	if _, isStack := types.Underlying(b.l.info.Types[x.Range]).(*types.Stack); isStack {
+		b.forInStack(x)
+		return
+	}
 	r, ok := x.Range.(*ast.RangeExpr)
 	if !ok {
 		b.errorf(x.Pos, "for-in loops are only supported over ranges lo .. hi")
@@ -511,6 +515,42 @@ func (b *body) forInStmt(x *ast.ForInStmt) {
 	}
 	full := &ir.Binary{Op: "and", X: &ir.Unary{Op: ir.OpNot, X: &ir.BitToBool{X: flagRef(done)}, T: ir.BoolType}, Y: cond, T: ir.BoolType}
 	b.emit(&mLoop{cond: full, body: body, update: update})
+}
+
+// forInStack lowers `for (T e in stack)`: the loop variable is a copy of
+// each element in turn, from index 0 to the stack's size - 1, valid or
+// not. A hidden index counts the iterations, so break and continue work
+// as in any other loop.
+func (b *body) forInStack(x *ast.ForInStmt) {
+	st, ok := b.expr(x.Range).(*stackLoc)
+	if !ok {
+		b.errorf(x.Range.Position(), "for-in over a header stack needs a stack in storage")
+		return
+	}
+	saved := b.env
+	b.env = newEnv(b.env)
+	defer func() { b.env = saved }()
+	var loc any
+	if x.Decl != nil {
+		loc = b.l.alloc(b.l.info.DeclTypes[x.Decl], x.Decl.Name)
+		b.env.set(x.Decl, loc)
+	} else {
+		loc = b.lvalue(x.Var)
+	}
+	it := ir.Bits(32, false)
+	idx := b.l.newScalar("loop_index", &types.Bits{Width: 32})
+	b.emit(&ir.Assign{Dst: &ir.FieldRef{Header: idx.hdr, Field: idx.field, T: it}, Src: &ir.Const{Value: big.NewInt(0), T: it}})
+	cur := &ir.FieldRef{Header: idx.hdr, Field: idx.field, T: it}
+	cond := &ir.Binary{Op: "<", X: cur, Y: &ir.Const{Value: big.NewInt(int64(len(st.elems))), T: it}, T: ir.BoolType}
+	b.loops++
+	body := b.sub(func() {
+		b.assign(loc, &dynHeader{stack: st, index: cur}, x.Pos, "")
+		b.scoped(x.Body)
+	})
+	b.loops--
+	next := &ir.Binary{Op: "+", X: cur, Y: &ir.Const{Value: big.NewInt(1), T: it}, T: it}
+	update := []mstmt{&ir.Assign{Dst: &ir.FieldRef{Header: idx.hdr, Field: idx.field, T: it}, Src: wrapArith(next, it)}}
+	b.emit(&mLoop{cond: cond, body: body, update: update})
 }
 
 // irLoc is the IR expression of a scalar location.

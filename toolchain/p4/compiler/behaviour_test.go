@@ -97,6 +97,13 @@ func TestProgramBehaviour(t *testing.T) {
 			`named_cnt.count((bit<32>)hdr.h.a);`,
 			"packet 0 03000000\nexpect 0 03000000$\ncheck_counter named_cnt(3) packets == 1",
 			`counter(type = CounterType.packets, size = 32w4) named_cnt;`},
+		// every element in index order, as a copy; continue skips to the next
+		{"for-in over a header stack", `header e_t { bit<8> v; }`, ``,
+			`e_t[3] st; st[0].setValid(); st[0].v = hdr.h.a; st[2].setValid(); st[2].v = hdr.h.c;
+			 bit<8> acc = 0; bit<8> n = 0;
+			 for (e_t e in st) { n = n + 1; if (!e.isValid()) { continue; } acc = acc + e.v; e.v = 0; }
+			 hdr.h.b = acc + st[0].v; hdr.h.d = n;`,
+			"packet 0 01000500\nexpect 0 01070503$", ``},
 		{"entry priorities", ``, ``, `small.apply(); large.apply();`,
 			"packet 0 01000000\nexpect 0 01024000$\npacket 0 11000000\nexpect 0 11011000$\npacket 0 21000000\nexpect 0 21013000$",
 			// smallest wins in small, largest (the default) in large;

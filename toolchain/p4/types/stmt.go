@@ -121,7 +121,14 @@ func (c *Checker) stmt(st ast.Stmt, s *scope) {
 			c.convert(r.Lo, vt)
 			c.convert(r.Hi, vt)
 		} else {
-			c.expr(x.Range, s)
+			rt := c.expr(x.Range, s)
+			if st, ok := Underlying(rt).(*Stack); ok {
+				if vt != nil && !Identical(Underlying(vt), Underlying(st.Elem)) {
+					c.errorf(x.Pos, "cannot iterate with a %s over a stack of %s", vt, st.Elem)
+				}
+			} else {
+				c.errorf(x.Range.Position(), "for-in loops go over a range lo .. hi or a header stack, not %s", rt)
+			}
 		}
 		saved := c.ctx.inLoop
 		c.ctx.inLoop = true
