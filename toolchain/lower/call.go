@@ -281,7 +281,17 @@ func (b *body) controlBody(d *ast.ControlDecl) {
 
 // instantiate creates a fresh instance of a sub-block for one apply.
 func (l *lowerer) instantiate(sb *subBlock, parent *blockInst) *blockInst {
-	inst := &blockInst{decl: sb.decl, name: sb.name, pos: sb.inst.Pos, env: newEnv(sb.ctor)}
+	// P4_16 forbids recursive instantiation: an instance declaration that
+	// is being instantiated already would be instantiated forever. (The
+	// same type may appear twice in the chain, passed as a constructor
+	// argument to an instance of itself.)
+	for p := parent; p != nil; p = p.parent {
+		if p.site != nil && p.site == sb.inst {
+			l.errorf(sb.pos, "%s instantiates itself (recursion is not allowed)", sb.decl.DeclName())
+			panic(bailout{})
+		}
+	}
+	inst := &blockInst{decl: sb.decl, parent: parent, site: sb.inst, name: sb.name, pos: sb.pos, env: newEnv(sb.ctor)}
 	if parent != nil {
 		inst.pipe = parent.pipe
 	}
@@ -351,7 +361,7 @@ func (l *lowerer) ctorArg(e ast.Expr, ev *env, prefix string) any {
 	case *ast.CallExpr:
 		c := l.info.Calls[x]
 		if c != nil && c.Kind == types.CallConstructor && c.Block != nil {
-			return &subBlock{decl: c.Block.Decl, name: prefix, ctor: l.ctorEnv(c.Block.Decl, c.Args, ev, prefix)}
+			return &subBlock{decl: c.Block.Decl, pos: x.Pos, name: prefix, ctor: l.ctorEnv(c.Block.Decl, c.Args, ev, prefix)}
 		}
 	}
 	l.errorf(e.Position(), "constructor argument must be a compile-time constant")
@@ -400,7 +410,7 @@ func (l *lowerer) declareInstance(inst *blockInst, x *ast.InstanceDecl, ev *env)
 				args = append(args, a.Value)
 			}
 		}
-		sb := &subBlock{decl: tt.Decl, inst: x, name: name, ctor: l.ctorEnv(tt.Decl, args, ev, name)}
+		sb := &subBlock{decl: tt.Decl, inst: x, pos: x.Pos, name: name, ctor: l.ctorEnv(tt.Decl, args, ev, name)}
 		ev.set(x, sb)
 		return sb
 	case *types.Extern:

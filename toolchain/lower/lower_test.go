@@ -448,3 +448,27 @@ func TestTypeInfoHeaderWithStruct(t *testing.T) {
 		}
 	}
 }
+
+// TestRecursiveInstantiation checks that a parser or control that
+// instantiates itself, directly or through an instance it declares, is an
+// error with a position (P4_16 forbids recursion; lowering it never ended).
+func TestRecursiveInstantiation(t *testing.T) {
+	tests := []struct{ decls, ingress string }{
+		{`control X(inout bit<8> v) { apply { v = v + 1; X.apply(v); } }`, `apply { X.apply(hdr.h.a); }`},
+		{`control X(inout bit<8> v) { X() inner; apply { inner.apply(v); } }`, `X() x; apply { x.apply(hdr.h.a); }`},
+	}
+	for _, tc := range tests {
+		src := strings.Replace(skeleton, "control I(", tc.decls+"\ncontrol I(", 1)
+		src = strings.Replace(src, "INGRESS", tc.ingress, 1)
+		_, errs := lowerProgram(t, src)
+		if len(errs) == 0 || !strings.Contains(errs[0], "X instantiates itself") || !strings.HasPrefix(errs[0], "t.p4:") {
+			t.Errorf("%s: got %v, want a positioned error saying X instantiates itself", tc.decls, errs)
+		}
+	}
+	src := strings.Replace(skeleton, "state start { p.extract(hdr.h);", "state start { S.apply(p, hdr.h); p.extract(hdr.h);", 1)
+	src = strings.Replace(src, "parser P(", "parser S(packet_in p, out h_t h) { state start { S.apply(p, h); transition accept; } }\nparser P(", 1)
+	src = strings.Replace(src, "INGRESS", "apply { }", 1)
+	if _, errs := lowerProgram(t, src); len(errs) == 0 || !strings.Contains(errs[0], "S instantiates itself") {
+		t.Errorf("parser recursion: got %v", errs)
+	}
+}

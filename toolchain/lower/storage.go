@@ -36,6 +36,10 @@ func (e *env) lookup(d ast.Node) (any, bool) {
 // blockInst is one instance of a parser or control.
 type blockInst struct {
 	decl ast.Decl
+	// parent is the instance that applies this one (nil at the top), and
+	// site the declaration it was instantiated from.
+	parent *blockInst
+	site   *ast.InstanceDecl
 	// name is the control-plane prefix of the instance ("ingress",
 	// "ingress.c_inst").
 	name string
@@ -157,7 +161,10 @@ type externInst struct {
 // subBlock is an instance of a parser or control inside another.
 type subBlock struct {
 	decl ast.Decl
+	// inst is the instance declaration, nil for an instance created in a
+	// constructor argument (C2(C1()) c2); pos is where it is created.
 	inst *ast.InstanceDecl
+	pos  scanner.Pos
 	name string
 	ctor *env
 	// applied and externs persist across applies of the instance.

@@ -104,6 +104,15 @@ func TestProgramBehaviour(t *testing.T) {
 			 for (e_t e in st) { n = n + 1; if (!e.isValid()) { continue; } acc = acc + e.v; e.v = 0; }
 			 hdr.h.b = acc + st[0].v; hdr.h.d = n;`,
 			"packet 0 01000500\nexpect 0 01070503$", ``},
+		// an instance created in a constructor argument, and one type
+		// passed to an instance of itself (not recursion)
+		{"controls as constructor arguments",
+			`control ct(inout bit<8> x);
+			 control Inc(inout bit<8> x) { apply { x = x + 1; } }
+			 control Dbl(inout bit<8> x)(ct c) { apply { x = x << 1; c.apply(x); } }`, ``,
+			`d3.apply(hdr.h.b); d4.apply(hdr.h.c);`,
+			"packet 0 00010100\nexpect 0 00050300$",
+			`Inc() i1; Dbl(i1) d2; Dbl(d2) d3; Dbl(Inc()) d4;`},
 		{"entry priorities", ``, ``, `small.apply(); large.apply();`,
 			"packet 0 01000000\nexpect 0 01024000$\npacket 0 11000000\nexpect 0 11011000$\npacket 0 21000000\nexpect 0 21013000$",
 			// smallest wins in small, largest (the default) in large;
