@@ -169,9 +169,25 @@ func (b *body) bindParams(params []*ast.Param, ptypes []types.Type, args []ast.E
 	return copyOut
 }
 
+// enterInline marks a function or action as being inlined; it is an error
+// to inline it again inside itself. The returned function unmarks it.
+func (b *body) enterInline(d ast.Node, name string, pos scanner.Pos) func() {
+	if b.l.inlining == nil {
+		b.l.inlining = map[ast.Node]bool{}
+	}
+	if b.l.inlining[d] {
+		b.errorf(pos, "%s calls itself (recursion is not allowed)", name)
+		panic(bailout{})
+	}
+	b.l.inlining[d] = true
+	return func() { delete(b.l.inlining, d) }
+}
+
 func (b *body) inlineFunction(fd *ast.FunctionDecl, c *types.Call, pos scanner.Pos) any {
 	callee := newEnv(b.l.globalEnv)
 	copyOut := b.bindParams(fd.Proto.Params, c.ParamTypes, c.Args, callee, pos)
+	// marked only now: f(f(x)) evaluates the inner call first
+	defer b.enterInline(fd, fd.Proto.Name, pos)()
 	var retLoc any
 	rt := c.Result
 	if rt != nil {
@@ -211,6 +227,7 @@ func (b *body) inlineAction(ad *ast.ActionDecl, c *types.Call, pos scanner.Pos) 
 	b.l.useAction(ad, b.l.actionInst(ad, b.inst))
 	callee := newEnv(b.l.actionEnv(ad, b.inst))
 	copyOut := b.bindParams(ad.Params, c.ParamTypes, c.Args, callee, pos)
+	defer b.enterInline(ad, ad.Name, pos)()
 	label := b.l.newLabel()
 	sub := &body{l: b.l, inst: b.inst, env: callee, kind: b.kind, ps: b.ps,
 		ret:        &retTarget{label: label},

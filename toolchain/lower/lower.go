@@ -30,10 +30,14 @@ type Options struct {
 
 type lowerer struct {
 	info *types.Info
-	opts Options
-	prog *ir.Program
-	errs scanner.ErrorList
-	warn scanner.ErrorList
+	// inlining holds the functions and actions whose calls are being
+	// inlined, to reject recursion (P4_16 forbids it; inlining it would
+	// never end).
+	inlining map[ast.Node]bool
+	opts     Options
+	prog     *ir.Program
+	errs     scanner.ErrorList
+	warn     scanner.ErrorList
 
 	headerTypes map[*ast.StructDecl]*ir.HeaderType
 	unionTypes  map[*ast.StructDecl]*ir.UnionType

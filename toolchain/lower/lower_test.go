@@ -472,3 +472,28 @@ func TestRecursiveInstantiation(t *testing.T) {
 		t.Errorf("parser recursion: got %v", errs)
 	}
 }
+
+// TestRecursiveCalls checks that a function or action calling itself is an
+// error with a position (P4_16 forbids recursion; inlining it never ended),
+// while a call in the argument of a call of the same function is fine.
+func TestRecursiveCalls(t *testing.T) {
+	tests := []struct{ decls, ingress, msg string }{
+		{`bit<8> f(in bit<8> x) { if (x == 0) { return 0; } return f(x - 1); }`, `apply { hdr.h.a = f(hdr.h.a); }`, "f calls itself"},
+		{``, `action a() { hdr.h.a = 1; a(); } apply { a(); }`, "a calls itself"},
+		{`bit<8> g(in bit<8> x) { return x + 1; }`, `apply { hdr.h.a = g(g(hdr.h.a)); }`, ""},
+	}
+	for _, tc := range tests {
+		src := strings.Replace(skeleton, "control I(", tc.decls+"\ncontrol I(", 1)
+		src = strings.Replace(src, "INGRESS", tc.ingress, 1)
+		_, errs := lowerProgram(t, src)
+		if tc.msg == "" {
+			if len(errs) > 0 {
+				t.Errorf("%s: %v", tc.ingress, errs)
+			}
+			continue
+		}
+		if len(errs) == 0 || !strings.Contains(errs[0], tc.msg) || !strings.HasPrefix(errs[0], "t.p4:") {
+			t.Errorf("%s: got %v, want a positioned error saying %q", tc.ingress, errs, tc.msg)
+		}
+	}
+}

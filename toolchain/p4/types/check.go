@@ -215,6 +215,25 @@ func (c *Checker) topDecl(d ast.Decl) {
 }
 
 // declType computes the Type of a type declaration.
+// containsStruct reports whether t is st or holds it (as a stack element
+// or in a field): a type containing itself would be infinitely large.
+func containsStruct(t Type, st *Struct) bool {
+	switch x := t.(type) {
+	case *Struct:
+		if x == st {
+			return true
+		}
+		for _, f := range x.Fields {
+			if containsStruct(f.Type, st) {
+				return true
+			}
+		}
+	case *Stack:
+		return containsStruct(x.Elem, st)
+	}
+	return false
+}
+
 func (c *Checker) declType(d ast.Node) Type {
 	if t, ok := c.typeDecls[d]; ok {
 		return t
@@ -237,6 +256,10 @@ func (c *Checker) declType(d ast.Node) Type {
 		seen := map[string]bool{}
 		for _, f := range x.Fields {
 			ft := c.resolveType(f.Type, sc)
+			if containsStruct(ft, st) {
+				c.errorf(f.Pos, "%s cannot contain itself", x.Name)
+				ft = &Void{}
+			}
 			if seen[f.Name] {
 				c.errorf(f.Pos, "duplicate field %s in %s", f.Name, x.Name)
 			}

@@ -137,6 +137,7 @@ func TestBadPrograms(t *testing.T) {
 		{"named entry argument missing", "control c(inout st s) { action a(bit<8> v, bit<8> w = 1) { s.h.a = v; } table t { key = { s.h.a : exact; } actions = { a; } const entries = { 1 : a(w = 2); } } apply { t.apply(); } }", "a(w = 2)", "missing argument for parameter v"},
 		{"for-in element type", "header e_t { bit<8> v; } control c(inout st s) { e_t[2] es; apply { for (h_t x in es) { } } }", "for (h_t", "cannot iterate with a h_t over a stack of e_t"},
 		{"for-in over a scalar", "control c(inout st s) { apply { for (bit<8> x in s.h.a) { } } }", "a) {", "for-in loops go over a range lo .. hi or a header stack"},
+		{"struct containing itself", "struct R { bit<8> a; R r; } control c(inout st s) { apply { R v; } }", "R r;", "R cannot contain itself"},
 		{"non-constant width", "control c(inout st s) { apply { bit<(s.h.a)> x; } }", "a)", "compile-time constant"},
 	}
 	for _, tc := range tests {
