@@ -8,6 +8,8 @@ in a few milliseconds, so dozens of frames wait however loaded the machine is.
 
 from __future__ import annotations
 
+import time
+
 from terrapin_base import C, TerrapinTest, generous_envelope, sized_udp, udp_flow_key
 
 FRAME = 1000
@@ -26,6 +28,10 @@ class QueueTest(TerrapinTest):
         low = bytes(sized_udp(1, out, FRAME, sport=3000, dport=3001))
         high = bytes(sized_udp(2, out, FRAME, sport=8000, dport=8001))
         self.send(1, low, count=LOW_FRAMES)
+        # The two ports are read by independent receive loops, so frames sent back to back on
+        # two ports may be enqueued in either order; a short pause makes the admitted frames
+        # arrive behind the whole best-effort burst (of which ~36 frames, 8 ms each, still wait).
+        time.sleep(0.03)
         self.send(2, high, count=HIGH_FRAMES)
         limit = 10 + 4 * (LOW_FRAMES + HIGH_FRAMES) * FRAME * 8 / self.rate_limited_bps
         received = self.collect(out, idle=2.0, limit=limit)
