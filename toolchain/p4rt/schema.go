@@ -393,24 +393,13 @@ func newSchema(info *p4configv1.P4Info, deviceConfig []byte) (*schema, error) {
 				pre.GetName(), len(t.GetMatchFields()), len(jt.Key))
 		}
 		for i, f := range t.GetMatchFields() {
-			var kind matchKind
-			switch f.GetMatchType() {
-			case p4configv1.MatchField_EXACT:
-				kind = matchExact
-			case p4configv1.MatchField_LPM:
-				kind = matchLPM
-			case p4configv1.MatchField_TERNARY:
-				kind = matchTernary
-				ti.needsPriority = true
-			case p4configv1.MatchField_RANGE:
-				kind = matchRange
-				ti.needsPriority = true
-			case p4configv1.MatchField_OPTIONAL:
-				kind = matchOptional
-				ti.needsPriority = true
-			default:
+			kind, ok := matchKindOf(f)
+			if !ok {
 				return nil, invalid("table %q field %q: match kind %v is not supported",
 					pre.GetName(), f.GetName(), f.GetMatchType())
+			}
+			if kind != matchExact && kind != matchLPM {
+				ti.needsPriority = true
 			}
 			if f.GetBitwidth() <= 0 {
 				return nil, invalid("table %q field %q has no bitwidth", pre.GetName(), f.GetName())
@@ -695,19 +684,8 @@ func (s *schema) addValueSets(info *p4configv1.P4Info, dev *bmv2JSON, claim func
 			match: &tableInfo{id: pre.GetId(), name: pre.GetName(), fieldIndex: map[uint32]int{}}}
 		total := 0
 		for i, f := range v.GetMatch() {
-			var kind matchKind
-			switch f.GetMatchType() {
-			case p4configv1.MatchField_EXACT:
-				kind = matchExact
-			case p4configv1.MatchField_LPM:
-				kind = matchLPM
-			case p4configv1.MatchField_TERNARY:
-				kind = matchTernary
-			case p4configv1.MatchField_RANGE:
-				kind = matchRange
-			case p4configv1.MatchField_OPTIONAL:
-				kind = matchOptional
-			default:
+			kind, ok := matchKindOf(f)
+			if !ok {
 				// The program still loads; only this value set is unusable.
 				vi.problem = fmt.Sprintf("value set %q field %q: match kind %q is not supported", pre.GetName(), f.GetName(), f.GetOtherMatchType())
 			}
@@ -832,4 +810,22 @@ func hexValue(h string, width int) ([]byte, error) {
 		b = []byte{0}
 	}
 	return b, nil
+}
+
+// matchKindOf maps a P4Info match field's standard match kind onto the
+// server's; ok is false for kinds it does not know (other_match_type).
+func matchKindOf(f *p4configv1.MatchField) (kind matchKind, ok bool) {
+	switch f.GetMatchType() {
+	case p4configv1.MatchField_EXACT:
+		return matchExact, true
+	case p4configv1.MatchField_LPM:
+		return matchLPM, true
+	case p4configv1.MatchField_TERNARY:
+		return matchTernary, true
+	case p4configv1.MatchField_RANGE:
+		return matchRange, true
+	case p4configv1.MatchField_OPTIONAL:
+		return matchOptional, true
+	}
+	return 0, false
 }

@@ -141,13 +141,8 @@ func (c *Checker) constructorCall(x *ast.CallExpr, t Type, s *scope) Type {
 	call := &Call{Kind: CallConstructor}
 	switch b := t.(type) {
 	case *Block:
-		var ctorParams []*ast.Param
-		switch d := b.Decl.(type) {
-		case *ast.ParserDecl:
-			ctorParams = d.CtorParams
-		case *ast.ControlDecl:
-			ctorParams = d.CtorParams
-		default:
+		ctorParams, ok := blockCtorParams(b)
+		if !ok {
 			c.errorf(x.Pos, "%s has no implementation to instantiate", b.Name)
 			return &Void{}
 		}
@@ -327,13 +322,8 @@ func (c *Checker) methodCall(x *ast.CallExpr, f *ast.MemberExpr, s *scope) Type 
 // the type's name as its control-plane name (@name("T")), so externs in T
 // are named as if T had been instantiated under its own name.
 func (c *Checker) directInstance(b *Block, f *ast.MemberExpr, s *scope) *ast.InstanceDecl {
-	var ctorParams []*ast.Param
-	switch d := b.Decl.(type) {
-	case *ast.ParserDecl:
-		ctorParams = d.CtorParams
-	case *ast.ControlDecl:
-		ctorParams = d.CtorParams
-	default:
+	ctorParams, ok := blockCtorParams(b)
+	if !ok {
 		c.errorf(f.Pos, "%s is a type without implementation and cannot be applied", b.Name)
 		return nil
 	}
@@ -538,4 +528,17 @@ func unify(pt, at Type, env map[*ast.TypeParam]Type) {
 	}
 	// Block types (Parser<H, M> of a package) are matched by shape in
 	// convert; their type parameters are not needed afterwards.
+}
+
+// blockCtorParams returns the constructor parameters of a parser or
+// control; ok is false for a block type without an implementation (a
+// parser or control type declaration).
+func blockCtorParams(b *Block) (params []*ast.Param, ok bool) {
+	switch d := b.Decl.(type) {
+	case *ast.ParserDecl:
+		return d.CtorParams, true
+	case *ast.ControlDecl:
+		return d.CtorParams, true
+	}
+	return nil, false
 }

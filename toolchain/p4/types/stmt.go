@@ -280,13 +280,8 @@ func (c *Checker) instanceDecl(x *ast.InstanceDecl, s *scope) {
 			}
 		}
 	case *Block:
-		var ctorParams []*ast.Param
-		switch d := b.Decl.(type) {
-		case *ast.ParserDecl:
-			ctorParams = d.CtorParams
-		case *ast.ControlDecl:
-			ctorParams = d.CtorParams
-		default:
+		ctorParams, ok := blockCtorParams(b)
+		if !ok {
 			c.errorf(x.Pos, "%s is a type without implementation and cannot be instantiated", b.Name)
 			return
 		}
