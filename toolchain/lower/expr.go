@@ -235,7 +235,13 @@ func (b *body) read(v any, t types.Type) ir.Expr {
 		base := b.read(x.base, baseType(x.base))
 		return sliceIR(base, x.hi, x.lo)
 	}
-	b.errorf(scanner.Pos{}, "internal: a %T value used as a scalar", v)
+	if _, union := v.(*unionLoc); union {
+		// Field lists (digests, preserved metadata) are lowered from fields, headers and structs;
+		// flattening a union's alternatives is not implemented.
+		b.errorf(scanner.Pos{}, "a header union in a digest or field list is not supported; list the union's headers instead")
+	} else {
+		b.errorf(scanner.Pos{}, "internal: a %T value used as a scalar", v)
+	}
 	return &ir.Const{Value: big.NewInt(0), T: irType(t)}
 }
 

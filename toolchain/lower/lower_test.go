@@ -497,3 +497,28 @@ func TestRecursiveCalls(t *testing.T) {
 		}
 	}
 }
+
+// TestHeaderUnionInDigest: a union in a digest's field list is refused
+// with a message that says so and where (it was an "internal:" error).
+func TestHeaderUnionInDigest(t *testing.T) {
+	src := `#include <core.p4>
+#include <v1model.p4>
+header a_t { bit<8> x; }
+header b_t { bit<16> y; }
+header_union u_t { a_t a; b_t b; }
+struct H { u_t u; }
+struct M { }
+struct D { u_t u; }
+parser P(packet_in p, out H h, inout M m, inout standard_metadata_t s) { state start { p.extract(h.u.a); transition accept; } }
+control VC(inout H h, inout M m) { apply { } }
+control I(inout H h, inout M m, inout standard_metadata_t s) { apply { digest<D>(1, { h.u }); } }
+control E(inout H h, inout M m, inout standard_metadata_t s) { apply { } }
+control CC(inout H h, inout M m) { apply { } }
+control Dp(packet_out p, in H h) { apply { p.emit(h.u); } }
+V1Switch(P(), VC(), I(), E(), CC(), Dp()) main;
+`
+	_, errs := lowerProgram(t, src)
+	if len(errs) == 0 || !strings.Contains(errs[0], "header union in a digest") || strings.Contains(errs[0], "internal") || !strings.HasPrefix(errs[0], "t.p4:11:") {
+		t.Errorf("got %v, want a positioned error about the union", errs)
+	}
+}
