@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# make bmv2: builds p4lang's reference switch (simple_switch, simple_switch_grpc, simple_switch_CLI)
+# from the unmodified source snapshots in ../shared/oracle into build/oracle/, as a test oracle.
+#
+#   bash scripts/build-bmv2.sh          (make bmv2; make test runs it too)
+#
+# Nothing of the oracle's code enters the project: the tarballs are unpacked under build/ and
+# built there. The build is cached: a stamp names the snapshots and the flags, so a second run is
+# a no-op, and a run with other snapshots or flags rebuilds.
+#
+# One build, configured as BMv2's performance docs configure it (-O3, logging macros and the
+# event logger compiled out): the same binary serves the benchmark and the tests, so what the
+# tests check is what the benchmark measures.
+#
+# PI first (the P4Runtime server library), then BMv2 --with-pi; both install into
+# build/oracle/prefix, and build/oracle/bin holds the three commands.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+oracle_src=${ORACLE:-$root/../shared/oracle}
+out=$root/build/oracle
+prefix=$out/prefix
+src=$out/src
+jobs=${JOBS:-$(nproc)}
+
+bmv2_tar=$(ls "$oracle_src"/behavioral-model-*.tar.gz 2>/dev/null | head -n1)
+pi_tar=$(ls "$oracle_src"/PI-*.tar.gz 2>/dev/null | head -n1)
+if [[ -z "$bmv2_tar" || -z "$pi_tar" ]]; then
+    echo "bmv2: no oracle snapshots in $oracle_src (expected behavioral-model-*.tar.gz and PI-*.tar.gz)" >&2
+    exit 1
+fi
+
+bmv2_flags=(--with-pi --with-thrift --disable-logging-macros --disable-elogger
+            --without-nanomsg-examples)
+pi_flags=(--with-proto --without-internal-rpc --without-cli --without-bmv2)
+cxxflags="-O3 -g0"
+stamp_text="$(basename "$bmv2_tar") $(basename "$pi_tar") ${bmv2_flags[*]} ${pi_flags[*]} $cxxflags"
+stamp=$out/.built
+if [[ -f "$stamp" && "$(cat "$stamp")" == "$stamp_text" && -x "$out/bin/simple_switch_grpc" ]]; then
+    echo "[bmv2] up to date: $out/bin/simple_switch_grpc"
+    exit 0
+fi
+
+start=$SECONDS
+stage() { printf '\033[1m[bmv2 %3dm%02ds]\033[0m %s\n' $(((SECONDS - start) / 60)) $(((SECONDS - start) % 60)) "$*"; }
+
+# run LOG CMD...: quiet unless it fails; a failure shows the log's tail.
+run() {
+    local log=$1; shift
+    if ! "$@" >>"$log" 2>&1; then
+        echo "[bmv2] failed: $* (log: $log)" >&2
+        tail -n 40 "$log" >&2
+        exit 1
+    fi
+}
+
+# --- Debian packages (idempotent, as in scripts/setup.sh) ---------------------------------------
+apt_packages=(autoconf automake libtool pkg-config g++ make
+              libboost-dev libboost-system-dev libboost-thread-dev libboost-program-options-dev
+              libboost-filesystem-dev libgmp-dev libpcap-dev libthrift-dev thrift-compiler
+              python3-thrift libnanomsg-dev libxxhash-dev libjsoncpp-dev libssl-dev
+              protobuf-compiler libprotobuf-dev libgrpc++-dev protobuf-compiler-grpc libgrpc-dev)
+missing=()
+for p in "${apt_packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+    if [[ $(id -u) -ne 0 ]]; then
+        echo "bmv2: need root to install Debian packages: ${missing[*]}" >&2
+        exit 1
+    fi
+    stage "installing Debian packages: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q >/dev/null
+    apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+rm -rf "$src" "$prefix" "$out/bin" "$stamp"
+mkdir -p "$src" "$prefix" "$out/bin" "$out/logs"
+logs=$out/logs
+rm -f "$logs"/*.log
+stage "unpacking $(basename "$pi_tar") and $(basename "$bmv2_tar")"
+tar -xzf "$pi_tar" -C "$src"
+tar -xzf "$bmv2_tar" -C "$src"
+
+export CPPFLAGS="-I$prefix/include"
+export LDFLAGS="-L$prefix/lib -Wl,-rpath,$prefix/lib"
+export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
+
+stage "PI: configure (1/6; about 1 minute)"
+cd "$src/PI"
+run "$logs/pi.log" ./autogen.sh
+run "$logs/pi.log" ./configure --prefix="$prefix" "${pi_flags[@]}" CXXFLAGS="$cxxflags" CFLAGS="$cxxflags"
+stage "PI: compile (2/6; about 4 minutes on 2 cores)"
+run "$logs/pi.log" make -j"$jobs"
+stage "PI: install (3/6)"
+run "$logs/pi.log" make install
+
+stage "BMv2: configure (4/6; about 1 minute)"
+cd "$src/behavioral-model"
+run "$logs/bmv2.log" ./autogen.sh
+run "$logs/bmv2.log" ./configure --prefix="$prefix" "${bmv2_flags[@]}" \
+    CXXFLAGS="$cxxflags" CFLAGS="$cxxflags"
+# Only the libraries and the two simple_switch targets (and the CLI's tools): psa_switch,
+# pna_nic, simple_router and l2_switch are not needed and would add minutes.
+subdirs=(thrift_src third_party proto src include PI services targets/simple_switch
+         targets/simple_switch_grpc tools)
+stage "BMv2: compile (5/6; about 10 minutes on 2 cores)"
+for d in "${subdirs[@]}"; do
+    [[ -f "$d/Makefile" ]] || continue
+    stage "BMv2: compile $d"
+    run "$logs/bmv2.log" make -j"$jobs" -C "$d"
+done
+stage "BMv2: install (6/6)"
+for d in "${subdirs[@]}"; do
+    [[ -f "$d/Makefile" ]] || continue
+    run "$logs/bmv2.log" make -C "$d" install
+done
+
+# simple_switch_grpc lives in its own target directory with its own install step in some
+# snapshots; make sure all three commands are in the prefix.
+for cmd in simple_switch simple_switch_grpc simple_switch_CLI; do
+    if [[ ! -x "$prefix/bin/$cmd" ]]; then
+        echo "bmv2: $cmd was not installed into $prefix/bin" >&2
+        exit 1
+    fi
+    ln -sf "$prefix/bin/$cmd" "$out/bin/$cmd"
+done
+"$out/bin/simple_switch_grpc" --help >/dev/null 2>&1 || {
+    echo "bmv2: the built simple_switch_grpc does not start:" >&2
+    "$out/bin/simple_switch_grpc" --help 2>&1 | tail -n 5 >&2
+    exit 1
+}
+echo "$stamp_text" >"$stamp"
+stage "built: $out/bin/{simple_switch,simple_switch_grpc,simple_switch_CLI}"
