@@ -33,13 +33,18 @@ P4_JSON  := $(P4_OUT)/terrapin.json
 P4_INFO  := $(P4_OUT)/terrapin.p4info.txtpb
 
 .PHONY: help setup toolchain p4 controller conformance ptf shell test test-go \
-        bench bench-engine bench-switch bench-controller run stop demo clean
+        bench bench-engine bench-switch bench-controller run stop demo clean bmv2
 
 help:
 	@sed -n '1,12p' Makefile | sed 's/^# \{0,1\}//'
 
 setup:
 	@bash scripts/setup.sh
+
+# p4lang's simple_switch_grpc, simple_switch and simple_switch_CLI from ../shared/oracle, into
+# build/oracle/bin (cached: a second run is a no-op).
+bmv2:
+	@bash scripts/build-bmv2.sh
 
 toolchain:
 	@mkdir -p $(BIN)

@@ -126,6 +126,11 @@ for cmd in simple_switch simple_switch_grpc simple_switch_CLI; do
     fi
     ln -sf "$prefix/bin/$cmd" "$out/bin/$cmd"
 done
+# The CLI is Python and imports Debian's thrift module (python3-thrift), which only Debian's
+# interpreter has; `env python3` may find another one (pyenv, a venv) first.
+rm -f "$out/bin/simple_switch_CLI"
+printf '#!/bin/sh\nexec /usr/bin/python3 %q "$@"\n' "$prefix/bin/simple_switch_CLI" >"$out/bin/simple_switch_CLI"
+chmod +x "$out/bin/simple_switch_CLI"
 "$out/bin/simple_switch_grpc" --help >/dev/null 2>&1 || {
     echo "bmv2: the built simple_switch_grpc does not start:" >&2
     "$out/bin/simple_switch_grpc" --help 2>&1 | tail -n 5 >&2
