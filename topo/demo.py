@@ -24,6 +24,7 @@ import math
 import os
 import sys
 import time
+import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,9 +91,12 @@ def rest(run: RunningNetwork, method: str, path: str, body: dict[str, Any] | Non
 def wait_ready(run: RunningNetwork, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        health = rest(run, "GET", "/health")
-        if all(s["ready"] for s in health["switches"].values()):
-            return
+        try:
+            rest(run, "GET", "/health")
+            return  # 200: every switch is ready (503 while one is not)
+        except urllib.error.HTTPError as error:
+            if error.code != 503:
+                raise
         time.sleep(0.5)
     raise TimeoutError("the controller never reported its switches ready")
 

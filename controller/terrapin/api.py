@@ -1,30 +1,48 @@
-"""The REST API (FastAPI; OpenAPI at /docs and /openapi.json).
+"""The REST API (FastAPI; OpenAPI at /docs, /redoc and /openapi.json).
 
 Reads are open; every call that changes state needs `Authorization: Bearer <token>` (the token
-from the configuration). Invalid bodies get 422 naming the field; a denied admission gets 409
-naming the constraint that failed and by how much.
+from the configuration). Every error is a flat JSON object with an `error` field: 400 for a body
+that is not JSON (or a request uvicorn cannot parse), 415 for a body sent as another type, 422
+naming the invalid field, 409 for a denied admission (naming the constraint that failed and by
+how much) or a channel that exists already, 503 with Retry-After when a switch on the path is
+down, 502 when a switch refused the write. The table is in docs/controller.md.
+
+Swagger UI and ReDoc are served from the fastapi-offline package, so the pages work on a
+machine without internet.
 """
 
 from __future__ import annotations
 
 import hmac
 import ipaddress
+import json
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal, Protocol
 
+import h11
 from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi import Response as FastAPIResponse
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from fastapi_offline import FastAPIOffline
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from terrapin.admission import Allocation, Denial
 from terrapin.admission.model import ChannelEnvelope, ChannelKey
 from terrapin.constants import IP_PROTO_TCP, IP_PROTO_UDP, IP_PROTO_XTP
 from terrapin.paths import ChannelSelector
 from terrapin.protocol.messages import flow_key_from_ports, ports_from_flow_key
-from terrapin.reservations import ChannelRequest, Conflict, ReservationService
+from terrapin.reservations import (
+    SWITCH_REFUSED,
+    SWITCH_UNAVAILABLE,
+    ChannelRequest,
+    Conflict,
+    ReservationService,
+)
 from terrapin.store import Reservation
 from terrapin.switches import ChannelCounters, QueueTelemetry
 
@@ -32,6 +50,9 @@ U32 = 0xFFFF_FFFF
 # Module level: FastAPI resolves these annotations by name (this module uses postponed ones).
 BearerCredentials = Annotated[HTTPAuthorizationCredentials | None, Depends(HTTPBearer(auto_error=False))]
 PROTOCOLS = {"udp": IP_PROTO_UDP, "tcp": IP_PROTO_TCP, "xtp": IP_PROTO_XTP}
+# What a 503 tells a client to wait: finsy retries a switch whose connection failed quickly
+# after 10 s (its _FAIL_THROTTLE_SECS), so an earlier retry would mostly find it still down.
+RETRY_AFTER_SECONDS = 10
 
 
 class Telemetry(Protocol):
@@ -41,6 +62,8 @@ class Telemetry(Protocol):
     def names(self) -> list[str]: ...
 
     def is_ready(self, name: str) -> bool: ...
+
+    def why_not_ready(self, name: str) -> str | None: ...
 
     async def queue_telemetry(self, name: str, ports: list[int]) -> list[QueueTelemetry]: ...
 
@@ -74,8 +97,8 @@ class ReservationIn(BaseModel):
         },
     )
 
-    src: ipaddress.IPv4Address
-    dst: ipaddress.IPv4Address
+    src: ipaddress.IPv4Address = Field(description="the sending host (the channel's initiator)")
+    dst: ipaddress.IPv4Address = Field(description="the receiving host; not the source itself")
     protocol: Literal["udp", "tcp", "xtp"]
     src_port: int = Field(default=0, ge=0, le=65535, description="UDP/TCP source port")
     dst_port: int = Field(default=0, ge=0, le=65535, description="UDP/TCP destination port")
@@ -96,6 +119,14 @@ class ReservationIn(BaseModel):
         if self.burst < self.max_packet:
             raise ValueError("burst must be at least max_packet (a burst holds one packet)")
         return self
+
+    @field_validator("dst")
+    @classmethod
+    def _leaves_the_host(cls, dst: ipaddress.IPv4Address, info: ValidationInfo) -> ipaddress.IPv4Address:
+        if info.data.get("src") == dst:
+            # The path would be the host's own port: capacity reserved for no traffic.
+            raise ValueError("dst must differ from src (a channel leaves its host)")
+        return dst
 
 
 class HopOut(BaseModel):
@@ -122,12 +153,12 @@ class AllocationOut(BaseModel):
 
 
 class ReservationOut(BaseModel):
-    id: int
-    initiator: str
+    id: int = Field(description="never reused, also across controller restarts")
+    initiator: ipaddress.IPv4Address
     context: int
-    src: str
-    dst: str
-    protocol: int
+    src: ipaddress.IPv4Address
+    dst: ipaddress.IPv4Address
+    protocol: int = Field(description="IPv4 protocol number: 17 udp, 6 tcp, 36 xtp")
     src_port: int
     dst_port: int
     flow_key: int
@@ -171,6 +202,103 @@ class ErrorOut(BaseModel):
     detail: Any = None
 
 
+class InvalidFieldOut(BaseModel):
+    field: str = Field(description="dotted path of the field in the body, or `body`")
+    message: str
+
+
+class InvalidOut(BaseModel):
+    error: str = "invalid request"
+    detail: list[InvalidFieldOut]
+
+
+class ConflictOut(BaseModel):
+    error: Literal["already reserved", "context in use"]
+    constraint: Literal["flow_reserved", "context_conflict"]
+    message: str
+    reservation: int | None = Field(
+        description="the id of the reservation in the way; null for an in-band request in progress"
+    )
+
+
+class SwitchErrorOut(BaseModel):
+    error: Literal["switch unavailable", "switch error"]
+    switch: str
+    message: str
+    retry_after: int | None = Field(description="seconds, as in the Retry-After header (503 only)")
+
+
+class SwitchHealthOut(BaseModel):
+    ready: bool
+    problem: str | None = Field(default=None, description="why it is not ready")
+
+
+class ReconcileOut(BaseModel):
+    switch: str
+    inserted: int
+    modified: int
+    deleted: int
+    kept: int
+
+
+class HealthOut(BaseModel):
+    # Extra keys may be added by the process that serves the API (main.py adds the two below).
+    model_config = ConfigDict(extra="allow")
+
+    status: Literal["ok", "degraded"] = Field(
+        description="ok (HTTP 200): every switch is connected and reconciled; degraded (HTTP 503): "
+        "at least one is not, and channels through it can be neither set up nor removed"
+    )
+    degraded: list[str] = Field(description="the switches that are not ready")
+    switches: dict[str, SwitchHealthOut]
+    reservations: int
+    protocol: dict[str, int] = Field(default_factory=dict, description="reservation protocol counters")
+    reconciled: dict[str, ReconcileOut] = Field(
+        default_factory=dict, description="each switch's last reconciliation"
+    )
+
+
+class HopCountersOut(BaseModel):
+    switch: str
+    port: int
+    packets: int | None = None
+    bytes: int | None = None
+    yellow_packets: int | None = None
+    red_packets: int | None = None
+    telemetry_error: str | None = Field(default=None, description="present when the switch is unreachable")
+
+
+class QueueStatusOut(BaseModel):
+    priority: int
+    channels: int
+    allocated_rate: int
+    allocated_burst: int
+    worst_case_delay_us: int | None
+    delay_limit_us: int | None
+    max_depth_packets: int | None = Field(description="telemetry; null without it")
+    max_delay_us: int | None
+    packets: int | None
+    bytes: int | None
+
+
+class PortStatusOut(BaseModel):
+    port: int
+    line_rate: int
+    reservable_rate: int
+    allocated_rate: int
+    queue_capacity: int
+    channels: int
+    queues: list[QueueStatusOut]
+
+
+class SwitchStatusOut(BaseModel):
+    switch: str
+    ready: bool
+    drops: dict[str, int] | None = Field(default=None, description="with telemetry only")
+    telemetry_error: str | None = Field(default=None, description="present when telemetry failed")
+    ports: list[PortStatusOut]
+
+
 def allocation_out(a: Allocation) -> AllocationOut:
     return AllocationOut(
         rate=a.rate,
@@ -203,11 +331,11 @@ def reservation_out(r: Reservation) -> ReservationOut:
     if r.selector.protocol in (IP_PROTO_UDP, IP_PROTO_TCP):
         sport, dport = ports_from_flow_key(r.selector.flow_key)
     return ReservationOut(
-        id=r.channel_id,
-        initiator=r.key.initiator,
+        id=r.reservation_id,
+        initiator=ipaddress.IPv4Address(r.key.initiator),
         context=r.key.context,
-        src=r.selector.src,
-        dst=r.selector.dst,
+        src=ipaddress.IPv4Address(r.selector.src),
+        dst=ipaddress.IPv4Address(r.selector.dst),
         protocol=r.selector.protocol,
         src_port=sport,
         dst_port=dport,
@@ -254,17 +382,58 @@ def denial_out(d: Denial) -> DenialOut:
 # ---- the application -----------------------------------------------------------------------
 
 
+def _is_json(content_type: str) -> bool:
+    kind = content_type.split(";", 1)[0].strip().lower()
+    return kind == "application/json" or (kind.startswith("application/") and kind.endswith("+json"))
+
+
+async def require_json(request: Request) -> None:
+    """A body sent as anything but JSON (curl -d sends form encoding) is refused as such, rather
+    than failing validation with a message that does not say why."""
+    if not await request.body():
+        return  # validation says the body is missing
+    content_type = request.headers.get("content-type", "")
+    if not _is_json(content_type):
+        raise HTTPException(
+            415,
+            detail={
+                "error": "unsupported content type",
+                "detail": "send the body as application/json (it came as "
+                + (content_type or "no Content-Type")
+                + ")",
+            },
+        )
+
+
+def _malformed_json(exc: RequestValidationError) -> JSONResponse | None:
+    """400 for a body that is not JSON at all, saying where it breaks (FastAPI reports the
+    character offset as the field and only "JSON decode error")."""
+    for err in exc.errors():
+        if err.get("type") != "json_invalid":
+            continue
+        loc = err.get("loc", ())
+        offset = loc[1] if len(loc) > 1 and isinstance(loc[1], int) else 0
+        reason = str(err.get("ctx", {}).get("error", "not JSON"))
+        text = exc.body if isinstance(exc.body, str) else ""
+        where = str(json.JSONDecodeError(reason, text, offset)) if text else reason
+        return JSONResponse(status_code=400, content={"error": "malformed JSON", "detail": where})
+    return None
+
+
 def create_app(
     service: ReservationService,
     telemetry: Telemetry,
     token: str,
     health_extra: Callable[[], Awaitable[dict[str, Any]]] | None = None,
 ) -> FastAPI:
-    app = FastAPI(
+    app = FastAPIOffline(
         title="Terrapin controller",
         version="0.1.0",
         description="Admission control and reservations for guaranteed-service channels "
-        "(seed 000 §4.1). Mutating calls need `Authorization: Bearer <token>`.",
+        "(seed 000 §4.1). Mutating calls need `Authorization: Bearer <token>`. Every error is a "
+        "JSON object with an `error` field.",
+        # No online validator badge: the page must not reach out of this machine.
+        swagger_ui_parameters={"validatorUrl": None},
     )
 
     def require_token(credentials: BearerCredentials) -> None:
@@ -275,14 +444,18 @@ def create_app(
                 headers={"WWW-Authenticate": "Bearer"},
             )
 
-    @app.exception_handler(HTTPException)
-    async def _http_error(_request: Request, exc: HTTPException) -> JSONResponse:
+    # Registered for Starlette's base class so the router's own 404 and 405 are flat JSON too.
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
         # Bodies are flat JSON objects ({"error": ...}), as the response models say.
         body = exc.detail if isinstance(exc.detail, dict) else {"error": str(exc.detail)}
         return JSONResponse(status_code=exc.status_code, content=body, headers=exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        malformed = _malformed_json(exc)
+        if malformed is not None:
+            return malformed
         problems = [
             {
                 "field": ".".join(str(x) for x in err["loc"] if x != "body") or "body",
@@ -295,30 +468,59 @@ def create_app(
             content=jsonable_encoder({"error": "invalid request", "detail": problems}),
         )
 
-    @app.get("/health", tags=["status"])
-    async def health() -> dict[str, Any]:
-        switches = {name: {"ready": telemetry.is_ready(name)} for name in telemetry.names}
-        body: dict[str, Any] = {
-            "status": "ok",
-            "switches": switches,
-            "reservations": len(service.list()),
+    @app.get(
+        "/health",
+        tags=["status"],
+        response_model=HealthOut,
+        responses={503: {"model": HealthOut, "description": "degraded: a switch is not ready"}},
+    )
+    async def health(response: FastAPIResponse) -> HealthOut:
+        """Whether the controller can serve every path: 200 with `ok` when every switch is
+        connected and reconciled, 503 with `degraded` (and the switches in `degraded`) when one
+        is not, so a load balancer or a supervisor can act on the status code alone."""
+        switches = {
+            name: SwitchHealthOut(ready=telemetry.is_ready(name), problem=telemetry.why_not_ready(name))
+            for name in telemetry.names
         }
-        if health_extra is not None:
-            body.update(await health_extra())
-        return body
+        down = sorted(name for name, s in switches.items() if not s.ready)
+        extra = await health_extra() if health_extra is not None else {}
+        if down:
+            response.status_code = 503
+        return HealthOut(
+            status="degraded" if down else "ok",
+            degraded=down,
+            switches=switches,
+            reservations=len(service.list()),
+            **extra,
+        )
 
     @app.post(
         "/reservations",
         status_code=201,
         tags=["reservations"],
         responses={
-            409: {"model": DenialOut, "description": "admission denied or context in use"},
-            401: {"model": ErrorOut},
-            422: {"model": ErrorOut},
+            400: {"model": ErrorOut, "description": "the body is not JSON"},
+            401: {"model": ErrorOut, "description": "no valid bearer token"},
+            409: {
+                "model": DenialOut | ConflictOut,
+                "description": "admission denied (DenialOut), or the flow or context is taken (ConflictOut)",
+            },
+            415: {"model": ErrorOut, "description": "the body is not sent as application/json"},
+            422: {"model": InvalidOut, "description": "a field is invalid; each is named"},
+            502: {"model": SwitchErrorOut, "description": "a switch refused the write; all rolled back"},
+            503: {
+                "model": SwitchErrorOut,
+                "description": "a switch on the path is not connected; nothing reserved (Retry-After)",
+            },
         },
-        dependencies=[Depends(require_token)],
+        dependencies=[Depends(require_token), Depends(require_json)],
     )
     async def create_reservation(body: ReservationIn) -> ReservationOut:
+        """Admit a simplex channel and set it up on every switch of its path, all or nothing.
+
+        201 with the allocation (rate and burst after rounding, per hop the burst there and the
+        worst-case delay now and promised); 409 naming the constraint that failed and by how
+        much, or the reservation already holding this flow or context."""
         protocol = PROTOCOLS[body.protocol]
         if protocol == IP_PROTO_XTP:
             flow_key = body.xtp_key
@@ -345,25 +547,29 @@ def create_app(
         try:
             result = await service.create(request)
         except Conflict as exc:
+            flow = exc.kind == "flow"
             raise HTTPException(
                 409,
-                detail={
-                    "error": "context in use",
-                    "constraint": "context_conflict",
-                    "message": str(exc),
-                },
+                detail=ConflictOut(
+                    error="already reserved" if flow else "context in use",
+                    constraint="flow_reserved" if flow else "context_conflict",
+                    message=str(exc),
+                    reservation=exc.existing.reservation_id if exc.existing else None,
+                ).model_dump(),
             ) from None
         if isinstance(result, Denial):
+            _raise_switch_trouble(result)
             raise HTTPException(409, detail=denial_out(result).model_dump())
         return reservation_out(result)
 
     @app.get("/reservations", tags=["reservations"])
     async def list_reservations() -> list[ReservationOut]:
-        return [reservation_out(r) for r in service.list()]
+        """Every reservation, REST and in-band, in the order they were made."""
+        return [reservation_out(r) for r in sorted(service.list(), key=lambda r: r.reservation_id)]
 
     def _find(reservation_id: int) -> Reservation:
         for r in service.list():
-            if r.channel_id == reservation_id:
+            if r.reservation_id == reservation_id:
                 return r
         raise HTTPException(404, detail={"error": f"no reservation {reservation_id}"})
 
@@ -373,6 +579,7 @@ def create_app(
         responses={404: {"model": ErrorOut}},
     )
     async def get_reservation(reservation_id: int) -> ReservationOut:
+        """One reservation by its id."""
         return reservation_out(_find(reservation_id))
 
     @app.delete(
@@ -383,6 +590,8 @@ def create_app(
         dependencies=[Depends(require_token)],
     )
     async def delete_reservation(reservation_id: int) -> Response:
+        """Release the channel and remove it from every switch of its path; a switch that is
+        down then is corrected when it reconnects. The id is never given out again."""
         record = _find(reservation_id)
         await service.close(record.key)
         return Response(status_code=204)
@@ -391,51 +600,67 @@ def create_app(
         "/reservations/{reservation_id}/counters",
         tags=["reservations"],
         responses={404: {"model": ErrorOut}},
+        response_model_exclude_unset=True,
     )
-    async def reservation_counters(reservation_id: int) -> list[dict[str, Any]]:
+    async def reservation_counters(reservation_id: int) -> list[HopCountersOut]:
+        """Per hop: packets and bytes the channel's entry matched, and packets its meter
+        marked yellow and red. A switch that cannot be read says so in `telemetry_error`."""
         record = _find(reservation_id)
         out = []
         for hop in record.allocation.hops:
-            item: dict[str, Any] = {"switch": hop.port.switch, "port": hop.port.port}
             try:
                 c = await telemetry.channel_counters(hop.port.switch, record.selector, record.channel_id)
-                item.update(
+            except Exception as exc:  # a disconnected switch: say so, do not fail the call
+                out.append(
+                    HopCountersOut(
+                        switch=hop.port.switch,
+                        port=hop.port.port,
+                        telemetry_error=str(exc) or type(exc).__name__,
+                    )
+                )
+                continue
+            out.append(
+                HopCountersOut(
+                    switch=hop.port.switch,
+                    port=hop.port.port,
                     packets=c.packets,
                     bytes=c.bytes,
                     yellow_packets=c.yellow_packets,
                     red_packets=c.red_packets,
                 )
-            except Exception as exc:  # a disconnected switch: say so, do not fail the call
-                item["telemetry_error"] = str(exc) or type(exc).__name__
-            out.append(item)
+            )
         return out
 
-    @app.get("/status/switches", tags=["status"])
-    async def switches_status() -> list[dict[str, Any]]:
+    @app.get("/status/switches", tags=["status"], response_model_exclude_unset=True)
+    async def switches_status() -> list[SwitchStatusOut]:
+        """Every switch: per port the capacity, and per queue what is allocated and promised."""
         return [await _switch_status(name, with_telemetry=False) for name in telemetry.names]
 
     @app.get(
         "/status/switches/{name}",
         tags=["status"],
         responses={404: {"model": ErrorOut}},
+        response_model_exclude_unset=True,
     )
-    async def switch_status(name: str) -> dict[str, Any]:
+    async def switch_status(name: str) -> SwitchStatusOut:
+        """One switch as in /status/switches, with telemetry read from it: per queue the
+        largest depth and delay seen and the traffic counted, and the drop counters."""
         if name not in telemetry.names:
             raise HTTPException(404, detail={"error": f"no switch {name}"})
         return await _switch_status(name, with_telemetry=True)
 
-    async def _switch_status(name: str, with_telemetry: bool) -> dict[str, Any]:
+    async def _switch_status(name: str, with_telemetry: bool) -> SwitchStatusOut:
         ledger = service.ledger
         ports = sorted(p for p in ledger.ports if p.switch == name)
         tele: dict[tuple[int, int], QueueTelemetry] = {}
-        body: dict[str, Any] = {"switch": name, "ready": telemetry.is_ready(name)}
+        extra: dict[str, Any] = {}
         if with_telemetry:
             try:
                 for item in await telemetry.queue_telemetry(name, [p.port for p in ports]):
                     tele[(item.port, item.priority)] = item
-                body["drops"] = await telemetry.drop_counters(name)
+                extra["drops"] = await telemetry.drop_counters(name)
             except Exception as exc:
-                body["telemetry_error"] = str(exc) or type(exc).__name__
+                extra["telemetry_error"] = str(exc) or type(exc).__name__
         port_list = []
         for pid in ports:
             st = ledger.port_status(pid)
@@ -444,31 +669,74 @@ def create_app(
                 level = st.levels[prio - 1] if 1 <= prio <= 6 else None
                 q = tele.get((pid.port, prio))
                 queues.append(
-                    {
-                        "priority": prio,
-                        "channels": level.channels if level else 0,
-                        "allocated_rate": level.rate if level else 0,
-                        "allocated_burst": level.burst if level else 0,
-                        "worst_case_delay_us": level.worst_case_delay_us if level else None,
-                        "delay_limit_us": level.delay_limit_us if level else None,
-                        "max_depth_packets": q.max_depth_packets if q else None,
-                        "max_delay_us": q.max_delay_us if q else None,
-                        "packets": q.packets if q else None,
-                        "bytes": q.bytes if q else None,
-                    }
+                    QueueStatusOut(
+                        priority=prio,
+                        channels=level.channels if level else 0,
+                        allocated_rate=level.rate if level else 0,
+                        allocated_burst=level.burst if level else 0,
+                        worst_case_delay_us=level.worst_case_delay_us if level else None,
+                        delay_limit_us=level.delay_limit_us if level else None,
+                        max_depth_packets=q.max_depth_packets if q else None,
+                        max_delay_us=q.max_delay_us if q else None,
+                        packets=q.packets if q else None,
+                        bytes=q.bytes if q else None,
+                    )
                 )
             port_list.append(
-                {
-                    "port": pid.port,
-                    "line_rate": st.line_rate,
-                    "reservable_rate": st.reservable_rate,
-                    "allocated_rate": st.admitted_rate,
-                    "queue_capacity": st.queue_capacity,
-                    "channels": st.channels,
-                    "queues": queues,
-                }
+                PortStatusOut(
+                    port=pid.port,
+                    line_rate=st.line_rate,
+                    reservable_rate=st.reservable_rate,
+                    allocated_rate=st.admitted_rate,
+                    queue_capacity=st.queue_capacity,
+                    channels=st.channels,
+                    queues=queues,
+                )
             )
-        body["ports"] = port_list
-        return body
+        return SwitchStatusOut(switch=name, ready=telemetry.is_ready(name), ports=port_list, **extra)
 
     return app
+
+
+def _raise_switch_trouble(denial: Denial) -> None:
+    """A switch that could not be written is not an admission decision: 503 (down: retry later)
+    or 502 (it refused the write), naming the switch."""
+    v = denial.primary
+    if v.constraint not in (SWITCH_UNAVAILABLE, SWITCH_REFUSED) or v.port is None:
+        return
+    if v.constraint == SWITCH_UNAVAILABLE:
+        body = SwitchErrorOut(
+            error="switch unavailable",
+            switch=v.port.switch,
+            message=v.detail,
+            retry_after=RETRY_AFTER_SECONDS,
+        )
+        raise HTTPException(503, detail=body.model_dump(), headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
+    body = SwitchErrorOut(error="switch error", switch=v.port.switch, message=v.detail, retry_after=None)
+    raise HTTPException(502, detail=body.model_dump())
+
+
+class JsonErrorsH11Protocol(H11Protocol):
+    """uvicorn's HTTP/1.1 protocol, but a request it cannot parse (a header or request line
+    beyond h11's 16 KiB, a malformed request line) gets a JSON 400 like every other error; uvicorn
+    answers those in plain text before the application sees them."""
+
+    def send_400_response(self, msg: str) -> None:
+        body = json.dumps(
+            {
+                "error": "bad request",
+                "detail": "not a valid HTTP/1.1 request, or its request line or headers exceed 16 KiB",
+            }
+        ).encode()
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"connection", b"close"),
+        ]
+        for event in (
+            h11.Response(status_code=400, headers=headers, reason=b"Bad Request"),
+            h11.Data(data=body),
+            h11.EndOfMessage(),
+        ):
+            self.transport.write(self.conn.send(event))
+        self.transport.close()

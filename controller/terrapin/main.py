@@ -10,9 +10,10 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -21,7 +22,7 @@ from fastapi import FastAPI
 
 from terrapin.admission import AdmissionLedger
 from terrapin.admission.model import ChannelKey
-from terrapin.api import Telemetry, create_app
+from terrapin.api import JsonErrorsH11Protocol, Telemetry, create_app
 from terrapin.config import Config, ConfigError, load_config
 from terrapin.paths import ChannelProgrammer, Topology
 from terrapin.protocol.handler import ProtocolHandler
@@ -183,6 +184,38 @@ def _resolve(base: Path | None, path: str) -> str:
     return str(p if p.is_absolute() or base is None else base / p)
 
 
+def rest_server(app: FastAPI, host: str, port: int, log_level: str = "info") -> uvicorn.Server:
+    """The REST server: uvicorn with JSON answers also for requests it cannot parse."""
+    return uvicorn.Server(
+        uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            log_level=log_level,
+            lifespan="on",
+            http=JsonErrorsH11Protocol,
+        )
+    )
+
+
+@contextlib.contextmanager
+def pid_file(path: str | None) -> Iterator[None]:
+    """Record this process's PID while it runs (`make stop` stops what build/run/pids lists)."""
+    if path is None:
+        yield
+        return
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(f"{os.getpid()}\n")
+    try:
+        yield
+    finally:
+        # Only our own record: a newer controller may have taken the file over meanwhile.
+        with contextlib.suppress(OSError):
+            if target.read_text().strip() == str(os.getpid()):
+                target.unlink()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="terrapin-controller",
@@ -196,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         help="directory relative paths in the config are resolved against (default: cwd)",
     )
     parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--pid-file", help="write the PID here while running (make run records its own)")
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=args.log_level.upper(),
@@ -210,20 +244,18 @@ def main(argv: list[str] | None = None) -> int:
     controller = Controller(config, base)
     if not config.rest.token and not config.rest.token_file:
         LOG.warning("no REST token configured; this run's token is %s", controller.token)
-    server = uvicorn.Server(
-        uvicorn.Config(
-            controller.app,
-            host=args.host or config.rest.host,
-            port=args.port if args.port is not None else config.rest.port,
-            log_level=args.log_level.lower(),
-            lifespan="on",
-        )
+    server = rest_server(
+        controller.app,
+        host=args.host or config.rest.host,
+        port=args.port if args.port is not None else config.rest.port,
+        log_level=args.log_level.lower(),
     )
     loop = asyncio.new_event_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, lambda: setattr(server, "should_exit", True))
     try:
-        loop.run_until_complete(server.serve())
+        with pid_file(args.pid_file):
+            loop.run_until_complete(server.serve())
     finally:
         controller.store.close()
         loop.close()

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from terrapin.admission import AdmissionLedger, Allocation, Denial, LedgerError, Violation
 from terrapin.admission.model import ChannelEnvelope, ChannelKey, PortId
-from terrapin.constants import DenialReason
+from terrapin.constants import IP_PROTO_TCP, IP_PROTO_UDP, IP_PROTO_XTP, DenialReason
 from terrapin.paths import (
     ChannelEntry,
     ChannelProgrammer,
@@ -27,8 +27,9 @@ from terrapin.paths import (
     install_path,
     remove_path,
 )
+from terrapin.protocol.messages import ports_from_flow_key
 from terrapin.store import ACTIVE, INSTALLING, Reservation, ReservationStore, StoreFull
-from terrapin.switches import entry_for_hop
+from terrapin.switches import SwitchUnavailable, entry_for_hop
 
 LOG = logging.getLogger("terrapin.reservations")
 
@@ -42,12 +43,40 @@ class ChannelRequest:
     demote_excess: bool | None = None  # None: the configured default
 
 
-def simple_denial(key: ChannelKey, reason: DenialReason, constraint: str, detail: str) -> Denial:
-    return Denial(key, (Violation(reason, constraint, None, None, 0, 0, 0, "", detail),))
+# A switch that cannot be written is not an admission decision. These two constraints say which
+# kind of trouble it was (REST answers 503 and 502 for them, docs/controller.md; the in-band
+# protocol has only REQUEST_DENIED with SWITCH_ERROR). The violation's port names the switch.
+SWITCH_UNAVAILABLE = "switch_unavailable"  # not connected, or the connection broke mid-write
+SWITCH_REFUSED = "switch_error"  # connected, but it rejected the write
+
+
+def simple_denial(
+    key: ChannelKey, reason: DenialReason, constraint: str, detail: str, port: PortId | None = None
+) -> Denial:
+    """A denial that is not a quantity: no unit, so it is described in words only."""
+    return Denial(key, (Violation(reason, constraint, port, None, 0, 0, 0, "", detail),))
+
+
+def describe_flow(selector: ChannelSelector) -> str:
+    """The flow a selector matches, as a person writes it: `udp 10.0.1.2:5000 → 10.0.2.2:6000`."""
+    if selector.protocol in (IP_PROTO_UDP, IP_PROTO_TCP):
+        sport, dport = ports_from_flow_key(selector.flow_key)
+        name = "udp" if selector.protocol == IP_PROTO_UDP else "tcp"
+        return f"{name} {selector.src}:{sport} → {selector.dst}:{dport}"
+    if selector.protocol == IP_PROTO_XTP:
+        return f"xtp {selector.src} → {selector.dst} key {selector.flow_key:#x}"
+    return f"protocol {selector.protocol} {selector.src} → {selector.dst} flow key {selector.flow_key}"
 
 
 class Conflict(Exception):
-    """(initiator, context) already names a channel (with different parameters)."""
+    """The request names a channel that already exists: by its (initiator, context), or by its
+    flow (the data plane matches one entry per flow). `existing` is the stored reservation, or
+    None for a tentative in-band hold that has no reservation yet."""
+
+    def __init__(self, kind: str, message: str, existing: Reservation | None) -> None:
+        super().__init__(message)
+        self.kind = kind  # "context" or "flow"
+        self.existing = existing
 
 
 class ReservationService:
@@ -104,19 +133,56 @@ class ReservationService:
         self, request: ChannelRequest, hold_seconds: float | None, first_switch: str | None = None
     ) -> Allocation | Denial:
         """Admission only: resources held in the ledger, nothing written anywhere."""
+        if request.selector.src == request.selector.dst:
+            # The path would be the host's own port: capacity reserved for nothing.
+            return simple_denial(
+                request.key, DenialReason.INVALID_REQUEST, "invalid.dst", "destination is the source itself"
+            )
         try:
             path = self.path_for(request, first_switch)
         except NoRoute as exc:
             return simple_denial(request.key, DenialReason.NO_ROUTE, "no_route", str(exc))
-        if self.ledger.get(request.key) is not None or self.store.get(request.key) is not None:
-            raise Conflict(f"channel {request.key} exists")
-        owner = self.store.find_selector(request.selector)
-        if owner is not None:
-            raise Conflict(f"channel {owner} already matches {request.selector}")
+        self._check_conflicts(request)
+        down = [hop for hop in path if not self.programmer.is_ready(hop.switch)]
+        if down:
+            # Checked before admission, so an outage answers at once and holds nothing.
+            return simple_denial(
+                request.key,
+                DenialReason.SWITCH_ERROR,
+                SWITCH_UNAVAILABLE,
+                f"switch {down[0].switch} is not connected; nothing was reserved",
+                port=down[0],
+            )
         try:
             return self.ledger.admit(request.key, path, request.envelope, hold_seconds=hold_seconds)
         except LedgerError as exc:  # a concurrent request for the same key won the race
-            raise Conflict(str(exc)) from None
+            raise Conflict("context", str(exc), self.store.get(request.key)) from None
+
+    def _check_conflicts(self, request: ChannelRequest) -> None:
+        key = request.key
+        stored = self.store.get(key)
+        if stored is not None:
+            raise Conflict(
+                "context",
+                f"context {key.context} of {key.initiator} already names reservation "
+                f"{stored.reservation_id} ({describe_flow(stored.selector)})",
+                stored,
+            )
+        if self.ledger.get(key) is not None:
+            raise Conflict(
+                "context",
+                f"context {key.context} of {key.initiator} is held by an in-band request in progress",
+                None,
+            )
+        owner_key = self.store.find_selector(request.selector)
+        owner = self.store.get(owner_key) if owner_key is not None else None
+        if owner is not None:
+            raise Conflict(
+                "flow",
+                f"this flow ({describe_flow(request.selector)}) is already reserved by reservation "
+                f"{owner.reservation_id} (initiator {owner.key.initiator}, context {owner.key.context})",
+                owner,
+            )
 
     async def install(self, request: ChannelRequest) -> Reservation | Denial:
         """Write a held (or committed) allocation to every hop; all or nothing."""
@@ -139,23 +205,18 @@ class ReservationService:
             self.store.remove(request.key)
             self.ledger.release(request.key)
             LOG.warning("path setup for %s failed and was rolled back: %s", request.key, exc)
+            port = next(h.port for h in allocation.hops if h.port.switch == exc.switch)
+            outage = isinstance(exc.cause, SwitchUnavailable) or not self.programmer.is_ready(exc.switch)
+            cause = str(exc.cause) or type(exc.cause).__name__
             return simple_denial(
                 request.key,
                 DenialReason.SWITCH_ERROR,
-                f"switch.{exc.switch}",
-                f"programming {exc.switch} failed ({exc.cause}); every hop was rolled back",
+                SWITCH_UNAVAILABLE if outage else SWITCH_REFUSED,
+                f"programming {exc.switch} failed ({cause}); every hop was rolled back",
+                port=port,
             )
         self.store.set_state(request.key, ACTIVE)
-        return Reservation(
-            record.channel_id,
-            record.key,
-            record.selector,
-            record.origin,
-            ACTIVE,
-            record.demote_excess,
-            record.allocation,
-            record.created_at,
-        )
+        return replace(record, state=ACTIVE)
 
     async def create(self, request: ChannelRequest) -> Reservation | Denial:
         decision = self.hold(request, hold_seconds=None)

@@ -3,6 +3,11 @@
 A row is written before any switch is programmed (state "installing") and marked "active"
 once every hop is written, so after a crash the controller knows every channel that may exist
 on a switch and can reconcile instead of guessing.
+
+Two numbers name a reservation. `channel_id` is the data plane's counter index (0..8191, the
+lowest free one, so it is reused). `reservation_id` is what clients hold (the REST `id`): it
+is never reused, also across restarts, so a client holding the id of a deleted reservation can
+never delete someone else's channel with it. The next one is kept in the `meta` table.
 """
 
 from __future__ import annotations
@@ -44,10 +49,22 @@ CREATE TABLE IF NOT EXISTS reservations (
     demote      INTEGER NOT NULL,
     allocation  TEXT NOT NULL,
     created_at  REAL NOT NULL,
+    reservation_id INTEGER,
     UNIQUE (initiator, context)
 );
 CREATE INDEX IF NOT EXISTS reservations_selector ON reservations (src, dst, protocol, flow_key);
+CREATE TABLE IF NOT EXISTS meta (
+    key    TEXT PRIMARY KEY,
+    value  INTEGER NOT NULL
+);
 """
+# A store written before reservation ids existed: its rows keep their channel id as their id.
+_ADD_RESERVATION_ID = """
+ALTER TABLE reservations ADD COLUMN reservation_id INTEGER;
+UPDATE reservations SET reservation_id = channel_id;
+"""
+_NEXT_ID = "next_reservation_id"
+FIRST_RESERVATION_ID = 1
 
 
 class StoreFull(Exception):
@@ -64,6 +81,7 @@ class Reservation:
     demote_excess: bool
     allocation: Allocation
     created_at: float
+    reservation_id: int  # the REST id: never reused (channel_id is the data plane's, and is)
 
 
 def _fields(obj: Any) -> dict[str, Any]:
@@ -107,6 +125,10 @@ class ReservationStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
+        columns = {str(r[1]) for r in self._db.execute("PRAGMA table_info(reservations)")}
+        if "reservation_id" not in columns:
+            self._db.executescript(_ADD_RESERVATION_ID)
+        self._db.execute("CREATE UNIQUE INDEX IF NOT EXISTS reservations_id ON reservations (reservation_id)")
         self._lock = threading.Lock()
         # Channel ids in use, so the lowest free one is found without scanning the table.
         self._used = {int(r[0]) for r in self._db.execute("SELECT channel_id FROM reservations")}
@@ -124,14 +146,17 @@ class ReservationStore:
         demote_excess: bool,
         state: str = INSTALLING,
     ) -> Reservation:
-        """Insert with the lowest free channel id, in one transaction."""
+        """Insert with the lowest free channel id and the next reservation id, in one
+        transaction (the id's high-water mark moves with the row, so a crash cannot hand the same
+        id out twice)."""
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 channel_id = self._free_id()
+                reservation_id = self._next_reservation_id()
                 now = time.time()
                 self._db.execute(
-                    "INSERT INTO reservations VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                    "INSERT INTO reservations VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     (
                         channel_id,
                         allocation.key.initiator,
@@ -145,7 +170,12 @@ class ReservationStore:
                         int(demote_excess),
                         allocation_to_json(allocation),
                         now,
+                        reservation_id,
                     ),
+                )
+                self._db.execute(
+                    "INSERT INTO meta VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    (_NEXT_ID, reservation_id + 1),
                 )
                 self._db.execute("COMMIT")
             except BaseException:
@@ -153,8 +183,27 @@ class ReservationStore:
                 raise
             self._used.add(channel_id)
         return Reservation(
-            channel_id, allocation.key, selector, origin, state, demote_excess, allocation, now
+            channel_id,
+            allocation.key,
+            selector,
+            origin,
+            state,
+            demote_excess,
+            allocation,
+            now,
+            reservation_id,
         )
+
+    def _next_reservation_id(self) -> int:
+        # The high-water mark, or past the largest id in use (a store from before the mark).
+        mark = self._db.execute("SELECT value FROM meta WHERE key=?", (_NEXT_ID,)).fetchone()
+        largest = self._db.execute("SELECT MAX(reservation_id) FROM reservations").fetchone()
+        candidates = [FIRST_RESERVATION_ID]
+        if mark is not None:
+            candidates.append(int(mark[0]))
+        if largest is not None and largest[0] is not None:
+            candidates.append(int(largest[0]) + 1)
+        return max(candidates)
 
     def _free_id(self) -> int:
         candidate = self._lowest_free
@@ -202,6 +251,13 @@ class ReservationStore:
             ).fetchone()
         return None if row is None else ChannelKey(row[0], int(row[1]))
 
+    def get_by_reservation_id(self, reservation_id: int) -> Reservation | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT * FROM reservations WHERE reservation_id=?", (reservation_id,)
+            ).fetchone()
+        return None if row is None else _row(row)
+
     def get_by_id(self, channel_id: int) -> Reservation | None:
         with self._lock:
             row = self._db.execute("SELECT * FROM reservations WHERE channel_id=?", (channel_id,)).fetchone()
@@ -221,7 +277,7 @@ class ReservationStore:
 
 
 def _row(row: tuple[Any, ...]) -> Reservation:
-    (cid, initiator, context, src, dst, protocol, flow_key, origin, state, demote, alloc, at) = row
+    (cid, initiator, context, src, dst, protocol, flow_key, origin, state, demote, alloc, at, rid) = row
     return Reservation(
         channel_id=int(cid),
         key=ChannelKey(initiator, int(context)),
@@ -231,4 +287,5 @@ def _row(row: tuple[Any, ...]) -> Reservation:
         demote_excess=bool(demote),
         allocation=allocation_from_json(alloc),
         created_at=float(at),
+        reservation_id=int(rid),
     )

@@ -226,6 +226,21 @@ class SwitchFabric:
         sw = self._switches.get(name)
         return sw is not None and sw.is_up and self._ready[name].is_set()
 
+    def why_not_ready(self, name: str) -> str | None:
+        """None when ready; otherwise what a person needs to know (for /health)."""
+        if self.is_ready(name):
+            return None
+        sw = self._switches.get(name)
+        if sw is None:
+            return "not configured"
+        if sw.is_up:
+            return "connected; pipeline and entries are being restored"
+        error = self.last_error.get(name)
+        because = f" ({error})" if error else ""
+        if name not in self.reconciled:
+            return f"never connected to P4Runtime at {sw.address}{because}"
+        return f"connection to P4Runtime at {sw.address} lost{because}; reconnecting"
+
     async def wait_ready(self, timeout: float) -> bool:
         try:
             await asyncio.wait_for(asyncio.gather(*(e.wait() for e in self._ready.values())), timeout)

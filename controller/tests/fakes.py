@@ -21,6 +21,7 @@ class FakeFabric:
     names: list[str]
     entries: dict[str, dict[ChannelSelector, ChannelEntry]] = field(default_factory=dict)
     fail_install_on: set[str] = field(default_factory=set)
+    vanish_on_install: set[str] = field(default_factory=set)  # the connection breaks mid-write
     fail_remove_on: set[str] = field(default_factory=set)
     down: set[str] = field(default_factory=set)
     sent: list[tuple[str, bytes]] = field(default_factory=list)
@@ -40,8 +41,13 @@ class FakeFabric:
     def is_ready(self, name: str) -> bool:
         return name in self.entries and name not in self.down
 
+    def why_not_ready(self, name: str) -> str | None:
+        return None if self.is_ready(name) else f"{name} is down"
+
     async def install_channel(self, entry: ChannelEntry) -> None:
         self.writes += 1
+        if entry.switch in self.vanish_on_install:
+            self.down.add(entry.switch)
         if entry.switch in self.fail_install_on or entry.switch in self.down:
             raise InjectedFault(f"write to {entry.switch} failed")
         table = self.entries[entry.switch]

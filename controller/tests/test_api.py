@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -48,8 +49,25 @@ def api() -> tuple[TestClient, FakeFabric, Controller]:
 
 def test_health(api: tuple[TestClient, FakeFabric, Controller]) -> None:
     client, _fab, _ctl = api
-    body = client.get("/health").json()
-    assert body["status"] == "ok" and body["switches"]["s1"]["ready"] is True
+    r = client.get("/health")
+    body = r.json()
+    assert r.status_code == 200 and body["status"] == "ok" and body["degraded"] == []
+    assert body["switches"]["s1"]["ready"] is True
+
+
+def test_health_is_degraded_503_naming_the_switch_that_is_down(
+    api: tuple[TestClient, FakeFabric, Controller],
+) -> None:
+    client, fab, _ctl = api
+    fab.down.add("s3")
+    r = client.get("/health")
+    body = r.json()
+    assert r.status_code == 503, body
+    assert body["status"] == "degraded" and body["degraded"] == ["s3"]
+    assert body["switches"]["s3"] == {"ready": False, "problem": "s3 is down"}
+    assert body["switches"]["s1"]["ready"] is True
+    fab.down.clear()
+    assert client.get("/health").status_code == 200
 
 
 def test_create_list_get_delete(api: tuple[TestClient, FakeFabric, Controller]) -> None:
@@ -96,7 +114,33 @@ def test_denial_is_409_naming_the_constraint(api: tuple[TestClient, FakeFabric, 
     assert again.status_code == 409 and again.json()["constraint"] == "context_conflict"
     # the same selector (the switch's match) under another context is refused too
     twin = client.post("/reservations", json=small | {"context": 6, "rate": 1000}, headers=TOKEN)
-    assert twin.status_code == 409 and twin.json()["constraint"] == "context_conflict"
+    assert twin.status_code == 409 and twin.json()["constraint"] == "flow_reserved"
+
+
+def test_a_duplicate_says_the_flow_is_reserved_and_by_which_reservation(
+    api: tuple[TestClient, FakeFabric, Controller],
+) -> None:
+    client, _fab, _ctl = api
+    first = client.post("/reservations", json=BODY, headers=TOKEN).json()
+    r = client.post("/reservations", json=BODY, headers=TOKEN)
+    body = r.json()
+    assert r.status_code == 409, body
+    assert body["error"] == "already reserved" and body["constraint"] == "flow_reserved"
+    assert body["reservation"] == first["id"]
+    assert body["message"] == (
+        "this flow (udp 10.0.1.2:5000 → 10.0.2.2:6000) is already reserved by reservation "
+        f"{first['id']} (initiator 10.0.1.2, context {first['context']})"
+    )
+    clash = client.post(
+        "/reservations", json=BODY | {"src_port": 1, "context": first["context"]}, headers=TOKEN
+    )
+    body = clash.json()
+    assert clash.status_code == 409 and body["error"] == "context in use"
+    assert body["constraint"] == "context_conflict" and body["reservation"] == first["id"]
+    assert body["message"] == (
+        f"context {first['context']} of 10.0.1.2 already names reservation {first['id']} "
+        "(udp 10.0.1.2:5000 → 10.0.2.2:6000)"
+    )
 
 
 @pytest.mark.parametrize(
@@ -111,6 +155,7 @@ def test_denial_is_409_naming_the_constraint(api: tuple[TestClient, FakeFabric, 
         ({"dst_port": 70000}, "dst_port"),
         ({"unknown": 1}, "unknown"),
         ({"burst": 100}, "body"),
+        ({"dst": "10.0.1.2"}, "dst"),  # to itself: would reserve the host's own port
     ],
 )
 def test_invalid_bodies_name_the_field(
@@ -125,29 +170,125 @@ def test_invalid_bodies_name_the_field(
 def test_broken_json_and_missing_fields(api: tuple[TestClient, FakeFabric, Controller]) -> None:
     client, _fab, _ctl = api
     r = client.post(
-        "/reservations", content=b"{not json", headers=TOKEN | {"content-type": "application/json"}
+        "/reservations",
+        content=b'{"src": "10.0.1.2",\n "dst": }',
+        headers=TOKEN | {"content-type": "application/json"},
     )
-    assert r.status_code == 422
+    # not a field and not "JSON decode error": where the text stops being JSON
+    assert r.status_code == 400, r.text
+    assert r.json() == {"error": "malformed JSON", "detail": "Expecting value: line 2 column 9 (char 28)"}
     r = client.post("/reservations", json={"src": "10.0.1.2"}, headers=TOKEN)
     fields = {p["field"] for p in r.json()["detail"]}
     assert {"dst", "protocol", "priority", "rate", "burst", "max_packet"} <= fields
 
 
-def test_unknown_destination_is_no_route(api: tuple[TestClient, FakeFabric, Controller]) -> None:
+@pytest.mark.parametrize(
+    ("content_type", "named"),
+    [
+        ("text/plain", "text/plain"),
+        ("application/x-www-form-urlencoded", "application/x-www-form-urlencoded"),  # curl -d
+        (None, "no Content-Type"),
+    ],
+)
+def test_a_body_that_is_not_sent_as_json_is_415_naming_its_type(
+    api: tuple[TestClient, FakeFabric, Controller], content_type: str | None, named: str
+) -> None:
+    client, _fab, _ctl = api
+    headers = TOKEN | ({"content-type": content_type} if content_type else {})
+    r = client.post("/reservations", content=json.dumps(BODY).encode(), headers=headers)
+    assert r.status_code == 415, r.text
+    assert r.json() == {
+        "error": "unsupported content type",
+        "detail": f"send the body as application/json (it came as {named})",
+    }
+    charset = TOKEN | {"content-type": "application/json; charset=utf-8"}
+    assert client.post("/reservations", content=json.dumps(BODY).encode(), headers=charset).status_code == 201
+
+
+def test_unknown_paths_and_methods_answer_in_json(api: tuple[TestClient, FakeFabric, Controller]) -> None:
+    client, _fab, _ctl = api
+    assert client.get("/nowhere").json() == {"error": "Not Found"}
+    r = client.put("/reservations", headers=TOKEN)
+    assert r.status_code == 405 and r.json() == {"error": "Method Not Allowed"}
+
+
+def test_unknown_destination_is_no_route_in_words(api: tuple[TestClient, FakeFabric, Controller]) -> None:
     client, _fab, _ctl = api
     r = client.post("/reservations", json=BODY | {"dst": "10.9.9.9"}, headers=TOKEN)
-    assert r.status_code == 409 and r.json()["constraint"] == "no_route"
+    body = r.json()
+    assert r.status_code == 409 and body["constraint"] == "no_route"
+    # no figures to quote, so none are made up ("0 against a limit of 0 ... exceeds by 0")
+    assert body["message"] == "no_route: 10.9.9.9 is not a configured host"
 
 
-def test_switch_fault_rolls_back_and_says_which(api: tuple[TestClient, FakeFabric, Controller]) -> None:
+def test_a_switch_that_is_down_is_503_with_retry_after_not_a_denial(
+    api: tuple[TestClient, FakeFabric, Controller],
+) -> None:
+    client, fab, ctl = api
+    fab.down.add("s3")
+    r = client.post("/reservations", json=BODY, headers=TOKEN)
+    assert r.status_code == 503, r.text
+    assert r.headers["retry-after"] == "10"
+    assert r.json() == {
+        "error": "switch unavailable",
+        "switch": "s3",
+        "message": "switch s3 is not connected; nothing was reserved",
+        "retry_after": 10,
+    }
+    # decided before admission: nothing was held or written
+    assert fab.writes == 0 and ctl.ledger.channels() == [] and ctl.store.all() == []
+    fab.down.clear()
+    assert client.post("/reservations", json=BODY, headers=TOKEN).status_code == 201
+
+
+def test_a_switch_lost_during_the_write_is_503_and_rolled_back(
+    api: tuple[TestClient, FakeFabric, Controller],
+) -> None:
+    client, fab, ctl = api
+    fab.vanish_on_install.add("s2")
+    r = client.post("/reservations", json=BODY, headers=TOKEN)
+    assert r.status_code == 503 and r.json()["switch"] == "s2", r.text
+    assert all(len(t) == 0 for t in fab.entries.values())
+    assert ctl.ledger.channels() == [] and ctl.store.all() == []
+
+
+def test_a_write_the_switch_refuses_is_502_rolled_back_and_says_which(
+    api: tuple[TestClient, FakeFabric, Controller],
+) -> None:
     client, fab, ctl = api
     fab.fail_install_on.add("s3")
     r = client.post("/reservations", json=BODY, headers=TOKEN)
-    assert r.status_code == 409 and r.json()["constraint"] == "switch.s3"
+    body = r.json()
+    assert r.status_code == 502 and "retry-after" not in r.headers, body
+    assert body["error"] == "switch error" and body["switch"] == "s3" and body["retry_after"] is None
+    assert body["message"] == "programming s3 failed (write to s3 failed); every hop was rolled back"
     assert all(len(t) == 0 for t in fab.entries.values())
     assert ctl.ledger.channels() == [] and ctl.store.all() == []
     fab.fail_install_on.clear()
     assert client.post("/reservations", json=BODY, headers=TOKEN).status_code == 201
+
+
+def test_reservation_ids_are_never_reused_even_across_a_restart(tmp_path: Path) -> None:
+    db = str(tmp_path / "r.sqlite")
+    ctl, _fab = make(db)
+    with TestClient(ctl.app) as client:
+        ids = [
+            client.post("/reservations", json=BODY | {"src_port": p}, headers=TOKEN).json()["id"]
+            for p in (1, 2, 3)
+        ]
+        assert len(set(ids)) == 3
+        assert client.delete(f"/reservations/{ids[1]}", headers=TOKEN).status_code == 204
+        assert client.delete(f"/reservations/{ids[2]}", headers=TOKEN).status_code == 204
+        fourth = client.post("/reservations", json=BODY | {"src_port": 4}, headers=TOKEN).json()["id"]
+        assert fourth not in ids
+        assert client.delete(f"/reservations/{fourth}", headers=TOKEN).status_code == 204
+        # the holder of a deleted id finds nothing to delete, not someone else's channel
+        assert client.delete(f"/reservations/{ids[1]}", headers=TOKEN).status_code == 404
+    again, _fab2 = make(db)
+    with TestClient(again.app) as client:
+        fifth = client.post("/reservations", json=BODY | {"src_port": 5}, headers=TOKEN).json()["id"]
+        assert fifth not in [*ids, fourth] and fifth > fourth
+        assert [r["id"] for r in client.get("/reservations").json()] == [ids[0], fifth]
 
 
 def test_status_shows_allocation_and_telemetry(api: tuple[TestClient, FakeFabric, Controller]) -> None:
@@ -176,5 +317,7 @@ def test_restart_restores_every_reservation(tmp_path: Path) -> None:
         # the ledger was restored too: the port is still nearly full
         r = client.post("/reservations", json=BODY | {"rate": 200_000, "src_port": 9}, headers=TOKEN)
         assert r.status_code == 409
-        assert [e.channel_id for e in again.service.desired_entries("s3")] == [first["id"]]
+        stored = again.store.get_by_reservation_id(first["id"])
+        assert stored is not None
+        assert [e.channel_id for e in again.service.desired_entries("s3")] == [stored.channel_id]
     assert again.ledger.get(ChannelKey("10.0.1.2", first["context"])) is not None

@@ -104,6 +104,48 @@ def test_store_round_trips_and_survives_reopen(tmp_path: Path) -> None:
     assert again.largest_context("10.0.1.2") == 3
 
 
+def test_reservation_ids_are_never_reused_across_reopens(tmp_path: Path) -> None:
+    path = tmp_path / "t.sqlite"
+    store = ReservationStore(path)
+    sel = ChannelSelector("10.0.1.2", "10.0.2.2", 17, 1)
+    first = store.add(_allocation(1), sel, "rest", True)
+    second = store.add(_allocation(2), sel, "rest", True)
+    assert first.reservation_id == 1 and second.reservation_id == 2
+    store.remove(second.key)  # the highest id: no row remembers it any more
+    store.close()
+    again = ReservationStore(path)
+    third = again.add(_allocation(3), sel, "rest", True)
+    # the channel id (a counter index) is reused; the reservation id is not
+    assert third.channel_id == second.channel_id and third.reservation_id == 3
+    got = again.get_by_reservation_id(3)
+    assert got is not None and got.key == ChannelKey("10.0.1.2", 3)
+    assert again.get_by_reservation_id(2) is None
+
+
+def test_a_store_from_before_reservation_ids_keeps_its_channel_ids_as_ids(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "old.sqlite"
+    store = ReservationStore(path)
+    sel = ChannelSelector("10.0.1.2", "10.0.2.2", 17, 1)
+    for context in (1, 2, 3):
+        store.add(_allocation(context), sel, "rest", True)
+    store.remove(ChannelKey("10.0.1.2", 1))
+    store.close()
+    # what an earlier controller left: no reservation_id column, no meta table
+    db = sqlite3.connect(path)
+    db.executescript(
+        "DROP TABLE meta; DROP INDEX reservations_id;"
+        "CREATE TABLE r AS SELECT channel_id, initiator, context, src, dst, protocol, flow_key, origin,"
+        " state, demote, allocation, created_at FROM reservations;"
+        "DROP TABLE reservations; ALTER TABLE r RENAME TO reservations;"
+    )
+    db.close()
+    again = ReservationStore(path)
+    assert [(r.channel_id, r.reservation_id) for r in again.all()] == [(1, 1), (2, 2)]
+    assert again.add(_allocation(4), sel, "rest", True).reservation_id == 3
+
+
 def test_store_refuses_duplicates_and_runs_out(monkeypatch: pytest.MonkeyPatch) -> None:
     import sqlite3
 

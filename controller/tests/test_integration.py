@@ -190,6 +190,15 @@ def test_switch_restart_gets_pipeline_and_entries_back(lab: Lab) -> None:
     status, res = lab.rest("POST", "/reservations", BODY | {"src_port": 5200})
     assert status == 201
     lab.stop_switch(2)
+    # while it is gone: /health says so with a 503, and a request is a 503 at once, not a denial
+    assert wait_for(lambda: lab.rest("GET", "/health")[0] == 503), lab.rest("GET", "/health")
+    health = lab.rest("GET", "/health")[1]
+    assert health["status"] == "degraded" and health["degraded"] == ["s2"], health
+    assert "lost" in health["switches"]["s2"]["problem"], health
+    asked = time.monotonic()
+    status, body = lab.rest("POST", "/reservations", BODY | {"src_port": 5201})
+    assert status == 503 and body["switch"] == "s2" and body["retry_after"] > 0, body
+    assert time.monotonic() - asked < 1
     lab.start_switch(2)  # empty: no pipeline, no entries
     restarted = time.monotonic()
     assert wait_for(lambda: len(lab.read_channels(2)) == 1, timeout=20)
@@ -217,7 +226,7 @@ def test_malformed_inputs_get_clear_errors_and_the_controller_carries_on(lab: La
     lab.raw_icmp("h1", "10.0.2.2", bad_checksum)
     assert wait_for(lambda: lab.rest("GET", "/health")[1]["protocol"].get("malformed", 0) > before)
     status, body = lab.rest("POST", "/reservations", raw=b'{"src": "10.0.1.2", "rate": ')
-    assert status == 422 and body["error"] == "invalid request"
+    assert status == 400 and body["error"] == "malformed JSON", body
     status, body = lab.rest("POST", "/reservations", BODY | {"priority": 0})
     assert status == 422 and body["detail"][0]["field"] == "priority"
     assert lab.rest("POST", "/reservations", BODY, token=False)[0] == 401

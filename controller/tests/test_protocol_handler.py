@@ -5,6 +5,7 @@ tests; here the point is the protocol logic, its losses, duplicates and faults."
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -189,6 +190,30 @@ def test_switch_fault_rolls_back_every_hop_and_tells_both_ends() -> None:
         assert denied.reason == DenialReason.SWITCH_ERROR
         assert net.installed() == {"s1": 0, "s2": 0, "s3": 0, "s4": 0}
         assert net.ctl.ledger.channels() == [] and net.ctl.store.all() == []
+
+    asyncio.run(run())
+
+
+def test_a_switch_that_is_down_denies_at_once_and_holds_nothing() -> None:
+    async def run() -> None:
+        net = Net()
+        net.fab.down.add("s3")
+        out = await net.send(FORWARD, H1, H2, admit())
+        assert [(switch, dst, m.code) for switch, dst, m in out] == [("s1", H1, MessageCode.REQUEST_DENIED)]
+        assert out[0][2].reason == DenialReason.SWITCH_ERROR
+        assert net.ctl.ledger.get(ChannelKey(H1, 7)) is None and net.fab.writes == 0
+
+    asyncio.run(run())
+
+
+def test_a_request_to_itself_is_invalid() -> None:
+    async def run() -> None:
+        net = Net()
+        to_itself = replace(admit(), destination=H1)
+        out = await net.send(["s1"], H1, H1, to_itself)
+        assert [(dst, m.code) for _, dst, m in out] == [(H1, MessageCode.REQUEST_DENIED)]
+        assert out[0][2].reason == DenialReason.INVALID_REQUEST
+        assert net.ctl.ledger.get(ChannelKey(H1, 7)) is None
 
     asyncio.run(run())
 

@@ -126,9 +126,17 @@ class Violation:
     unit: str
     detail: str
 
+    @property
+    def has_figures(self) -> bool:
+        """False for a denial that is not a quantity (no route, a conflict, an invalid field):
+        such violations carry no unit, and their limit and excess mean nothing."""
+        return bool(self.unit)
+
     def describe(self) -> str:
         where = f" at {self.port}" if self.port else ""
         level = f" level {self.priority}" if self.priority is not None else ""
+        if not self.has_figures:
+            return f"{self.constraint}{where}{level}: {self.detail}"
         return (
             f"{self.constraint}{where}{level}: {self.would_be} {self.unit} against a limit of "
             f"{self.limit} ({self.detail}); exceeds by {self.excess} {self.unit}"
