@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # PTF tests of the Terrapin P4 program (make ptf).
 #
-# Creates veth pairs tptf<N>s (switch side) / tptf<N>t (test side) for ports 1..4, runs
+# Creates veth pairs trptptf<N>s (switch side) / trptptf<N>t (test side) for ports 1..4, runs
 # every test in ptf-tests/tests against build/bin/terrapin-switch, and against p4lang's
 # simple_switch_grpc too when it is on PATH, then removes the veths (also on failure).
 # Ends with one "N passed, M failed" line. Needs root (veths, raw sockets).
@@ -34,7 +34,7 @@ switch_pid=""
 cleanup() {
     cleanup_switch
     for p in "${PORTS[@]}"; do
-        ip link del "tptf${p}s" 2>/dev/null
+        ip link del "trptptf${p}s" 2>/dev/null
     done
 }
 trap cleanup EXIT
@@ -42,10 +42,10 @@ trap 'exit 130' INT TERM
 
 make_veths() {
     for p in "${PORTS[@]}"; do
-        ip link del "tptf${p}s" 2>/dev/null
-        ip link add "tptf${p}s" type veth peer name "tptf${p}t" || return 1
+        ip link del "trptptf${p}s" 2>/dev/null
+        ip link add "trptptf${p}s" type veth peer name "trptptf${p}t" || return 1
         for end in s t; do
-            local dev="tptf${p}${end}"
+            local dev="trptptf${p}${end}"
             sysctl -qw "net.ipv6.conf.${dev}.disable_ipv6=1" >/dev/null 2>&1
             # Frames are built whole by the tests; nothing should be offloaded or rewritten.
             ethtool -K "$dev" tx off rx off tso off gso off gro off >/dev/null 2>&1
@@ -127,7 +127,7 @@ run_suite() {
 
     local ifaces=()
     for p in "${PORTS[@]}"; do
-        ifaces+=(-i "$p@tptf${p}t")
+        ifaces+=(-i "$p@trptptf${p}t")
     done
     local figures="$LOGDIR/figures-$label.txt"
     rm -f "$figures"
@@ -181,14 +181,14 @@ main() {
         fi
     done
     if ! make_veths; then
-        echo "could not create the tptf veth pairs" >&2
+        echo "could not create the trptptf veth pairs" >&2
         echo "0 passed, 1 failed"
         exit 1
     fi
 
     local switch_ifaces=()
     for p in "${PORTS[@]}"; do
-        switch_ifaces+=(-i "$p@tptf${p}s")
+        switch_ifaces+=(-i "$p@trptptf${p}s")
     done
     local switches="${PTF_SWITCHES:-terrapin bmv2}"
 

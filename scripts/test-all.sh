@@ -19,10 +19,11 @@ rm -rf "$logs" && mkdir -p "$logs"
 total_pass=0
 total_fail=0
 summary=()
-# Namespaces that existed before the run are not ours to judge (another experiment on the host).
-ns_pattern='^(t[a-z]+|mn-)'
-ns_before=$(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "$ns_pattern" | sort || true)
-switch_before=$(pgrep -x terrapin-switch | sort || true)
+# Everything the suites create on the host is named trpt… (scripts/leftovers.py); only that is
+# judged for leftovers, against what was there before, so namespaces and switches that others
+# create or remove beside the run are never counted.
+footprint_before=$logs/footprint-before.json
+"$PY" scripts/leftovers.py snapshot >"$footprint_before"
 
 # record SUITE PASSED FAILED SECONDS
 record() {
@@ -125,6 +126,7 @@ want conformance   && run_counted conformance make --no-print-directory conforma
 want conformance   && run_counted conformance-p4c make --no-print-directory conformance JSON=p4c VIA=engine
 want conformance   && run_counted conformance-p4rt make --no-print-directory conformance JSON=ours VIA=p4runtime
 want python-lint   && run_counted python-lint python_checks
+want scripts       && run_counted scripts pytest_suite scripts/tests
 want controller    && run_counted controller pytest_suite controller/tests
 want ptf           && run_counted ptf make --no-print-directory ptf
 want topo          && run_counted topo pytest_suite topo/tests
@@ -133,11 +135,9 @@ echo
 echo "Summary"
 printf '  %s\n' "${summary[@]}"
 # No test may leave a namespace, veth or switch behind.
-ns_after=$(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "$ns_pattern" | sort || true)
-leftover=$(comm -13 <(echo "$ns_before") <(echo "$ns_after") | tr '\n' ' ')
-switch_after=$(pgrep -x terrapin-switch | sort || true)
-[[ -n "$(comm -13 <(echo "$switch_before") <(echo "$switch_after"))" ]] &&
-    leftover="$leftover terrapin-switch still running"
-if [[ -n "$leftover" ]]; then echo "  leftovers after the tests: $leftover"; total_fail=$((total_fail + 1)); fi
+if ! leftover=$("$PY" scripts/leftovers.py check "$footprint_before"); then
+    echo "  leftovers after the tests: ${leftover:-(the check itself failed)}"
+    total_fail=$((total_fail + 1))
+fi
 echo "$total_pass passed, $total_fail failed"
 ((total_fail == 0))

@@ -50,8 +50,19 @@ def _quiet_offloads(intf_name: str, run: object) -> None:
     run(f"ethtool -K {intf_name} tx off rx off tso off gso off gro off >/dev/null 2>&1")  # type: ignore[operator]
 
 
-def build(plan: NetworkPlan, switch_kind: str) -> Mininet:
-    """Creates (but does not start) the Mininet network for a plan."""
+def build(plan: NetworkPlan, switch_kind: str, intf_prefix: str | None = None) -> Mininet:
+    """Creates (but does not start) the Mininet network for a plan.
+
+    With `intf_prefix`, the switches' interfaces (the veth ends in the root namespace) are named
+    <prefix><device id>p<port> instead of Mininet's <switch>-eth<port>: the tests name
+    everything they create with a prefix of their own, so `make test` can tell its leftovers
+    from what else runs on the machine."""
+
+    def switch_intf(switch: str, port: int) -> dict[str, str]:
+        if intf_prefix is None:
+            return {}
+        return {"intfName": f"{intf_prefix}{plan.switches[switch].device_id}p{port}"}
+
     net = Mininet(controller=None, autoSetMacs=False, autoStaticArp=False, build=False)
     for sw in plan.switches.values():
         net.addSwitch(
@@ -71,9 +82,17 @@ def build(plan: NetworkPlan, switch_kind: str) -> Mininet:
         # line rate, so the queues build inside the switch, where priorities apply. A host can
         # therefore hand the router a whole burst at once, which is the case the admission test
         # (Σσ within the buffer) and the delay bound ((Σσ + L_max) / C) are written for.
-        net.addLink(host.name, host.switch, port2=host.port, cls=Link)
+        net.addLink(
+            host.name,
+            host.switch,
+            port2=host.port,
+            cls=Link,
+            **{k + "2": v for k, v in switch_intf(host.switch, host.port).items()},
+        )
     for a, port_a, b, port_b, _rate in plan.trunks():
-        net.addLink(a, b, port1=port_a, port2=port_b, cls=Link)
+        names = {k + "1": v for k, v in switch_intf(a, port_a).items()}
+        names |= {k + "2": v for k, v in switch_intf(b, port_b).items()}
+        net.addLink(a, b, port1=port_a, port2=port_b, cls=Link, **names)
     return net
 
 
@@ -152,15 +171,17 @@ def running(
     token: str = "terrapin",
     with_controller: bool = True,
     state_dir: Path | None = None,
+    intf_prefix: str | None = None,
 ) -> Iterator[RunningNetwork]:
-    """Brings the whole network up and guarantees it is torn down again."""
+    """Brings the whole network up and guarantees it is torn down again (`intf_prefix`: see
+    `build`)."""
     setLogLevel(os.environ.get("MININET_LOG", "warning"))
     RUN_DIR.mkdir(parents=True, exist_ok=True)
     state = state_dir or RUN_DIR / plan.name
     state.mkdir(parents=True, exist_ok=True)
     rest_url = f"http://127.0.0.1:{rest_port}"
     config_path = write_config(plan, state, rest_port=rest_port, token=token)
-    net = build(plan, switch_kind)
+    net = build(plan, switch_kind, intf_prefix)
     controller = None
     try:
         net.build()

@@ -1,5 +1,5 @@
 """A small real network for the integration tests: namespaces, veths, terrapin-switch processes
-and the controller process. Every name starts with `tctl`; `Lab.close()` removes everything it
+and the controller process. Every name starts with `trptctl`; `Lab.close()` removes everything it
 made, also after a failure."""
 
 from __future__ import annotations
@@ -66,22 +66,29 @@ class Lab:
     def up(self) -> None:
         self._cleanup_leftovers()
         for host in ("h1", "h2"):
-            ns = f"tctl-{host}"
+            ns = f"trptctl-{host}"
             sh("ip", "netns", "add", ns)
             self.namespaces.append(ns)
         # host links: switch side in the root namespace, host side in the host's namespace
-        self._veth("tctl1s", "tctl1h", ns="tctl-h1", mac="0a:00:00:00:00:01", ip="10.0.1.2/24", gw="10.0.1.1")
+        self._veth(
+            "trptctl1s",
+            "trptctl1h",
+            ns="trptctl-h1",
+            mac="0a:00:00:00:00:01",
+            ip="10.0.1.2/24",
+            gw="10.0.1.1",
+        )
         last = self.switches
         self._veth(
-            f"tctl{last}s",
-            f"tctl{last}h",
-            ns="tctl-h2",
+            f"trptctl{last}s",
+            f"trptctl{last}h",
+            ns="trptctl-h2",
             mac="0a:00:00:00:00:02",
             ip="10.0.2.2/24",
             gw="10.0.2.1",
         )
         for i in range(1, last):
-            self._veth(f"tctl{i}{i + 1}", f"tctl{i + 1}{i}")
+            self._veth(f"trptctl{i}{i + 1}", f"trptctl{i + 1}{i}")
         for i in range(1, last + 1):
             self.start_switch(i)
         self.config_path = self.workdir / "controller.yaml"
@@ -117,8 +124,8 @@ class Lab:
         sh(*run, "ethtool", "-K", b, "tx", "off", "rx", "off", check=False)
 
     def interfaces(self, i: int) -> list[tuple[int, str]]:
-        left = "tctl1s" if i == 1 else f"tctl{i}{i - 1}"
-        right = f"tctl{i}s" if i == self.switches else f"tctl{i}{i + 1}"
+        left = "trptctl1s" if i == 1 else f"trptctl{i}{i - 1}"
+        right = f"trptctl{i}s" if i == self.switches else f"trptctl{i}{i + 1}"
         return [(1, left), (2, right)]
 
     def start_switch(self, i: int) -> None:
@@ -237,7 +244,7 @@ class Lab:
 
     def host(self, host: str, *args: str, timeout: float = 30) -> tuple[int, dict[str, Any]]:
         proc = subprocess.run(
-            ["ip", "netns", "exec", f"tctl-{host}", str(HOST_BIN), *args],
+            ["ip", "netns", "exec", f"trptctl-{host}", str(HOST_BIN), *args],
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -248,7 +255,7 @@ class Lab:
     def host_background(self, host: str, *args: str) -> subprocess.Popen[bytes]:
         with open(self.workdir / f"{host}-agent.log", "ab") as log:
             proc = subprocess.Popen(
-                ["ip", "netns", "exec", f"tctl-{host}", str(HOST_BIN), *args],
+                ["ip", "netns", "exec", f"trptctl-{host}", str(HOST_BIN), *args],
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
@@ -261,7 +268,15 @@ class Lab:
             "import socket,sys;s=socket.socket(socket.AF_INET,socket.SOCK_RAW,1);"
             f"s.sendto(bytes.fromhex('{icmp.hex()}'),('{dst}',0))"
         )
-        sh("ip", "netns", "exec", f"tctl-{host}", str(REPO / "build" / "venv" / "bin" / "python"), "-c", code)
+        sh(
+            "ip",
+            "netns",
+            "exec",
+            f"trptctl-{host}",
+            str(REPO / "build" / "venv" / "bin" / "python"),
+            "-c",
+            code,
+        )
 
     def send_udp(self, host: str, dst: str, sport: int, dport: int, count: int, size: int = 200) -> None:
         code = (
@@ -269,7 +284,15 @@ class Lab:
             f"s.bind(('0.0.0.0',{sport}));"
             f"[s.sendto(b'x'*{size},('{dst}',{dport})) for _ in range({count})]"
         )
-        sh("ip", "netns", "exec", f"tctl-{host}", str(REPO / "build" / "venv" / "bin" / "python"), "-c", code)
+        sh(
+            "ip",
+            "netns",
+            "exec",
+            f"trptctl-{host}",
+            str(REPO / "build" / "venv" / "bin" / "python"),
+            "-c",
+            code,
+        )
 
     # ---- P4Runtime, read independently of the controller -------------------------------------
 
@@ -325,9 +348,9 @@ class Lab:
 
     def _cleanup_leftovers(self) -> None:
         for ns in sh("ip", "netns", "list", check=False).stdout.split():
-            if ns.startswith("tctl-"):
+            if ns.startswith("trptctl-"):
                 sh("ip", "netns", "del", ns, check=False)
         for line in sh("ip", "-o", "link", "show", check=False).stdout.splitlines():
             name = line.split(":")[1].strip().split("@")[0]
-            if name.startswith("tctl"):
+            if name.startswith("trptctl"):
                 sh("ip", "link", "del", name, check=False)

@@ -1,5 +1,5 @@
 """The real controller against terrapin-switch running p4src, on veths in namespaces this test
-creates (tctl-*). No mock switch: entries are read back over P4Runtime independently of the
+creates (trptctl-*). No mock switch: entries are read back over P4Runtime independently of the
 controller, and reservation messages travel through the data plane as ICMP."""
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ BODY = {
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    network = Lab(Path(tmp_path_factory.mktemp("tctl")))
+    network = Lab(Path(tmp_path_factory.mktemp("trptctl")))
     try:
         network.up()
         network.start_controller()

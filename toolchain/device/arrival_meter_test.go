@@ -20,7 +20,7 @@ func TestMeterJudgesArrivals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tn := newTestNetPrefix(t, "tperf", 2, 1500)
+	tn := newTestNetPrefix(t, "trptperf", 2, 1500)
 	d := tn.newDevice(t, Config{QueueCapacity: 512})
 	pl, err := engine.Load(js, engine.Options{Clock: d.NowNs, DropPort: DropPort})
 	if err != nil {

@@ -20,9 +20,11 @@ import (
 
 // The tests build their own network namespace with veth pairs: the switch
 // side of each pair is a device port, the host side is driven by the test
-// through a plain AF_PACKET socket. Everything is named tdev<pid>… (the
-// arrival-time tests: tperf<pid>…) and removed on cleanup, also when a test
-// fails; TestMain sweeps leftovers of test processes that died.
+// through a plain AF_PACKET socket. Everything is named trptdev<pid>… (the
+// arrival-time tests: trptperf<pid>…; trpt is the prefix of everything the
+// test suites create, which make test judges for leftovers) and removed on
+// cleanup, also when a test fails; TestMain sweeps leftovers of test
+// processes that died.
 
 var nsCounter atomic.Int32
 
@@ -43,10 +45,10 @@ func sweepStaleNamespaces() {
 		}
 		var rest string
 		switch {
-		case strings.HasPrefix(f[0], "tdev"):
-			rest = strings.TrimPrefix(f[0], "tdev")
-		case strings.HasPrefix(f[0], "tperf"):
-			rest = strings.TrimPrefix(f[0], "tperf")
+		case strings.HasPrefix(f[0], "trptdev"):
+			rest = strings.TrimPrefix(f[0], "trptdev")
+		case strings.HasPrefix(f[0], "trptperf"):
+			rest = strings.TrimPrefix(f[0], "trptperf")
 		default:
 			continue
 		}
@@ -91,11 +93,11 @@ func run(t testing.TB, args ...string) {
 
 // newTestNet creates the namespace and n veth pairs with the given MTU.
 func newTestNet(t testing.TB, n, mtu int) *testNet {
-	return newTestNetPrefix(t, "tdev", n, mtu)
+	return newTestNetPrefix(t, "trptdev", n, mtu)
 }
 
 // newTestNetPrefix is newTestNet with the namespace named prefix<pid>x<n>
-// (prefix "tdev" or "tperf"; TestMain sweeps both).
+// (prefix "trptdev" or "trptperf"; TestMain sweeps both).
 func newTestNetPrefix(t testing.TB, prefix string, n, mtu int) *testNet {
 	requireRoot(t)
 	name := fmt.Sprintf("%s%dx%d", prefix, os.Getpid()%100000, nsCounter.Add(1))

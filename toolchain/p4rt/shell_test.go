@@ -61,7 +61,7 @@ func TestP4RuntimeShellDrivesSwitch(t *testing.T) {
 	run("bash", filepath.Join(repo, "scripts/p4rt-shell.sh"), "--setup-only")
 
 	viap4rt.SweepStale()
-	ns := fmt.Sprintf("tp4rtsh%d", os.Getpid())
+	ns := fmt.Sprintf("trptp4rtsh%d", os.Getpid())
 	_ = exec.Command("ip", "netns", "del", ns).Run()
 	run("ip", "netns", "add", ns)
 	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })

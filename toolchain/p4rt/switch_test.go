@@ -37,7 +37,7 @@ func TestSwitchSurvivesMalformedInput(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	d, err := viap4rt.Start(ctx, viap4rt.Options{Switch: filepath.Join(tmp, "terrapin-switch"), Ports: []uint32{1, 2},
-		Veth: true, Namespace: fmt.Sprintf("tp4rtfz%d", os.Getpid())})
+		Veth: true, Namespace: fmt.Sprintf("trptp4rtfz%d", os.Getpid())})
 	if err != nil {
 		t.Fatal(err)
 	}

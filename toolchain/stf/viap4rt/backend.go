@@ -63,7 +63,7 @@ func (p *Pool) get() (*Device, error) {
 		p.mu.Lock()
 	}
 	p.n++
-	name := fmt.Sprintf("tp4rt%dx%d", os.Getpid(), p.n)
+	name := fmt.Sprintf("trptp4rt%dx%d", os.Getpid(), p.n)
 	p.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -80,7 +80,7 @@ type Device struct {
 // its primary controller. Close undoes all of it.
 func Start(ctx context.Context, opts Options) (d *Device, err error) {
 	if opts.Namespace == "" {
-		opts.Namespace = fmt.Sprintf("tp4rt%d", os.Getpid())
+		opts.Namespace = fmt.Sprintf("trptp4rt%d", os.Getpid())
 	}
 	if opts.Addr == "" {
 		opts.Addr = "127.0.0.1:19650"

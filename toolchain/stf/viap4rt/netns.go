@@ -17,9 +17,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// namespace is a network namespace the backend creates for one switch:
-// veth pairs tp4rt<p>s (the switch's port p) ↔ tp4rt<p>h (where frames are
-// injected and captured). Deleting the namespace deletes the veths.
+// namespace is a network namespace the backend creates for one switch,
+// named trptp4rt… (trpt is the prefix of everything the test suites create,
+// so make test can judge its own leftovers), holding veth pairs tp4rt<p>s
+// (the switch's port p) ↔ tp4rt<p>h (where frames are injected and
+// captured). Deleting the namespace deletes the veths.
 type namespace struct {
 	name string
 	tun  bool
@@ -34,10 +36,10 @@ func ipCmd(ctx context.Context, args ...string) error {
 }
 
 // staleName matches the namespaces this package and the p4rt tests make:
-// tp4rt, an optional tag, the creating process's pid, an optional index.
-var staleName = regexp.MustCompile(`^tp4rt[a-z]*([0-9]+)(x[0-9]+)?$`)
+// trptp4rt, an optional tag, the creating process's pid, an optional index.
+var staleName = regexp.MustCompile(`^trptp4rt[a-z]*([0-9]+)(x[0-9]+)?$`)
 
-// SweepStale removes tp4rt namespaces whose creating process is gone (a
+// SweepStale removes trptp4rt namespaces whose creating process is gone (a
 // run that was killed cannot clean up after itself).
 func SweepStale() {
 	out, err := exec.Command("ip", "netns", "list").Output()
