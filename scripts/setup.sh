@@ -73,14 +73,45 @@ if [[ ! -x "$venv/bin/python" ]]; then
     /usr/bin/python3 -m venv --system-site-packages "$venv"
     "$venv/bin/pip" install -q --upgrade pip
 fi
+# pip install, printing one line per package as pip collects, downloads and installs it (a
+# fresh venv takes ~30 s, which looked like a hang when pip ran quietly). The whole output is
+# kept in build/pip.log; on failure its tail is shown.
+pip_install() {
+    local part rc
+    part=$(mktemp)
+    "$venv/bin/pip" install --progress-bar off "$@" >"$part" 2>&1 &
+    local pid=$!
+    tail -n +1 -s 0.2 --pid="$pid" -f "$part" 2>/dev/null |
+        { grep --line-buffered -E '^(Obtaining|Collecting|Downloading|Building|Installing|Successfully)' || true; } |
+        sed -u 's/^/  pip: /'
+    wait "$pid" && rc=0 || rc=$?
+    cat "$part" >>"$build/pip.log"
+    rm -f "$part"
+    if ((rc != 0)); then
+        tail -n 20 "$build/pip.log" >&2
+        echo "setup: pip install $* failed (log: build/pip.log)" >&2
+    fi
+    return "$rc"
+}
 stamp=$build/.python-deps
 deps_files=(controller/pyproject.toml ptf-tests/requirements.txt topo/requirements.txt)
 if [[ ! -f "$stamp" ]] || [[ -n "$(find "${deps_files[@]}" -newer "$stamp" 2>/dev/null)" ]]; then
-    say "installing Python packages"
+    : >"$build/pip.log"
     for f in ptf-tests/requirements.txt topo/requirements.txt; do
-        [[ -f "$f" ]] && "$venv/bin/pip" install -q -r "$f"
+        [[ -f "$f" ]] || continue
+        say "installing Python packages: $f"
+        pip_install -r "$f"
     done
-    [[ -f controller/pyproject.toml ]] && "$venv/bin/pip" install -q -e "controller[dev]"
+    if [[ -f controller/pyproject.toml ]]; then
+        say "installing Python packages: the controller (controller/pyproject.toml, with its dev extras)"
+        pip_install -e "controller[dev]"
+    fi
+    # p4lang's p4runtime was a dependency once; its modules cannot be imported beside the
+    # protobuf finsy needs, so a venv made then loses it.
+    if "$venv/bin/pip" show -q p4runtime >/dev/null 2>&1; then
+        say "removing p4runtime (superseded by finsy's P4Runtime modules)"
+        "$venv/bin/pip" uninstall -q -y p4runtime
+    fi
     touch "$stamp"
 fi
 
