@@ -10,5 +10,4 @@ mkdir -p build/run
 export PATH="$PWD/build/venv/bin:$PATH"
 args=(--topo "${TOPO:-christie}" --switch "${SWITCH:-terrapin}")
 [[ -n "${HEADLESS:-}" && "${HEADLESS:-0}" != 0 ]] && args+=(--headless)
-echo $$ >build/run/run.pid
 exec python -m topo.run "${args[@]}"

@@ -22,6 +22,7 @@ import argparse
 import json
 import math
 import os
+import signal
 import sys
 import time
 import urllib.error
@@ -32,8 +33,9 @@ from typing import Any
 
 from topo import christie
 from topo.experiment import VIDEO_PORT, VideoRun, video_under_flood
-from topo.network import RunningNetwork, running
+from topo.network import PID_DIR, RunningNetwork, running
 from topo.p4switch import REPO
+from topo.supervise import write_pid
 
 RESULTS = REPO / "build" / "results"
 PRIORITY = 6
@@ -252,12 +254,19 @@ def main(argv: list[str] | None = None) -> int:
     plan = christie.plan(rate_mbps=args.rate_mbps)
     work = RESULTS / "demo"
     work.mkdir(parents=True, exist_ok=True)
-    with running(plan, switch_kind=args.switch, rest_port=18080, state_dir=work) as run:
-        wait_ready(run)
-        print("run 1: no reservation (the video's priority claim is demoted)")
-        unreserved = one_run(run, "unreserved", args.seconds, reserve=False, work=work)
-        print("run 2: 9 Mbit/s, 27,000-byte burst reserved at high priority")
-        reserved = one_run(run, "reserved", args.seconds, reserve=True, work=work)
+    # make stop ends the demo as it ends make run: by the PIDs recorded in build/run/pids.
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(143))
+    runner_pid = PID_DIR / "runner.pid"
+    write_pid(runner_pid, os.getpid())
+    try:
+        with running(plan, switch_kind=args.switch, rest_port=18080, state_dir=work, pid_dir=PID_DIR) as run:
+            wait_ready(run)
+            print("run 1: no reservation (the video's priority claim is demoted)")
+            unreserved = one_run(run, "unreserved", args.seconds, reserve=False, work=work)
+            print("run 2: 9 Mbit/s, 27,000-byte burst reserved at high priority")
+            reserved = one_run(run, "reserved", args.seconds, reserve=True, work=work)
+    finally:
+        runner_pid.unlink(missing_ok=True)
     # The unreserved run is judged against the bound the reservation was given.
     unreserved.bound_ms = reserved.bound_ms
     print()

@@ -9,10 +9,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,8 +28,11 @@ from mininet.node import Host as MininetHost
 from topo.controller_config import write_config
 from topo.p4switch import REPO, P4RuntimeSwitch
 from topo.plan import NetworkPlan
+from topo.supervise import Supervisor, write_pid
 
 RUN_DIR = REPO / "build" / "run"
+# make stop (scripts/stop.sh) stops what the files here list: the runner, each switch, the controller.
+PID_DIR = RUN_DIR / "pids"
 CONTROLLER = REPO / "build" / "venv" / "bin" / "terrapin-controller"
 
 
@@ -39,6 +44,8 @@ class RunningNetwork:
     rest_url: str
     token: str
     config_path: Path
+    supervisor: Supervisor | None = None
+    switch_kind: str = "terrapin"
 
     def host(self, name: str) -> MininetHost:
         return self.net.get(name)
@@ -124,17 +131,37 @@ def _same_subnet(cidr: str, address: str, prefix: str) -> bool:
     return ipaddress.ip_address(address) in ipaddress.ip_network(cidr, strict=False)
 
 
-def start_controller(config_path: Path, rest_url: str, log_path: Path) -> subprocess.Popen[bytes]:
+def controller_command(config_path: Path, pid_file: Path | None = None) -> list[str]:
+    command = [str(CONTROLLER), "--config", str(config_path)]
+    if pid_file is not None:
+        command += ["--pid-file", str(pid_file)]
+    return command
+
+
+def launch_controller(
+    config_path: Path, log_path: Path, pid_file: Path | None = None
+) -> subprocess.Popen[bytes]:
+    """Start the controller process (at start, and again when make run's supervisor saw it die);
+    its log says the command line, to start it by hand."""
     if not CONTROLLER.exists():
         raise FileNotFoundError(f"{CONTROLLER} is missing: run `make controller`")
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen(
-            [str(CONTROLLER), "--config", str(config_path)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    command = controller_command(config_path, pid_file)
+    with open(log_path, "ab") as log:
+        log.write(f"--- starting: {shlex.join(command)}\n".encode())
+        log.flush()
+        return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def start_controller(
+    config_path: Path, rest_url: str, log_path: Path, pid_file: Path | None = None
+) -> subprocess.Popen[bytes]:
+    """Start the controller and wait until /health says every switch is ready (200). A controller
+    whose REST API answers but stays degraded (503) after 30 s is kept: the switch it is missing
+    is named in its log and in /health, and make run's supervisor may yet bring it back."""
+    log_path.write_bytes(b"")
+    process = launch_controller(config_path, log_path, pid_file)
     deadline = time.monotonic() + 30
+    degraded = None
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"controller exited with {process.returncode}; see {log_path}")
@@ -142,9 +169,15 @@ def start_controller(config_path: Path, rest_url: str, log_path: Path) -> subpro
             with urllib.request.urlopen(f"{rest_url}/health", timeout=1) as reply:
                 if json.load(reply).get("status") == "ok":
                     return process
+        except urllib.error.HTTPError as error:
+            if error.code == 503:
+                degraded = json.load(error).get("degraded")
         except OSError:
             pass
         time.sleep(0.2)
+    if degraded is not None:
+        print(f"warning: the controller is up but these switches are not ready: {degraded}", file=sys.stderr)
+        return process
     stop_process(process)
     raise TimeoutError(f"controller did not become healthy; see {log_path}")
 
@@ -172,9 +205,12 @@ def running(
     with_controller: bool = True,
     state_dir: Path | None = None,
     intf_prefix: str | None = None,
+    supervise: bool = False,
+    pid_dir: Path | None = None,
 ) -> Iterator[RunningNetwork]:
     """Brings the whole network up and guarantees it is torn down again (`intf_prefix`: see
-    `build`)."""
+    `build`). With `supervise`, a switch or controller that dies is restarted (topo/supervise.py);
+    `pid_dir` records every PID there (`make stop` stops what it lists)."""
     setLogLevel(os.environ.get("MININET_LOG", "warning"))
     RUN_DIR.mkdir(parents=True, exist_ok=True)
     state = state_dir or RUN_DIR / plan.name
@@ -183,16 +219,41 @@ def running(
     config_path = write_config(plan, state, rest_port=rest_port, token=token)
     net = build(plan, switch_kind, intf_prefix)
     controller = None
+    supervisor = Supervisor(state / "supervisor.log") if supervise else None
+    controller_log = RUN_DIR / f"{plan.name}-controller.log"
+    controller_pid = pid_dir / "controller.pid" if pid_dir else None
     try:
         net.build()
         net.start()
+        for sw in plan.switches.values():
+            node = net.get(sw.name)
+            pid_file = pid_dir / f"switch-{sw.name}.pid" if pid_dir is not None else None
+            write_pid(pid_file, node.process.pid)
+            if supervisor is not None:
+                supervisor.watch(f"switch {sw.name}", node.process, node.respawn, pid_file)
         configure_hosts(plan, net)
         if with_controller:
-            controller = start_controller(config_path, rest_url, RUN_DIR / f"{plan.name}-controller.log")
-        yield RunningNetwork(plan, net, controller, rest_url, token, config_path)
+            controller = start_controller(config_path, rest_url, controller_log, controller_pid)
+            if supervisor is not None:
+                supervisor.watch(
+                    "controller",
+                    controller,
+                    lambda: launch_controller(config_path, controller_log, controller_pid),
+                    controller_pid,
+                )
+        if supervisor is not None:
+            supervisor.start()
+        yield RunningNetwork(plan, net, controller, rest_url, token, config_path, supervisor, switch_kind)
     finally:
+        if supervisor is not None:
+            supervisor.stop()  # before stopping on purpose what it would restart
+            controller = supervisor.process("controller") or controller
         stop_process(controller)
         try:
             net.stop()
         except Exception as error:
             print(f"warning: mininet stop: {error}", file=sys.stderr)
+        if pid_dir is not None:
+            for record in pid_dir.glob("*.pid"):
+                if record.name != "runner.pid":
+                    record.unlink(missing_ok=True)

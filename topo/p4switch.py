@@ -13,6 +13,7 @@ P4Runtime, as it would to a hardware target.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -29,6 +30,12 @@ REPO = Path(__file__).resolve().parent.parent
 TERRAPIN_SWITCH = REPO / "build" / "bin" / "terrapin-switch"
 # SCHED_FIFO priority of terrapin-switch's forwarding threads: above the hosts' real-time senders.
 RT_PRIORITY = 20
+METRICS_PORT_BASE = 9700
+
+
+def metrics_port(device_id: int) -> int:
+    """terrapin-switch's Prometheus endpoint under make run: 127.0.0.1:(9700 + device id)."""
+    return METRICS_PORT_BASE + device_id
 
 
 def switch_binary(kind: str) -> str:
@@ -71,7 +78,7 @@ class P4RuntimeSwitch(Switch):  # type: ignore[misc]  # Mininet has no type hint
         self.log_path = Path(log_dir) / f"{name}.log"
         self.thrift_port = 9090 + device_id
         # terrapin-switch's Prometheus counters (per priority queue depth and drops).
-        self.metrics_port = 9700 + device_id
+        self.metrics_port = metrics_port(device_id)
         self.process: subprocess.Popen[bytes] | None = None
 
     def command_line(self) -> list[str]:
@@ -102,13 +109,27 @@ class P4RuntimeSwitch(Switch):  # type: ignore[misc]  # Mininet has no type hint
                 # Checksum offload would leave partial checksums in frames the switch reads.
                 self.cmd(f"ethtool -K {intf.name} tx off rx off >/dev/null 2>&1")
                 self.cmd(f"ip link set {intf.name} mtu {self.mtu}")
-        with open(self.log_path, "wb") as log:
+        self.log_path.write_bytes(b"")
+        self.respawn()
+
+    def respawn(self) -> subprocess.Popen[bytes]:
+        """Start the switch process on the node's interfaces: at start, and again when make
+        run's supervisor saw it die. Its log says the command line, to start it by hand."""
+        command = self.command_line()
+        with open(self.log_path, "ab") as log:
+            log.write(f"--- starting: {shlex.join(command)}\n".encode())
+            log.flush()
             self.process = subprocess.Popen(
-                self.command_line(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
             )
-        self._wait_for_grpc()
+        try:
+            self._wait_for_grpc()
+        except Exception:
+            self._kill()  # never leave a half-started switch behind (or unreaped)
+            raise
         if self.kind == "bmv2" and self.port_rates:
             self._set_bmv2_rates()
+        return self.process
 
     def _wait_for_grpc(self, timeout: float = 15.0) -> None:
         deadline = time.monotonic() + timeout
@@ -146,7 +167,7 @@ class P4RuntimeSwitch(Switch):  # type: ignore[misc]  # Mininet has no type hint
         with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as reply:
             return parse_prometheus(reply.read().decode())
 
-    def stop(self, deleteIntfs: bool = True) -> None:
+    def _kill(self) -> None:
         if self.process is not None and self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGTERM)
             try:
@@ -154,6 +175,9 @@ class P4RuntimeSwitch(Switch):  # type: ignore[misc]  # Mininet has no type hint
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
+
+    def stop(self, deleteIntfs: bool = True) -> None:
+        self._kill()
         self.process = None
         super().stop(deleteIntfs)
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import ipaddress
+import os
 import signal
 import sys
 import threading
@@ -18,8 +20,15 @@ from types import FrameType
 from mininet.cli import CLI
 
 from topo import TOPOLOGIES
-from topo.network import RunningNetwork, running
-from topo.plan import NetworkPlan
+from topo.network import PID_DIR, RunningNetwork, running
+from topo.p4switch import metrics_port
+from topo.plan import Host, NetworkPlan
+from topo.supervise import write_pid
+
+
+class Stopped(BaseException):
+    """SIGTERM (make stop) while the CLI runs. Not a KeyboardInterrupt, which Mininet's CLI
+    catches and carries on from, and not an Exception, which a command might swallow."""
 
 
 def load_plan(name: str, rate_mbps: float | None) -> NetworkPlan:
@@ -31,10 +40,20 @@ def load_plan(name: str, rate_mbps: float | None) -> NetworkPlan:
     return module.plan(rate_mbps=rate_mbps)  # type: ignore[no-any-return]
 
 
+def example_pair(plan: NetworkPlan) -> tuple[Host, Host]:
+    """The hosts the banner's example reserves between: the first host, and the first host of
+    another subnet (christie: a1 -> b1, the README's and the demo's pair)."""
+    hosts = sorted(plan.hosts.values(), key=lambda h: h.name)
+    src = hosts[0]
+    source_net = ipaddress.ip_interface(src.ip).network
+    dst = next((h for h in hosts if ipaddress.ip_address(h.address) not in source_net), hosts[-1])
+    return src, dst
+
+
 def describe(run: RunningNetwork) -> str:
     plan = run.plan
     hosts = sorted(plan.hosts.values(), key=lambda h: h.name)
-    src, dst = hosts[0], hosts[-1]
+    src, dst = example_pair(plan)
     lines = [
         f"Terrapin is up: topology {plan.name!r}, {len(plan.switches)} switch(es), {len(hosts)} hosts.",
         "",
@@ -57,7 +76,15 @@ def describe(run: RunningNetwork) -> str:
         f"--dport 5004 --priority 6 --rate 1125000 --burst 27000 --max-packet {plan.mtu}",
         f"  {src.name} terrapin-host status",
         "",
-        "Logs: build/run/  ·  stop with Ctrl-C (or `exit` in the CLI) or `make stop`.",
+        "Switch metrics (Prometheus text): "
+        + ", ".join(
+            f"{s.name} http://127.0.0.1:{metrics_port(s.device_id)}/metrics" for s in plan.switches.values()
+        )
+        + (" (terrapin-switch only)" if run.switch_kind != "terrapin" else ""),
+        "",
+        "A switch or the controller that dies is restarted (build/run/<topology>/supervisor.log says why);",
+        "their PIDs are in build/run/pids/. Logs: build/run/.",
+        "Stop with Ctrl-C (or `exit` in the CLI) or `make stop`.",
     ]
     return "\n".join(lines)
 
@@ -77,20 +104,31 @@ def main(argv: list[str] | None = None) -> int:
     def on_signal(signum: int, _frame: FrameType | None) -> None:
         stop.set()
         if not args.headless:
-            raise KeyboardInterrupt
+            raise Stopped
 
     signal.signal(signal.SIGTERM, on_signal)
     plan = load_plan(args.topo, args.rate_mbps)
+    runner_pid = PID_DIR / "runner.pid"
+    write_pid(runner_pid, os.getpid())
     try:
-        with running(plan, switch_kind=args.switch, rest_port=args.rest_port, token=args.token) as run:
+        with running(
+            plan,
+            switch_kind=args.switch,
+            rest_port=args.rest_port,
+            token=args.token,
+            supervise=True,
+            pid_dir=PID_DIR,
+        ) as run:
             print(describe(run), flush=True)
             if args.headless:
                 signal.signal(signal.SIGINT, on_signal)
                 stop.wait()
             else:
                 CLI(run.net)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Stopped):
         pass
+    finally:
+        runner_pid.unlink(missing_ok=True)
     print("Terrapin stopped; everything it started is gone.")
     return 0
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import time
 import urllib.error
@@ -58,7 +59,15 @@ def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningNetwork]:
     os.environ["PATH"] = f"{REPO / 'build' / 'venv' / 'bin'}:{os.environ['PATH']}"
     plan = christie.plan(rate_mbps=RATE_MBPS)
     state = tmp_path_factory.mktemp("christie")
-    with running(plan, rest_port=18181, token="e2e-token", state_dir=state, intf_prefix=INTF_PREFIX) as run:
+    with running(
+        plan,
+        rest_port=18181,
+        token="e2e-token",
+        state_dir=state,
+        intf_prefix=INTF_PREFIX,
+        supervise=True,  # as make run does
+        pid_dir=state / "pids",
+    ) as run:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             _, health = rest(run, "GET", "/health")
@@ -166,3 +175,40 @@ def test_reserved_video_is_protected_from_a_flood(net: RunningNetwork, tmp_path:
     # The bound covers the network: each frame's delay from the sender's socket (FrameTiming).
     late = [t for t in reserved.timings if t.network_ms > bound_ms]
     assert not late, f"{len(late)} frames over the {bound_ms:.2f} ms bound: {late[:3]}"
+
+
+def wait_until(predicate: Any, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.5)
+    return False
+
+
+def test_a_switch_or_controller_that_dies_is_restarted_and_says_why(net: RunningNetwork) -> None:
+    # Last in this module: it kills the network's processes (make run's supervisor brings them back).
+    supervisor = net.supervisor
+    assert supervisor is not None and supervisor.log_path is not None
+    status, channel = rest(net, "POST", "/reservations", reservation_body(net, "a2", "b1"))
+    assert status == 201, channel
+    for name in ("switch terrapin", "controller"):
+        process = supervisor.process(name)
+        assert process is not None
+        os.kill(process.pid, signal.SIGKILL)
+
+        def back(old: int = process.pid, name: str = name) -> bool:
+            now = supervisor.process(name)
+            try:
+                return now is not None and now.pid != old and rest(net, "GET", "/health")[0] == 200
+            except OSError:  # the controller is not listening yet
+                return False
+
+        assert wait_until(back, timeout=90), supervisor.log_path.read_text()
+        log = supervisor.log_path.read_text()
+        assert f"{name} (pid {process.pid}) exited killed by signal 9 (SIGKILL)" in log, log
+        assert f"{name} restarted (pid {supervisor.process(name).pid}" in log, log  # type: ignore[union-attr]
+        # the channel is back on the new switch (reconciled from the controller's store)
+        hops = rest(net, "GET", f"/reservations/{channel['id']}/counters")[1]
+        assert hops and all("telemetry_error" not in hop for hop in hops), hops
+    assert rest(net, "DELETE", f"/reservations/{channel['id']}")[0] == 204

@@ -1,0 +1,52 @@
+"""What `make run` prints agrees with what the README tells a new user to do, and the switch
+metrics endpoint is where the README and docs/switch.md say it is."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from topo import chain, christie, sequoia
+from topo.network import RunningNetwork
+from topo.p4switch import REPO, metrics_port
+from topo.run import describe, example_pair
+
+
+def banner(plan: Any, switch_kind: str = "terrapin") -> str:
+    run = RunningNetwork(plan, None, None, "http://127.0.0.1:8080", "terrapin", Path(), None, switch_kind)
+    return describe(run)
+
+
+def reservation_body(text: str) -> dict[str, Any]:
+    """The JSON body of the first `curl ... -d '{...}'` in a text (README or banner)."""
+    found = re.search(r"-d '(\{.*?\})'", text, flags=re.S)
+    assert found, text
+    body: dict[str, Any] = json.loads(found.group(1))
+    return body
+
+
+def test_the_banner_reserves_what_the_readme_reserves() -> None:
+    readme = (REPO / "README.md").read_text()
+    assert reservation_body(banner(christie.plan())) == reservation_body(readme)
+
+
+def test_the_example_crosses_the_router_between_subnets() -> None:
+    for plan in (christie.plan(), sequoia.plan(), chain.plan()):
+        src, dst = example_pair(plan)
+        assert src.ip.split(".")[:3] != dst.address.split(".")[:3], (plan.name, src, dst)
+    src, dst = example_pair(christie.plan())
+    assert (src.name, dst.name) == ("a1", "b1")
+
+
+def test_the_metrics_endpoint_is_printed_and_documented_where_it_is() -> None:
+    plan = christie.plan()
+    device = plan.switches["terrapin"].device_id
+    url = f"http://127.0.0.1:{metrics_port(device)}/metrics"
+    assert url in banner(plan)
+    assert url in (REPO / "README.md").read_text()
+    switch_md = (REPO / "docs" / "switch.md").read_text()
+    metrics = switch_md[switch_md.index("## Metrics") :]
+    assert url in metrics and f"127.0.0.1:({metrics_port(0)} + its device id)" in metrics
+    assert "(terrapin-switch only)" in banner(plan, "bmv2")
