@@ -268,6 +268,9 @@ class Lab:
             "import socket,sys;s=socket.socket(socket.AF_INET,socket.SOCK_RAW,1);"
             f"s.sendto(bytes.fromhex('{icmp.hex()}'),('{dst}',0))"
         )
+        self._python_in(host, code)
+
+    def _python_in(self, host: str, code: str) -> None:
         sh(
             "ip",
             "netns",
@@ -284,15 +287,7 @@ class Lab:
             f"s.bind(('0.0.0.0',{sport}));"
             f"[s.sendto(b'x'*{size},('{dst}',{dport})) for _ in range({count})]"
         )
-        sh(
-            "ip",
-            "netns",
-            "exec",
-            f"trptctl-{host}",
-            str(REPO / "build" / "venv" / "bin" / "python"),
-            "-c",
-            code,
-        )
+        self._python_in(host, code)
 
     # ---- P4Runtime, read independently of the controller -------------------------------------
 

@@ -40,6 +40,12 @@ def make(store: str = ":memory:", **admission: Any) -> tuple[Controller, FakeFab
     return ctl, made[0]
 
 
+def assert_nothing_reserved(fab: FakeFabric, ctl: Controller) -> None:
+    """Rolled back everywhere: no entry on any switch, nothing held, nothing stored."""
+    assert all(len(t) == 0 for t in fab.entries.values())
+    assert ctl.ledger.channels() == [] and ctl.store.all() == []
+
+
 @pytest.fixture
 def api() -> tuple[TestClient, FakeFabric, Controller]:
     ctl, fab = make()
@@ -236,7 +242,8 @@ def test_a_switch_that_is_down_is_503_with_retry_after_not_a_denial(
         "retry_after": 10,
     }
     # decided before admission: nothing was held or written
-    assert fab.writes == 0 and ctl.ledger.channels() == [] and ctl.store.all() == []
+    assert fab.writes == 0
+    assert_nothing_reserved(fab, ctl)
     fab.down.clear()
     assert client.post("/reservations", json=BODY, headers=TOKEN).status_code == 201
 
@@ -248,8 +255,7 @@ def test_a_switch_lost_during_the_write_is_503_and_rolled_back(
     fab.vanish_on_install.add("s2")
     r = client.post("/reservations", json=BODY, headers=TOKEN)
     assert r.status_code == 503 and r.json()["switch"] == "s2", r.text
-    assert all(len(t) == 0 for t in fab.entries.values())
-    assert ctl.ledger.channels() == [] and ctl.store.all() == []
+    assert_nothing_reserved(fab, ctl)
 
 
 def test_a_write_the_switch_refuses_is_502_rolled_back_and_says_which(
@@ -262,8 +268,7 @@ def test_a_write_the_switch_refuses_is_502_rolled_back_and_says_which(
     assert r.status_code == 502 and "retry-after" not in r.headers, body
     assert body["error"] == "switch error" and body["switch"] == "s3" and body["retry_after"] is None
     assert body["message"] == "programming s3 failed (write to s3 failed); every hop was rolled back"
-    assert all(len(t) == 0 for t in fab.entries.values())
-    assert ctl.ledger.channels() == [] and ctl.store.all() == []
+    assert_nothing_reserved(fab, ctl)
     fab.fail_install_on.clear()
     assert client.post("/reservations", json=BODY, headers=TOKEN).status_code == 201
 
