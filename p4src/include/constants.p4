@@ -55,6 +55,16 @@ const bit<1> PACKET_OUT_PIPELINE = 1;
 const bit<1> EXCESS_DROP = 0;
 const bit<1> EXCESS_DEMOTE = 1;
 
+// ---- Window policers (seed 000 §2.2.2; docs/dataplane.md "Window policers") ---------------
+// An admitted channel's entry picks its policer by its action: admit (the trTCM meter, the
+// default), admit_jumping_window or admit_moving_window. The moving window keeps a ring of
+// MOVING_SLOTS timestamps per channel, cell = channel_id * MOVING_SLOTS + slot.
+const bit<32> MOVING_SLOTS = 32;
+const bit<32> MOVING_RING_CELLS = 262144;
+// admit_jumping_window's count_packets: what the window's limit counts.
+const bit<1> WINDOW_COUNTS_BYTES = 0;
+const bit<1> WINDOW_COUNTS_PACKETS = 1;
+
 // ---- Meter colours, as v1model's meter externs report them (RFC 2698) ---------------------
 const bit<2> METER_GREEN = 0;
 const bit<2> METER_YELLOW = 1;

@@ -17,9 +17,24 @@ control TerrapinIngress(inout headers_t hdr,
     // Per admitted channel: the reservation's envelope as an RFC 2698 trTCM, configured by
     // the controller with each entry (CIR = rho, CBS = sigma; see docs/dataplane.md).
     direct_meter<bit<2>>(MeterType.bytes) channel_meter;
-    // Per channel id: the packets the meter coloured yellow or red.
+    // Per channel id: the packets the meter coloured yellow or red (the window policers'
+    // excess counts as red).
     counter(MAX_CHANNELS, CounterType.packets_and_bytes) channel_yellow;
     counter(MAX_CHANNELS, CounterType.packets_and_bytes) channel_red;
+
+    // Window policers (seed 000 §2.2.2), state per channel id; times are
+    // ingress_global_timestamp microseconds. The controller zeroes a channel's cells before
+    // it installs the entry and after it removes it; zero is "no history" in every cell.
+    // Jumping window: when the current window began, and what it has let through so far.
+    register<bit<48>>(MAX_CHANNELS) jumping_start;
+    register<bit<32>>(MAX_CHANNELS) jumping_used;
+    // Moving window: the earliest time the next packet keeps Xmin; the ring slot of the
+    // current group and how many packets the group holds; per (channel, slot) the time the
+    // group that last used the slot leaves the window (its first packet's time + I).
+    register<bit<48>>(MAX_CHANNELS) moving_next;
+    register<bit<5>>(MAX_CHANNELS) moving_head;
+    register<bit<16>>(MAX_CHANNELS) moving_fill;
+    register<bit<48>>(MOVING_RING_CELLS) moving_ring;
 
     // Per class entry (entries of `classes`): every packet that matched.
     direct_counter(CounterType.packets_and_bytes) class_counter;
@@ -93,6 +108,106 @@ control TerrapinIngress(inout headers_t hdr,
         meta.on_red = on_red;
     }
 
+    // A jumping window of window_us microseconds lets `limit` bytes (or packets, with
+    // count_packets) through per window (seed 000 Figure 4). Windows follow one another while
+    // the channel is busy, start + T, start + 2T, ... as XTP's periodic credit reset did; after
+    // an idle gap of two windows or more the next one starts at the next packet. The whole
+    // read-modify-write is one action, so it is atomic against the channel's other packets
+    // (BMv2 and terrapin-switch lock the registers an action uses for the whole action).
+    // window_us = 0 lets nothing through: a broken configuration fails closed.
+    action admit_jumping_window(bit<16> channel_id, bit<3> priority, bit<1> on_excess,
+                                bit<32> window_us, bit<32> limit, bit<1> count_packets) {
+        meta.channel_id = channel_id;
+        meta.channel_priority = priority;
+        meta.on_yellow = on_excess;
+        meta.on_red = on_excess;
+        bit<32> cell = (bit<32>)channel_id;
+        bit<48> now = standard_metadata.ingress_global_timestamp;
+        bit<48> start;
+        bit<32> used;
+        jumping_start.read(start, cell);
+        jumping_used.read(used, cell);
+        bit<48> window = (bit<48>)window_us;
+        // A packet stamped before the window's start (ports' threads may take frames in a
+        // slightly different order than they arrived) belongs to the current window.
+        bit<48> elapsed = 0;
+        if (now > start) {
+            elapsed = now - start;
+        }
+        if (elapsed >= window) {
+            if (elapsed < window + window) {
+                start = start + window;
+            } else {
+                start = now;
+            }
+            used = 0;
+        }
+        bit<32> amount = standard_metadata.packet_length;
+        if (count_packets == WINDOW_COUNTS_PACKETS) {
+            amount = 1;
+        }
+        // amount <= limit - used, not used + amount <= limit: the sum could wrap.
+        if (window_us != 0 && used <= limit && amount <= limit - used) {
+            used = used + amount;
+            meta.color = METER_GREEN;
+        } else {
+            meta.color = METER_RED;
+        }
+        jumping_start.write(cell, start);
+        jumping_used.write(cell, used);
+    }
+
+    // The Tenet (Xmin, Xave, I, Smax) moving window (seeds 001, 004; seed 000 Figure 5): no
+    // packet above smax frame bytes, none closer than xmin_us to the previous one, and at
+    // most n = (last_slot + 1) * quantum packets in any interval_us (plus quantum - 1, see
+    // docs/dataplane.md). The ring remembers, per group of `quantum` consecutive packets,
+    // when the group's first packet leaves the window; a group may start only once the slot
+    // it reuses (the group last_slot + 1 groups back) has left. With quantum = 1 that is the
+    // ideal moving window: a packet passes iff the n-th packet before it is I or more ago.
+    // interval_us = 0 or quantum = 0 lets nothing through (fails closed).
+    action admit_moving_window(bit<16> channel_id, bit<3> priority, bit<1> on_excess,
+                               bit<32> xmin_us, bit<32> interval_us, bit<5> last_slot,
+                               bit<16> quantum, bit<16> smax) {
+        meta.channel_id = channel_id;
+        meta.channel_priority = priority;
+        meta.on_yellow = on_excess;
+        meta.on_red = on_excess;
+        bit<32> cell = (bit<32>)channel_id;
+        bit<48> now = standard_metadata.ingress_global_timestamp;
+        bit<48> next;
+        bit<5> head;
+        bit<16> fill;
+        moving_next.read(next, cell);
+        moving_head.read(head, cell);
+        moving_fill.read(fill, cell);
+        bit<32> slot = cell * MOVING_SLOTS + (bit<32>)head;
+        bit<48> free_at;
+        moving_ring.read(free_at, slot);
+        if (interval_us == 0 || quantum == 0
+                || standard_metadata.packet_length > (bit<32>)smax
+                || now < next
+                || (fill == 0 && now < free_at)) {
+            meta.color = METER_RED;
+        } else {
+            meta.color = METER_GREEN;
+            moving_next.write(cell, now + (bit<48>)xmin_us);
+            if (fill == 0) {
+                moving_ring.write(slot, now + (bit<48>)interval_us);
+            }
+            fill = fill + 1;
+            if (fill >= quantum) {
+                fill = 0;
+                if (head >= last_slot) {
+                    head = 0;
+                } else {
+                    head = head + 1;
+                }
+            }
+            moving_fill.write(cell, fill);
+            moving_head.write(cell, head);
+        }
+    }
+
     table channels {
         key = {
             hdr.ipv4.src_addr : exact @name("src_addr");
@@ -102,6 +217,8 @@ control TerrapinIngress(inout headers_t hdr,
         }
         actions = {
             admit;
+            admit_jumping_window;
+            admit_moving_window;
             @defaultonly NoAction;
         }
         const default_action = NoAction();

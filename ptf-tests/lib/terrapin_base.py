@@ -244,6 +244,37 @@ class TerrapinTest(BaseTest):  # type: ignore[misc]
             meter=meter,
         )
 
+    def channel_match(self, src_port: int, dst_port: int, protocol: int, flow_key: int) -> dict[str, object]:
+        return {"src_addr": host_ip(src_port), "dst_addr": host_ip(dst_port), "protocol": protocol,
+                "flow_key": flow_key}
+
+    def admit_jumping_window(self, src_port: int, dst_port: int, flow_key: int, *, channel_id: int,
+                             priority: int, window_us: int, limit: int, count_packets: bool = False,
+                             on_excess: int | None = None):  # type: ignore[no-untyped-def]
+        """A UDP channel policed by a jumping window of `limit` frame bytes (or packets) per
+        `window_us` (docs/dataplane.md "Window policers")."""
+        return self.sw.insert(
+            "channels", self.channel_match(src_port, dst_port, 17, flow_key), "admit_jumping_window",
+            {"channel_id": channel_id, "priority": priority,
+             "on_excess": C["EXCESS_DROP"] if on_excess is None else on_excess,
+             "window_us": window_us, "limit": limit,
+             "count_packets": C["WINDOW_COUNTS_PACKETS"] if count_packets else C["WINDOW_COUNTS_BYTES"]},
+        )
+
+    def admit_moving_window(self, src_port: int, dst_port: int, flow_key: int, *, channel_id: int,
+                            priority: int, xmin_us: int, interval_us: int, slots: int, smax: int,
+                            quantum: int = 1, on_excess: int | None = None):  # type: ignore[no-untyped-def]
+        """A UDP channel policed by the (Xmin, Xave, I, Smax) moving window: at most
+        slots * quantum packets per `interval_us` (+ quantum - 1), none closer than `xmin_us`,
+        none above `smax` frame bytes."""
+        return self.sw.insert(
+            "channels", self.channel_match(src_port, dst_port, 17, flow_key), "admit_moving_window",
+            {"channel_id": channel_id, "priority": priority,
+             "on_excess": C["EXCESS_DROP"] if on_excess is None else on_excess,
+             "xmin_us": xmin_us, "interval_us": interval_us, "last_slot": slots - 1,
+             "quantum": quantum, "smax": smax},
+        )
+
 
 def udp_flow_key(sport: int, dport: int) -> int:
     """docs/protocol.md: UDP/TCP channels are selected by src_port << 16 | dst_port."""
