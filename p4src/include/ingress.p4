@@ -114,9 +114,13 @@ control TerrapinIngress(inout headers_t hdr,
     // an idle gap of two windows or more the next one starts at the next packet. The whole
     // read-modify-write is one action, so it is atomic against the channel's other packets
     // (BMv2 and terrapin-switch lock the registers an action uses for the whole action).
-    // window_us = 0 lets nothing through: a broken configuration fails closed.
+    // A packet above smax frame bytes is excess, as in the moving window: counting packets,
+    // the window's bound in bytes rests on it, and the static-priority delay bound counts
+    // every channel's largest packet. window_us = 0 lets nothing through: a broken
+    // configuration fails closed.
     action admit_jumping_window(bit<16> channel_id, bit<3> priority, bit<1> on_excess,
-                                bit<32> window_us, bit<32> limit, bit<1> count_packets) {
+                                bit<32> window_us, bit<32> limit, bit<1> count_packets,
+                                bit<16> smax) {
         meta.channel_id = channel_id;
         meta.channel_priority = priority;
         meta.on_yellow = on_excess;
@@ -147,7 +151,8 @@ control TerrapinIngress(inout headers_t hdr,
             amount = 1;
         }
         // amount <= limit - used, not used + amount <= limit: the sum could wrap.
-        if (window_us != 0 && used <= limit && amount <= limit - used) {
+        if (window_us != 0 && standard_metadata.packet_length <= (bit<32>)smax
+                && used <= limit && amount <= limit - used) {
             used = used + amount;
             meta.color = METER_GREEN;
         } else {

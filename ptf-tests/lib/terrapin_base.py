@@ -250,15 +250,16 @@ class TerrapinTest(BaseTest):  # type: ignore[misc]
 
     def admit_jumping_window(self, src_port: int, dst_port: int, flow_key: int, *, channel_id: int,
                              priority: int, window_us: int, limit: int, count_packets: bool = False,
-                             on_excess: int | None = None):  # type: ignore[no-untyped-def]
+                             smax: int = 1514, on_excess: int | None = None):  # type: ignore[no-untyped-def]
         """A UDP channel policed by a jumping window of `limit` frame bytes (or packets) per
-        `window_us` (docs/dataplane.md "Window policers")."""
+        `window_us`, none above `smax` frame bytes (docs/dataplane.md "Window policers")."""
         return self.sw.insert(
             "channels", self.channel_match(src_port, dst_port, 17, flow_key), "admit_jumping_window",
             {"channel_id": channel_id, "priority": priority,
              "on_excess": C["EXCESS_DROP"] if on_excess is None else on_excess,
              "window_us": window_us, "limit": limit,
-             "count_packets": C["WINDOW_COUNTS_PACKETS"] if count_packets else C["WINDOW_COUNTS_BYTES"]},
+             "count_packets": C["WINDOW_COUNTS_PACKETS"] if count_packets else C["WINDOW_COUNTS_BYTES"],
+             "smax": smax},
         )
 
     def admit_moving_window(self, src_port: int, dst_port: int, flow_key: int, *, channel_id: int,

@@ -151,21 +151,25 @@ class JumpingWindowsFollowOneAnother(WindowTest):
 
 class JumpingWindowCountsBytesOrPackets(WindowTest):
     """Seed 000 §2.2.2: "up to N packets or bytes". Six 1,000-byte frames at once: a window of
-    2,000 bytes passes two, a window of 4 packets passes four."""
+    2,000 bytes passes two, a window of 4 packets passes four. A frame above the channel's
+    largest (smax = 1,000 B) is excess even with room in the window: counting packets, the
+    window's bound in bytes rests on it."""
 
     def runTest(self) -> None:
         self.admit_jumping_window(1, 2, udp_flow_key(9200, DPORT), channel_id=41, priority=self.PRIORITY,
-                                  window_us=10_000_000, limit=2000)
+                                  window_us=10_000_000, limit=2000, smax=1000)
         self.admit_jumping_window(1, 2, udp_flow_key(9201, DPORT), channel_id=42, priority=self.PRIORITY,
-                                  window_us=10_000_000, limit=4, count_packets=True)
+                                  window_us=10_000_000, limit=4, count_packets=True, smax=1000)
+        self.send(1, self.frame(1200, sport=9201))
         for sport in (9200, 9201):
             self.send(1, self.frame(1000, sport=sport), count=6)
         got = self.forwarded()
+        self.assertEqual({len(p) for p in got}, {1000})
         by_bytes = sum(1 for p in got if int.from_bytes(p[34:36], "big") == 9200)
         by_packets = sum(1 for p in got if int.from_bytes(p[34:36], "big") == 9201)
         self.assertEqual((by_bytes, by_packets), (2, 4))
         self.check_policed(6, 2, channel=41)
-        self.check_policed(6, 4, channel=42)
+        self.check_policed(7, 4, channel=42)
 
 
 # ---- moving window -------------------------------------------------------------------------
