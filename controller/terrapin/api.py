@@ -28,11 +28,20 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from terrapin.admission import Allocation, Denial
-from terrapin.admission.model import ChannelEnvelope, ChannelKey
+from terrapin.admission.model import (
+    JUMPING_WINDOW,
+    METER,
+    MOVING_WINDOW,
+    ChannelEnvelope,
+    ChannelKey,
+    Policer,
+)
+from terrapin.admission.policers import envelope_problem, moving_ring
 from terrapin.constants import IP_PROTO_TCP, IP_PROTO_UDP, IP_PROTO_XTP
 from terrapin.paths import ChannelSelector
 from terrapin.protocol.messages import flow_key_from_ports, ports_from_flow_key
@@ -77,6 +86,18 @@ class Telemetry(Protocol):
 # ---- request and response bodies -----------------------------------------------------------
 
 
+# Per policer-dependent field: the policers that need it, and those that may give it.
+_POLICER_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "rate": ((METER,), ()),
+    "burst": ((METER, JUMPING_WINDOW), ()),
+    "window_us": ((JUMPING_WINDOW,), ()),
+    "window_counts": ((), (JUMPING_WINDOW,)),
+    "xmin_us": ((), (MOVING_WINDOW,)),
+    "xave_us": ((MOVING_WINDOW,), ()),
+    "interval_us": ((MOVING_WINDOW,), ()),
+}
+
+
 class ReservationIn(BaseModel):
     """A simplex channel from `src` to `dst` with the seed's QOS_t envelope."""
 
@@ -104,20 +125,84 @@ class ReservationIn(BaseModel):
     dst_port: int = Field(default=0, ge=0, le=65535, description="UDP/TCP destination port")
     xtp_key: int = Field(default=0, ge=0, le=2**64 - 1, description="XTP connection key")
     priority: int = Field(ge=1, le=6, description="admitted levels are 1..6 (6 most urgent)")
-    rate: int = Field(gt=0, le=U32, description="ρ, bytes per second")
-    burst: int = Field(gt=0, le=U32, description="σ, bytes")
-    max_packet: int = Field(gt=0, le=65535, description="largest IPv4 packet, bytes")
+    # Before the fields it governs: their validators read it.
+    policer: Literal["meter", "jumping_window", "moving_window"] = Field(
+        default="meter",
+        description="meter: trTCM (leaky bucket) with rate and burst; jumping_window: burst B per "
+        "window_us; moving_window: Tenet's (xmin_us, xave_us, interval_us, max_packet = Smax)",
+    )
+    rate: int | None = Field(
+        default=None, gt=0, le=U32, validate_default=True, description="ρ, bytes per second (meter only)"
+    )
+    burst: int | None = Field(
+        default=None,
+        gt=0,
+        le=U32,
+        validate_default=True,
+        description="σ, bytes (meter), or B, bytes per window (jumping_window)",
+    )
+    max_packet: int = Field(gt=0, le=65535, description="largest IPv4 packet, bytes (moving_window: Smax)")
     delay_bound_us: int = Field(default=0, ge=0, le=U32, description="end-to-end; 0 = none")
     avg_idle_us: int = Field(default=0, ge=0, le=U32, description="the seed's average idle time")
     context: int | None = Field(default=None, ge=0, le=U32, description="default: allocated")
     excess: Literal["demote", "drop"] | None = Field(
         default=None, description="what traffic beyond the envelope gets; default from config"
     )
+    window_us: int | None = Field(
+        default=None, gt=0, le=U32, validate_default=True, description="jumping_window: the window T, µs"
+    )
+    window_counts: Literal["bytes", "packets"] | None = Field(
+        default=None,
+        validate_default=True,
+        description="jumping_window: B counts bytes (default), or whole max_packet packets",
+    )
+    xmin_us: int | None = Field(
+        default=None,
+        ge=0,
+        le=U32,
+        validate_default=True,
+        description="moving_window: Xmin, the smallest gap between packets, µs (default 0)",
+    )
+    xave_us: int | None = Field(
+        default=None,
+        gt=0,
+        le=U32,
+        validate_default=True,
+        description="moving_window: Xave, the average gap over any interval I, µs",
+    )
+    interval_us: int | None = Field(
+        default=None, gt=0, le=U32, validate_default=True, description="moving_window: the interval I, µs"
+    )
+
+    @field_validator(*_POLICER_FIELDS, mode="after")
+    @classmethod
+    def _given_for_its_policer(cls, value: object, info: ValidationInfo) -> object:
+        """Each policer's own fields are required, the others' refused, field by field (so a
+        422 names each one, alongside any other field's problem)."""
+        policer = info.data.get("policer")
+        name = info.field_name
+        if policer is None or name is None:
+            return value  # the policer itself was invalid: that error says enough
+        needed, optional = _POLICER_FIELDS[name]
+        if value is None and policer in needed:
+            raise PydanticCustomError("missing", "Field required for policer {policer}", {"policer": policer})
+        if value is not None and policer not in needed + optional:
+            raise PydanticCustomError(
+                "policer_field",
+                "{field} is not a parameter of policer {policer}",
+                {"field": name, "policer": policer},
+            )
+        return value
 
     @model_validator(mode="after")
-    def _burst_holds_a_packet(self) -> ReservationIn:
-        if self.burst < self.max_packet:
-            raise ValueError("burst must be at least max_packet (a burst holds one packet)")
+    def _envelope_holds(self) -> ReservationIn:
+        problem = envelope_problem(self.envelope())
+        if problem is not None:
+            name, value, why = problem
+            raise ValidationError.from_exception_data(
+                "ReservationIn",
+                [InitErrorDetails(type=PydanticCustomError("envelope", why), loc=(name,), input=value)],
+            )
         return self
 
     @field_validator("dst")
@@ -127,6 +212,24 @@ class ReservationIn(BaseModel):
             # The path would be the host's own port: capacity reserved for no traffic.
             raise ValueError("dst must differ from src (a channel leaves its host)")
         return dst
+
+    def envelope(self) -> ChannelEnvelope:
+        return ChannelEnvelope(
+            priority=self.priority,
+            rate=self.rate or 0,
+            burst=self.burst or 0,
+            max_packet=self.max_packet,
+            delay_bound_us=self.delay_bound_us,
+            avg_idle_us=self.avg_idle_us,
+            policer=Policer(
+                self.policer,
+                window_us=self.window_us or 0,
+                count_packets=self.window_counts == "packets",
+                xmin_us=self.xmin_us or 0,
+                xave_us=self.xave_us or 0,
+                interval_us=self.interval_us or 0,
+            ),
+        )
 
 
 class HopOut(BaseModel):
@@ -171,6 +274,16 @@ class ReservationOut(BaseModel):
     origin: str
     state: str
     excess: str
+    policer: str
+    window_us: int | None = None
+    window_counts: str | None = None
+    xmin_us: int | None = None
+    xave_us: int | None = None
+    interval_us: int | None = None
+    # moving_window: n = ⌊I / Xave⌋, and what the data plane's ring lets through at worst
+    # (n + quantum − 1 above MOVING_SLOTS packets; docs/dataplane.md)
+    interval_packets: int | None = None
+    interval_packets_enforced: int | None = None
     allocation: AllocationOut
 
 
@@ -349,8 +462,27 @@ def reservation_out(r: Reservation) -> ReservationOut:
         origin=r.origin,
         state=r.state,
         excess="demote" if r.demote_excess else "drop",
+        **_policer_out(env),
         allocation=allocation_out(r.allocation),
     )
+
+
+def _policer_out(env: ChannelEnvelope) -> dict[str, Any]:
+    policer = env.policer
+    if policer.kind == JUMPING_WINDOW:
+        counts = "packets" if policer.count_packets else "bytes"
+        return {"policer": policer.kind, "window_us": policer.window_us, "window_counts": counts}
+    if policer.kind == MOVING_WINDOW:
+        ring = moving_ring(policer)
+        return {
+            "policer": policer.kind,
+            "xmin_us": policer.xmin_us,
+            "xave_us": policer.xave_us,
+            "interval_us": policer.interval_us,
+            "interval_packets": ring.packets,
+            "interval_packets_enforced": ring.enforced,
+        }
+    return {"policer": policer.kind}
 
 
 def denial_out(d: Denial) -> DenialOut:
@@ -533,14 +665,7 @@ def create_app(
         request = ChannelRequest(
             key=ChannelKey(initiator, context),
             selector=ChannelSelector(initiator, str(body.dst), protocol, flow_key),
-            envelope=ChannelEnvelope(
-                priority=body.priority,
-                rate=body.rate,
-                burst=body.burst,
-                max_packet=body.max_packet,
-                delay_bound_us=body.delay_bound_us,
-                avg_idle_us=body.avg_idle_us,
-            ),
+            envelope=body.envelope(),
             origin="rest",
             demote_excess=None if body.excess is None else body.excess == "demote",
         )

@@ -27,6 +27,14 @@ IP_PROTO_XTP = 36
 
 PROTOCOL_VERSION = 1
 MESSAGE_LENGTH = 56
+# A message with a window policer carries its parameters in a trailer after the 56 bytes
+# (flags bit 2; docs/protocol.md "Policer trailer").
+POLICER_TRAILER_LENGTH = 16
+
+# The data plane counts Ethernet frame bytes (14-byte header, no FCS); envelopes count IPv4 bytes.
+ETHERNET_HEADER = 14
+# p4src MOVING_SLOTS: the moving window's ring of timestamps per channel.
+MOVING_SLOTS = 32
 
 
 class MessageCode(enum.IntEnum):

@@ -2,6 +2,9 @@
 
     terrapin-host request --dst 10.0.2.2 --protocol udp --sport 5000 --dport 6000 \\
                           --priority 6 --rate 1125000 --burst 27000 [--max-packet 1500]
+    terrapin-host request ... --policer jumping_window --window-us 18000 --burst 22500
+    terrapin-host request ... --policer moving_window --xmin-us 900 --xave-us 3600 \\
+                          --interval-us 18000 --max-packet 4500
     terrapin-host serve [--max-rate N] [--deny-priority P ...] [--count N]
     terrapin-host close --dst 10.0.2.2 --context N
     terrapin-host status [--router 10.0.1.1] [--context N]
@@ -28,6 +31,8 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
+from terrapin.admission.model import METER, POLICER_KINDS, ChannelEnvelope, Policer
+from terrapin.admission.policers import arrival_envelope
 from terrapin.constants import (
     ICMP_TYPE_RESERVATION,
     IP_PROTO_ICMP,
@@ -154,6 +159,14 @@ def cmd_request(args: argparse.Namespace) -> int:
     flow_key = args.xtp_key if protocol == IP_PROTO_XTP else flow_key_from_ports(args.sport, args.dport)
     initiator = args.source or local_address(args.dst)
     context = args.context if args.context is not None else (os.getpid() << 8 | int(time.time()) & 0xFF)
+    policer = Policer(
+        args.policer,
+        window_us=args.window_us,
+        count_packets=args.window_counts == "packets",
+        xmin_us=args.xmin_us,
+        xave_us=args.xave_us,
+        interval_us=args.interval_us,
+    )
     msg = ReservationMessage(
         code=MessageCode.REQUEST_ADMIT,
         context=context & 0x7FFF_FFFF,
@@ -167,6 +180,7 @@ def cmd_request(args: argparse.Namespace) -> int:
         avg_idle_us=args.avg_idle_us,
         max_packet=args.max_packet,
         delay_us=args.delay_us,
+        policer=policer,
     )
     endpoint = Endpoint()
     try:
@@ -260,9 +274,17 @@ def serve_decision(args: argparse.Namespace, msg: ReservationMessage) -> int:
     """The destination's accept policy: 0 to accept, else a DenialReason."""
     if args.deny_all or msg.priority in (args.deny_priority or []):
         return int(DenialReason.DESTINATION_DENIED)
-    if args.max_rate and msg.rate > args.max_rate:
+    if args.max_rate and requested_rate(msg) > args.max_rate:
         return int(DenialReason.DESTINATION_DENIED)
     return 0
+
+
+def requested_rate(msg: ReservationMessage) -> int:
+    """ρ, or a window policer's long-run rate (it sends no rate of its own)."""
+    if msg.policer.kind == METER:
+        return msg.rate
+    envelope = ChannelEnvelope(msg.priority, msg.rate, msg.burst, max(msg.max_packet, 1), policer=msg.policer)
+    return arrival_envelope(envelope)[0]
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -317,8 +339,14 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--dport", type=int, default=0)
     r.add_argument("--xtp-key", type=int, default=0)
     r.add_argument("--priority", type=int, required=True)
-    r.add_argument("--rate", type=int, required=True, help="ρ, bytes/s")
-    r.add_argument("--burst", type=int, required=True, help="σ, bytes")
+    r.add_argument("--rate", type=int, default=0, help="ρ, bytes/s (meter only)")
+    r.add_argument("--burst", type=int, default=0, help="σ, bytes (a jumping window's B)")
+    r.add_argument("--policer", choices=POLICER_KINDS, default=METER)
+    r.add_argument("--window-us", type=int, default=0, help="jumping window: T")
+    r.add_argument("--window-counts", choices=("bytes", "packets"), default="bytes")
+    r.add_argument("--xmin-us", type=int, default=0, help="moving window: Xmin")
+    r.add_argument("--xave-us", type=int, default=0, help="moving window: Xave")
+    r.add_argument("--interval-us", type=int, default=0, help="moving window: I (Smax is --max-packet)")
     r.add_argument("--max-packet", type=int, default=1500)
     r.add_argument("--delay-us", type=int, default=0, help="end-to-end bound (0 = none)")
     r.add_argument("--avg-idle-us", type=int, default=0)

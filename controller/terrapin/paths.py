@@ -151,8 +151,31 @@ class Topology:
 
 
 @dataclass(frozen=True)
+class JumpingWindowEntry:
+    """admit_jumping_window's parameters (docs/dataplane.md "Window policers")."""
+
+    window_us: int
+    limit: int  # frame bytes, or packets with count_packets
+    count_packets: bool
+    smax: int  # frame bytes
+
+
+@dataclass(frozen=True)
+class MovingWindowEntry:
+    """admit_moving_window's parameters (docs/dataplane.md "Window policers")."""
+
+    xmin_us: int
+    interval_us: int
+    last_slot: int  # ring slots in use − 1
+    quantum: int  # packets per slot
+    smax: int  # frame bytes
+
+
+@dataclass(frozen=True)
 class ChannelEntry:
-    """One hop's classification entry and meter, in the switch's own units."""
+    """One hop's classification entry and policer, in the switch's own units: the meter's
+    (CIR, CBS, PIR, PBS), or on the channel's first hop a window policer (`window`), whose
+    state the switch keeps in registers by channel id."""
 
     switch: str
     selector: ChannelSelector
@@ -163,6 +186,7 @@ class ChannelEntry:
     pir: int
     pburst: int
     demote_excess: bool
+    window: JumpingWindowEntry | MovingWindowEntry | None = None
 
 
 class ChannelProgrammer(Protocol):

@@ -119,9 +119,17 @@ class ReservationService:
         return entries
 
     def entries(self, record: Reservation) -> list[ChannelEntry]:
+        """Every hop's entry; the first hop polices with the channel's own policer."""
         return [
-            entry_for_hop(hop.port.switch, record.selector, record.channel_id, hop, record.demote_excess)
-            for hop in record.allocation.hops
+            entry_for_hop(
+                hop.port.switch,
+                record.selector,
+                record.channel_id,
+                hop,
+                record.demote_excess,
+                edge=record.allocation.requested if index == 0 else None,
+            )
+            for index, hop in enumerate(record.allocation.hops)
         ]
 
     # ---- admission ----------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from terrapin.admission.model import (
     ChannelEnvelope,
     ChannelKey,
     HopAllocation,
+    Policer,
     PortId,
     Rounding,
 )
@@ -93,7 +94,7 @@ def allocation_to_json(a: Allocation) -> str:
     return json.dumps(
         {
             "key": [a.key.initiator, a.key.context],
-            "requested": _fields(a.requested),
+            "requested": {**_fields(a.requested), "policer": _fields(a.requested.policer)},
             "rate": a.rate,
             "burst": a.burst,
             "rounding": _fields(a.rounding),
@@ -107,7 +108,10 @@ def allocation_from_json(text: str) -> Allocation:
     d: dict[str, Any] = json.loads(text)
     return Allocation(
         key=ChannelKey(d["key"][0], int(d["key"][1])),
-        requested=ChannelEnvelope(**d["requested"]),
+        # Rows written before window policers have no "policer": they are meter channels.
+        requested=ChannelEnvelope(
+            **{**d["requested"], "policer": Policer(**d["requested"].get("policer", {}))}
+        ),
         rate=int(d["rate"]),
         burst=int(d["burst"]),
         rounding=Rounding(**d["rounding"]),

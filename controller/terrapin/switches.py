@@ -18,9 +18,18 @@ from typing import Any, cast
 
 import finsy as fy
 
-from terrapin.admission.model import HopAllocation, ceil_div
+from terrapin.admission.model import JUMPING_WINDOW, MOVING_WINDOW, ChannelEnvelope, HopAllocation, ceil_div
+from terrapin.admission.policers import moving_ring
 from terrapin.config import Config
-from terrapin.paths import ChannelEntry, ChannelSelector, Forwarding, Topology
+from terrapin.constants import ETHERNET_HEADER, MOVING_SLOTS
+from terrapin.paths import (
+    ChannelEntry,
+    ChannelSelector,
+    Forwarding,
+    JumpingWindowEntry,
+    MovingWindowEntry,
+    Topology,
+)
 
 LOG = logging.getLogger("terrapin.switches")
 
@@ -32,6 +41,8 @@ T_PORT_MACS = "TerrapinEgress.port_macs"
 A_ROUTE = "TerrapinIngress.route"
 A_ANSWER_ARP = "TerrapinIngress.answer_arp"
 A_ADMIT = "TerrapinIngress.admit"
+A_ADMIT_JUMPING = "TerrapinIngress.admit_jumping_window"
+A_ADMIT_MOVING = "TerrapinIngress.admit_moving_window"
 A_SET_SOURCE_MAC = "TerrapinEgress.set_source_mac"
 C_CHANNEL_YELLOW = "TerrapinIngress.channel_yellow"
 C_CHANNEL_RED = "TerrapinIngress.channel_red"
@@ -39,6 +50,10 @@ C_QUEUE_TRAFFIC = "TerrapinEgress.queue_traffic"
 C_DROPS = "TerrapinIngress.drops"
 R_MAX_DEPTH = "TerrapinEgress.max_queue_depth"
 R_MAX_DELAY = "TerrapinEgress.max_queue_delay"
+# The window policers' state, per channel id (the ring: MOVING_SLOTS cells per channel id).
+R_JUMPING = ("TerrapinIngress.jumping_start", "TerrapinIngress.jumping_used")
+R_MOVING = ("TerrapinIngress.moving_next", "TerrapinIngress.moving_head", "TerrapinIngress.moving_fill")
+R_MOVING_RING = "TerrapinIngress.moving_ring"
 PACKET_OUT_PIPELINE = 1
 PACKET_OUT_DIRECT = 0
 EXCESS_DROP = 0
@@ -53,8 +68,6 @@ DROP_REASONS = (
     "arp_unanswered",
     "policed",
 )
-# The meters count Ethernet frames (14-byte header, no FCS); the envelope counts IPv4 bytes.
-ETHERNET_HEADER = 14
 
 PacketHandler = Callable[[str, int, bytes], Awaitable[None]]
 DesiredChannels = Callable[[str], Sequence[ChannelEntry]]
@@ -70,9 +83,15 @@ def entry_for_hop(
     channel_id: int,
     hop: HopAllocation,
     demote_excess: bool,
+    edge: ChannelEnvelope | None = None,
 ) -> ChannelEntry:
     """The hop's (ρ, σ) as a strict trTCM: CIR = PIR = ρ, CBS = PBS = σ (docs/dataplane.md), in
-    frame bytes: each packet of up to max_packet IPv4 bytes carries 14 more on the wire."""
+    frame bytes: each packet of up to max_packet IPv4 bytes carries 14 more on the wire.
+
+    `edge` is the requested envelope when this is the channel's first hop: a window policer
+    is applied there, to the traffic as the source sends it. Later hops see that traffic
+    bunched by the queues upstream, which the window would cut; their meter's (ρ, σ_k) is the
+    window's arrival envelope with the burst grown hop by hop, so it never does."""
     rate = ceil_div(hop.rate * (hop.max_packet + ETHERNET_HEADER), hop.max_packet)
     burst = ceil_div(hop.burst * (hop.max_packet + ETHERNET_HEADER), hop.max_packet)
     return ChannelEntry(
@@ -85,11 +104,62 @@ def entry_for_hop(
         pir=rate,
         pburst=burst,
         demote_excess=demote_excess,
+        window=None if edge is None else window_entry(edge),
     )
+
+
+def window_entry(env: ChannelEnvelope) -> JumpingWindowEntry | MovingWindowEntry | None:
+    """A window policer's action parameters in the data plane's units (frame bytes)."""
+    policer = env.policer
+    smax = env.max_packet + ETHERNET_HEADER
+    if policer.kind == JUMPING_WINDOW:
+        if policer.count_packets:
+            limit = env.burst // env.max_packet
+        else:
+            # The meter's scaling: k packets of at most max_packet IPv4 bytes within this many
+            # frame bytes carry at most B IPv4 bytes.
+            limit = ceil_div(env.burst * smax, env.max_packet)
+        return JumpingWindowEntry(policer.window_us, limit, policer.count_packets, smax)
+    if policer.kind == MOVING_WINDOW:
+        ring = moving_ring(policer)
+        return MovingWindowEntry(policer.xmin_us, policer.interval_us, ring.slots - 1, ring.quantum, smax)
+    return None
 
 
 def _channel_table_entry(entry: ChannelEntry) -> fy.P4TableEntry:
     excess = EXCESS_DEMOTE if entry.demote_excess else EXCESS_DROP
+    match = fy.P4TableMatch(
+        src_addr=entry.selector.src,
+        dst_addr=entry.selector.dst,
+        protocol=entry.selector.protocol,
+        flow_key=entry.selector.flow_key,
+    )
+    window = entry.window
+    if isinstance(window, JumpingWindowEntry):
+        action = fy.P4TableAction(
+            A_ADMIT_JUMPING,
+            channel_id=entry.channel_id,
+            priority=entry.priority,
+            on_excess=excess,
+            window_us=window.window_us,
+            limit=window.limit,
+            count_packets=int(window.count_packets),
+            smax=window.smax,
+        )
+        return fy.P4TableEntry(T_CHANNELS, match=match, action=action)
+    if isinstance(window, MovingWindowEntry):
+        action = fy.P4TableAction(
+            A_ADMIT_MOVING,
+            channel_id=entry.channel_id,
+            priority=entry.priority,
+            on_excess=excess,
+            xmin_us=window.xmin_us,
+            interval_us=window.interval_us,
+            last_slot=window.last_slot,
+            quantum=window.quantum,
+            smax=window.smax,
+        )
+        return fy.P4TableEntry(T_CHANNELS, match=match, action=action)
     return fy.P4TableEntry(
         T_CHANNELS,
         match=fy.P4TableMatch(
@@ -283,8 +353,15 @@ class SwitchFabric:
         sw = self._switch(name)
         schema = sw.p4info
         desired = _forwarding_entries(self._topology.forwarding(name))
-        desired += [_channel_table_entry(e) for e in self._desired(name)]
+        channels = list(self._desired(name))
+        channel_entries = [_channel_table_entry(e) for e in channels]
+        desired += channel_entries
         want = {_key(e, schema): e for e in desired}
+        windows = {
+            _key(p4, schema): e
+            for e, p4 in zip(channels, channel_entries, strict=True)
+            if e.window is not None
+        }
         have: dict[tuple[Any, ...], fy.P4TableEntry] = {}
         for table in (T_ROUTES, T_ARP, T_PORT_MACS, T_CHANNELS):
             async for entry in _read(sw, _read_request(table)):
@@ -292,8 +369,12 @@ class SwitchFabric:
         inserts = [e for k, e in want.items() if k not in have]
         modifies = [e for k, e in want.items() if k in have and not _same(e, have[k], schema)]
         deletes = [e for k, e in have.items() if k not in want]
+        # A window entry written now starts with no history (a switch that restarted has
+        # zeroed registers anyway; one that kept running may hold a removed channel's).
+        fresh = [windows[_key(e, schema)] for e in inserts + modifies if _key(e, schema) in windows]
         if deletes:
             await sw.delete(deletes)
+        await _clear_window_state(sw, fresh)
         if modifies:
             await sw.modify(modifies)
         if inserts:
@@ -305,7 +386,11 @@ class SwitchFabric:
     async def install_channel(self, entry: ChannelEntry) -> None:
         if not self.is_ready(entry.switch):
             raise SwitchUnavailable(f"switch {entry.switch} is not ready")
-        await self._switch(entry.switch).insert([_channel_table_entry(entry)])
+        sw = self._switch(entry.switch)
+        # A window starts with no history: its cells may hold an earlier channel's (the id is
+        # reused) if clearing them after that channel failed.
+        await _clear_window_state(sw, [entry])
+        await sw.insert([_channel_table_entry(entry)])
 
     async def remove_channel(self, entry: ChannelEntry) -> None:
         sw = self._switch(entry.switch)
@@ -317,6 +402,7 @@ class SwitchFabric:
         )
         # Not strict: an entry already gone (a switch restarted empty) is not an error.
         await sw.write([-fy.P4TableEntry(T_CHANNELS, match=match)], strict=False)
+        await _clear_window_state(sw, [entry])
 
     async def read_channels(self, name: str) -> list[tuple[ChannelSelector, dict[str, Any]]]:
         """Channel entries as the switch has them, with action parameters and meter."""
@@ -407,6 +493,22 @@ class SwitchFabric:
         sw = self._switch(name)
         counts = await _read_counters(sw, C_DROPS, list(range(len(DROP_REASONS))))
         return {reason: counts.get(i, (0, 0))[0] for i, reason in enumerate(DROP_REASONS)}
+
+
+async def _clear_window_state(sw: fy.Switch, entries: Iterable[ChannelEntry]) -> None:
+    """Zero the window policer cells of these channels: zero is "no history" in every cell
+    (docs/dataplane.md "Window policers")."""
+    updates = []
+    for entry in entries:
+        cell = entry.channel_id
+        if isinstance(entry.window, JumpingWindowEntry):
+            updates += [~fy.P4RegisterEntry(name, index=cell, data=0) for name in R_JUMPING]
+        elif isinstance(entry.window, MovingWindowEntry):
+            updates += [~fy.P4RegisterEntry(name, index=cell, data=0) for name in R_MOVING]
+            ring = range(cell * MOVING_SLOTS, (cell + 1) * MOVING_SLOTS)
+            updates += [~fy.P4RegisterEntry(R_MOVING_RING, index=i, data=0) for i in ring]
+    if updates:
+        await sw.write(updates)
 
 
 async def _read_registers(sw: fy.Switch, name: str, indices: list[int]) -> dict[int, int]:

@@ -160,7 +160,7 @@ def test_a_duplicate_says_the_flow_is_reserved_and_by_which_reservation(
         ({"protocol": "icmp"}, "protocol"),
         ({"dst_port": 70000}, "dst_port"),
         ({"unknown": 1}, "unknown"),
-        ({"burst": 100}, "body"),
+        ({"burst": 100}, "burst"),
         ({"dst": "10.0.1.2"}, "dst"),  # to itself: would reserve the host's own port
     ],
 )
@@ -326,3 +326,68 @@ def test_restart_restores_every_reservation(tmp_path: Path) -> None:
         assert stored is not None
         assert [e.channel_id for e in again.service.desired_entries("s3")] == [stored.channel_id]
     assert again.ledger.get(ChannelKey("10.0.1.2", first["context"])) is not None
+
+
+# ---- window policers -----------------------------------------------------------------------
+
+METER_ONLY = {k: v for k, v in BODY.items() if k not in ("rate", "burst")}
+JUMPING = METER_ONLY | {"policer": "jumping_window", "burst": 9000, "window_us": 90_000}
+MOVING = METER_ONLY | {"policer": "moving_window", "xmin_us": 2000, "xave_us": 12_000, "interval_us": 120_000}
+
+
+def test_moving_window_reservation_is_admitted_by_its_envelope_and_policed_at_the_edge(
+    api: tuple[TestClient, FakeFabric, Controller],
+) -> None:
+    client, fab, _ctl = api
+    r = client.post("/reservations", json=MOVING, headers=TOKEN)
+    assert r.status_code == 201, r.text
+    res = r.json()
+    assert res["policer"] == "moving_window" and (res["xmin_us"], res["xave_us"]) == (2000, 12_000)
+    assert res["interval_packets"] == res["interval_packets_enforced"] == 10
+    assert res["requested_rate"] == 0 and res["requested_burst"] == 0
+    # admitted as ρ = 10 × 1,500 B per 120 ms, σ = 10 × 1,500 − ρ × 9 × 2 ms
+    assert (res["allocation"]["rate"], res["allocation"]["burst"]) == (125_000, 12_750)
+    entries = [next(iter(fab.entries[s].values())) for s in ("s1", "s2", "s3", "s4")]
+    assert entries[0].window is not None and all(e.window is None for e in entries[1:])
+    assert client.delete(f"/reservations/{res['id']}", headers=TOKEN).status_code == 204
+    assert all(len(t) == 0 for t in fab.entries.values())
+
+
+def test_jumping_window_is_admitted_with_twice_its_burst(
+    api: tuple[TestClient, FakeFabric, Controller],
+) -> None:
+    client, _fab, _ctl = api
+    res = client.post("/reservations", json=JUMPING, headers=TOKEN).json()
+    assert res["policer"] == "jumping_window" and res["window_counts"] == "bytes"
+    assert (res["allocation"]["rate"], res["allocation"]["burst"]) == (100_000, 18_000)
+    # 2B over four hops of 96,000-byte queues: 50,000 per window fits the rate but not the buffer
+    r = client.post("/reservations", json=JUMPING | {"src_port": 1, "burst": 50_000, "window_us": 1_000_000},
+                    headers=TOKEN)  # fmt: skip
+    assert r.status_code == 409 and r.json()["constraint"] == "rate_buffer.buffer"
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "says"),
+    [
+        (METER_ONLY | {"policer": "jumping_window", "burst": 9000}, "window_us", "required"),
+        (JUMPING | {"rate": 1000}, "rate", "not a parameter of policer jumping_window"),
+        (JUMPING | {"window_us": 0}, "window_us", "greater than 0"),
+        (JUMPING | {"burst": 1000}, "burst", "at least one max_packet"),
+        (JUMPING | {"xave_us": 10}, "xave_us", "not a parameter"),
+        (MOVING | {"xmin_us": 20_000}, "xmin_us", "between 0 and Xave"),
+        (MOVING | {"interval_us": 6000}, "interval_us", "at least Xave"),
+        (MOVING | {"burst": 9000}, "burst", "not a parameter of policer moving_window"),
+        ({k: v for k, v in MOVING.items() if k != "xave_us"}, "xave_us", "required"),
+        (BODY | {"window_us": 1000}, "window_us", "not a parameter of policer meter"),
+        (METER_ONLY, "rate", "required for policer meter"),
+        (BODY | {"policer": "token_bucket"}, "policer", ""),
+    ],
+)
+def test_misconfigured_windows_are_422_naming_the_field(
+    api: tuple[TestClient, FakeFabric, Controller], body: dict[str, Any], field: str, says: str
+) -> None:
+    client, _fab, _ctl = api
+    r = client.post("/reservations", json=body, headers=TOKEN)
+    assert r.status_code == 422, r.text
+    problems = {p["field"]: p["message"] for p in r.json()["detail"]}
+    assert field in problems and says in problems[field], problems

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import contextlib
 import struct
+from dataclasses import replace
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from terrapin.admission.model import JUMPING_WINDOW, METER, MOVING_WINDOW, Policer
 from terrapin.constants import MessageCode
 from terrapin.protocol.messages import (
+    FLAG_POLICER,
     MalformedMessage,
     ReservationMessage,
     decode,
@@ -178,3 +181,124 @@ def test_status_records_round_trip_and_truncate() -> None:
     assert decode_status(decode(msg.encode()).payload).records[0] == channel
     with pytest.raises(MalformedMessage):
         decode_status(payload[:-1])
+
+
+# ---- the policer trailer (docs/protocol.md "Policer trailer") ------------------------------
+
+MOVING = ReservationMessage(
+    code=MessageCode.REQUEST_ADMIT,
+    context=9,
+    initiator="10.0.1.2",
+    destination="10.0.2.2",
+    protocol=17,
+    priority=5,
+    flow_key=flow_key_from_ports(5000, 6000),
+    max_packet=4500,
+    policer=Policer(MOVING_WINDOW, xmin_us=900, xave_us=3600, interval_us=18_000),
+)
+JUMPING = ReservationMessage(
+    code=MessageCode.REQUEST_ADMIT,
+    context=10,
+    initiator="10.0.1.2",
+    destination="10.0.2.2",
+    protocol=17,
+    priority=5,
+    burst=22_500,
+    max_packet=4500,
+    policer=Policer(JUMPING_WINDOW, window_us=18_000, count_packets=True),
+)
+
+
+def test_policer_trailer_byte_positions() -> None:
+    raw = MOVING.encode()
+    assert len(raw) == 56 + 16 and internet_checksum(raw) == 0
+    assert raw[5] == FLAG_POLICER  # flags
+    assert (raw[56], raw[57], raw[58:60]) == (2, 0, b"\x00\x00")
+    assert struct.unpack_from("!3I", raw, 60) == (900, 3600, 18_000)
+    raw = JUMPING.encode()
+    assert (raw[56], raw[57]) == (1, 1)  # jumping window, counting packets
+    assert struct.unpack_from("!3I", raw, 60) == (18_000, 0, 0)
+    assert struct.unpack_from("!2I", raw, 32) == (0, 22_500)  # rate 0 (derived), burst B
+
+
+def test_policer_round_trips_and_survives_a_denial() -> None:
+    assert decode(MOVING.encode()) == MOVING
+    assert decode(JUMPING.encode()) == JUMPING
+    denied = decode(MOVING.with_code(MessageCode.REQUEST_DENIED, reason=13, flags=0).encode())
+    assert denied.policer == MOVING.policer and denied.flags == 0
+
+
+def test_a_message_of_the_first_layout_still_means_the_meter() -> None:
+    """Backward compatible: the 56 bytes every earlier sender wrote decode as before, with
+    the meter; and a meter message is byte for byte what it was (no trailer, flag clear)."""
+    raw = ADMIT.encode()
+    assert len(raw) == 56 and not raw[5] & FLAG_POLICER
+    assert decode(raw).policer == Policer() and decode(raw).policer.kind == METER
+
+
+def _trailer_mutation(offset: int, value: int) -> bytes:
+    raw = bytearray(MOVING.encode())
+    raw[offset] = value
+    return _resign(raw)
+
+
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [
+        (_resign(bytearray(MOVING.encode()[:60])), "length"),  # flag set, trailer cut short
+        (_trailer_mutation(56, 3), "policer"),  # no such policer
+        (_trailer_mutation(57, 1), "policer"),  # an option on a moving window
+        (_trailer_mutation(59, 1), "policer"),  # reserved
+        (_resign(bytearray(JUMPING.encode()[:67] + b"\x01" + JUMPING.encode()[68:])), "policer"),
+        (_resign(bytearray(MOVING.encode()[:5] + b"\x00" + MOVING.encode()[6:])), "length"),
+        (_resign(bytearray(MOVING.encode()[:1] + b"\x04" + MOVING.encode()[2:])), "flags"),  # STATUS
+    ],
+)
+def test_malformed_policer_trailers_name_the_field(raw: bytes, field: str) -> None:
+    with pytest.raises(MalformedMessage) as info:
+        decode(raw)
+    assert info.value.field == field
+
+
+def test_policer_is_set_by_its_field_not_by_the_flag() -> None:
+    with pytest.raises(MalformedMessage) as info:
+        ReservationMessage(MessageCode.REQUEST_ADMIT, 1, "10.0.0.1", "10.0.0.2", flags=FLAG_POLICER).encode()
+    assert info.value.field == "flags"
+    with pytest.raises(MalformedMessage) as info:
+        MOVING.with_code(MessageCode.REQUEST_STATUS).encode()
+    assert info.value.field == "policer"
+    with pytest.raises(MalformedMessage) as info:
+        ReservationMessage(
+            MessageCode.REQUEST_ADMIT,
+            1,
+            "10.0.0.1",
+            "10.0.0.2",
+            policer=Policer(JUMPING_WINDOW, window_us=2**32),
+        ).encode()
+    assert info.value.field == "window_us"
+
+
+policers = st.one_of(
+    st.just(Policer()),
+    st.builds(
+        Policer,
+        kind=st.just(JUMPING_WINDOW),
+        window_us=st.integers(0, 2**32 - 1),
+        count_packets=st.booleans(),
+    ),
+    st.builds(
+        Policer,
+        kind=st.just(MOVING_WINDOW),
+        xmin_us=st.integers(0, 2**32 - 1),
+        xave_us=st.integers(0, 2**32 - 1),
+        interval_us=st.integers(0, 2**32 - 1),
+    ),
+)
+
+
+@given(messages, policers)
+def test_round_trip_any_message_with_any_policer(msg: ReservationMessage, policer: Policer) -> None:
+    if msg.code == MessageCode.REQUEST_STATUS:
+        policer = Policer()
+    with_policer = replace(msg, policer=policer)
+    assert decode(with_policer.encode()) == with_policer

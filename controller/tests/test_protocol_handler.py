@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 from fakes import FakeFabric, chain_config
 
-from terrapin.admission.model import ChannelKey
+from terrapin.admission.model import MOVING_WINDOW, ChannelKey, Policer
 from terrapin.config import Config
 from terrapin.constants import DenialReason, MessageCode
 from terrapin.main import Controller
+from terrapin.paths import MovingWindowEntry
 from terrapin.protocol.messages import FLAG_RETRANSMISSION, ReservationMessage, decode
 from terrapin.protocol.packets import build_frame, parse_frame
 from terrapin.protocol.status import ChannelRecord, QueueRecord, decode_status
@@ -291,5 +292,56 @@ def test_an_initiator_cannot_hold_without_limit() -> None:
         await net.send(["s4"], H2, H1, no, port=2)
         out = await net.send(["s1"], H1, H2, admit(context=99, rate=1000, burst=1500))
         assert out[0][2].code == MessageCode.REQUEST_ADMIT
+
+    asyncio.run(run())
+
+
+def moving_window(context: int = 30, **changes: int) -> ReservationMessage:
+    """Tenet's (Xmin, Xave, I, Smax): 1,500-byte packets at least 2 ms apart, one per 12 ms on
+    average over any 120 ms (125,000 B/s)."""
+    policer = Policer(MOVING_WINDOW, xmin_us=2000, xave_us=12_000, interval_us=120_000)
+    return replace(admit(context=context, rate=0, burst=0), policer=replace(policer, **changes))
+
+
+def test_moving_window_in_band_polices_at_the_first_hop() -> None:
+    """The request carries its policer in the trailer; admission takes the window's arrival
+    envelope (ρ = 10·1,500 B / 120 ms, σ = 10·Smax − ρ·9·Xmin = 12,750); the first hop
+    gets the window, the later hops a meter of that envelope with the burst grown."""
+
+    async def run() -> None:
+        net = Net()
+        accepted = await establish(net, moving_window())
+        assert accepted.policer == moving_window().policer  # echoed with the allocation
+        assert (accepted.rate, accepted.burst) == (125_000, 12_750)
+        rec = net.ctl.service.get(ChannelKey(H1, 30))
+        assert rec is not None and rec.allocation.requested.policer.kind == MOVING_WINDOW
+        first = net.fab.entries["s1"][rec.selector]
+        assert first.window == MovingWindowEntry(2000, 120_000, last_slot=9, quantum=1, smax=1514)
+        later = net.fab.entries["s2"][rec.selector]
+        assert later.window is None and later.cir == -(-125_000 * 1514 // 1500)
+        assert later.cburst > -(-12_750 * 1514 // 1500)  # grown by ρ·d over s1
+
+    asyncio.run(run())
+
+
+def test_misconfigured_window_is_denied_as_invalid() -> None:
+    async def run() -> None:
+        net = Net()
+        out = await net.send(FORWARD, H1, H2, moving_window(xmin_us=20_000))  # Xmin > Xave
+        assert len(out) == 1
+        assert out[0][2].code == MessageCode.REQUEST_DENIED
+        assert out[0][2].reason == DenialReason.INVALID_REQUEST
+        assert out[0][2].policer.xmin_us == 20_000  # the denial echoes the request
+        assert net.ctl.ledger.channels() == []
+
+    asyncio.run(run())
+
+
+def test_same_context_with_another_policer_is_a_conflict() -> None:
+    async def run() -> None:
+        net = Net()
+        await establish(net, moving_window())
+        out = await net.send(FORWARD, H1, H2, moving_window(xave_us=6000))
+        assert out[0][2].reason == DenialReason.CONTEXT_CONFLICT
 
     asyncio.run(run())

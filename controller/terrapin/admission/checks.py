@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from terrapin.admission.model import (
+    METER,
     MICROS,
     ChannelEnvelope,
     LevelLoad,
@@ -20,6 +21,7 @@ from terrapin.admission.model import (
     ceil_div,
     floor_share,
 )
+from terrapin.admission.policers import arrival_envelope
 from terrapin.constants import ADMITTED_PRIORITIES, DenialReason
 
 
@@ -295,17 +297,19 @@ def round_envelope(port: PortModel, env: ChannelEnvelope) -> tuple[int, int, Rou
     """Seed 000 §4.1.1.1: bursts in whole packets of the granularity, ⌈σ / 4,500⌉, and a credit
     period ⌊4,500 / ρ⌋ in whole timer ticks, which re-factors the rate upwards (10 Mbit/s
     became 12 Mbit/s in the seed). A period below one tick is denied, as the seed's end
-    station did."""
+    station did. (ρ, σ) is the policer's arrival envelope (admission/policers.py); the credit
+    period is the leaky bucket's, so a window policer's rate is never re-factored."""
+    base_rate, base_burst = arrival_envelope(env)
     granularity = port.packet_granularity
-    burst = env.burst
+    burst = base_burst
     packets = 0
     if granularity > 0:
-        packets = ceil_div(env.burst, granularity)
+        packets = ceil_div(base_burst, granularity)
         burst = packets * granularity
-    rate = env.rate
+    rate = base_rate
     period = 0
-    if granularity > 0 and port.timer_tick_us > 0:
-        exact_period = granularity * MICROS // env.rate
+    if granularity > 0 and port.timer_tick_us > 0 and env.policer.kind == METER:
+        exact_period = granularity * MICROS // base_rate
         period = exact_period // port.timer_tick_us * port.timer_tick_us
         if period == 0:
             return Violation(
@@ -327,8 +331,8 @@ def round_envelope(port: PortModel, env: ChannelEnvelope) -> tuple[int, int, Rou
             packet_granularity=granularity,
             burst_packets=packets,
             credit_period_us=period,
-            rate_rounded_up_by=rate - env.rate,
-            burst_rounded_up_by=burst - env.burst,
+            rate_rounded_up_by=rate - base_rate,
+            burst_rounded_up_by=burst - base_burst,
         ),
     )
 
@@ -336,4 +340,5 @@ def round_envelope(port: PortModel, env: ChannelEnvelope) -> tuple[int, int, Rou
 def merge_rounding(roundings: Sequence[Rounding], rate: int, burst: int, env: ChannelEnvelope) -> Rounding:
     """The channel's allocation is the largest rounding over its hops."""
     coarsest = max(roundings, key=lambda r: (r.packet_granularity, r.credit_period_us))
-    return replace(coarsest, rate_rounded_up_by=rate - env.rate, burst_rounded_up_by=burst - env.burst)
+    base_rate, base_burst = arrival_envelope(env)
+    return replace(coarsest, rate_rounded_up_by=rate - base_rate, burst_rounded_up_by=burst - base_burst)

@@ -37,6 +37,7 @@ from terrapin.admission.model import (
     Violation,
     ceil_div,
 )
+from terrapin.admission.policers import arrival_envelope, envelope_problem
 from terrapin.constants import ADMITTED_PRIORITIES, DenialReason
 
 HELD = "held"
@@ -301,7 +302,8 @@ class AdmissionLedger:
             return Denial(key, (invalid,))
         models = [self._ports[pid] for pid in path]
         roundings: list[Rounding] = []
-        rate, burst = env.rate, env.burst
+        # The tests take the channel to be the leaky bucket its policer's worst case fits in.
+        rate, burst = arrival_envelope(env)
         for model in models:
             rounded = round_envelope(model, env)
             if isinstance(rounded, Violation):
@@ -398,12 +400,8 @@ class AdmissionLedger:
         problem = None
         if env.priority not in ADMITTED_PRIORITIES:
             problem = ("priority", env.priority, "admitted channels use priorities 1..6")
-        elif env.rate <= 0:
-            problem = ("rate", env.rate, "rate must be positive")
-        elif env.max_packet <= 0:
-            problem = ("max_packet", env.max_packet, "max_packet must be positive")
-        elif env.burst < env.max_packet:
-            problem = ("burst", env.burst, "burst must hold at least one largest packet")
+        elif (wrong := envelope_problem(env)) is not None:
+            problem = wrong
         elif env.delay_bound_us < 0:
             problem = ("delay_bound_us", env.delay_bound_us, "delay bound must not be negative")
         elif not path:

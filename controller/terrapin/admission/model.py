@@ -37,17 +37,45 @@ class ChannelKey:
         return f"{self.initiator}/{self.context}"
 
 
+METER = "meter"
+JUMPING_WINDOW = "jumping_window"
+MOVING_WINDOW = "moving_window"
+POLICER_KINDS = (METER, JUMPING_WINDOW, MOVING_WINDOW)
+
+
+@dataclass(frozen=True)
+class Policer:
+    """How the data plane polices a channel (seed 000 §2.2.2; admission/policers.py).
+
+    - `meter` (the default): the trTCM meter with the envelope's (ρ, σ), a leaky bucket.
+    - `jumping_window`: at most B = the envelope's `burst` per window of `window_us`, counting
+      bytes, or with `count_packets` ⌊B / max_packet⌋ packets.
+    - `moving_window`: Tenet's (Xmin, Xave, I, Smax) with Smax = the envelope's `max_packet`.
+    Fields that do not belong to the kind stay 0.
+    """
+
+    kind: str = METER
+    window_us: int = 0  # jumping window: T
+    count_packets: bool = False  # jumping window: count packets rather than bytes
+    xmin_us: int = 0  # moving window: the smallest gap between two packets
+    xave_us: int = 0  # moving window: the average gap over any interval I
+    interval_us: int = 0  # moving window: I
+
+
 @dataclass(frozen=True)
 class ChannelEnvelope:
     """What a channel asks for: the seed's QOS_t (priority, rate, burst, average idle time)
-    plus the largest packet and an optional end-to-end delay bound (Tenet, seed 001)."""
+    plus the largest packet, an optional end-to-end delay bound (Tenet, seed 001) and the
+    policer that enforces it. A window policer's rate is derived, so `rate` is 0 for both
+    windows and `burst` is 0 for the moving window (admission/policers.py)."""
 
     priority: int
     rate: int  # ρ, bytes/s
-    burst: int  # σ, bytes
-    max_packet: int  # bytes (IPv4 total length)
+    burst: int  # σ, bytes (a jumping window's B)
+    max_packet: int  # bytes (IPv4 total length; a moving window's Smax)
     delay_bound_us: int = 0  # 0 = no delay requirement
     avg_idle_us: int = 0  # carried and reported; no test uses it
+    policer: Policer = field(default_factory=Policer)
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ def _envelope(msg: ReservationMessage) -> ChannelEnvelope:
         max_packet=msg.max_packet,
         delay_bound_us=msg.delay_us,
         avg_idle_us=msg.avg_idle_us,
+        policer=msg.policer,
     )
 
 

@@ -10,9 +10,11 @@ import ipaddress
 import struct
 from dataclasses import dataclass, field, replace
 
+from terrapin.admission.model import JUMPING_WINDOW, METER, MOVING_WINDOW, Policer
 from terrapin.constants import (
     ICMP_TYPE_RESERVATION,
     MESSAGE_LENGTH,
+    POLICER_TRAILER_LENGTH,
     PROTOCOL_VERSION,
     MessageCode,
 )
@@ -21,10 +23,22 @@ from terrapin.constants import (
 #         priority reason reserved flow_key rate burst avg_idle_us max_packet delay_us shortfall
 _LAYOUT = struct.Struct("!BBHBBHI4s4sBBBBQIIIIII")
 assert _LAYOUT.size == MESSAGE_LENGTH
+# The policer trailer (flag bit 2): policer, options, reserved, then three parameters:
+# jumping window: window_us, 0, 0; moving window: xmin_us, xave_us, interval_us.
+_TRAILER = struct.Struct("!BBHIII")
+assert _TRAILER.size == POLICER_TRAILER_LENGTH
 
 FLAG_RETRANSMISSION = 0x01
 FLAG_TRUNCATED = 0x02  # REPORT_STATUS: more records than fit in one message
-_KNOWN_FLAGS = FLAG_RETRANSMISSION | FLAG_TRUNCATED
+# A window policer's trailer follows the 56 bytes. Messages without it mean the meter, so
+# every message of the first layout still decodes, and means what it meant.
+FLAG_POLICER = 0x04
+_KNOWN_FLAGS = FLAG_RETRANSMISSION | FLAG_TRUNCATED | FLAG_POLICER
+
+POLICER_CODES = {JUMPING_WINDOW: 1, MOVING_WINDOW: 2}
+OPTION_COUNT_PACKETS = 0x01  # jumping window: B counts whole max_packet packets
+# Status messages describe a router, not a channel: they carry no policer.
+_NO_POLICER = (MessageCode.REQUEST_STATUS, MessageCode.REPORT_STATUS)
 
 U8, U16, U32, U64 = 0xFF, 0xFFFF, 0xFFFF_FFFF, 0xFFFF_FFFF_FFFF_FFFF
 
@@ -64,9 +78,10 @@ class ReservationMessage:
     delay_us: int = 0
     shortfall: int = 0
     reason: int = 0
-    flags: int = 0
+    flags: int = 0  # FLAG_POLICER is not kept here: `policer` says whether the trailer is there
     hops: int = 0
     payload: bytes = field(default=b"", repr=False)
+    policer: Policer = field(default_factory=Policer)
 
     @property
     def channel(self) -> tuple[str, int]:
@@ -82,12 +97,13 @@ class ReservationMessage:
     def encode(self) -> bytes:
         """The ICMP message (type, code, checksum, body, payload) with its checksum filled in."""
         _check_ranges(self)
+        trailer = _encode_policer(self.policer)
         body = _LAYOUT.pack(
             ICMP_TYPE_RESERVATION,
             int(self.code),
             0,
             PROTOCOL_VERSION,
-            self.flags,
+            self.flags | (FLAG_POLICER if trailer else 0),
             self.hops,
             self.context,
             ipaddress.IPv4Address(self.initiator).packed,
@@ -104,12 +120,51 @@ class ReservationMessage:
             self.delay_us,
             self.shortfall,
         )
-        message = body + self.payload
+        message = body + trailer + self.payload
         checksum = internet_checksum(message)
         return message[:2] + struct.pack("!H", checksum) + message[4:]
 
 
+def _encode_policer(policer: Policer) -> bytes:
+    if policer.kind == METER:
+        return b""
+    if policer.kind == JUMPING_WINDOW:
+        options = OPTION_COUNT_PACKETS if policer.count_packets else 0
+        return _TRAILER.pack(POLICER_CODES[JUMPING_WINDOW], options, 0, policer.window_us, 0, 0)
+    return _TRAILER.pack(
+        POLICER_CODES[MOVING_WINDOW], 0, 0, policer.xmin_us, policer.xave_us, policer.interval_us
+    )
+
+
+def _decode_policer(data: bytes) -> Policer:
+    kind, options, reserved, first, second, third = _TRAILER.unpack_from(data, MESSAGE_LENGTH)
+    if reserved != 0:
+        raise MalformedMessage("policer", f"reserved bytes are {reserved}, must be 0")
+    if kind == POLICER_CODES[JUMPING_WINDOW]:
+        if options & ~OPTION_COUNT_PACKETS:
+            raise MalformedMessage("policer", f"unknown jumping window options {options:#x}")
+        if second or third:
+            raise MalformedMessage("policer", "a jumping window has one parameter; the others must be 0")
+        return Policer(JUMPING_WINDOW, window_us=first, count_packets=bool(options & OPTION_COUNT_PACKETS))
+    if kind == POLICER_CODES[MOVING_WINDOW]:
+        if options:
+            raise MalformedMessage("policer", f"a moving window has no options ({options:#x})")
+        return Policer(MOVING_WINDOW, xmin_us=first, xave_us=second, interval_us=third)
+    raise MalformedMessage("policer", f"{kind} is not a policer (1 jumping window, 2 moving window)")
+
+
 def _check_ranges(msg: ReservationMessage) -> None:
+    if msg.flags & FLAG_POLICER:
+        raise MalformedMessage("flags", "bit 2 follows the policer; set `policer` instead")
+    policer = msg.policer
+    if policer.kind not in (METER, *POLICER_CODES):
+        raise MalformedMessage("policer", f"{policer.kind!r} is not a policer")
+    if policer.kind != METER and msg.code in _NO_POLICER:
+        raise MalformedMessage("policer", f"a {msg.code.name} carries no policer")
+    for name in ("window_us", "xmin_us", "xave_us", "interval_us"):
+        value = getattr(policer, name)
+        if not 0 <= value <= U32:
+            raise MalformedMessage(name, f"{value} does not fit ({U32} at most)")
     limits = {
         "flags": U8,
         "hops": U16,
@@ -176,7 +231,17 @@ def decode(data: bytes) -> ReservationMessage:
         raise MalformedMessage("flags", f"unknown flag bits {flags & ~_KNOWN_FLAGS:#x}")
     if reserved != 0:
         raise MalformedMessage("reserved", f"{reserved}, must be 0")
-    payload = bytes(data[MESSAGE_LENGTH:])
+    policer = Policer()
+    body_end = MESSAGE_LENGTH
+    if flags & FLAG_POLICER:
+        if message_code in _NO_POLICER:
+            raise MalformedMessage("flags", f"a {message_code.name} carries no policer")
+        whole = MESSAGE_LENGTH + POLICER_TRAILER_LENGTH
+        if len(data) < whole:
+            raise MalformedMessage("length", f"{len(data)} bytes; with a policer the message has {whole}")
+        policer = _decode_policer(bytes(data))
+        body_end += POLICER_TRAILER_LENGTH
+    payload = bytes(data[body_end:])
     if payload and message_code != MessageCode.REPORT_STATUS:
         raise MalformedMessage("length", f"{len(payload)} bytes after a {message_code.name}")
     return ReservationMessage(
@@ -194,9 +259,10 @@ def decode(data: bytes) -> ReservationMessage:
         delay_us=delay_us,
         shortfall=shortfall,
         reason=reason,
-        flags=flags,
+        flags=flags & ~FLAG_POLICER,
         hops=hops,
         payload=payload,
+        policer=policer,
     )
 
 
