@@ -159,6 +159,34 @@ func TestBoolDataConversions(t *testing.T) {
 	}
 }
 
+// An action parameter is "runtime_data" as a primitive's own parameter and
+// "local" inside an expression: BMv2 rejects "runtime_data" there, so a
+// program comparing or adding a parameter did not load on simple_switch.
+func TestActionParameterInsideAnExpressionIsLocal(t *testing.T) {
+	v := &ir.ActionParam{Index: 0, T: ir.Bits(8, false)}
+	tests := []struct {
+		name, want, not string
+		body            []ir.Stmt
+	}{
+		{"copied", `{"type":"runtime_data","value":0}`, `"local"`,
+			[]ir.Stmt{&ir.Assign{Dst: f8("h", "a"), Src: v}}},
+		{"added", `"left":{"type":"local","value":0}`, `"runtime_data"`,
+			[]ir.Stmt{&ir.Assign{Dst: f8("h", "a"), Src: &ir.Binary{Op: "+", X: v, Y: c8(1), T: ir.Bits(8, false)}}}},
+		{"compared", `"right":{"type":"local","value":0}`, `"runtime_data"`,
+			[]ir.Stmt{&ir.If{Cond: &ir.Binary{Op: "==", X: f8("h", "a"), Y: v, T: ir.BoolType},
+				Then: []ir.Stmt{&ir.Assign{Dst: f8("h", "b"), Src: c8(1)}}}}},
+		{"chosen", `"right":{"type":"local","value":0}`, `"runtime_data"`,
+			[]ir.Stmt{&ir.Assign{Dst: f8("h", "a"), Src: &ir.Mux{Cond: &ir.Binary{Op: "==", X: f8("h", "b"), Y: c8(0), T: ir.BoolType},
+				Then: c8(1), Else: v, T: ir.Bits(8, false)}}}},
+	}
+	for _, tc := range tests {
+		b, _ := json.Marshal(primitivesOf(t, tc.body))
+		if !strings.Contains(string(b), tc.want) || strings.Contains(string(b), tc.not) {
+			t.Errorf("%s: want %s and no %s in %s", tc.name, tc.want, tc.not, b)
+		}
+	}
+}
+
 func TestProgramDocument(t *testing.T) {
 	ht := &ir.HeaderType{Name: "h_t", Fields: []ir.HeaderField{{Name: "a", Width: 8}, {Name: "opt", Width: 32, Varbit: true}}}
 	act := &ir.Action{Name: "ingress.set", Params: []ir.ActionParamDecl{{Name: "v", Width: 8}},

@@ -12,7 +12,18 @@ import (
 // boolean() insert the b2d / d2b conversions a context needs.
 
 func exprNode(op string, left, right any) object {
-	return obj("type", "expression", "value", obj("op", op, "left", left, "right", right))
+	return obj("type", "expression", "value", obj("op", op, "left", operand(left), "right", operand(right)))
+}
+
+// operand is a node used inside an expression. BMv2 names an action
+// parameter "runtime_data" only in a primitive's own parameter list; inside
+// an expression its builder accepts "local" and rejects "runtime_data"
+// ("Invalid 'type' in expression"), so p4c writes "local" there.
+func operand(n any) any {
+	if o, ok := n.(object); ok && len(o) == 2 && o[0].key == "type" && o[0].val == "runtime_data" {
+		return obj("type", "local", "value", o[1].val)
+	}
+	return n
 }
 
 func hexNode(v *big.Int, w int) object {
@@ -88,7 +99,8 @@ func (e *emitter) node(x ir.Expr) any {
 		} else {
 			th, el = e.data(v.Then), e.data(v.Else)
 		}
-		return obj("type", "expression", "value", obj("op", "?", "left", th, "right", el, "cond", e.boolean(v.Cond)))
+		return obj("type", "expression", "value",
+			obj("op", "?", "left", operand(th), "right", operand(el), "cond", operand(e.boolean(v.Cond))))
 	case *ir.Truncate:
 		if c, ok := v.X.(*ir.Const); ok {
 			return hexNode(new(big.Int).And(c.Value, mask(v.T.Width)), v.T.Width)
