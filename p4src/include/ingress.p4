@@ -23,17 +23,22 @@ control TerrapinIngress(inout headers_t hdr,
     counter(MAX_CHANNELS, CounterType.packets_and_bytes) channel_red;
 
     // Window policers (seed 000 §2.2.2), state per channel id; times are
-    // ingress_global_timestamp microseconds. The controller zeroes a channel's cells before
-    // it installs the entry and after it removes it; zero is "no history" in every cell.
+    // ingress_global_timestamp microseconds. Every cell carries the tag of the entry that
+    // wrote it, and an entry ignores cells with another tag: a channel installed on a
+    // reused channel id starts with no history, and no control plane has to clear registers
+    // (BMv2's P4Runtime server cannot write them: "Register writes are not supported yet").
     // Jumping window: when the current window began, and what it has let through so far.
+    register<bit<32>>(MAX_CHANNELS) jumping_tag;
     register<bit<48>>(MAX_CHANNELS) jumping_start;
     register<bit<32>>(MAX_CHANNELS) jumping_used;
     // Moving window: the earliest time the next packet keeps Xmin; the ring slot of the
     // current group and how many packets the group holds; per (channel, slot) the time the
     // group that last used the slot leaves the window (its first packet's time + I).
+    register<bit<32>>(MAX_CHANNELS) moving_tag;
     register<bit<48>>(MAX_CHANNELS) moving_next;
     register<bit<5>>(MAX_CHANNELS) moving_head;
     register<bit<16>>(MAX_CHANNELS) moving_fill;
+    register<bit<32>>(MOVING_RING_CELLS) moving_ring_tag;
     register<bit<48>>(MOVING_RING_CELLS) moving_ring;
 
     // Per class entry (entries of `classes`): every packet that matched.
@@ -111,26 +116,33 @@ control TerrapinIngress(inout headers_t hdr,
     // A jumping window of window_us microseconds lets `limit` bytes (or packets, with
     // count_packets) through per window (seed 000 Figure 4). Windows follow one another while
     // the channel is busy, start + T, start + 2T, ... as XTP's periodic credit reset did; after
-    // an idle gap of two windows or more the next one starts at the next packet. The whole
-    // read-modify-write is one action, so it is atomic against the channel's other packets
-    // (BMv2 and terrapin-switch lock the registers an action uses for the whole action).
-    // A packet above smax frame bytes is excess, as in the moving window: counting packets,
-    // the window's bound in bytes rests on it, and the static-priority delay bound counts
-    // every channel's largest packet. window_us = 0 lets nothing through: a broken
+    // an idle gap of two windows or more the next one starts at the next packet. A packet
+    // above smax frame bytes is excess, as in the moving window: counting packets, the
+    // window's bound in bytes rests on it, and the static-priority delay bound counts every
+    // channel's largest packet. The whole read-modify-write is one action, so it is atomic
+    // against the channel's other packets (BMv2 and terrapin-switch lock the registers an
+    // action uses for the whole action). window_us = 0 lets nothing through: a broken
     // configuration fails closed.
     action admit_jumping_window(bit<16> channel_id, bit<3> priority, bit<1> on_excess,
                                 bit<32> window_us, bit<32> limit, bit<1> count_packets,
-                                bit<16> smax) {
+                                bit<16> smax, bit<32> tag) {
         meta.channel_id = channel_id;
         meta.channel_priority = priority;
         meta.on_yellow = on_excess;
         meta.on_red = on_excess;
         bit<32> cell = (bit<32>)channel_id;
         bit<48> now = standard_metadata.ingress_global_timestamp;
+        bit<32> owner;
         bit<48> start;
         bit<32> used;
+        jumping_tag.read(owner, cell);
         jumping_start.read(start, cell);
         jumping_used.read(used, cell);
+        if (owner != tag) {
+            // Another entry's window, or none yet: this one starts at this packet.
+            start = now;
+            used = 0;
+        }
         bit<48> window = (bit<48>)window_us;
         // A packet stamped before the window's start (ports' threads may take frames in a
         // slightly different order than they arrived) belongs to the current window.
@@ -158,6 +170,7 @@ control TerrapinIngress(inout headers_t hdr,
         } else {
             meta.color = METER_RED;
         }
+        jumping_tag.write(cell, tag);
         jumping_start.write(cell, start);
         jumping_used.write(cell, used);
     }
@@ -172,22 +185,34 @@ control TerrapinIngress(inout headers_t hdr,
     // interval_us = 0 or quantum = 0 lets nothing through (fails closed).
     action admit_moving_window(bit<16> channel_id, bit<3> priority, bit<1> on_excess,
                                bit<32> xmin_us, bit<32> interval_us, bit<5> last_slot,
-                               bit<16> quantum, bit<16> smax) {
+                               bit<16> quantum, bit<16> smax, bit<32> tag) {
         meta.channel_id = channel_id;
         meta.channel_priority = priority;
         meta.on_yellow = on_excess;
         meta.on_red = on_excess;
         bit<32> cell = (bit<32>)channel_id;
         bit<48> now = standard_metadata.ingress_global_timestamp;
+        bit<32> owner;
         bit<48> next;
         bit<5> head;
         bit<16> fill;
+        moving_tag.read(owner, cell);
         moving_next.read(next, cell);
         moving_head.read(head, cell);
         moving_fill.read(fill, cell);
+        if (owner != tag) {
+            next = 0;
+            head = 0;
+            fill = 0;
+        }
         bit<32> slot = cell * MOVING_SLOTS + (bit<32>)head;
+        bit<32> slot_owner;
         bit<48> free_at;
+        moving_ring_tag.read(slot_owner, slot);
         moving_ring.read(free_at, slot);
+        if (slot_owner != tag) {
+            free_at = 0;
+        }
         if (interval_us == 0 || quantum == 0
                 || standard_metadata.packet_length > (bit<32>)smax
                 || now < next
@@ -195,8 +220,9 @@ control TerrapinIngress(inout headers_t hdr,
             meta.color = METER_RED;
         } else {
             meta.color = METER_GREEN;
-            moving_next.write(cell, now + (bit<48>)xmin_us);
+            next = now + (bit<48>)xmin_us;
             if (fill == 0) {
+                moving_ring_tag.write(slot, tag);
                 moving_ring.write(slot, now + (bit<48>)interval_us);
             }
             fill = fill + 1;
@@ -208,9 +234,11 @@ control TerrapinIngress(inout headers_t hdr,
                     head = head + 1;
                 }
             }
-            moving_fill.write(cell, fill);
-            moving_head.write(cell, head);
         }
+        moving_tag.write(cell, tag);
+        moving_next.write(cell, next);
+        moving_head.write(cell, head);
+        moving_fill.write(cell, fill);
     }
 
     table channels {

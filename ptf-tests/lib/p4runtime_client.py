@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import grpc
-from finsy.proto import p4d, p4i, p4r, p4r_grpc
+from finsy.proto import p4i, p4r, p4r_grpc
 from google.protobuf import text_format
 
 MatchValue = int | str | bytes
@@ -336,16 +336,6 @@ class P4RuntimeClient:
         if data.WhichOneof("data") != "bitstring":
             raise P4RuntimeError(f"register {name}[{index}]: not a bitstring: {data}")
         return decode(data.bitstring)
-
-    def write_register(self, name: str, index: int, value: int) -> None:
-        r = self.schema.register(name)
-        width = r.type_spec.bitstring.bit.bitwidth
-        entry = p4r.RegisterEntry(
-            register_id=r.preamble.id,
-            index=p4r.Index(index=index),
-            data=p4d.P4Data(bitstring=encode(value, width)),
-        )
-        self.write(p4r.Update(type=p4r.Update.MODIFY, entity=p4r.Entity(register_entry=entry)))
 
     def table_entries(self, table: str) -> list[p4r.TableEntry]:
         t = self.schema.table(table)

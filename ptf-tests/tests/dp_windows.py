@@ -287,32 +287,40 @@ class WindowExcessIsDemotedLikeRed(WindowTest):
         self.assertEqual(self.drops("DROP_POLICED"), 0)
 
 
-class ClearedWindowStartsAfresh(WindowTest):
-    """The controller zeroes a channel's cells when it installs or removes the channel
-    (docs/dataplane.md): after that an exhausted window is fresh again, and only that
-    channel's cells need it (the ring of channel c is cells c * MOVING_SLOTS ...)."""
+class ANewTagStartsAfresh(WindowTest):
+    """Window cells carry the tag of the entry that wrote them (docs/dataplane.md): an entry
+    re-installed with its tag keeps the exhausted window, one installed with a new tag (a new
+    channel on the same channel id) starts with no history, and no register is written by the
+    control plane (BMv2's P4Runtime server cannot)."""
 
     def runTest(self) -> None:
         jumping, moving = 77, 78
-        self.admit_jumping_window(1, 2, udp_flow_key(9400, DPORT), channel_id=jumping, priority=4,
-                                  window_us=60_000_000, limit=FRAME)
-        self.admit_moving_window(1, 2, udp_flow_key(9401, DPORT), channel_id=moving, priority=4,
-                                 xmin_us=0, interval_us=60_000_000, slots=2, smax=FRAME)
+
+        def install(tag: int) -> list[object]:
+            return [
+                self.admit_jumping_window(1, 2, udp_flow_key(9400, DPORT), channel_id=jumping, priority=4,
+                                          window_us=60_000_000, limit=FRAME, tag=tag),
+                self.admit_moving_window(1, 2, udp_flow_key(9401, DPORT), channel_id=moving, priority=4,
+                                         xmin_us=0, interval_us=60_000_000, slots=2, smax=FRAME, tag=tag),
+            ]
 
         def burst() -> int:
             for sport in (9400, 9401):
                 self.send(1, self.frame(sport=sport), count=4)
             return len(self.forwarded())
 
+        def remove(entries: list[object]) -> None:
+            for entry in entries:
+                self.sw.delete(entry)  # type: ignore[arg-type]
+
+        entries = install(tag=5)
         self.assertEqual(burst(), 1 + 2)
         self.assertEqual(burst(), 0)
-        for name in ("jumping_start", "jumping_used"):
-            self.sw.write_register(name, jumping, 0)
-        for name in ("moving_next", "moving_head", "moving_fill"):
-            self.sw.write_register(name, moving, 0)
-        slots = C["MOVING_SLOTS"]
-        for cell in range(moving * slots, (moving + 1) * slots):
-            self.sw.write_register("moving_ring", cell, 0)
+        remove(entries)
+        entries = install(tag=5)
+        self.assertEqual(burst(), 0)
+        remove(entries)
+        install(tag=6)
         self.assertEqual(burst(), 1 + 2)
 
 
@@ -325,7 +333,7 @@ class MisconfiguredWindowIsRefusedOrFailsClosed(WindowTest):
         entry = self.sw.table_entry(
             "channels", self.channel_match(1, 2, 17, udp_flow_key(9500, DPORT)), "admit_moving_window",
             {"channel_id": 61, "priority": 4, "on_excess": C["EXCESS_DEMOTE"], "xmin_us": 0,
-             "interval_us": 1_000_000, "last_slot": 31, "quantum": 1, "smax": FRAME})
+             "interval_us": 1_000_000, "last_slot": 31, "quantum": 1, "smax": FRAME, "tag": 1})
         p4info_action = self.sw.schema.action("admit_moving_window")
         last_slot_id = next(p.id for p in p4info_action.params if p.name == "last_slot")
         for param in entry.action.action.params:
