@@ -158,6 +158,7 @@ class JumpingWindowEntry:
     limit: int  # frame bytes, or packets with count_packets
     count_packets: bool
     smax: int  # frame bytes
+    tag: int  # the installation: window cells another tag wrote are no history
 
 
 @dataclass(frozen=True)
@@ -169,13 +170,14 @@ class MovingWindowEntry:
     last_slot: int  # ring slots in use − 1
     quantum: int  # packets per slot
     smax: int  # frame bytes
+    tag: int  # the installation: window cells another tag wrote are no history
 
 
 @dataclass(frozen=True)
 class ChannelEntry:
     """One hop's classification entry and policer, in the switch's own units: the meter's
     (CIR, CBS, PIR, PBS), or on the channel's first hop a window policer (`window`), whose
-    state the switch keeps in registers by channel id."""
+    state the switch keeps in registers by channel id, tagged by the installation."""
 
     switch: str
     selector: ChannelSelector

@@ -11,6 +11,7 @@ Order of effects (so a crash at any point leaves something reconcilable):
 from __future__ import annotations
 
 import logging
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -66,6 +67,15 @@ def describe_flow(selector: ChannelSelector) -> str:
     if selector.protocol == IP_PROTO_XTP:
         return f"xtp {selector.src} → {selector.dst} key {selector.flow_key:#x}"
     return f"protocol {selector.protocol} {selector.src} → {selector.dst} flow key {selector.flow_key}"
+
+
+def installation_tag(record: Reservation) -> int:
+    """32 bits that tell this channel apart from any other that had its channel id: the data
+    plane's window ignores state written under another tag, so a reused id starts fresh with
+    no register write (docs/dataplane.md "Window policers"). It is derived from what the store
+    keeps, so it is the same after a restart and reconciliation leaves the entry alone."""
+    identity = f"{record.key.initiator}/{record.key.context}/{record.created_at.hex()}"
+    return zlib.crc32(identity.encode())
 
 
 class Conflict(Exception):
@@ -128,6 +138,7 @@ class ReservationService:
                 hop,
                 record.demote_excess,
                 edge=record.allocation.requested if index == 0 else None,
+                tag=installation_tag(record),
             )
             for index, hop in enumerate(record.allocation.hops)
         ]

@@ -21,7 +21,7 @@ import finsy as fy
 from terrapin.admission.model import JUMPING_WINDOW, MOVING_WINDOW, ChannelEnvelope, HopAllocation, ceil_div
 from terrapin.admission.policers import moving_ring
 from terrapin.config import Config
-from terrapin.constants import ETHERNET_HEADER, MOVING_SLOTS
+from terrapin.constants import ETHERNET_HEADER
 from terrapin.paths import (
     ChannelEntry,
     ChannelSelector,
@@ -50,10 +50,6 @@ C_QUEUE_TRAFFIC = "TerrapinEgress.queue_traffic"
 C_DROPS = "TerrapinIngress.drops"
 R_MAX_DEPTH = "TerrapinEgress.max_queue_depth"
 R_MAX_DELAY = "TerrapinEgress.max_queue_delay"
-# The window policers' state, per channel id (the ring: MOVING_SLOTS cells per channel id).
-R_JUMPING = ("TerrapinIngress.jumping_start", "TerrapinIngress.jumping_used")
-R_MOVING = ("TerrapinIngress.moving_next", "TerrapinIngress.moving_head", "TerrapinIngress.moving_fill")
-R_MOVING_RING = "TerrapinIngress.moving_ring"
 PACKET_OUT_PIPELINE = 1
 PACKET_OUT_DIRECT = 0
 EXCESS_DROP = 0
@@ -84,6 +80,7 @@ def entry_for_hop(
     hop: HopAllocation,
     demote_excess: bool,
     edge: ChannelEnvelope | None = None,
+    tag: int = 0,
 ) -> ChannelEntry:
     """The hop's (ρ, σ) as a strict trTCM: CIR = PIR = ρ, CBS = PBS = σ (docs/dataplane.md), in
     frame bytes: each packet of up to max_packet IPv4 bytes carries 14 more on the wire.
@@ -91,7 +88,8 @@ def entry_for_hop(
     `edge` is the requested envelope when this is the channel's first hop: a window policer
     is applied there, to the traffic as the source sends it. Later hops see that traffic
     bunched by the queues upstream, which the window would cut; their meter's (ρ, σ_k) is the
-    window's arrival envelope with the burst grown hop by hop, so it never does."""
+    window's arrival envelope with the burst grown hop by hop, so it never does. `tag` names
+    this installation of the channel (the window ignores state another tag left behind)."""
     rate = ceil_div(hop.rate * (hop.max_packet + ETHERNET_HEADER), hop.max_packet)
     burst = ceil_div(hop.burst * (hop.max_packet + ETHERNET_HEADER), hop.max_packet)
     return ChannelEntry(
@@ -104,11 +102,11 @@ def entry_for_hop(
         pir=rate,
         pburst=burst,
         demote_excess=demote_excess,
-        window=None if edge is None else window_entry(edge),
+        window=None if edge is None else window_entry(edge, tag),
     )
 
 
-def window_entry(env: ChannelEnvelope) -> JumpingWindowEntry | MovingWindowEntry | None:
+def window_entry(env: ChannelEnvelope, tag: int) -> JumpingWindowEntry | MovingWindowEntry | None:
     """A window policer's action parameters in the data plane's units (frame bytes)."""
     policer = env.policer
     smax = env.max_packet + ETHERNET_HEADER
@@ -119,10 +117,12 @@ def window_entry(env: ChannelEnvelope) -> JumpingWindowEntry | MovingWindowEntry
             # The meter's scaling: k packets of at most max_packet IPv4 bytes within this many
             # frame bytes carry at most B IPv4 bytes.
             limit = ceil_div(env.burst * smax, env.max_packet)
-        return JumpingWindowEntry(policer.window_us, limit, policer.count_packets, smax)
+        return JumpingWindowEntry(policer.window_us, limit, policer.count_packets, smax, tag)
     if policer.kind == MOVING_WINDOW:
         ring = moving_ring(policer)
-        return MovingWindowEntry(policer.xmin_us, policer.interval_us, ring.slots - 1, ring.quantum, smax)
+        return MovingWindowEntry(
+            policer.xmin_us, policer.interval_us, ring.slots - 1, ring.quantum, smax, tag
+        )
     return None
 
 
@@ -145,6 +145,7 @@ def _channel_table_entry(entry: ChannelEntry) -> fy.P4TableEntry:
             limit=window.limit,
             count_packets=int(window.count_packets),
             smax=window.smax,
+            tag=window.tag,
         )
         return fy.P4TableEntry(T_CHANNELS, match=match, action=action)
     if isinstance(window, MovingWindowEntry):
@@ -158,6 +159,7 @@ def _channel_table_entry(entry: ChannelEntry) -> fy.P4TableEntry:
             last_slot=window.last_slot,
             quantum=window.quantum,
             smax=window.smax,
+            tag=window.tag,
         )
         return fy.P4TableEntry(T_CHANNELS, match=match, action=action)
     return fy.P4TableEntry(
@@ -353,15 +355,8 @@ class SwitchFabric:
         sw = self._switch(name)
         schema = sw.p4info
         desired = _forwarding_entries(self._topology.forwarding(name))
-        channels = list(self._desired(name))
-        channel_entries = [_channel_table_entry(e) for e in channels]
-        desired += channel_entries
+        desired += [_channel_table_entry(e) for e in self._desired(name)]
         want = {_key(e, schema): e for e in desired}
-        windows = {
-            _key(p4, schema): e
-            for e, p4 in zip(channels, channel_entries, strict=True)
-            if e.window is not None
-        }
         have: dict[tuple[Any, ...], fy.P4TableEntry] = {}
         for table in (T_ROUTES, T_ARP, T_PORT_MACS, T_CHANNELS):
             async for entry in _read(sw, _read_request(table)):
@@ -369,12 +364,8 @@ class SwitchFabric:
         inserts = [e for k, e in want.items() if k not in have]
         modifies = [e for k, e in want.items() if k in have and not _same(e, have[k], schema)]
         deletes = [e for k, e in have.items() if k not in want]
-        # A window entry written now starts with no history (a switch that restarted has
-        # zeroed registers anyway; one that kept running may hold a removed channel's).
-        fresh = [windows[_key(e, schema)] for e in inserts + modifies if _key(e, schema) in windows]
         if deletes:
             await sw.delete(deletes)
-        await _clear_window_state(sw, fresh)
         if modifies:
             await sw.modify(modifies)
         if inserts:
@@ -386,11 +377,7 @@ class SwitchFabric:
     async def install_channel(self, entry: ChannelEntry) -> None:
         if not self.is_ready(entry.switch):
             raise SwitchUnavailable(f"switch {entry.switch} is not ready")
-        sw = self._switch(entry.switch)
-        # A window starts with no history: its cells may hold an earlier channel's (the id is
-        # reused) if clearing them after that channel failed.
-        await _clear_window_state(sw, [entry])
-        await sw.insert([_channel_table_entry(entry)])
+        await self._switch(entry.switch).insert([_channel_table_entry(entry)])
 
     async def remove_channel(self, entry: ChannelEntry) -> None:
         sw = self._switch(entry.switch)
@@ -402,7 +389,6 @@ class SwitchFabric:
         )
         # Not strict: an entry already gone (a switch restarted empty) is not an error.
         await sw.write([-fy.P4TableEntry(T_CHANNELS, match=match)], strict=False)
-        await _clear_window_state(sw, [entry])
 
     async def read_channels(self, name: str) -> list[tuple[ChannelSelector, dict[str, Any]]]:
         """Channel entries as the switch has them, with action parameters and meter."""
@@ -493,22 +479,6 @@ class SwitchFabric:
         sw = self._switch(name)
         counts = await _read_counters(sw, C_DROPS, list(range(len(DROP_REASONS))))
         return {reason: counts.get(i, (0, 0))[0] for i, reason in enumerate(DROP_REASONS)}
-
-
-async def _clear_window_state(sw: fy.Switch, entries: Iterable[ChannelEntry]) -> None:
-    """Zero the window policer cells of these channels: zero is "no history" in every cell
-    (docs/dataplane.md "Window policers")."""
-    updates = []
-    for entry in entries:
-        cell = entry.channel_id
-        if isinstance(entry.window, JumpingWindowEntry):
-            updates += [~fy.P4RegisterEntry(name, index=cell, data=0) for name in R_JUMPING]
-        elif isinstance(entry.window, MovingWindowEntry):
-            updates += [~fy.P4RegisterEntry(name, index=cell, data=0) for name in R_MOVING]
-            ring = range(cell * MOVING_SLOTS, (cell + 1) * MOVING_SLOTS)
-            updates += [~fy.P4RegisterEntry(R_MOVING_RING, index=i, data=0) for i in ring]
-    if updates:
-        await sw.write(updates)
 
 
 async def _read_registers(sw: fy.Switch, name: str, indices: list[int]) -> dict[int, int]:

@@ -318,26 +318,6 @@ class Lab:
         finally:
             channel.close()
 
-    def read_register(self, i: int, name: str, index: int) -> int:
-        info = p4info_pb2.P4Info()
-        text_format.Parse(P4_INFO.read_text(), info)
-        register_id = next(r.preamble.id for r in info.registers if r.preamble.name == name)
-        channel = grpc.insecure_channel(f"127.0.0.1:{GRPC_BASE + i}")
-        try:
-            stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
-            entry = p4runtime_pb2.RegisterEntry(
-                register_id=register_id, index=p4runtime_pb2.Index(index=index)
-            )
-            request = p4runtime_pb2.ReadRequest(
-                device_id=i, entities=[p4runtime_pb2.Entity(register_entry=entry)]
-            )
-            for reply in stub.Read(request, timeout=5):
-                for e in reply.entities:
-                    return int.from_bytes(e.register_entry.data.bitstring, "big")
-            raise LookupError(f"{name}[{index}] not read back")
-        finally:
-            channel.close()
-
     def action_name(self, entry: p4runtime_pb2.TableEntry) -> str:
         info = p4info_pb2.P4Info()
         text_format.Parse(P4_INFO.read_text(), info)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -237,9 +238,10 @@ def test_malformed_inputs_get_clear_errors_and_the_controller_carries_on(lab: La
 
 
 def test_rest_moving_window_is_enforced_by_the_first_switch(lab: Lab) -> None:
-    """At most 4 packets per 10 s (Xave = 2.5 s): of 10 sent at once, s1's window passes 4
-    and marks 6 red (dropped, as the request asks); s2 and s3 police with a meter of the window's envelope and pass
-    the 4. Removing the channel zeroes its window state."""
+    """At most 4 packets per 10 s (Xave = 2.5 s): of 10 sent at once, s1's window passes 4 and
+    marks 6 red (dropped, as the request asks); s2 and s3 police with a meter of the window's
+    envelope and pass the 4. Closed and reserved again at once, the channel gets the same
+    channel id and a fresh window (a new tag), although the old one has 10 s to run."""
     body = {k: v for k, v in BODY.items() if k not in ("rate", "burst")} | {
         "src_port": 5400,
         "policer": "moving_window",
@@ -247,8 +249,20 @@ def test_rest_moving_window_is_enforced_by_the_first_switch(lab: Lab) -> None:
         "interval_us": 10_000_000,
         "excess": "drop",
     }
-    status, res = lab.rest("POST", "/reservations", body)
-    assert status == 201, res
+
+    def reserve_and_send() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        status, res = lab.rest("POST", "/reservations", body)
+        assert status == 201, res
+        lab.send_udp("h1", "10.0.2.2", 5400, 6000, count=10)
+
+        def counted() -> list[dict[str, Any]]:
+            return lab.rest("GET", f"/reservations/{res['id']}/counters")[1]  # type: ignore[no-any-return]
+
+        assert wait_for(lambda: counted()[2].get("packets", 0) >= 4), counted()
+        time.sleep(0.3)  # nothing more should arrive
+        return res, counted()
+
+    res, hops = reserve_and_send()
     assert (res["allocation"]["rate"], res["allocation"]["burst"]) == (600, 6000)
     actions = [lab.action_name(lab.read_channels(i)[0]) for i in (1, 2, 3)]
     assert actions == [
@@ -256,18 +270,12 @@ def test_rest_moving_window_is_enforced_by_the_first_switch(lab: Lab) -> None:
         "TerrapinIngress.admit",
         "TerrapinIngress.admit",
     ]
-    lab.send_udp("h1", "10.0.2.2", 5400, 6000, count=10)
-
-    def counted() -> list[dict[str, int]]:
-        return lab.rest("GET", f"/reservations/{res['id']}/counters")[1]  # type: ignore[no-any-return]
-
-    assert wait_for(lambda: counted()[2].get("packets", 0) >= 4), counted()
-    time.sleep(0.3)  # nothing more should arrive
-    hops = counted()
     assert (hops[0]["packets"], hops[0]["red_packets"]) == (10, 6), hops
     assert [(h["packets"], h["red_packets"]) for h in hops[1:]] == [(4, 0), (4, 0)], hops
-    channel = res["id"]
-    assert lab.read_register(1, "TerrapinIngress.moving_next", channel) > 0
-    assert lab.rest("DELETE", f"/reservations/{channel}")[0] == 204
-    assert lab.read_register(1, "TerrapinIngress.moving_next", channel) == 0
-    assert all(lab.read_register(1, "TerrapinIngress.moving_ring", channel * 32 + s) == 0 for s in range(4))
+    assert lab.rest("DELETE", f"/reservations/{res['id']}")[0] == 204
+
+    again, hops = reserve_and_send()
+    assert again["id"] == res["id"]
+    # 4 of 10 through s1 again (its red counter is by channel id and kept counting: 6 + 6)
+    assert [h["packets"] for h in hops] == [10, 4, 4] and hops[0]["red_packets"] == 12, hops
+    assert lab.rest("DELETE", f"/reservations/{again['id']}")[0] == 204

@@ -20,6 +20,7 @@ from terrapin.paths import MovingWindowEntry
 from terrapin.protocol.messages import FLAG_RETRANSMISSION, ReservationMessage, decode
 from terrapin.protocol.packets import build_frame, parse_frame
 from terrapin.protocol.status import ChannelRecord, QueueRecord, decode_status
+from terrapin.reservations import installation_tag
 
 H1, H2, H3 = "10.0.1.2", "10.0.2.2", "10.0.3.2"
 FORWARD = ["s1", "s2", "s3", "s4"]
@@ -316,7 +317,9 @@ def test_moving_window_in_band_polices_at_the_first_hop() -> None:
         rec = net.ctl.service.get(ChannelKey(H1, 30))
         assert rec is not None and rec.allocation.requested.policer.kind == MOVING_WINDOW
         first = net.fab.entries["s1"][rec.selector]
-        assert first.window == MovingWindowEntry(2000, 120_000, last_slot=9, quantum=1, smax=1514)
+        assert first.window == MovingWindowEntry(
+            2000, 120_000, last_slot=9, quantum=1, smax=1514, tag=installation_tag(rec)
+        )
         later = net.fab.entries["s2"][rec.selector]
         assert later.window is None and later.cir == -(-125_000 * 1514 // 1500)
         assert later.cburst > -(-12_750 * 1514 // 1500)  # grown by ρ·d over s1
