@@ -107,8 +107,8 @@ go_fuzz() {
 
 python_checks() {
     local pass=0 fail=0
-    for check in "ruff check controller topo ptf-tests scripts" "mypy --strict controller/terrapin" \
-                 "mypy --config-file mypy.ini topo"; do
+    for check in "ruff check controller topo ptf-tests scripts experiments" "mypy --strict controller/terrapin" \
+                 "mypy --config-file mypy.ini topo experiments"; do
         if (cd "$root" && "$root/build/venv/bin/"$check); then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $check"; fi
     done
     echo "$pass passed, $fail failed"

@@ -19,21 +19,16 @@ machine-readable line per run.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import signal
 import sys
-import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from topo import christie
 from topo.experiment import VIDEO_PORT, VideoRun, video_under_flood
-from topo.network import PID_DIR, RunningNetwork, running
+from topo.network import PID_DIR, RunningNetwork, rest, running, wait_ready
 from topo.p4switch import REPO
 from topo.supervise import write_pid
 
@@ -78,29 +73,6 @@ class RunResult:
             f" max_ms={self.percentile(100):.3f} bound_ms={self.bound_ms:.3f}"
             f" over_bound={self.over_bound} max_qdepth={self.max_qdepth} sum_bursts={self.sum_bursts}"
         )
-
-
-def rest(run: RunningNetwork, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(f"{run.rest_url}{path}", data=data, method=method)
-    request.add_header("Content-Type", "application/json")
-    request.add_header("Authorization", f"Bearer {run.token}")
-    with urllib.request.urlopen(request, timeout=10) as reply:
-        text = reply.read()
-    return json.loads(text) if text else None
-
-
-def wait_ready(run: RunningNetwork, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            rest(run, "GET", "/health")
-            return  # 200: every switch is ready (503 while one is not)
-        except urllib.error.HTTPError as error:
-            if error.code != 503:
-                raise
-        time.sleep(0.5)
-    raise TimeoutError("the controller never reported its switches ready")
 
 
 def admitted_burst_packets(run: RunningNetwork, port: int) -> int:

@@ -19,6 +19,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from mininet.link import Link
 from mininet.log import setLogLevel
@@ -49,6 +50,31 @@ class RunningNetwork:
 
     def host(self, name: str) -> MininetHost:
         return self.net.get(name)
+
+
+def rest(run: RunningNetwork, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    """A call to the running controller's REST API with its token; the decoded JSON reply."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(f"{run.rest_url}{path}", data=data, method=method)
+    request.add_header("Content-Type", "application/json")
+    request.add_header("Authorization", f"Bearer {run.token}")
+    with urllib.request.urlopen(request, timeout=10) as reply:
+        text = reply.read()
+    return json.loads(text) if text else None
+
+
+def wait_ready(run: RunningNetwork, timeout: float = 60) -> None:
+    """Until the controller reports every switch connected and reconciled."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            rest(run, "GET", "/health")
+            return  # 200: every switch is ready (503 while one is not)
+        except urllib.error.HTTPError as error:
+            if error.code != 503:
+                raise
+        time.sleep(0.5)
+    raise TimeoutError("the controller never reported its switches ready")
 
 
 def _quiet_offloads(intf_name: str, run: object) -> None:

@@ -8,6 +8,7 @@ generator, so both demo runs send the same frames.
 
     python -m topo.video send --dst 10.0.2.1 --port 5004 --seconds 20 --log sender.json
     python -m topo.video receive --port 5004 --seconds 25 --log receiver.json
+    python -m topo.video pattern --dst 10.0.2.1 --port 5010 --pattern p.json --log sender.json
 
 Every packet carries (frame number, index, count, frame start time, its own send time); the
 receiver records when the kernel received each packet (SO_TIMESTAMPNS). A frame's latency is its
@@ -93,24 +94,32 @@ class TokenBucket:
             time.sleep((amount - self.tokens) / self.rate)
 
 
-def send(
-    dst: str, port: int, seconds: float, seed: int, log: str, dscp: int, shape: tuple[int, int] | None
-) -> None:
-    sizes = frame_sizes(int(seconds * FRAMES_PER_SECOND), seed)
+def sender_socket(port: int, dscp: int) -> socket.socket:
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, dscp << 2)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
     # The reservation names the flow by both ports, so the source port is fixed too.
     sock.bind(("0.0.0.0", port))
+    return sock
+
+
+def wait_until(due_ns: int) -> None:
+    while (now := time.time_ns()) < due_ns:
+        time.sleep(min(0.002, (due_ns - now) / 1e9))
+
+
+def send(
+    dst: str, port: int, seconds: float, seed: int, log: str, dscp: int, shape: tuple[int, int] | None
+) -> None:
+    sizes = frame_sizes(int(seconds * FRAMES_PER_SECOND), seed)
+    sock = sender_socket(port, dscp)
     filler = bytes(MAX_PACKET_BYTES)
     period_ns = 1_000_000_000 // FRAMES_PER_SECOND
     first = time.time_ns() + 100_000_000
     bucket = TokenBucket(*shape) if shape else None
     sent = []
     for number, size in enumerate(sizes):
-        due = first + number * period_ns
-        while (now := time.time_ns()) < due:
-            time.sleep(min(0.002, (due - now) / 1e9))
+        wait_until(first + number * period_ns)
         payloads = segment(size)
         if bucket:
             # The whole frame leaves as one burst once the bucket holds it; its latency is
@@ -123,6 +132,34 @@ def send(
         sent.append({"frame": number, "bytes": size, "packets": len(payloads), "start_ns": start})
     with open(log, "w") as out:
         json.dump({"frames": sent, "peak_bps": PEAK_FRAME_BYTES * 8 * FRAMES_PER_SECOND}, out)
+
+
+def send_pattern(dst: str, port: int, pattern: str, log: str, dscp: int) -> None:
+    """Packets of one size at given times, in this module's packet format so that `receive`
+    logs them: the pattern file is {"packet_bytes": IPv4 bytes, "frames": [[offset_s, ...],
+    ...]}, each inner list the send times of one frame's packets, in seconds from the start.
+    A packet whose time has passed (the sender was descheduled) leaves at once: the source
+    is not shaped, whatever it sends is what the network must police."""
+    with open(pattern) as spec_file:
+        spec = json.load(spec_file)
+    payload = int(spec["packet_bytes"]) - UDP_IP_OVERHEAD - HEADER.size
+    sock = sender_socket(port, dscp)
+    filler = bytes(payload)
+    first = time.time_ns() + 100_000_000
+    sent = []
+    for number, offsets in enumerate(spec["frames"]):
+        start = first + int(offsets[0] * 1e9)
+        for index, offset in enumerate(offsets):
+            wait_until(first + int(offset * 1e9))
+            head = HEADER.pack(
+                MAGIC, number, index, len(offsets), len(offsets) * payload, start, time.time_ns()
+            )
+            sock.sendto(head + filler, (dst, port))
+        sent.append(
+            {"frame": number, "bytes": len(offsets) * payload, "packets": len(offsets), "start_ns": start}
+        )
+    with open(log, "w") as out:
+        json.dump({"frames": sent, "packet_bytes": spec["packet_bytes"]}, out)
 
 
 def receive(port: int, seconds: float, log: str) -> None:
@@ -179,6 +216,12 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--log", required=True)
     s.add_argument("--shape-rate", type=int, default=0, help="token bucket rate, IP bytes/s (0 = none)")
     s.add_argument("--shape-burst", type=int, default=0, help="token bucket depth, IP bytes")
+    pt = sub.add_parser("pattern", help="packets of one size at the times a pattern file gives")
+    pt.add_argument("--dst", required=True)
+    pt.add_argument("--port", type=int, default=5004)
+    pt.add_argument("--pattern", required=True, help='{"packet_bytes": N, "frames": [[offset_s, ...], ...]}')
+    pt.add_argument("--dscp", type=int, default=46)
+    pt.add_argument("--log", required=True)
     r = sub.add_parser("receive")
     r.add_argument("--port", type=int, default=5004)
     r.add_argument("--seconds", type=float, default=25)
@@ -187,6 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.mode == "send":
         shape = (args.shape_rate, args.shape_burst) if args.shape_rate else None
         send(args.dst, args.port, args.seconds, args.seed, args.log, args.dscp, shape)
+    elif args.mode == "pattern":
+        send_pattern(args.dst, args.port, args.pattern, args.log, args.dscp)
     else:
         receive(args.port, args.seconds, args.log)
     return 0

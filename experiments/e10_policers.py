@@ -1,0 +1,359 @@
+"""E10 — seed 000's policers side by side (§2.2.2, Figures 3–5 and 10; §4.1.1.1, Figures 11–14).
+
+The seed compares the leaky bucket, the jumping window and the moving window by their upper
+bound A*(t) on traffic, and measures XTP traffic policed at 10 Mbit/s with a 22,500-byte burst
+(five 4,500-byte packets; the jumping window then resets every 18 ms). Here the same envelope
+is reserved through the controller's REST API on the christie testbed, once per policer the
+data plane offers:
+
+    meter            trTCM, ρ = 1,250,000 B/s, σ = 22,500 B           A*(t) = σ + ρt
+    jumping_window   B = 22,500 B per T = 18 ms                        A*(t) = 2B + ⌊t/T⌋B
+    moving_window    Xmin = 0.9 ms, Xave = 3.6 ms, I = 18 ms, Smax = 4,500 B (n = 5 per I)
+
+and the same three unshaped sources, of 4,500-byte packets from a1 to b1, go through each:
+
+    conforming   one packet every 4.5 ms (80% of ρ)
+    greedy       one packet every 1.8 ms (twice ρ), the source above its envelope
+    edge         every 100 ms: one packet, then 4 packets 1 ms apart from 13 ms and 5 more
+                 from 19 ms: B at the end of a window and B at the start of the next
+                 (Figure 10), as the jumping window's window opens with the first packet
+
+It prints `key: value` figures, draws received bytes against time with each policer's A*(t)
+(build/results/E10-<source>.png), writes build/results/E10.json and ends with
+`E10 policers: pass` or `E10 policers: FAIL <reason>`. Verdict: every policer passes the
+conforming source whole; the greedy source is cut to each policer's A*(t) and no lower than
+90% of ρ; across a window edge the jumping window lets more than B through within less than T
+and the moving window never more than its n packets within I.
+
+    sudo build/venv/bin/python experiments/e10_policers.py [--seconds 3] [--switch bmv2]
+
+Timing: the switch polices at its own ingress time; the receiver's kernel timestamps come after
+the egress port's queue (a burst of five packets takes 1.8 ms at 100 Mbit/s), so an interval
+measured at the receiver may look up to TOLERANCE_US shorter than it was at the switch. The
+bound checks allow that much.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+# Run as a script, so the repository root (topo/) is put on the path by hand.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from terrapin.admission.model import ChannelEnvelope, Policer
+from terrapin.admission.policers import arrival_bytes, moving_ring
+from topo import christie
+from topo.network import RunningNetwork, rest, running, wait_ready
+from topo.p4switch import REPO
+
+RESULTS = REPO / "build" / "results"
+PYTHON = str(REPO / "build" / "venv" / "bin" / "python")
+PORT = 5010
+PRIORITY = 6
+PACKET = 4500  # IPv4 bytes, the seed's FDDI packet
+RATE = 1_250_000  # 10 Mbit/s
+BURST = 22_500  # five packets
+WINDOW_US = 18_000  # Burst / Rate, XTP's credit reset period in the seed
+TOLERANCE_US = 2500
+
+POLICERS: dict[str, dict[str, Any]] = {
+    "meter": {"rate": RATE, "burst": BURST},
+    "jumping_window": {"policer": "jumping_window", "burst": BURST, "window_us": WINDOW_US},
+    "moving_window": {"policer": "moving_window", "xmin_us": 900, "xave_us": 3600, "interval_us": WINDOW_US},
+}
+
+
+def sources(seconds: float) -> dict[str, list[list[float]]]:
+    """Each source as frames of packet send times (s), the pattern topo/video.py sends."""
+    edge: list[list[float]] = []
+    for cycle in range(int(seconds / 0.1)):
+        base = cycle * 0.1
+        edge += [
+            [base],
+            [base + 0.013 + i * 0.001 for i in range(4)],
+            [base + 0.019 + i * 0.001 for i in range(5)],
+        ]
+    return {
+        "conforming": [[i * 0.0045] for i in range(int(seconds / 0.0045))],
+        "greedy": [[i * 0.0018] for i in range(int(seconds / 0.0018))],
+        "edge": edge,
+    }
+
+
+def envelope(name: str) -> ChannelEnvelope:
+    """The requested envelope as the controller sees it, for A*(t)."""
+    body = POLICERS[name]
+    policer = Policer(
+        body.get("policer", "meter"),
+        window_us=body.get("window_us", 0),
+        xmin_us=body.get("xmin_us", 0),
+        xave_us=body.get("xave_us", 0),
+        interval_us=body.get("interval_us", 0),
+    )
+    return ChannelEnvelope(PRIORITY, body.get("rate", 0), body.get("burst", 0), PACKET, policer=policer)
+
+
+@dataclass
+class Run:
+    policer: str
+    source: str
+    allocation: dict[str, int]
+    sent: int
+    received: int
+    offered_us: list[int] = field(repr=False)  # each packet's scheduled send time, µs from start
+    arrivals_us: list[int] = field(repr=False)  # each received packet's arrival, µs from start
+    lost_us: list[int] = field(repr=False)  # scheduled send times of the packets that never came
+
+    @property
+    def loss(self) -> float:
+        return 1 - self.received / self.sent if self.sent else 0.0
+
+    @property
+    def rate(self) -> float:
+        """Received IPv4 bytes per second over the source's duration."""
+        span = (self.offered_us[-1] - self.offered_us[0]) / 1e6 if len(self.offered_us) > 1 else 0
+        return self.received * PACKET / span if span else 0.0
+
+    @cached_property
+    def over_bound(self) -> int:
+        """The most the received traffic exceeds A*(t) over any interval, in bytes (≤ 0: kept),
+        each interval allowed TOLERANCE_US for the receive-side jitter."""
+        env = envelope(self.policer)
+        worst = -(10**12)
+        times = self.arrivals_us
+        for i, start in enumerate(times):
+            for j in range(i, len(times)):
+                excess = (j - i + 1) * PACKET - arrival_bytes(env, times[j] - start + TOLERANCE_US)
+                worst = max(worst, excess)
+        return worst
+
+    def most_within(self, span_us: int) -> int:
+        """The most bytes received within any interval shorter than span_us."""
+        times, best, first = self.arrivals_us, 0, 0
+        for last, t in enumerate(times):
+            while t - times[first] >= span_us:
+                first += 1
+            best = max(best, (last - first + 1) * PACKET)
+        return best
+
+    @property
+    def first_cut_ms(self) -> float | None:
+        return min(self.lost_us) / 1000 if self.lost_us else None
+
+
+def one_run(net: RunningNetwork, policer: str, source: str, frames: list[list[float]], work: Path) -> Run:
+    plan = net.plan
+    a1, b1 = plan.hosts["a1"], plan.hosts["b1"]
+    work.mkdir(parents=True, exist_ok=True)
+    pattern, sender_log, receiver_log = work / "pattern.json", work / "sender.json", work / "receiver.json"
+    pattern.write_text(json.dumps({"packet_bytes": PACKET, "frames": frames}))
+    body = {
+        "src": a1.address,
+        "dst": b1.address,
+        "protocol": "udp",
+        "src_port": PORT,
+        "dst_port": PORT,
+        "priority": PRIORITY,
+        "max_packet": PACKET,
+        "excess": "drop",
+        **POLICERS[policer],
+    }
+    granted = rest(net, "POST", "/reservations", body)
+    seconds = frames[-1][-1] + 0.2
+    try:
+        video = f"{PYTHON} -m topo.video"
+        receiver = net.host("b1").popen(
+            f"{video} receive --port {PORT} --seconds {seconds + 3} --log {receiver_log}".split(),
+            cwd=str(REPO),
+        )
+        time.sleep(1)
+        send = f"{video} pattern --dst {b1.address} --port {PORT} --pattern {pattern} --log {sender_log}"
+        # A real-time sender, as in make demo: a source descheduled mid-pattern would bunch
+        # its packets and be policed for it.
+        sender = net.host("a1").popen(["chrt", "-f", "10", *send.split()], cwd=str(REPO))
+        if sender.wait(timeout=seconds + 60) != 0 or receiver.wait(timeout=60) != 0:
+            raise RuntimeError(f"{policer}/{source}: the sender or the receiver failed")
+    finally:
+        rest(net, "DELETE", f"/reservations/{granted['id']}")
+    return read_run(policer, source, granted["allocation"], frames, sender_log, receiver_log)
+
+
+def read_run(
+    policer: str,
+    source: str,
+    allocation: dict[str, Any],
+    frames: list[list[float]],
+    sender_log: Path,
+    receiver_log: Path,
+) -> Run:
+    sent = json.loads(sender_log.read_text())["frames"]
+    t0 = sent[0]["start_ns"]
+    got = {f["frame"]: f for f in json.loads(receiver_log.read_text())["frames"]}
+    offered, arrivals, lost = [], [], []
+    for record, offsets in zip(sent, frames, strict=True):
+        arrived = {
+            index: arrival for index, _sent, arrival in got.get(record["frame"], {}).get("packet_times", [])
+        }
+        for index, offset in enumerate(offsets):
+            scheduled = (record["start_ns"] - t0) // 1000 + round((offset - offsets[0]) * 1e6)
+            offered.append(scheduled)
+            if index in arrived:
+                arrivals.append((arrived[index] - t0) // 1000)
+            else:
+                lost.append(scheduled)
+    arrivals.sort()
+    return Run(
+        policer,
+        source,
+        {"rate": allocation["rate"], "burst": allocation["burst"]},
+        len(offered),
+        len(arrivals),
+        offered,
+        arrivals,
+        lost,
+    )
+
+
+def bound_curve(policer: str, end_us: int) -> tuple[list[float], list[float]]:
+    """A*(t) in kB against t in ms, fine enough to show the jumping window's steps."""
+    env = envelope(policer)
+    ts = list(range(0, end_us, 100))
+    return [t / 1000 for t in ts], [arrival_bytes(env, t) / 1000 for t in ts]
+
+
+def plot(runs: dict[str, dict[str, Run]], source: str, span_ms: float, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4.2), sharey=True)
+    for ax, policer in zip(axes, POLICERS, strict=True):
+        run = runs[policer][source]
+        offered = [t / 1000 for t in run.offered_us if t / 1000 <= span_ms]
+        ax.step(offered, [(i + 1) * PACKET / 1000 for i in range(len(offered))], where="post",
+                color="0.7", label="offered")  # fmt: skip
+        got = [t / 1000 for t in run.arrivals_us if t / 1000 <= span_ms]
+        ax.step(got, [(i + 1) * PACKET / 1000 for i in range(len(got))], where="post", color="tab:blue",
+                label=f"received ({run.received}/{run.sent} packets)")  # fmt: skip
+        if run.arrivals_us:
+            start = run.arrivals_us[0] / 1000
+            xs, ys = bound_curve(policer, int((span_ms - start) * 1000) + 1)
+            ax.plot(
+                [start + x for x in xs], ys, "--", color="black", lw=1, label="A*(t) from the first packet"
+            )
+        ax.set_title(policer.replace("_", " "))
+        ax.set_xlabel("time (ms)")
+        ax.set_xlim(0, span_ms)
+        ax.legend(loc="upper left", fontsize=8)
+    axes[0].set_ylabel("bytes (kB, IPv4)")
+    top = max(
+        (len([t for t in r[source].offered_us if t / 1000 <= span_ms]) for r in runs.values()), default=1
+    )
+    axes[0].set_ylim(0, top * PACKET / 1000 * 1.05)
+    fig.suptitle(f"E10: the {source} source through each policer (10 Mbit/s, 22,500 B; seed 000 Figs 11-14)")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def verdict(runs: dict[str, dict[str, Run]]) -> list[str]:
+    """Why E10 fails; empty if it passes."""
+    problems = []
+    for policer, by_source in runs.items():
+        conforming, greedy = by_source["conforming"], by_source["greedy"]
+        if conforming.received != conforming.sent:
+            problems.append(
+                f"{policer} cut the conforming source ({conforming.sent - conforming.received} lost)"
+            )
+        if greedy.over_bound > 0:
+            problems.append(f"{policer} let the greedy source {greedy.over_bound} B above A*(t)")
+        if greedy.rate < 0.9 * RATE:
+            problems.append(f"{policer} cut the greedy source to {greedy.rate:.0f} B/s, below 90% of rho")
+    jumping, moving = runs["jumping_window"]["edge"], runs["moving_window"]["edge"]
+    if jumping.most_within(WINDOW_US - TOLERANCE_US) <= BURST:
+        problems.append("the jumping window let no more than B through across an edge")
+    n = moving_ring(envelope("moving_window").policer).enforced
+    if moving.most_within(WINDOW_US - TOLERANCE_US) > n * PACKET:
+        problems.append("the moving window let more than n packets through within I")
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description="E10: the meter, jumping window and moving window side by side."
+    )
+    parser.add_argument("--seconds", type=float, default=3.0, help="length of each source")
+    parser.add_argument(
+        "--switch", choices=("terrapin", "bmv2"), default=os.environ.get("SWITCH", "terrapin")
+    )
+    args = parser.parse_args(argv)
+
+    work = RESULTS / "E10"
+    work.mkdir(parents=True, exist_ok=True)
+    patterns = sources(args.seconds)
+    runs: dict[str, dict[str, Run]] = {}
+    with running(christie.plan(), switch_kind=args.switch, rest_port=18081, state_dir=work) as net:
+        wait_ready(net)
+        for policer in POLICERS:
+            runs[policer] = {}
+            for source, frames in patterns.items():
+                print(f"running {policer} / {source}", flush=True)
+                runs[policer][source] = one_run(net, policer, source, frames, work / f"{policer}-{source}")
+
+    figures: dict[str, Any] = {}
+    for policer, by_source in runs.items():
+        alloc = by_source["conforming"].allocation
+        figures[f"{policer}.admitted_rate_Bps"] = alloc["rate"]
+        figures[f"{policer}.admitted_burst_B"] = alloc["burst"]
+        for source, run in by_source.items():
+            key = f"{policer}.{source}"
+            figures[f"{key}.sent"] = run.sent
+            figures[f"{key}.received"] = run.received
+            figures[f"{key}.loss"] = round(run.loss, 4)
+            figures[f"{key}.received_Bps"] = round(run.rate)
+            figures[f"{key}.most_bytes_within_T"] = run.most_within(WINDOW_US - TOLERANCE_US)
+            if source != "conforming":
+                figures[f"{key}.over_bound_B"] = run.over_bound
+                figures[f"{key}.first_cut_ms"] = run.first_cut_ms
+    for key, value in figures.items():
+        print(f"{key}: {value}")
+    for source, span in (("conforming", 200.0), ("greedy", 200.0), ("edge", 130.0)):
+        png = RESULTS / f"E10-{source}.png"
+        plot(runs, source, span, png)
+        print(f"plot: {png.relative_to(REPO)}")
+    problems = verdict(runs)
+    (RESULTS / "E10.json").write_text(
+        json.dumps(
+            {
+                "experiment": "E10",
+                "seed": "000 §2.2.2 Figs 3-5, 10; §4.1.1.1 Figs 11-14",
+                "command": "sudo build/venv/bin/python experiments/e10_policers.py "
+                + " ".join(argv or sys.argv[1:]),
+                "switch": args.switch,
+                "seconds": args.seconds,
+                "tolerance_us": TOLERANCE_US,
+                "policers": POLICERS,
+                "figures": figures,
+                "runs": {p: {s: asdict(r) for s, r in by.items()} for p, by in runs.items()},
+                "verdict": "pass" if not problems else "FAIL",
+                "problems": problems,
+            },
+            indent=1,
+        )
+    )
+    print("E10 policers: " + ("pass" if not problems else "FAIL " + "; ".join(problems)))
+    return 0 if not problems else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
