@@ -263,6 +263,21 @@ class MovingWindowGroupsPackets(WindowTest):
         self.check_policed(20, 12)
 
 
+class MovingWindowsOfTwoChannelsAreIndependent(WindowTest):
+    """Each channel has its own ring (cells channel_id * MOVING_SLOTS ...): two channels of
+    n = 2 per 10 s pass two frames each of the same burst."""
+
+    def runTest(self) -> None:
+        for channel, sport in ((3, 9600), (4, 9601)):
+            self.admit_moving_window(1, 2, udp_flow_key(sport, DPORT), channel_id=channel, priority=4,
+                                     xmin_us=0, interval_us=10_000_000, slots=2, smax=FRAME)
+        for sport in (9600, 9601):
+            self.send(1, self.frame(sport=sport), count=3)
+        self.assertEqual(len(self.forwarded()), 4)
+        self.check_policed(3, 2, channel=3)
+        self.check_policed(3, 2, channel=4)
+
+
 # ---- both ----------------------------------------------------------------------------------
 
 
