@@ -337,8 +337,9 @@ def main(argv: list[str] | None = None) -> int:
             {
                 "experiment": "E10",
                 "seed": "000 §2.2.2 Figs 3-5, 10; §4.1.1.1 Figs 11-14",
-                "command": "sudo build/venv/bin/python experiments/e10_policers.py "
-                + " ".join(argv or sys.argv[1:]),
+                "command": " ".join(
+                    ["sudo build/venv/bin/python experiments/e10_policers.py", *(argv or sys.argv[1:])]
+                ),
                 "switch": args.switch,
                 "seconds": args.seconds,
                 "tolerance_us": TOLERANCE_US,

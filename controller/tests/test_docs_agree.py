@@ -63,3 +63,18 @@ def test_numbers_match_p4src_constants() -> None:
     assert values["IP_PROTO_XTP"] == constants.IP_PROTO_XTP
     for code in MessageCode:
         assert values["RESV_" + code.name] == code.value
+    assert values["MOVING_SLOTS"] == constants.MOVING_SLOTS
+    assert values["MOVING_RING_CELLS"] == values["MAX_CHANNELS"] * constants.MOVING_SLOTS
+
+
+def test_policer_trailer_matches_docs_protocol_md() -> None:
+    text = section("Policer trailer")
+    layout = re.findall(r"^\s+(\d+)\s+(\d+) (\w+)", text, flags=re.M)
+    fields = [(int(offset), int(size)) for offset, size, _name in layout]
+    assert fields[0][0] == constants.MESSAGE_LENGTH
+    assert [o for o, _ in fields[1:]] == [o + s for o, s in fields[:-1]]
+    assert sum(s for _, s in fields) == messages._TRAILER.size == constants.POLICER_TRAILER_LENGTH
+    policer_line = next(line for line in text.splitlines() if re.match(r"^\s+56\s+1 policer", line))
+    codes = dict(re.findall(r"(\d) (jumping window|moving window)", policer_line))
+    assert {name.replace(" ", "_"): int(code) for code, name in codes.items()} == messages.POLICER_CODES
+    assert "bit 2 (`0x04`)" in section("Byte layout") and messages.FLAG_POLICER == 0x04

@@ -279,3 +279,25 @@ def test_rest_moving_window_is_enforced_by_the_first_switch(lab: Lab) -> None:
     # 4 of 10 through s1 again (its red counter is by channel id and kept counting: 6 + 6)
     assert [h["packets"] for h in hops] == [10, 4, 4] and hops[0]["red_packets"] == 12, hops
     assert lab.rest("DELETE", f"/reservations/{again['id']}")[0] == 204
+
+
+def test_inband_jumping_window_is_installed_at_the_first_switch(lab: Lab) -> None:
+    """The policer travels in the request's trailer: the ACCEPT carries the window's (ρ, σ)
+    = (9,000 B / 90 ms, 2 × 9,000 B) and echoes the policer; s1 gets the window."""
+    server = lab.host_background("h2", "serve", "--address", "10.0.2.2")
+    try:
+        time.sleep(0.3)
+        code, out = lab.host(
+            "h1", "request", "--dst", "10.0.2.2", "--sport", "7100", "--dport", "7101", "--priority", "4",
+            "--policer", "jumping_window", "--window-us", "90000", "--burst", "9000", "--context", "51",
+        )  # fmt: skip
+        assert code == 0 and out["outcome"] == "ACCEPTED", out
+        assert (out["rate"], out["burst"]) == (100_000, 18_000)
+        assert out["policer"]["kind"] == "jumping_window" and out["policer"]["window_us"] == 90_000
+        assert lab.action_name(lab.read_channels(1)[0]) == "TerrapinIngress.admit_jumping_window"
+        code, out = lab.host("h1", "close", "--dst", "10.0.2.2", "--context", "51")
+        assert code == 0 and out["outcome"] == "CLOSED", out
+        assert wait_for(lambda: all(lab.read_channels(i) == [] for i in (1, 2, 3)))
+    finally:
+        server.terminate()
+        server.wait(5)
