@@ -253,6 +253,7 @@ def test_rest_moving_window_is_enforced_by_the_first_switch(lab: Lab) -> None:
     def reserve_and_send() -> tuple[dict[str, Any], list[dict[str, Any]]]:
         status, res = lab.rest("POST", "/reservations", body)
         assert status == 201, res
+        channel_ids.append(lab.read_channels(1)[0].action.action.params[0].value)
         lab.send_udp("h1", "10.0.2.2", 5400, 6000, count=10)
 
         def counted() -> list[dict[str, Any]]:
@@ -262,6 +263,7 @@ def test_rest_moving_window_is_enforced_by_the_first_switch(lab: Lab) -> None:
         time.sleep(0.3)  # nothing more should arrive
         return res, counted()
 
+    channel_ids: list[bytes] = []
     res, hops = reserve_and_send()
     assert (res["allocation"]["rate"], res["allocation"]["burst"]) == (600, 6000)
     actions = [lab.action_name(lab.read_channels(i)[0]) for i in (1, 2, 3)]
@@ -275,7 +277,7 @@ def test_rest_moving_window_is_enforced_by_the_first_switch(lab: Lab) -> None:
     assert lab.rest("DELETE", f"/reservations/{res['id']}")[0] == 204
 
     again, hops = reserve_and_send()
-    assert again["id"] == res["id"]
+    assert channel_ids[0] == channel_ids[1]  # the data plane's channel id (not the REST id) is reused
     # 4 of 10 through s1 again (its red counter is by channel id and kept counting: 6 + 6)
     assert [h["packets"] for h in hops] == [10, 4, 4] and hops[0]["red_packets"] == 12, hops
     assert lab.rest("DELETE", f"/reservations/{again['id']}")[0] == 204
