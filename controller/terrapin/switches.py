@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -134,32 +134,12 @@ def _channel_table_entry(entry: ChannelEntry) -> fy.P4TableEntry:
         protocol=entry.selector.protocol,
         flow_key=entry.selector.flow_key,
     )
-    window = entry.window
-    if isinstance(window, JumpingWindowEntry):
+    if entry.window is not None:
+        # The entries' field names are the actions' parameter names (docs/dataplane.md).
+        name = A_ADMIT_JUMPING if isinstance(entry.window, JumpingWindowEntry) else A_ADMIT_MOVING
+        window = {key: int(value) for key, value in asdict(entry.window).items()}
         action = fy.P4TableAction(
-            A_ADMIT_JUMPING,
-            channel_id=entry.channel_id,
-            priority=entry.priority,
-            on_excess=excess,
-            window_us=window.window_us,
-            limit=window.limit,
-            count_packets=int(window.count_packets),
-            smax=window.smax,
-            tag=window.tag,
-        )
-        return fy.P4TableEntry(T_CHANNELS, match=match, action=action)
-    if isinstance(window, MovingWindowEntry):
-        action = fy.P4TableAction(
-            A_ADMIT_MOVING,
-            channel_id=entry.channel_id,
-            priority=entry.priority,
-            on_excess=excess,
-            xmin_us=window.xmin_us,
-            interval_us=window.interval_us,
-            last_slot=window.last_slot,
-            quantum=window.quantum,
-            smax=window.smax,
-            tag=window.tag,
+            name, channel_id=entry.channel_id, priority=entry.priority, on_excess=excess, **window
         )
         return fy.P4TableEntry(T_CHANNELS, match=match, action=action)
     return fy.P4TableEntry(

@@ -4,6 +4,7 @@ controller, and reservation messages travel through the data plane as ICMP."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -101,10 +102,27 @@ def test_rest_reservation_programs_every_hop_and_removal_clears_them(lab: Lab) -
         assert lab.read_channels(i) == []
 
 
-def test_inband_request_is_accepted_then_denied_when_full(lab: Lab) -> None:
+@contextlib.contextmanager
+def destination_serving(lab: Lab) -> Iterator[None]:
+    """h2 answers reservation requests (terrapin-host serve) while the block runs."""
     server = lab.host_background("h2", "serve", "--address", "10.0.2.2")
     try:
         time.sleep(0.3)
+        yield
+    finally:
+        server.terminate()
+        server.wait(5)
+
+
+def close_inband(lab: Lab, context: int) -> None:
+    """h1 closes its channel in band; every hop's entry goes."""
+    code, out = lab.host("h1", "close", "--dst", "10.0.2.2", "--context", str(context))
+    assert code == 0 and out["outcome"] == "CLOSED", out
+    assert wait_for(lambda: all(lab.read_channels(i) == [] for i in (1, 2, 3)))
+
+
+def test_inband_request_is_accepted_then_denied_when_full(lab: Lab) -> None:
+    with destination_serving(lab):
         code, out = lab.host(
             "h1",
             "request",
@@ -156,12 +174,7 @@ def test_inband_request_is_accepted_then_denied_when_full(lab: Lab) -> None:
         assert code == 0 and report["device_id"] == 1
         assert any(r["kind"] == "channel" and r["context"] == 41 for r in report["records"])
         # and the initiator closes it
-        code, out = lab.host("h1", "close", "--dst", "10.0.2.2", "--context", "41")
-        assert code == 0 and out["outcome"] == "CLOSED", out
-        assert wait_for(lambda: all(lab.read_channels(i) == [] for i in (1, 2, 3)))
-    finally:
-        server.terminate()
-        server.wait(5)
+        close_inband(lab, 41)
 
 
 def test_controller_restart_reconciles_and_loses_nothing(lab: Lab) -> None:
@@ -286,9 +299,7 @@ def test_rest_moving_window_is_enforced_by_the_first_switch(lab: Lab) -> None:
 def test_inband_jumping_window_is_installed_at_the_first_switch(lab: Lab) -> None:
     """The policer travels in the request's trailer: the ACCEPT carries the window's (ρ, σ)
     = (9,000 B / 90 ms, 2 × 9,000 B) and echoes the policer; s1 gets the window."""
-    server = lab.host_background("h2", "serve", "--address", "10.0.2.2")
-    try:
-        time.sleep(0.3)
+    with destination_serving(lab):
         code, out = lab.host(
             "h1", "request", "--dst", "10.0.2.2", "--sport", "7100", "--dport", "7101", "--priority", "4",
             "--policer", "jumping_window", "--window-us", "90000", "--burst", "9000", "--context", "51",
@@ -297,9 +308,4 @@ def test_inband_jumping_window_is_installed_at_the_first_switch(lab: Lab) -> Non
         assert (out["rate"], out["burst"]) == (100_000, 18_000)
         assert out["policer"]["kind"] == "jumping_window" and out["policer"]["window_us"] == 90_000
         assert lab.action_name(lab.read_channels(1)[0]) == "TerrapinIngress.admit_jumping_window"
-        code, out = lab.host("h1", "close", "--dst", "10.0.2.2", "--context", "51")
-        assert code == 0 and out["outcome"] == "CLOSED", out
-        assert wait_for(lambda: all(lab.read_channels(i) == [] for i in (1, 2, 3)))
-    finally:
-        server.terminate()
-        server.wait(5)
+        close_inband(lab, 51)

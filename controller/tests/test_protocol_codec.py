@@ -185,27 +185,17 @@ def test_status_records_round_trip_and_truncate() -> None:
 
 # ---- the policer trailer (docs/protocol.md "Policer trailer") ------------------------------
 
-MOVING = ReservationMessage(
-    code=MessageCode.REQUEST_ADMIT,
+MOVING = replace(
+    ADMIT,
     context=9,
-    initiator="10.0.1.2",
-    destination="10.0.2.2",
-    protocol=17,
-    priority=5,
-    flow_key=flow_key_from_ports(5000, 6000),
+    flags=0,
+    rate=0,
+    burst=0,
     max_packet=4500,
     policer=Policer(MOVING_WINDOW, xmin_us=900, xave_us=3600, interval_us=18_000),
 )
-JUMPING = ReservationMessage(
-    code=MessageCode.REQUEST_ADMIT,
-    context=10,
-    initiator="10.0.1.2",
-    destination="10.0.2.2",
-    protocol=17,
-    priority=5,
-    burst=22_500,
-    max_packet=4500,
-    policer=Policer(JUMPING_WINDOW, window_us=18_000, count_packets=True),
+JUMPING = replace(
+    MOVING, context=10, burst=22_500, policer=Policer(JUMPING_WINDOW, window_us=18_000, count_packets=True)
 )
 
 

@@ -195,6 +195,21 @@ class TerrapinTest(BaseTest):  # type: ignore[misc]
     def send(self, port: int, pkt: Packet | bytes, count: int = 1) -> None:
         tu.send_packet(self, port, bytes(pkt), count)
 
+    def send_at(self, port: int, schedule: list[tuple[float, bytes]]) -> float:
+        """Sends each frame at its offset (seconds from now); returns the span, first to last
+        send, as the sender measured it."""
+        start = time.monotonic()
+        first = last = start
+        for i, (offset, frame) in enumerate(schedule):
+            delay = start + offset - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            self.send(port, frame)
+            last = time.monotonic()
+            if i == 0:
+                first = last
+        return last - first
+
     def expect(self, pkt: Packet | bytes | object, port: int, timeout: float = 2.0) -> None:
         tu.verify_packet(self, pkt, port, timeout=timeout)
 

@@ -17,8 +17,6 @@ keeps its packets at least 50 ms away from the window edges it relies on.
 
 from __future__ import annotations
 
-import time
-
 from finsy.proto import p4r
 
 from p4runtime_client import P4RuntimeError
@@ -40,22 +38,22 @@ class WindowTest(TerrapinTest):
     def frame(self, size: int = FRAME, sport: int = SPORT) -> bytes:
         return bytes(sized_udp(1, 2, size, sport=sport, dport=DPORT))
 
-    def send_at(self, schedule: list[tuple[float, bytes]]) -> float:
-        """Sends each frame at its offset (seconds from now); returns the span first to last."""
-        start = time.monotonic()
-        first = last = start
-        for i, (offset, frame) in enumerate(schedule):
-            delay = start + offset - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-            self.send(1, frame)
-            last = time.monotonic()
-            if i == 0:
-                first = last
-        return last - first
+    def offer(self, schedule: list[tuple[float, bytes]]) -> float:
+        return self.send_at(1, schedule)
 
     def forwarded(self) -> list[bytes]:
         return [p for _, p in self.collect(2, idle=1.0)]
+
+    def check_untouched(self, entry: object, got: list[bytes], count: int) -> None:
+        """All `count` frames arrived unchanged, from the channel's queue, none red."""
+        self.assertEqual(len(got), count)
+        expected = bytes(routed(sized_udp(1, 2, FRAME, sport=SPORT, dport=DPORT), 2))
+        for packet in got:
+            self.assertEqual(packet, expected)
+        self.assertEqual(queue_counts(self, 2), [0, 0, 0, 0, 0, count, 0, 0])
+        self.assertEqual(self.sw.direct_counter(entry), (count, count * FRAME))  # type: ignore[arg-type]
+        self.check_policed(count, count)
+        self.assertEqual(self.drops("DROP_POLICED"), 0)
 
     def check_policed(self, offered: int, passed: int, channel: int | None = None) -> None:
         """Excess is red: counted in channel_red and dropped as DROP_POLICED."""
@@ -75,16 +73,8 @@ class JumpingWindowConformingPassesUntouched(WindowTest):
         entry = self.admit_jumping_window(1, 2, FLOW, channel_id=self.CHANNEL, priority=self.PRIORITY,
                                           window_us=300_000, limit=4 * FRAME)
         frame = self.frame()
-        self.send_at([(0.1 * i, frame) for i in range(10)])
-        got = self.forwarded()
-        self.assertEqual(len(got), 10)
-        expected = bytes(routed(sized_udp(1, 2, FRAME, sport=SPORT, dport=DPORT), 2))
-        for packet in got:
-            self.assertEqual(packet, expected)
-        self.assertEqual(queue_counts(self, 2), [0, 0, 0, 0, 0, 10, 0, 0])
-        self.assertEqual(self.sw.direct_counter(entry), (10, 10 * FRAME))
-        self.check_policed(10, 10)
-        self.assertEqual(self.drops("DROP_POLICED"), 0)
+        self.offer([(0.1 * i, frame) for i in range(10)])
+        self.check_untouched(entry, self.forwarded(), 10)
 
 
 class JumpingWindowLetsTwoBurstsAcrossAnEdge(WindowTest):
@@ -98,7 +88,7 @@ class JumpingWindowLetsTwoBurstsAcrossAnEdge(WindowTest):
                                   window_us=400_000, limit=4 * FRAME)
         frame = self.frame()
         schedule = [(0.0, frame)] + [(0.3, frame)] * 3 + [(0.5, frame)] * 6
-        self.send_at(schedule)
+        self.offer(schedule)
         passed = len(self.forwarded())
         edge = passed - 1  # the frames of the two bursts that passed
         self.record_figure(f"B={4 * FRAME} B T=0.4 s: {edge * FRAME} B passed within 0.2 s across the "
@@ -121,7 +111,7 @@ class JumpingWindowCutsAGreedySource(WindowTest):
         interval = FRAME / (5 * limit / window)
         frame = self.frame()
         schedule = [(i * interval, frame) for i in range(int(3.0 / interval) + 1)]
-        span = self.send_at(schedule)
+        span = self.offer(schedule)
         forwarded = len(self.forwarded()) * FRAME
         slack = 0.1
         low = limit * int((span - slack) / window)
@@ -145,7 +135,7 @@ class JumpingWindowsFollowOneAnother(WindowTest):
         self.admit_jumping_window(1, 2, FLOW, channel_id=self.CHANNEL, priority=self.PRIORITY,
                                   window_us=300_000, limit=FRAME)
         frame = self.frame()
-        self.send_at([(0.25 * i, frame) for i in range(6)])
+        self.offer([(0.25 * i, frame) for i in range(6)])
         self.assertEqual(len(self.forwarded()), 5)
 
 
@@ -183,15 +173,8 @@ class MovingWindowConformingPassesUntouched(WindowTest):
         entry = self.admit_moving_window(1, 2, FLOW, channel_id=self.CHANNEL, priority=self.PRIORITY,
                                          xmin_us=20_000, interval_us=400_000, slots=4, smax=FRAME)
         frame = self.frame()
-        self.send_at([(0.11 * i, frame) for i in range(10)])
-        got = self.forwarded()
-        self.assertEqual(len(got), 10)
-        expected = bytes(routed(sized_udp(1, 2, FRAME, sport=SPORT, dport=DPORT), 2))
-        for packet in got:
-            self.assertEqual(packet, expected)
-        self.assertEqual(queue_counts(self, 2), [0, 0, 0, 0, 0, 10, 0, 0])
-        self.assertEqual(self.sw.direct_counter(entry), (10, 10 * FRAME))
-        self.check_policed(10, 10)
+        self.offer([(0.11 * i, frame) for i in range(10)])
+        self.check_untouched(entry, self.forwarded(), 10)
 
 
 class MovingWindowHoldsAcrossAnEdge(WindowTest):
@@ -204,7 +187,7 @@ class MovingWindowHoldsAcrossAnEdge(WindowTest):
                                  xmin_us=0, interval_us=400_000, slots=4, smax=FRAME)
         frame = self.frame()
         schedule = [(0.0, frame)] + [(0.3, frame)] * 3 + [(0.5, frame)] * 6
-        self.send_at(schedule)
+        self.offer(schedule)
         passed = len(self.forwarded())
         edge = passed - 1
         self.record_figure(f"n=4 I=0.4 s: {edge * FRAME} B passed within 0.2 s across the edge "
@@ -224,7 +207,7 @@ class MovingWindowCutsAGreedySource(WindowTest):
         gap = interval_s / (5 * n)
         frame = self.frame()
         schedule = [(i * gap, frame) for i in range(int(3.0 / gap) + 1)]
-        span = self.send_at(schedule)
+        span = self.offer(schedule)
         passed = len(self.forwarded())
         slack = 0.1
         self.record_figure(f"n={n} I={interval_s} s t={span:.3f} s n*(floor(t/I)+1)="
@@ -244,7 +227,7 @@ class MovingWindowKeepsXminAndSmax(WindowTest):
                                  xmin_us=100_000, interval_us=1_000_000, slots=32, smax=600)
         frame = self.frame()
         schedule = [(0.0, frame)] * 10 + [(0.15, self.frame(700)), (0.2, frame)]
-        self.send_at(schedule)
+        self.offer(schedule)
         sizes = [len(p) for p in self.forwarded()]
         self.assertEqual(sizes, [FRAME, FRAME])
         self.check_policed(len(schedule), 2)
@@ -258,7 +241,7 @@ class MovingWindowGroupsPackets(WindowTest):
         self.admit_moving_window(1, 2, FLOW, channel_id=self.CHANNEL, priority=self.PRIORITY,
                                  xmin_us=0, interval_us=400_000, slots=2, quantum=3, smax=FRAME)
         frame = self.frame()
-        self.send_at([(0.0, frame)] * 10 + [(0.5, frame)] * 10)
+        self.offer([(0.0, frame)] * 10 + [(0.5, frame)] * 10)
         self.assertEqual(len(self.forwarded()), 12)
         self.check_policed(20, 12)
 
