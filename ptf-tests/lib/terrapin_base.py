@@ -33,6 +33,7 @@ from scapy.all import (  # type: ignore[attr-defined]
     bind_layers,
     checksum,
 )
+from terrapin.bmv2 import Bmv2Cli
 
 from p4runtime_client import MeterEnvelope, P4RuntimeClient
 
@@ -168,6 +169,9 @@ class TerrapinTest(BaseTest):  # type: ignore[misc]
         self.sw.set_pipeline(params["p4info"], params["json"])
         self.rate_limited_port = int(params.get("rate_limited_port", 4))
         self.rate_limited_bps = int(params.get("rate_limited_bps", 1_000_000))
+        self.bmv2_cli = (
+            Bmv2Cli(params["bmv2_cli"], int(params["thrift_port"])) if self.switch_kind == "bmv2" else None
+        )
         self.figures_file = params.get("figures_file")
         self.install_topology()
 
@@ -235,6 +239,15 @@ class TerrapinTest(BaseTest):  # type: ignore[misc]
         marker = ipv4_packet(port, host_ip(dst_port), proto_layer=UDP(sport=1, dport=1), payload_len=18)
         self.send(port, marker)
         self.expect(routed(marker, dst_port), dst_port, timeout=5.0)
+
+    def register(self, name: str, index: int) -> int:
+        """One register cell. p4lang's simple_switch_grpc answers P4Runtime register reads with
+        UNIMPLEMENTED (PI does not implement them), so on BMv2 the cell is read through BMv2's
+        own Thrift CLI, the way its operators read registers (docs/bmv2.md)."""
+        if self.bmv2_cli is None:
+            return self.sw.register(name, index)
+        full_name = self.sw.schema.register(name).preamble.name
+        return self.bmv2_cli.read_registers([full_name])[full_name][index]
 
     def queue_cell(self, port: int, priority: int) -> int:
         return port * C["QUEUES_PER_PORT"] + priority

@@ -243,6 +243,70 @@ func TestQueueMetadata(t *testing.T) {
 	}
 }
 
+// TestQueueDepthIsPerPriority: enq_qdepth and deq_qdepth count the packet's
+// own priority queue, not the whole port, as p4lang's simple_switch reports
+// them (egress_buffers.size(port, priority)). A backlog at one priority is
+// invisible to a packet of another.
+func TestQueueDepthIsPerPriority(t *testing.T) {
+	tn := newTestNet(t, 2, 1500)
+	const rate = 1_500_000 // 1500-byte frames: 8 ms each, so the backlog stays
+	d := tn.newDevice(t, Config{Ports: []PortConfig{
+		{Num: 1, Iface: tn.sw(1)}, {Num: 2, Iface: tn.sw(2), RateBps: rate},
+	}})
+	m := crossConnect(2)
+	m.PriorityOffset = 18
+	m.StampOffset = 20
+	d.SetPipeline(m)
+	h1, h2 := tn.hostSocket(t, 1), tn.hostSocket(t, 2)
+	start(t, d)
+	bursts := []struct {
+		prio  byte
+		count int
+	}{{1, 12}, {5, 4}, {3, 6}}
+	seq := uint32(0)
+	for _, b := range bursts {
+		for i := 0; i < b.count; i++ {
+			h1.send(t, testFrame(1500, seq, b.prio))
+			seq++
+		}
+	}
+	// Per priority: the most enq_qdepth any of its frames saw, and how many
+	// of its frames there were.
+	maxEnq := map[byte]uint32{}
+	seen := map[byte]int{}
+	for i := uint32(0); i < seq; i++ {
+		f, _ := h2.recv(t, 2*time.Second)
+		if f == nil {
+			t.Fatalf("%d of %d frames arrived", i, seq)
+		}
+		prio := f[36]
+		enqDepth := binary.BigEndian.Uint32(f[24:])
+		deqDepth := binary.BigEndian.Uint32(f[32:])
+		seen[prio]++
+		if enqDepth > maxEnq[prio] {
+			maxEnq[prio] = enqDepth
+		}
+		// Frames of one queue leave in order: after the k-th of n left, at
+		// most n-k remain in that queue, whatever the other queues hold.
+		var count int
+		for _, b := range bursts {
+			if b.prio == prio {
+				count = b.count
+			}
+		}
+		if left := uint32(count - seen[prio]); deqDepth > left {
+			t.Errorf("priority %d frame %d: deq_qdepth %d, but only %d of its queue remain", prio, seen[prio], deqDepth, left)
+		}
+	}
+	for _, b := range bursts {
+		// The burst arrives faster than the port sends: its last frames find
+		// most of it waiting, and never a frame of another priority.
+		if got := maxEnq[b.prio]; got >= uint32(b.count) || got < uint32(b.count/2) {
+			t.Errorf("priority %d: largest enq_qdepth %d, want %d..%d (its own queue only)", b.prio, got, b.count/2, b.count-1)
+		}
+	}
+}
+
 func TestStrictPriority(t *testing.T) {
 	tn := newTestNet(t, 2, 1500)
 	const rate = 1_500_000

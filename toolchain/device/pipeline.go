@@ -26,9 +26,9 @@ type Job struct {
 // QueueMeta is the queueing metadata egress sees, in BMv2's units.
 type QueueMeta struct {
 	EnqTimestampUs uint64 // µs of the device clock when enqueued
-	EnqQdepth      uint32 // packets on the port, all queues, before this one
+	EnqQdepth      uint32 // packets in this packet's priority queue before it
 	DeqTimedeltaUs uint32 // µs spent queued
-	DeqQdepth      uint32 // packets left on the port after this one left
+	DeqQdepth      uint32 // packets left in its priority queue after it left
 	Qid            uint8  // the queue, equal to the priority, as BMv2 reports it
 }
 

@@ -189,7 +189,9 @@ func (w *worker) enqueueLocked(eg *egressPort, job Job, pipe Pipeline) {
 		// stamp it exactly.
 		enqNs = w.d.nowNs()
 	}
-	q.push(queued{job: job, pipe: pipe, enqNs: enqNs, enqDepth: uint32(eg.depth)})
+	// enq_qdepth is the depth of the packet's own priority queue, as in
+	// p4lang's simple_switch (egress_buffers.size(port, priority)).
+	q.push(queued{job: job, pipe: pipe, enqNs: enqNs, enqDepth: uint32(q.n)})
 	eg.depth++
 	q.enq.Add(1)
 	q.depth.Store(int64(q.n))
@@ -263,7 +265,7 @@ func (w *worker) egress(eg *egressPort, e queued, now int64) int {
 		EnqTimestampUs: uint64(enqUs),
 		EnqQdepth:      e.enqDepth,
 		DeqTimedeltaUs: uint32(now/1e3 - enqUs),
-		DeqQdepth:      uint32(eg.depth),
+		DeqQdepth:      uint32(eg.queues[e.job.Priority].n),
 		Qid:            e.job.Priority,
 	}
 	frame, more := e.pipe.Egress(e.job, q, w.more[:0], &w.scratch)
