@@ -19,7 +19,10 @@ GO       ?= $(shell cat $(BUILD)/go.path 2>/dev/null || command -v go)
 
 # The P4 compiler: the bundled terrapin-p4c, or p4lang's p4c-bm2-ss (same flags).
 P4C      ?= $(BIN)/terrapin-p4c
-# The switch: terrapin (bundled terrapin-switch) or bmv2 (p4lang's simple_switch_grpc).
+# The switch: terrapin (bundled terrapin-switch) or bmv2 (p4lang's simple_switch_grpc: from PATH,
+# else from build/oracle/bin, which `make bmv2` builds; scripts/bmv2-bin.sh decides).
+# `make ptf` runs both switches unless SWITCH names one.
+PTF_SWITCHES := $(if $(filter undefined default,$(origin SWITCH)),,$(SWITCH))
 SWITCH   ?= terrapin
 # STF conformance: the corpus, whose JSON the engine runs (ours | p4c), and the path
 # packets and entries take (engine | p4runtime).
@@ -58,13 +61,17 @@ p4: toolchain
 controller:
 	$(VENV)/bin/pip install -q -e controller
 
+# The switch binary SWITCH names; for bmv2 the recipe asks scripts/bmv2-bin.sh (which says what
+# to do when BMv2 is not there).
+SWITCH_BIN = $(if $(filter bmv2,$(SWITCH)),$$(bash scripts/bmv2-bin.sh simple_switch_grpc),$(BIN)/terrapin-switch)
+
 conformance: toolchain
-	$(BIN)/terrapin-stf --corpus $(CORPUS) --json $(JSON) --via $(VIA) \
-	    --p4c $(BIN)/terrapin-p4c --switch $(BIN)/terrapin-switch \
+	sw=$(SWITCH_BIN) && $(BIN)/terrapin-stf --corpus $(CORPUS) --json $(JSON) --via $(VIA) \
+	    --p4c $(BIN)/terrapin-p4c --switch "$$sw" \
 	    --xfail toolchain/stf/xfail-$(JSON)-$(VIA).txt
 
 ptf: toolchain p4
-	bash ptf-tests/run.sh
+	PTF_SWITCHES="$(PTF_SWITCHES)" bash ptf-tests/run.sh
 
 shell:
 	bash scripts/p4rt-shell.sh

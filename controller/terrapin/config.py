@@ -17,8 +17,8 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from terrapin.admission.model import ALL_TESTS, PortId, PortModel, ServiceClass
-from terrapin.constants import ADMITTED_PRIORITIES, CPU_PORT
+from terrapin.admission.model import ALL_TESTS, PortId, PortModel, ServiceClass, ceil_div
+from terrapin.constants import ADMITTED_PRIORITIES, CONTROL_FRAME_BYTES, CPU_PORT
 
 _MAC = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
 
@@ -70,7 +70,7 @@ class AdmissionConfig(_Strict):
     allocation_interval_us: int = Field(default=0, ge=0)
     per_channel_overhead_us: int = Field(default=0, ge=0)
     control_rate: int = Field(default=12_000, ge=0)  # bytes/s the protocol may use at level 7
-    control_burst: int = Field(default=8 * 90, ge=0)  # eight 90-byte messages back to back
+    control_burst: int = Field(default=8 * CONTROL_FRAME_BYTES, ge=0)  # eight messages back to back
 
     @field_validator("level_delay_budget_us")
     @classmethod
@@ -85,6 +85,10 @@ class PortConfig(_Strict):
     number: int = Field(ge=0, lt=CPU_PORT)
     mac: str
     rate_bps: int = Field(gt=0)
+    # Set when the switch shapes the port in packets/s rather than bytes/s (BMv2's set_queue_rate,
+    # which limits each priority queue to this many packets/s whatever their size): admission then
+    # charges every packet one largest-packet slot (docs/controller.md, "Packet-rate ports").
+    rate_pps: int | None = Field(default=None, gt=0)
     peer: str  # a host name, or "switch:port" for a trunk
     gateway_ip: str | None = None
     admission: dict[str, object] = Field(default_factory=dict)
@@ -107,7 +111,18 @@ class SwitchConfig(_Strict):
     address: str  # P4Runtime gRPC address host:port
     device_id: int = Field(default=1, ge=0)
     router_ip: str | None = None  # source of messages this router originates
+    # terrapin: terrapin-switch; bmv2: p4lang's simple_switch_grpc, whose P4Runtime server does not
+    # read registers, so telemetry goes through `bmv2_cli` on `thrift_port` (terrapin/bmv2.py).
+    kind: Literal["terrapin", "bmv2"] = "terrapin"
+    thrift_port: int | None = Field(default=None, gt=0, le=65535)
+    bmv2_cli: str = "simple_switch_CLI"
     ports: list[PortConfig]
+
+    @model_validator(mode="after")
+    def _bmv2_thrift(self) -> SwitchConfig:
+        if self.kind == "bmv2" and self.thrift_port is None:
+            raise ValueError(f"switch {self.name}: kind bmv2 needs thrift_port (its --thrift-port)")
+        return self
 
     @field_validator("router_ip")
     @classmethod
@@ -220,19 +235,32 @@ class Config(_Strict):
         for s in self.switches:
             for p in s.ports:
                 adm = AdmissionConfig.model_validate(self.admission.model_dump() | p.admission)
-                models.append(port_model(PortId(s.name, p.number), p.rate_bps, adm))
+                models.append(port_model(PortId(s.name, p.number), p.rate_bps, adm, p.rate_pps))
         return models
 
 
-def port_model(port: PortId, rate_bps: int, adm: AdmissionConfig) -> PortModel:
+def port_model(port: PortId, rate_bps: int, adm: AdmissionConfig, rate_pps: int | None = None) -> PortModel:
     line = rate_bps // 8
+    best_effort_packet = -1 if adm.best_effort_max_packet is None else adm.best_effort_max_packet
+    control_rate, control_burst = adm.control_rate, adm.control_burst
+    slot = 0
+    if rate_pps is not None:
+        # A packet-rate port carries rate_pps packets/s of any size: C is rate_pps largest-packet
+        # slots, and every packet, a small protocol message or a lower level's packet on the wire
+        # included, takes one whole slot.
+        slot = adm.largest_packet
+        line = rate_pps * slot
+        best_effort_packet = slot
+        control_rate = ceil_div(control_rate, CONTROL_FRAME_BYTES) * slot
+        control_burst = ceil_div(control_burst, CONTROL_FRAME_BYTES) * slot
     return PortModel(
         port=port,
         line_rate=line,
         queue_capacity=adm.queue_capacity,
         largest_packet=adm.largest_packet,
         reservable_rate=max(1, int(Fraction(str(adm.reservable_fraction)) * line)),
-        best_effort_max_packet=-1 if adm.best_effort_max_packet is None else adm.best_effort_max_packet,
+        best_effort_max_packet=best_effort_packet,
+        packet_slot=slot,
         packet_granularity=adm.packet_granularity,
         timer_tick_us=adm.timer_tick_us,
         tests=tuple(t for t in ALL_TESTS if t in adm.tests),
@@ -244,8 +272,8 @@ def port_model(port: PortId, rate_bps: int, adm: AdmissionConfig) -> PortModel:
         best_effort_floor=Fraction(str(adm.best_effort_floor)),
         allocation_interval_us=adm.allocation_interval_us,
         per_channel_overhead_us=adm.per_channel_overhead_us,
-        control_rate=adm.control_rate,
-        control_burst=adm.control_burst,
+        control_rate=control_rate,
+        control_burst=control_burst,
     )
 
 

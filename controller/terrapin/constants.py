@@ -35,6 +35,9 @@ POLICER_TRAILER_LENGTH = 16
 ETHERNET_HEADER = 14
 # p4src MOVING_SLOTS: the moving window's ring of timestamps per channel.
 MOVING_SLOTS = 32
+# A message as a frame on the wire: Ethernet + IPv4 20 + the message (the protocol's envelope at
+# level 7 is counted in these).
+CONTROL_FRAME_BYTES = ETHERNET_HEADER + 20 + MESSAGE_LENGTH
 
 
 class MessageCode(enum.IntEnum):

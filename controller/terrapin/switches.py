@@ -2,7 +2,9 @@
 
 Built on finsy (asyncio P4Runtime client: one gRPC stream per switch, arbitration, P4Info-aware
 entities, packet I/O, reconnection). Only standard P4Runtime is used, so the same code drives
-terrapin-switch and p4lang's simple_switch_grpc. docs/controller.md explains the choice.
+terrapin-switch and p4lang's simple_switch_grpc. docs/controller.md explains the choice. The one
+exception: simple_switch_grpc does not implement P4Runtime register reads and writes, so for a
+`kind: bmv2` switch the telemetry registers go through BMv2's Thrift CLI (terrapin/bmv2.py).
 
 Names and units come from docs/dataplane.md ("Controller-facing names").
 """
@@ -20,6 +22,7 @@ import finsy as fy
 
 from terrapin.admission.model import JUMPING_WINDOW, MOVING_WINDOW, ChannelEnvelope, HopAllocation, ceil_div
 from terrapin.admission.policers import moving_ring
+from terrapin.bmv2 import Bmv2Cli
 from terrapin.config import Config
 from terrapin.constants import ETHERNET_HEADER
 from terrapin.paths import (
@@ -243,6 +246,11 @@ class SwitchFabric:
             s.name: fy.Switch(s.name, s.address, options(device_id=s.device_id)) for s in config.switches
         }
         self._ready = {name: asyncio.Event() for name in self._switches}
+        self._bmv2_cli = {
+            s.name: Bmv2Cli(s.bmv2_cli, s.thrift_port)
+            for s in config.switches
+            if s.kind == "bmv2" and s.thrift_port is not None
+        }
         self._tasks: list[asyncio.Task[None]] = []
         self.reconciled: dict[str, ReconcileReport] = {}
         self.last_error: dict[str, str] = {}
@@ -405,8 +413,14 @@ class SwitchFabric:
         sw = self._switch(name)
         cells = [(port, prio) for port in ports for prio in range(QUEUES_PER_PORT)]
         indices = [port * QUEUES_PER_PORT + prio for port, prio in cells]
-        depth = await _read_registers(sw, R_MAX_DEPTH, indices)
-        delay = await _read_registers(sw, R_MAX_DELAY, indices)
+        cli = self._bmv2_cli.get(name)
+        if cli is None:
+            depth = await _read_registers(sw, R_MAX_DEPTH, indices)
+            delay = await _read_registers(sw, R_MAX_DELAY, indices)
+        else:
+            arrays = await asyncio.to_thread(cli.read_registers, [R_MAX_DEPTH, R_MAX_DELAY])
+            depth = {i: arrays[R_MAX_DEPTH][i] for i in indices if i < len(arrays[R_MAX_DEPTH])}
+            delay = {i: arrays[R_MAX_DELAY][i] for i in indices if i < len(arrays[R_MAX_DELAY])}
         traffic = await _read_counters(sw, C_QUEUE_TRAFFIC, indices)
         return [
             QueueTelemetry(
@@ -422,6 +436,11 @@ class SwitchFabric:
 
     async def reset_queue_telemetry(self, name: str, ports: Iterable[int]) -> None:
         sw = self._switch(name)
+        cli = self._bmv2_cli.get(name)
+        if cli is not None:
+            # BMv2's CLI resets a whole register array, every port's cells.
+            await asyncio.to_thread(cli.reset_registers, [R_MAX_DEPTH, R_MAX_DELAY])
+            return
         updates = []
         for port in ports:
             for prio in range(QUEUES_PER_PORT):

@@ -1,6 +1,6 @@
-"""A small real network for the integration tests: namespaces, veths, terrapin-switch processes
-and the controller process. Every name starts with `trptctl`; `Lab.close()` removes everything it
-made, also after a failure."""
+"""A small real network for the integration tests: namespaces, veths, switch processes
+(terrapin-switch, or p4lang's simple_switch_grpc with `kind="bmv2"`) and the controller process.
+Every name starts with `trptctl`; `Lab.close()` removes everything it made, also after a failure."""
 
 from __future__ import annotations
 
@@ -23,6 +23,8 @@ from finsy.proto import p4r as p4runtime_pb2
 from finsy.proto import p4r_grpc as p4runtime_pb2_grpc
 from google.protobuf import text_format
 
+from terrapin.bmv2 import Bmv2Cli, queue_rate_pps
+
 REPO = Path(__file__).resolve().parents[2]
 SWITCH_BIN = REPO / "build" / "bin" / "terrapin-switch"
 P4_JSON = REPO / "build" / "p4" / "terrapin.json"
@@ -32,14 +34,34 @@ HOST_BIN = REPO / "build" / "venv" / "bin" / "terrapin-host"
 TOKEN = "integration-token"
 REST_PORT = 19720
 GRPC_BASE = 19730
+THRIFT_BASE = 19750  # BMv2's runtime (Thrift) server, for its CLI
+MTU = 1500
+SWITCH_KINDS = ("terrapin", "bmv2")
 
 
-def missing_prerequisites() -> str | None:
+def bmv2_command(name: str) -> str:
+    """Where p4lang's BMv2 command `name` is (scripts/bmv2-bin.sh decides, for every caller)."""
+    found = subprocess.run(
+        ["bash", str(REPO / "scripts" / "bmv2-bin.sh"), name], capture_output=True, text=True, check=False
+    )
+    if found.returncode != 0:
+        raise FileNotFoundError(found.stderr.strip())
+    return found.stdout.strip()
+
+
+def missing_prerequisites(kind: str = "terrapin") -> str | None:
     if os.geteuid() != 0:
         return "needs root (network namespaces)"
-    for path in (SWITCH_BIN, P4_JSON, P4_INFO, CONTROLLER_BIN, HOST_BIN):
+    for path in (P4_JSON, P4_INFO, CONTROLLER_BIN, HOST_BIN):
         if not path.exists():
             return f"{path} is missing (make toolchain p4 controller)"
+    if kind == "terrapin" and not SWITCH_BIN.exists():
+        return f"{SWITCH_BIN} is missing (make toolchain)"
+    if kind == "bmv2":
+        try:
+            bmv2_command("simple_switch_grpc")
+        except FileNotFoundError as missing:
+            return str(missing)
     if shutil.which("ip") is None:
         return "iproute2 is missing"
     return None
@@ -54,6 +76,7 @@ class Lab:
     """h1 — s1 — s2 — s3 — h2 (3 switches, so a path has interior hops)."""
 
     workdir: Path
+    kind: str = "terrapin"
     switches: int = 3
     rate_bps: int = 10_000_000
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
@@ -129,9 +152,12 @@ class Lab:
         return [(1, left), (2, right)]
 
     def start_switch(self, i: int) -> None:
-        args = [str(SWITCH_BIN), "--no-p4", "--device-id", str(i)]
+        binary = str(SWITCH_BIN) if self.kind == "terrapin" else bmv2_command("simple_switch_grpc")
+        args = [binary, "--no-p4", "--device-id", str(i)]
         for port, iface in self.interfaces(i):
             args += ["-i", f"{port}@{iface}"]
+        if self.kind == "bmv2":
+            args += ["--thrift-port", str(THRIFT_BASE + i)]
         args += [
             "--",
             "--grpc-server-addr",
@@ -141,8 +167,9 @@ class Lab:
             "--priority-queues",
             "8",
         ]
-        for port, _iface in self.interfaces(i):
-            args += ["--port-rate", f"{port}:{self.rate_bps}"]
+        if self.kind == "terrapin":
+            for port, _iface in self.interfaces(i):
+                args += ["--port-rate", f"{port}:{self.rate_bps}"]
         with open(self.workdir / f"s{i}.log", "ab") as log:
             self.procs[f"s{i}"] = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 10
@@ -151,10 +178,18 @@ class Lab:
                 grpc.channel_ready_future(grpc.insecure_channel(f"127.0.0.1:{GRPC_BASE + i}")).result(
                     timeout=0.5
                 )
-                return
+                break
             except grpc.FutureTimeoutError:
                 continue
-        raise RuntimeError(f"switch s{i} did not start; see {self.workdir}/s{i}.log")
+        else:
+            raise RuntimeError(f"switch s{i} did not start; see {self.workdir}/s{i}.log")
+        if self.kind == "bmv2":
+            # simple_switch has no rate flag: its CLI limits every queue of each port (packets/s).
+            pps = queue_rate_pps(self.rate_bps, MTU)
+            self.bmv2_cli(i).shape_ports({port: pps for port, _iface in self.interfaces(i)})
+
+    def bmv2_cli(self, i: int) -> Bmv2Cli:
+        return Bmv2Cli(bmv2_command("simple_switch_CLI"), THRIFT_BASE + i)
 
     def stop_switch(self, i: int) -> None:
         self._stop(f"s{i}")
@@ -170,6 +205,8 @@ class Lab:
                     "mac": f"02:00:00:00:0{i}:0{port}",
                     "rate_bps": self.rate_bps,
                 }
+                if self.kind == "bmv2":
+                    entry["rate_pps"] = queue_rate_pps(self.rate_bps, MTU)
                 if i == 1 and port == 1:
                     entry.update(peer="h1", gateway_ip="10.0.1.1")
                 elif i == n and port == 2:
@@ -177,14 +214,19 @@ class Lab:
                 else:
                     entry["peer"] = f"s{i - 1}:2" if port == 1 else f"s{i + 1}:1"
                 ports.append(entry)
-            switches.append(
-                {"name": f"s{i}", "address": f"127.0.0.1:{GRPC_BASE + i}", "device_id": i, "ports": ports}
-            )
+            address = f"127.0.0.1:{GRPC_BASE + i}"
+            switch: dict[str, Any] = {"name": f"s{i}", "address": address, "device_id": i}
+            if self.kind == "bmv2":
+                switch.update(
+                    kind="bmv2", thrift_port=THRIFT_BASE + i, bmv2_cli=bmv2_command("simple_switch_CLI")
+                )
+            switches.append(switch | {"ports": ports})
         return {
             "p4": {"p4info": str(P4_INFO), "json": str(P4_JSON)},
             "rest": {"host": "127.0.0.1", "port": REST_PORT, "token": TOKEN},
             "store": str(self.workdir / "reservations.sqlite"),
             "protocol": {"hold_seconds": 3.0},
+            "admission": {"largest_packet": MTU, "queue_capacity": 64 * MTU},
             "switches": switches,
             "hosts": [
                 {"name": "h1", "ip": "10.0.1.2", "mac": "0a:00:00:00:00:01", "switch": "s1", "port": 1},

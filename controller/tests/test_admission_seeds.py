@@ -372,3 +372,70 @@ def test_invalid_requests_name_the_field() -> None:
         assert d.primary.constraint == f"invalid.{field}"
     d = denied(ledger.admit(key(1), [S1], ChannelEnvelope(6, 1000, 9000, 9000)))
     assert d.primary.reason == DenialReason.PACKET_SIZE and d.primary.excess == 4500
+
+
+# ---- packet-rate ports (BMv2's per-queue packets/s limiter; docs/controller.md) -----------------
+
+BMV2_PPS = 100_000_000 // (8 * 4500)  # 2,777 packets/s: a 100 Mbit/s port of 4,500-byte slots
+
+
+def packet_rate_port(**over: object) -> PortModel:
+    fields: dict[str, object] = dict(
+        port=S1,
+        line_rate=BMV2_PPS * 4500,
+        queue_capacity=64 * 4500,
+        largest_packet=4500,
+        reservable_rate=BMV2_PPS * 4500 * 9 // 10,
+        packet_slot=4500,
+        best_effort_max_packet=4500,
+        tests=("rate_buffer", "static_priority"),
+    )
+    fields.update(over)
+    return PortModel(**fields)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("rate", "burst", "max_packet", "charged_rate", "charged_burst"),
+    [
+        (1_125_000, 27_000, 4500, 1_125_000, 27_000),  # the demo's video: full-size packets
+        (112_500, 4_500, 450, 1_125_000, 45_000),  # tenfold the packets: tenfold the slots
+        (100_000, 6_000, 1500, 300_000, 18_000),  # 66.7 packets/s, a 4-packet burst → 4 slots
+        (1_000, 4_600, 4500, 1_000, 9_000),  # 4,600 bytes are two packets: two slots
+    ],
+)
+def test_packet_rate_port_charges_a_slot_per_packet(
+    rate: int, burst: int, max_packet: int, charged_rate: int, charged_burst: int
+) -> None:
+    port = packet_rate_port()
+    assert port.charge(rate, burst, max_packet) == (charged_rate, charged_burst)
+    # A byte-rate port takes the bytes as they are.
+    assert seed000_port().charge(rate, burst, max_packet) == (rate, burst)
+    ledger = AdmissionLedger([port])
+    alloc = admitted(ledger.admit(key(1), [S1], ChannelEnvelope(6, rate, burst, max_packet)))
+    level = ledger.load(S1).levels[6]
+    assert (level.rate, level.burst) == (charged_rate, charged_burst)
+    # The allocation (and so the meter) stays in the channel's bytes.
+    assert (alloc.hops[0].rate, alloc.hops[0].burst) == (rate, burst)
+    ledger.release(key(1))
+    assert (ledger.load(S1).levels[6].rate, ledger.load(S1).levels[6].burst) == (0, 0)
+
+
+def test_small_packets_are_denied_where_bytes_alone_would_fit() -> None:
+    """1.2 Mbyte/s in 4,500-byte packets is 267 packets/s on a 2,777-packet/s port; in 450-byte
+    packets it is 2,667 packets/s, over the 90% of the slots a port may reserve."""
+    port = packet_rate_port()
+    assert port.reservable == 11_246_850  # 0.9 × 2,777 × 4,500
+    ledger = AdmissionLedger([port])
+    admitted(ledger.evaluate(key(1), [S1], ChannelEnvelope(6, 1_200_000, 4500, 4500)))
+    d = denied(ledger.evaluate(key(1), [S1], ChannelEnvelope(6, 1_200_000, 4500, 450)))
+    assert d.primary.reason == DenialReason.RATE
+    assert (d.primary.limit, d.primary.would_be, d.primary.excess) == (11_246_850, 12_000_000, 753_151)
+
+
+def test_packet_rate_port_delay_bound_counts_slots() -> None:
+    """D_6 = (6 slots of the video + 8 protocol slots + one lower slot) / (C − protocol rate),
+    every packet a 4,500-byte slot: (27,000 + 36,000 + 4,500) / (12,496,500 − 603,000) s."""
+    port = packet_rate_port(control_rate=134 * 4500, control_burst=8 * 4500)
+    ledger = AdmissionLedger([port])
+    alloc = admitted(ledger.admit(key(1), [S1], ChannelEnvelope(6, 1_125_000, 27_000, 4500)))
+    assert alloc.hops[0].worst_case_delay_us == 5676  # ⌈67,500 B / 11,893,500 B/s⌉ in µs

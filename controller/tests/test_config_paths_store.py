@@ -160,3 +160,35 @@ def test_store_refuses_duplicates_and_runs_out(monkeypatch: pytest.MonkeyPatch) 
     store.add(_allocation(2), sel, "rest", True)
     with pytest.raises(StoreFull):
         store.add(_allocation(3), sel, "rest", True)
+
+
+def test_packet_rate_ports_are_modelled_in_slots() -> None:
+    """A port with rate_pps (BMv2): C = rate_pps largest-packet slots, the protocol's messages and
+    a lower level's packet one slot each; a port without it keeps its byte rate."""
+    data = chain_config(2, rate_bps=10_000_000).model_dump(by_alias=True)
+    data["switches"][0].update(kind="bmv2", thrift_port=9091)
+    port2 = next(p for p in data["switches"][0]["ports"] if p["number"] == 2)
+    port2["rate_pps"] = 833  # 10 Mbit/s of 1,500-byte packets
+    models = {m.port: m for m in parse_config(data).port_models()}
+    bmv2, ours = models[PortId("s1", 2)], models[PortId("s2", 2)]
+    assert (bmv2.line_rate, bmv2.packet_slot, bmv2.lower_packet) == (833 * 1500, 1500, 1500)
+    # 12,000 B/s of 90-byte messages is 134 messages/s; a burst of eight is eight slots.
+    assert (bmv2.control_rate, bmv2.control_burst) == (134 * 1500, 8 * 1500)
+    assert (ours.line_rate, ours.packet_slot) == (1_250_000, 0)
+    assert (ours.control_rate, ours.control_burst) == (12_000, 720)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "needle"),
+    [
+        (lambda d: d["switches"][0].update(kind="bmv2"), "kind bmv2 needs thrift_port"),
+        (lambda d: d["switches"][0].update(kind="p4lang"), "switches.0.kind"),
+        (lambda d: d["switches"][0]["ports"][0].update(rate_pps=0), "switches.0.ports.0.rate_pps"),
+    ],
+)
+def test_bad_switch_kinds_name_the_key(mutate: object, needle: str) -> None:
+    good = chain_config(2).model_dump(by_alias=True)
+    mutate(good)  # type: ignore[operator]
+    with pytest.raises(ConfigError) as info:
+        parse_config(good)
+    assert needle in str(info.value)

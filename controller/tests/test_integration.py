@@ -1,6 +1,7 @@
-"""The real controller against terrapin-switch running p4src, on veths in namespaces this test
-creates (trptctl-*). No mock switch: entries are read back over P4Runtime independently of the
-controller, and reservation messages travel through the data plane as ICMP."""
+"""The real controller against a real switch running p4src, on veths in namespaces this test
+creates (trptctl-*): every test runs on terrapin-switch and on p4lang's simple_switch_grpc (the
+`[bmv2]` cases; `make bmv2` builds it). No mock switch: entries are read back over P4Runtime
+independently of the controller, and reservation messages travel through the data plane as ICMP."""
 
 from __future__ import annotations
 
@@ -12,16 +13,12 @@ from typing import Any
 
 import grpc
 import pytest
-from netlab import Lab, missing_prerequisites
+from netlab import SWITCH_KINDS, Lab, missing_prerequisites
 
 from terrapin.constants import MessageCode
 from terrapin.protocol.messages import ReservationMessage
 
 pytestmark = pytest.mark.integration
-
-skip_reason = missing_prerequisites()
-if skip_reason:
-    pytest.skip(skip_reason, allow_module_level=True)
 
 BODY = {
     "src": "10.0.1.2",
@@ -36,9 +33,13 @@ BODY = {
 }
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    network = Lab(Path(tmp_path_factory.mktemp("trptctl")))
+@pytest.fixture(scope="module", params=SWITCH_KINDS)
+def lab(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    kind = str(request.param)
+    missing = missing_prerequisites(kind)
+    if missing:
+        pytest.skip(missing)
+    network = Lab(Path(tmp_path_factory.mktemp(f"trptctl-{kind}")), kind=kind)
     try:
         network.up()
         network.start_controller()
@@ -148,7 +149,10 @@ def test_inband_request_is_accepted_then_denied_when_full(lab: Lab) -> None:
         assert len(mine) == 1 and mine[0]["origin"] == "inband" and mine[0]["state"] == "active"
         for i in (1, 2, 3):
             assert len(lab.read_channels(i)) == 1
-        # 10 Mbit/s ports, 90% reservable = 1,125,000 B/s: 600,000 + 600,000 does not fit
+        # 10 Mbit/s ports, 90% reservable (terrapin-switch: 1,125,000 B/s; BMv2: 833 packets/s
+        # of 1,500-byte slots, 1,124,550 B/s): 600,000 + 600,000 does not fit
+        reservable = lab.rest("GET", "/status/switches/s1")[1]["ports"][1]["reservable_rate"]
+        assert reservable == (1_125_000 if lab.kind == "terrapin" else 1_124_550)
         code, out = lab.host(
             "h1",
             "request",
@@ -168,7 +172,7 @@ def test_inband_request_is_accepted_then_denied_when_full(lab: Lab) -> None:
             "42",
         )
         assert code == 1 and out["outcome"] == "DENIED", out
-        assert out["reason_name"] == "RATE" and out["shortfall"] == 75_001
+        assert out["reason_name"] == "RATE" and out["shortfall"] == 1_200_000 - (reservable - 1)
         # status from the first router
         code, report = lab.host("h1", "status")
         assert code == 0 and report["device_id"] == 1

@@ -65,17 +65,19 @@ class _LevelBook:
             channels=self.channels,
         )
 
-    def add(self, hop: HopAllocation) -> None:
-        self.rate += hop.rate
-        self.burst += hop.burst
+    def add(self, hop: HopAllocation, model: PortModel) -> None:
+        rate, burst = model.charge(hop.rate, hop.burst, hop.max_packet)
+        self.rate += rate
+        self.burst += burst
         self.channels += 1
         self.packets[hop.max_packet] += 1
         if hop.protected_delay_us is not None:
             self.protected[hop.protected_delay_us] += 1
 
-    def remove(self, hop: HopAllocation) -> None:
-        self.rate -= hop.rate
-        self.burst -= hop.burst
+    def remove(self, hop: HopAllocation, model: PortModel) -> None:
+        rate, burst = model.charge(hop.rate, hop.burst, hop.max_packet)
+        self.rate -= rate
+        self.burst -= burst
         self.channels -= 1
         _discount(self.packets, hop.max_packet)
         if hop.protected_delay_us is not None:
@@ -277,11 +279,11 @@ class AdmissionLedger:
 
     def _apply(self, allocation: Allocation) -> None:
         for hop in allocation.hops:
-            self._books[hop.port][hop.priority].add(hop)
+            self._books[hop.port][hop.priority].add(hop, self._ports[hop.port])
 
     def _unapply(self, allocation: Allocation) -> None:
         for hop in allocation.hops:
-            self._books[hop.port][hop.priority].remove(hop)
+            self._books[hop.port][hop.priority].remove(hop, self._ports[hop.port])
 
     def _expire_locked(self) -> list[Allocation]:
         if not self._held:
@@ -369,7 +371,9 @@ class AdmissionLedger:
         for index, (model, load) in enumerate(zip(models, loads, strict=True)):
             hop_burst = burst + ceil_div(rate * upstream_us, MICROS)
             protected = assigned[index] if assigned is not None else model.budget_us(env.priority)
-            cand = Candidate(env.priority, rate, hop_burst, burst, env.max_packet, protected)
+            # The tests see the channel in the port's units (packet slots on a packet-rate port).
+            charged_rate, charged_burst = model.charge(rate, hop_burst, env.max_packet)
+            cand = Candidate(env.priority, charged_rate, charged_burst, burst, env.max_packet, protected)
             after = with_candidate(load, cand)
             found = run_port_tests(model, after, cand)
             bound = level_delay_bound_us(model, after, env.priority)

@@ -118,6 +118,9 @@ class PortModel:
     # Protocol messages ride level 7 above every admitted level; their envelope counts too.
     control_rate: int = 0
     control_burst: int = 0
+    # 0: the switch shapes the port in bytes/s. > 0: it shapes it in packets/s (BMv2), and every
+    # packet takes one slot of this many bytes of line_rate whatever its size (see `charge`).
+    packet_slot: int = 0
 
     @property
     def reservable(self) -> int:
@@ -126,6 +129,19 @@ class PortModel:
     @property
     def lower_packet(self) -> int:
         return self.largest_packet if self.best_effort_max_packet < 0 else self.best_effort_max_packet
+
+    def charge(self, rate: int, burst: int, max_packet: int) -> tuple[int, int]:
+        """What a channel of (ρ, σ) sending packets of max_packet bytes takes of this port, as
+        (rate, burst) in the port's units. A byte-rate port takes the bytes. A packet-rate port
+        serves packets, not bytes: the channel's ρ / max_packet packets/s and ⌈σ / max_packet⌉
+        packets each take one packet_slot bytes, so a channel of small packets costs more than
+        its byte rate (max_packet is then the size its packets are counted at)."""
+        if self.packet_slot <= 0:
+            return rate, burst
+        return (
+            ceil_div(rate * self.packet_slot, max_packet),
+            ceil_div(burst, max_packet) * self.packet_slot,
+        )
 
     def budget_us(self, priority: int) -> int | None:
         for level, budget in self.level_delay_budget_us:
