@@ -1,7 +1,9 @@
 """The controller's configuration for a `NetworkPlan` (the schema is controller/terrapin/config.py).
 
 Admission per port follows the switch: each priority queue holds `queue_capacity` packets of at
-most the MTU, so that is its buffer in bytes; the largest packet any level sends is the MTU.
+most the MTU, so that is its buffer in bytes; the largest packet any level sends is the MTU. A BMv2
+switch is declared as such (its Thrift port and CLI serve the telemetry registers), and its ports
+with the packet rate it shapes them at (`rate_pps`), so admission counts packets, not bytes.
 """
 
 from __future__ import annotations
@@ -11,11 +13,13 @@ from typing import Any
 
 import yaml
 
-from topo.p4switch import REPO
+from topo.p4switch import REPO, bmv2_command, port_shaping
 from topo.plan import NetworkPlan
 
 
-def controller_config(plan: NetworkPlan, state_dir: Path, *, rest_port: int, token: str) -> dict[str, Any]:
+def controller_config(
+    plan: NetworkPlan, state_dir: Path, *, rest_port: int, token: str, switch_kind: str = "terrapin"
+) -> dict[str, Any]:
     switches = []
     for sw in plan.switches.values():
         ports = []
@@ -29,14 +33,22 @@ def controller_config(plan: NetworkPlan, state_dir: Path, *, rest_port: int, tok
             }
             if port.gateway_ip:
                 entry["gateway_ip"] = port.gateway_ip
+            pps = port_shaping(switch_kind, port.rate_bps, plan.mtu)
+            if pps is not None:
+                entry["rate_pps"] = pps
             ports.append(entry)
         gateways = [p.gateway_ip for p in sw.ports.values() if p.gateway_ip]
+        kind: dict[str, Any] = {}
+        if switch_kind == "bmv2":
+            cli = bmv2_command("simple_switch_CLI")
+            kind = {"kind": "bmv2", "thrift_port": sw.thrift_port, "bmv2_cli": cli}
         switches.append(
             {
                 "name": sw.name,
                 "address": sw.grpc_addr,
                 "device_id": sw.device_id,
                 **({"router_ip": gateways[0]} if gateways else {}),
+                **kind,
                 "ports": ports,
             }
         )
@@ -59,8 +71,10 @@ def controller_config(plan: NetworkPlan, state_dir: Path, *, rest_port: int, tok
     }
 
 
-def write_config(plan: NetworkPlan, state_dir: Path, *, rest_port: int, token: str) -> Path:
+def write_config(
+    plan: NetworkPlan, state_dir: Path, *, rest_port: int, token: str, switch_kind: str = "terrapin"
+) -> Path:
     path = state_dir / "controller.yaml"
-    data = controller_config(plan, state_dir, rest_port=rest_port, token=token)
+    data = controller_config(plan, state_dir, rest_port=rest_port, token=token, switch_kind=switch_kind)
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path

@@ -103,6 +103,7 @@ def build(plan: NetworkPlan, switch_kind: str, intf_prefix: str | None = None) -
             cls=P4RuntimeSwitch,
             device_id=sw.device_id,
             grpc_port=sw.grpc_port,
+            thrift_port=sw.thrift_port,
             port_rates={n: p.rate_bps for n, p in sw.ports.items()},
             queue_capacity=plan.queue_capacity,
             kind=switch_kind,
@@ -242,7 +243,7 @@ def running(
     state = state_dir or RUN_DIR / plan.name
     state.mkdir(parents=True, exist_ok=True)
     rest_url = f"http://127.0.0.1:{rest_port}"
-    config_path = write_config(plan, state, rest_port=rest_port, token=token)
+    config_path = write_config(plan, state, rest_port=rest_port, token=token, switch_kind=switch_kind)
     net = build(plan, switch_kind, intf_prefix)
     controller = None
     supervisor = Supervisor(state / "supervisor.log") if supervise else None

@@ -1,10 +1,11 @@
 """A Mininet switch node that runs a P4Runtime software switch on its interfaces.
 
 Either Terrapin's bundled `terrapin-switch` (SWITCH=terrapin, the default) or p4lang's
-`simple_switch_grpc` (SWITCH=bmv2, when installed). Both take the same BMv2-style command line;
-only the per-port line rate differs: terrapin-switch paces each port itself (`--port-rate`), while
-BMv2 can only cap a port's queues in packets per second through its Thrift CLI, so for BMv2 the
-byte rate is converted with the plan's MTU as the packet size.
+`simple_switch_grpc` (SWITCH=bmv2: from PATH, else build/oracle/bin; scripts/bmv2-bin.sh decides).
+Both take the same BMv2-style command line; only the per-port line rate differs: terrapin-switch
+paces each port itself in bytes/s (`--port-rate`), while BMv2 can only cap each of a port's
+priority queues in packets/s through its Thrift CLI, so for BMv2 the byte rate is converted with
+the plan's MTU as the packet size (`port_shaping`), and the controller is told so (rate_pps).
 
 The switch starts without a pipeline (`--no-p4`); the controller pushes the compiled program over
 P4Runtime, as it would to a hardware target.
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
 import signal
 import socket
 import subprocess
@@ -24,6 +24,7 @@ from pathlib import Path
 
 from mininet.node import Switch
 
+from terrapin.bmv2 import Bmv2Cli, Bmv2CliError, queue_rate_pps
 from topo.plan import CPU_PORT, PRIORITY_QUEUES
 
 REPO = Path(__file__).resolve().parent.parent
@@ -38,6 +39,19 @@ def metrics_port(device_id: int) -> int:
     return METRICS_PORT_BASE + device_id
 
 
+SWITCH_KINDS = ("terrapin", "bmv2")
+
+
+def bmv2_command(name: str) -> str:
+    """Where p4lang's BMv2 command `name` is: scripts/bmv2-bin.sh decides, for every caller."""
+    found = subprocess.run(
+        ["bash", str(REPO / "scripts" / "bmv2-bin.sh"), name], capture_output=True, text=True, check=False
+    )
+    if found.returncode != 0:
+        raise FileNotFoundError(found.stderr.strip())
+    return found.stdout.strip()
+
+
 def switch_binary(kind: str) -> str:
     """The executable for SWITCH=kind, or a clear error if it is not installed."""
     if kind == "terrapin":
@@ -45,11 +59,15 @@ def switch_binary(kind: str) -> str:
             raise FileNotFoundError(f"{TERRAPIN_SWITCH} is missing: run `make toolchain`")
         return str(TERRAPIN_SWITCH)
     if kind == "bmv2":
-        found = shutil.which("simple_switch_grpc")
-        if not found:
-            raise FileNotFoundError("SWITCH=bmv2 needs p4lang's simple_switch_grpc on PATH")
-        return found
+        return bmv2_command("simple_switch_grpc")
     raise ValueError(f"unknown switch kind {kind!r} (terrapin or bmv2)")
+
+
+def port_shaping(kind: str, rate_bps: int, mtu: int) -> int | None:
+    """The packets/s at which a switch of `kind` limits a port of `rate_bps`, or None when it
+    paces the port in bytes/s itself. BMv2 limits each priority queue of the port to this many
+    packets of any size: MTU-sized packets then fill the line, smaller ones leave it idle."""
+    return queue_rate_pps(rate_bps, mtu) if kind == "bmv2" else None
 
 
 class P4RuntimeSwitch(Switch):  # type: ignore[misc]  # Mininet has no type hints
@@ -61,6 +79,7 @@ class P4RuntimeSwitch(Switch):  # type: ignore[misc]  # Mininet has no type hint
         *,
         device_id: int,
         grpc_port: int,
+        thrift_port: int,
         port_rates: dict[int, int] | None = None,
         queue_capacity: int = 64,
         kind: str = "terrapin",
@@ -76,7 +95,7 @@ class P4RuntimeSwitch(Switch):  # type: ignore[misc]  # Mininet has no type hint
         self.kind = kind
         self.mtu = mtu
         self.log_path = Path(log_dir) / f"{name}.log"
-        self.thrift_port = 9090 + device_id
+        self.thrift_port = thrift_port
         # terrapin-switch's Prometheus counters (per priority queue depth and drops).
         self.metrics_port = metrics_port(device_id)
         self.process: subprocess.Popen[bytes] | None = None
@@ -124,11 +143,11 @@ class P4RuntimeSwitch(Switch):  # type: ignore[misc]  # Mininet has no type hint
             )
         try:
             self._wait_for_grpc()
+            if self.kind == "bmv2" and self.port_rates:
+                self._set_bmv2_rates()
         except Exception:
             self._kill()  # never leave a half-started switch behind (or unreaped)
             raise
-        if self.kind == "bmv2" and self.port_rates:
-            self._set_bmv2_rates()
         return self.process
 
     def _wait_for_grpc(self, timeout: float = 15.0) -> None:
@@ -146,19 +165,15 @@ class P4RuntimeSwitch(Switch):  # type: ignore[misc]  # Mininet has no type hint
         raise TimeoutError(f"{self.name}: no P4Runtime server on port {self.grpc_port}")
 
     def _set_bmv2_rates(self) -> None:
-        cli = shutil.which("simple_switch_CLI")
-        if not cli:
-            return
-        commands = "".join(
-            f"set_queue_rate {max(1, rate // (8 * self.mtu))} {port}\n"
-            for port, rate in self.port_rates.items()
-        )
-        subprocess.run(
-            [cli, "--thrift-port", str(self.thrift_port)],
-            input=commands.encode(),
-            capture_output=True,
-            check=False,
-        )
+        """simple_switch has no rate flag: its CLI limits every priority queue of each port to the
+        port's packet rate and sets the queues' depth to the plan's. A switch left unshaped would
+        make every figure of the run meaningless, so a CLI failure stops the start."""
+        rates = {port: port_shaping(self.kind, rate, self.mtu) for port, rate in self.port_rates.items()}
+        cli = Bmv2Cli(bmv2_command("simple_switch_CLI"), self.thrift_port)
+        try:
+            cli.shape_ports({p: pps for p, pps in rates.items() if pps}, depth_packets=self.queue_capacity)
+        except Bmv2CliError as error:
+            raise RuntimeError(f"{self.name}: could not shape its ports: {error}") from None
 
     def metrics(self) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
         """The switch's Prometheus counters, keyed by (name, labels); empty for BMv2."""

@@ -15,6 +15,8 @@ CPU_PORT = 255
 PRIORITY_QUEUES = 8
 # Port numbers, MACs and gRPC ports are derived from positions so that a plan is deterministic.
 GRPC_PORT_BASE = 9559
+# BMv2's Thrift runtime server (its CLI's port; simple_switch's default is 9090).
+THRIFT_PORT_BASE = 9090
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,10 @@ class Switch:
     @property
     def grpc_addr(self) -> str:
         return f"127.0.0.1:{self.grpc_port}"
+
+    @property
+    def thrift_port(self) -> int:
+        return THRIFT_PORT_BASE + self.device_id
 
 
 @dataclass(frozen=True)

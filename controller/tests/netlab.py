@@ -22,6 +22,7 @@ from finsy.proto import p4i as p4info_pb2
 from finsy.proto import p4r as p4runtime_pb2
 from finsy.proto import p4r_grpc as p4runtime_pb2_grpc
 from google.protobuf import text_format
+from topo.p4switch import bmv2_command
 
 from terrapin.bmv2 import Bmv2Cli, queue_rate_pps
 
@@ -36,17 +37,6 @@ REST_PORT = 19720
 GRPC_BASE = 19730
 THRIFT_BASE = 19750  # BMv2's runtime (Thrift) server, for its CLI
 MTU = 1500
-SWITCH_KINDS = ("terrapin", "bmv2")
-
-
-def bmv2_command(name: str) -> str:
-    """Where p4lang's BMv2 command `name` is (scripts/bmv2-bin.sh decides, for every caller)."""
-    found = subprocess.run(
-        ["bash", str(REPO / "scripts" / "bmv2-bin.sh"), name], capture_output=True, text=True, check=False
-    )
-    if found.returncode != 0:
-        raise FileNotFoundError(found.stderr.strip())
-    return found.stdout.strip()
 
 
 def missing_prerequisites(kind: str = "terrapin") -> str | None:

@@ -13,7 +13,8 @@ from typing import Any
 
 import grpc
 import pytest
-from netlab import SWITCH_KINDS, Lab, missing_prerequisites
+from netlab import Lab, missing_prerequisites
+from topo.p4switch import SWITCH_KINDS
 
 from terrapin.constants import MessageCode
 from terrapin.protocol.messages import ReservationMessage

@@ -8,6 +8,7 @@ import pytest
 
 from terrapin.config import parse_config
 from topo import chain, christie, sequoia
+from topo import controller_config as controller_config_module
 from topo.controller_config import controller_config
 from topo.plan import NetworkPlan
 from topo.video import HEADER, MAX_PACKET_BYTES, PEAK_FRAME_BYTES, UDP_IP_OVERHEAD, frame_sizes, segment
@@ -78,6 +79,26 @@ def test_controller_accepts_generated_config(make_plan: object, tmp_path: Path) 
     assert len(config.port_models()) == ports
     # Each queue's buffer is the switch's queue capacity in packets of the MTU.
     assert config.admission.queue_capacity == plan.queue_capacity * plan.mtu
+
+
+@pytest.mark.parametrize("make_plan", [christie.plan, sequoia.plan, chain.plan])
+def test_bmv2_config_declares_packet_rate_ports(
+    make_plan: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On BMv2 every port is shaped in packets/s of the MTU, and the controller is told so."""
+    monkeypatch.setattr(controller_config_module, "bmv2_command", lambda name: f"/opt/bmv2/{name}")
+    plan = make_plan()  # type: ignore[operator]
+    data = controller_config(plan, tmp_path, rest_port=18080, token="t", switch_kind="bmv2")
+    config = parse_config(data)
+    for sw in config.switches:
+        assert (sw.kind, sw.thrift_port) == ("bmv2", plan.switches[sw.name].thrift_port)
+        assert sw.bmv2_cli == "/opt/bmv2/simple_switch_CLI"
+        for port in sw.ports:
+            assert port.rate_pps == port.rate_bps // (8 * plan.mtu)
+    for model in config.port_models():
+        rate_pps = plan.switches[model.port.switch].ports[model.port.port].rate_bps // (8 * plan.mtu)
+        assert (model.line_rate, model.packet_slot) == (rate_pps * plan.mtu, plan.mtu)
+    assert len({s.thrift_port for s in plan.switches.values()}) == len(plan.switches)
 
 
 def test_video_frames_follow_seed_000() -> None:
