@@ -23,9 +23,14 @@ prefix=$out/prefix
 src=$out/src
 jobs=${JOBS:-$(nproc)}
 
-bmv2_tar=$(ls "$oracle_src"/behavioral-model-*.tar.gz 2>/dev/null | head -n1)
-pi_tar=$(ls "$oracle_src"/PI-*.tar.gz 2>/dev/null | head -n1)
+bmv2_tar=$(ls "$oracle_src"/behavioral-model-*.tar.gz 2>/dev/null | head -n1 || true)
+pi_tar=$(ls "$oracle_src"/PI-*.tar.gz 2>/dev/null | head -n1 || true)
 if [[ -z "$bmv2_tar" || -z "$pi_tar" ]]; then
+    # Without the snapshots a finished build is still usable; nothing can say if it is current.
+    if [[ -f "$out/.built" && -x "$out/bin/simple_switch_grpc" ]]; then
+        echo "[bmv2] no oracle snapshots in $oracle_src; keeping the build in $out ($(cut -d' ' -f1-2 "$out/.built"))"
+        exit 0
+    fi
     echo "bmv2: no oracle snapshots in $oracle_src (expected behavioral-model-*.tar.gz and PI-*.tar.gz)" >&2
     exit 1
 fi

@@ -4,7 +4,9 @@
 # Each suite's log goes to build/test-logs/SUITE.log; a suite that dies without reporting its own
 # counts counts as one failure, so a crash can never pass silently.
 #
-# SUITES="go conformance" make test   runs a subset (names as printed below).
+# SUITES="go conformance" make test   runs a subset (names as printed below; "bmv2" names every
+# suite that runs on p4lang's simple_switch_grpc). Those run after ours, on the BMv2 that
+# scripts/bmv2-bin.sh finds (`make bmv2` builds it; .ci/run does): missing, each counts a failure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -119,6 +121,16 @@ pytest_suite() {
 }
 
 want() { [[ -z "${SUITES:-}" ]] || [[ " $SUITES " == *" $1 "* ]]; }
+want_bmv2() { want "$1" || { [[ " ${SUITES:-} " == *" bmv2 "* ]]; }; }
+
+# on_bmv2 CMD...: runs a BMv2 suite, or says what is missing and counts one failure.
+on_bmv2() {
+    if ! bash scripts/bmv2-bin.sh >/dev/null; then
+        echo "0 passed, 1 failed"
+        return 1
+    fi
+    "$@"
+}
 
 want go            && run_counted go go_unit
 want fuzz          && run_counted fuzz go_fuzz
@@ -127,9 +139,16 @@ want conformance   && run_counted conformance-p4c make --no-print-directory conf
 want conformance   && run_counted conformance-p4rt make --no-print-directory conformance JSON=ours VIA=p4runtime
 want python-lint   && run_counted python-lint python_checks
 want scripts       && run_counted scripts pytest_suite scripts/tests
-want controller    && run_counted controller pytest_suite controller/tests
-want ptf           && run_counted ptf make --no-print-directory ptf
-want topo          && run_counted topo pytest_suite topo/tests
+want controller    && run_counted controller pytest_suite controller/tests -k "not bmv2"
+want ptf           && run_counted ptf make --no-print-directory ptf SWITCH=terrapin
+want topo          && run_counted topo pytest_suite topo/tests -k "not bmv2"
+# The same suites on p4lang's simple_switch_grpc (docs/bmv2.md).
+want_bmv2 ptf-bmv2         && run_counted ptf-bmv2 on_bmv2 make --no-print-directory ptf SWITCH=bmv2
+want_bmv2 conformance-bmv2 && run_counted conformance-bmv2 on_bmv2 \
+    make --no-print-directory conformance JSON=ours VIA=p4runtime SWITCH=bmv2
+want_bmv2 controller-bmv2  && run_counted controller-bmv2 on_bmv2 \
+    pytest_suite controller/tests/test_integration.py -k bmv2
+want_bmv2 topo-bmv2        && run_counted topo-bmv2 on_bmv2 pytest_suite topo/tests/test_christie_e2e.py -k bmv2
 
 echo
 echo "Summary"
