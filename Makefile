@@ -4,8 +4,8 @@
 #   make test     every test suite, ending with one "N passed, M failed" line
 #
 # Both run `make setup` first, which installs what a fresh Debian machine lacks.
-# Use p4lang's tools instead of the bundled ones with
-#   make P4C=p4c-bm2-ss SWITCH=bmv2 ...
+# p4lang's switch instead of the bundled one: `make bmv2` once, then SWITCH=bmv2
+# (and P4C=p4c-bm2-ss for p4lang's compiler where it is installed).
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
@@ -39,7 +39,7 @@ P4_INFO  := $(P4_OUT)/terrapin.p4info.txtpb
         bench bench-engine bench-switch bench-controller run stop demo clean bmv2
 
 help:
-	@sed -n '1,12p' Makefile | sed 's/^# \{0,1\}//'
+	@sed '/^$$/q' Makefile | sed 's/^# \{0,1\}//'
 
 setup:
 	@bash scripts/setup.sh
