@@ -118,20 +118,19 @@ run_suite() {
     fi
     "${switch_cmd[@]}" >"$switch_log" 2>&1 &
     switch_pid=$!
-    if ! wait_for_port "$grpc_port"; then
-        echo "ptf[$label]: the switch did not start serving P4Runtime on :$grpc_port" \
-             "(log: ${switch_log#"$ROOT"/}); counting its $expected tests as failed"
+    # give_up WHY: the switch cannot be tested; its tests count as failed.
+    give_up() {
+        echo "ptf[$label]: $1 (log: ${switch_log#"$ROOT"/}); counting its $expected tests as failed"
         tail -n 20 "$switch_log" | sed "s/^/  [$label] /"
         total_failed=$((total_failed + expected))
         cleanup_switch
+    }
+    if ! wait_for_port "$grpc_port"; then
+        give_up "the switch did not start serving P4Runtime on :$grpc_port"
         return
     fi
     if [[ "$label" == bmv2 ]] && ! shape_bmv2_port >>"$switch_log" 2>&1; then
-        echo "ptf[$label]: could not rate-limit port $RATE_LIMITED_PORT through simple_switch_CLI" \
-             "(log: ${switch_log#"$ROOT"/}); counting its $expected tests as failed"
-        tail -n 5 "$switch_log" | sed "s/^/  [$label] /"
-        total_failed=$((total_failed + expected))
-        cleanup_switch
+        give_up "could not rate-limit port $RATE_LIMITED_PORT through simple_switch_CLI"
         return
     fi
 

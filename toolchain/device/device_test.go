@@ -177,9 +177,12 @@ func fmtU(v uint64) string {
 	return string(b)
 }
 
-func TestQueueMetadata(t *testing.T) {
+// stampingPair starts a device crossing ports 1 and 2, port 2 paced at
+// rate bit/s, whose pipeline takes a frame's priority from byte 18 and
+// writes the queueing metadata it saw from byte 20; it returns the hosts'
+// sockets on ports 1 and 2.
+func stampingPair(t *testing.T, rate uint64) (h1, h2 *hostSock) {
 	tn := newTestNet(t, 2, 1500)
-	const rate = 10_000_000
 	d := tn.newDevice(t, Config{Ports: []PortConfig{
 		{Num: 1, Iface: tn.sw(1)}, {Num: 2, Iface: tn.sw(2), RateBps: rate},
 	}})
@@ -187,8 +190,14 @@ func TestQueueMetadata(t *testing.T) {
 	m.PriorityOffset = 18
 	m.StampOffset = 20
 	d.SetPipeline(m)
-	h1, h2 := tn.hostSocket(t, 1), tn.hostSocket(t, 2)
+	h1, h2 = tn.hostSocket(t, 1), tn.hostSocket(t, 2)
 	start(t, d)
+	return h1, h2
+}
+
+func TestQueueMetadata(t *testing.T) {
+	const rate = 10_000_000
+	h1, h2 := stampingPair(t, rate)
 	const n, size = 20, 1000
 	for i := 0; i < n; i++ {
 		h1.send(t, testFrame(size, uint32(i), 3))
@@ -248,17 +257,8 @@ func TestQueueMetadata(t *testing.T) {
 // them (egress_buffers.size(port, priority)). A backlog at one priority is
 // invisible to a packet of another.
 func TestQueueDepthIsPerPriority(t *testing.T) {
-	tn := newTestNet(t, 2, 1500)
-	const rate = 1_500_000 // 1500-byte frames: 8 ms each, so the backlog stays
-	d := tn.newDevice(t, Config{Ports: []PortConfig{
-		{Num: 1, Iface: tn.sw(1)}, {Num: 2, Iface: tn.sw(2), RateBps: rate},
-	}})
-	m := crossConnect(2)
-	m.PriorityOffset = 18
-	m.StampOffset = 20
-	d.SetPipeline(m)
-	h1, h2 := tn.hostSocket(t, 1), tn.hostSocket(t, 2)
-	start(t, d)
+	// 1500-byte frames take 8 ms each at 1.5 Mbit/s, so the backlogs stay.
+	h1, h2 := stampingPair(t, 1_500_000)
 	bursts := []struct {
 		prio  byte
 		count int
