@@ -174,6 +174,18 @@ class ProtocolConfig(_Strict):
     max_holds_per_initiator: int = Field(default=16, gt=0)
 
 
+class MonitorConfig(_Strict):
+    """The guarantee monitor (docs/operations.md): how often it reads every switch's telemetry
+    and how many violation events the store keeps."""
+
+    enabled: bool = True
+    interval_s: float = Field(default=1.0, ge=0.05, le=3600)
+    history: int = Field(default=1000, gt=0)
+    # Restart the max-delay/max-depth registers after each read, so each poll reports the
+    # window's maxima (terrapin-switch; p4lang's PI cannot write registers).
+    reset_maxima: bool = True
+
+
 class Config(_Strict):
     p4: P4Config = Field(default_factory=P4Config)
     rest: RestConfig = Field(default_factory=RestConfig)
@@ -183,6 +195,7 @@ class Config(_Strict):
     admission: AdmissionConfig = Field(default_factory=AdmissionConfig)
     switches: list[SwitchConfig]
     hosts: list[HostConfig] = Field(default_factory=list)
+    monitor: MonitorConfig = Field(default_factory=MonitorConfig)
 
     @model_validator(mode="after")
     def _consistent(self) -> Config:

@@ -24,6 +24,9 @@ from terrapin.admission import AdmissionLedger
 from terrapin.admission.model import ChannelKey
 from terrapin.api import JsonErrorsH11Protocol, Telemetry, create_app
 from terrapin.config import Config, ConfigError, load_config
+from terrapin.dashboard import operator_router, static_files
+from terrapin.metrics import ControllerMetrics, InstrumentedReservationService
+from terrapin.monitor import BoundsFirstProgrammer, EventLog, GuaranteeMonitor, MonitorFabric
 from terrapin.paths import ChannelProgrammer, Topology
 from terrapin.protocol.handler import ProtocolHandler
 from terrapin.protocol.status import ChannelRecord, QueueRecord, StatusRecord, StatusReport
@@ -34,7 +37,7 @@ from terrapin.switches import DesiredChannels, PacketHandler, ReconcileReport, S
 LOG = logging.getLogger("terrapin")
 
 
-class Fabric(Telemetry, ChannelProgrammer, Protocol):
+class Fabric(Telemetry, ChannelProgrammer, MonitorFabric, Protocol):
     """What the controller needs from the switches: SwitchFabric, or tests' FakeFabric."""
 
     reconciled: dict[str, ReconcileReport]
@@ -73,9 +76,23 @@ class Controller:
         self.fabric = factory(
             config, self.topology, self._on_packet, lambda name: self.service.desired_entries(name)
         )
-        self.service = ReservationService(
-            self.ledger, self.topology, self.store, self.fabric, config.excess == "demote"
+        self.metrics = ControllerMetrics(self.ledger)
+        self.events = EventLog(_resolve(config_dir, config.store), config.monitor.history)
+        self.monitor = GuaranteeMonitor(
+            self.ledger, lambda: self.service.list(), self.fabric, self.events, config.monitor, self.metrics
         )
+        service = InstrumentedReservationService(
+            self.ledger,
+            self.topology,
+            self.store,
+            BoundsFirstProgrammer(self.fabric, self.monitor),
+            config.excess == "demote",
+        )
+        service.metrics = self.metrics
+        self.service: ReservationService = service
+        # Set when the process is asked to stop, before the HTTP server drains its connections:
+        # the dashboard's event streams end on it (they would otherwise hold the shutdown).
+        self.stopping = asyncio.Event()
         self.handler = ProtocolHandler(
             self.service,
             send=self.fabric.packet_out,
@@ -87,6 +104,8 @@ class Controller:
         restored = self.service.restore()
         LOG.info("restored %d reservations from %s", restored, config.store)
         self.app = create_app(self.service, self.fabric, self.token, self._health_extra)
+        self.app.include_router(operator_router(self.monitor, self.metrics, config, self.stopping))
+        self.app.mount("/static", static_files(), name="static")
         self.app.router.lifespan_context = self._lifespan
 
     async def _on_packet(self, switch: str, port: int, frame: bytes) -> None:
@@ -100,12 +119,18 @@ class Controller:
 
     @contextlib.asynccontextmanager
     async def _lifespan(self, _app: FastAPI) -> AsyncIterator[None]:
+        self.stopping.clear()
         self.fabric.start()
-        expiry = asyncio.create_task(self._expire_holds())
+        tasks = [asyncio.create_task(self._expire_holds())]
+        if self.config.monitor.enabled:
+            tasks.append(asyncio.create_task(self.monitor.run(), name="monitor"))
         try:
             yield
         finally:
-            expiry.cancel()
+            self.stopping.set()
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
             await self.fabric.stop()
 
     async def _expire_holds(self) -> None:
@@ -251,13 +276,19 @@ def main(argv: list[str] | None = None) -> int:
         log_level=args.log_level.lower(),
     )
     loop = asyncio.new_event_loop()
+
+    def stop() -> None:
+        controller.stopping.set()
+        server.should_exit = True
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, lambda: setattr(server, "should_exit", True))
+        loop.add_signal_handler(sig, stop)
     try:
         with pid_file(args.pid_file):
             loop.run_until_complete(server.serve())
     finally:
         controller.store.close()
+        controller.events.close()
         loop.close()
     return 0
 

@@ -53,6 +53,12 @@ C_QUEUE_TRAFFIC = "TerrapinEgress.queue_traffic"
 C_DROPS = "TerrapinIngress.drops"
 R_MAX_DEPTH = "TerrapinEgress.max_queue_depth"
 R_MAX_DELAY = "TerrapinEgress.max_queue_delay"
+T_QUEUE_BOUNDS = "TerrapinEgress.queue_bounds"
+A_SET_DELAY_BOUND = "TerrapinEgress.set_delay_bound"
+C_QUEUE_DELAY_BANDS = "TerrapinEgress.queue_delay_bands"
+# queue_delay_bands: (port * 8 + priority) * DELAY_BANDS + band (p4src/include/constants.p4).
+DELAY_BANDS = 4
+DELAY_BAND_NAMES = ("quarter", "half", "within", "over")
 PACKET_OUT_PIPELINE = 1
 PACKET_OUT_DIRECT = 0
 EXCESS_DROP = 0
@@ -211,6 +217,35 @@ class ChannelCounters:
 
 
 @dataclass(frozen=True)
+class QueueBound:
+    """One `queue_bounds` entry: the admitted delay bound of an egress queue, in µs."""
+
+    port: int
+    priority: int
+    bound_us: int
+
+
+@dataclass(frozen=True)
+class MonitorSample:
+    """What one poll of the guarantee monitor read from one switch.
+
+    `started`/`finished` are monotonic seconds around the reads, so a rate can be computed over
+    a window that certainly contains every packet counted in it. The register maxima are None
+    when the switch cannot read registers over P4Runtime (p4lang's PI server cannot).
+    """
+
+    switch: str
+    started: float
+    finished: float
+    bands: dict[tuple[int, int], tuple[int, ...]]  # (port, priority) → packets per band
+    queue_traffic: dict[tuple[int, int], tuple[int, int]]  # (port, priority) → packets, bytes
+    max_delay_us: dict[tuple[int, int], int] | None
+    max_depth_packets: dict[tuple[int, int], int] | None
+    channels: dict[ChannelSelector, tuple[int, int]]  # direct counter: packets, bytes
+    excess: dict[int, tuple[int, int, int, int]]  # channel id → yellow pkts, bytes, red pkts, bytes
+
+
+@dataclass(frozen=True)
 class ReconcileReport:
     switch: str
     inserted: int
@@ -254,6 +289,7 @@ class SwitchFabric:
         self._tasks: list[asyncio.Task[None]] = []
         self.reconciled: dict[str, ReconcileReport] = {}
         self.last_error: dict[str, str] = {}
+        self._no_registers: set[str] = set()  # switches whose P4Runtime server refuses registers
 
     @property
     def names(self) -> list[str]:
@@ -383,13 +419,7 @@ class SwitchFabric:
         sw = self._switch(name)
         found = []
         async for entry in _read(sw, _read_request(T_CHANNELS)):
-            match = entry.match or fy.P4TableMatch()
-            selector = ChannelSelector(
-                src=str(_as_ip(match["src_addr"])),
-                dst=str(_as_ip(match["dst_addr"])),
-                protocol=int(match["protocol"]),
-                flow_key=int(match["flow_key"]),
-            )
+            selector = _selector(entry.match)
             info: dict[str, Any] = {}
             if isinstance(entry.action, fy.P4TableAction):
                 info.update({k: int(v) for k, v in (entry.action.args or {}).items()})
@@ -479,6 +509,93 @@ class SwitchFabric:
         counts = await _read_counters(sw, C_DROPS, list(range(len(DROP_REASONS))))
         return {reason: counts.get(i, (0, 0))[0] for i, reason in enumerate(DROP_REASONS)}
 
+    # ---- the guarantee monitor (terrapin.monitor) -----------------------------------------------
+
+    async def sync_queue_bounds(self, name: str, bounds: Sequence[QueueBound]) -> int:
+        """Make `queue_bounds` hold exactly `bounds`; returns how many entries were written.
+        Read first, so a switch that restarted empty (or a controller that restarted) is
+        corrected by the same call."""
+        sw = self._switch(name)
+        want = {(b.port, b.priority): b.bound_us for b in bounds}
+        have: dict[tuple[int, int], int] = {}
+        async for entry in _read(sw, fy.P4TableEntry(T_QUEUE_BOUNDS)):
+            match = entry.match or fy.P4TableMatch()
+            args = entry.action.args if isinstance(entry.action, fy.P4TableAction) else {}
+            have[(int(match["port"]), int(match["priority"]))] = int((args or {}).get("limit_us", -1))
+        updates: list[Any] = []
+        for cell, bound in want.items():
+            if have.get(cell) == bound:
+                continue
+            entry = _queue_bound_entry(cell, bound)
+            updates.append(~entry if cell in have else +entry)
+        updates += [-_queue_bound_entry(cell, None) for cell in have if cell not in want]
+        if updates:
+            await sw.write(updates)
+        return len(updates)
+
+    async def monitor_sample(
+        self, name: str, cells: Sequence[tuple[int, int]], channel_ids: Sequence[int]
+    ) -> MonitorSample:
+        """One consistent-as-possible read of everything the monitor checks on a switch.
+
+        Order matters: a channel's direct counter (every colour) is read before its yellow and
+        red counters, so a packet arriving between the two reads can only make the green count
+        look smaller, never larger."""
+        sw = self._switch(name)
+        started = asyncio.get_running_loop().time()
+        channels: dict[ChannelSelector, tuple[int, int]] = {}
+        read_all = fy.P4DirectCounterEntry(table_entry=fy.P4TableEntry(T_CHANNELS))
+        async for entry in _read(sw, read_all):
+            if entry.table_entry is None or entry.data is None:
+                continue
+            channels[_selector(entry.table_entry.match)] = (
+                entry.data.packet_count,
+                entry.data.byte_count,
+            )
+        yellow = await _read_counters(sw, C_CHANNEL_YELLOW, list(channel_ids))
+        red = await _read_counters(sw, C_CHANNEL_RED, list(channel_ids))
+        excess = {
+            cid: (*yellow.get(cid, (0, 0)), *red.get(cid, (0, 0))) for cid in channel_ids
+        }
+        queue_index = [port * QUEUES_PER_PORT + prio for port, prio in cells]
+        traffic = await _read_counters(sw, C_QUEUE_TRAFFIC, queue_index)
+        band_index = [i * DELAY_BANDS + band for i in queue_index for band in range(DELAY_BANDS)]
+        band_counts = await _read_counters(sw, C_QUEUE_DELAY_BANDS, band_index)
+        bands = {
+            cell: tuple(band_counts.get(i * DELAY_BANDS + b, (0, 0))[0] for b in range(DELAY_BANDS))
+            for cell, i in zip(cells, queue_index, strict=True)
+        }
+        depth = delay = None
+        if name not in self._no_registers:
+            try:
+                raw_delay = await _read_registers(sw, R_MAX_DELAY, queue_index)
+                raw_depth = await _read_registers(sw, R_MAX_DEPTH, queue_index)
+            except fy.P4ClientError as exc:
+                if exc.code != fy.GRPCStatusCode.UNIMPLEMENTED:
+                    raise
+                # p4lang's PI: "Register reads are not supported yet". The delay bands remain.
+                self._no_registers.add(name)
+                LOG.info("switch %s reads no registers over P4Runtime; delay from bands only", name)
+            else:
+                delay = {cell: raw_delay.get(i, 0) for cell, i in zip(cells, queue_index, strict=True)}
+                depth = {cell: raw_depth.get(i, 0) for cell, i in zip(cells, queue_index, strict=True)}
+        return MonitorSample(
+            switch=name,
+            started=started,
+            finished=asyncio.get_running_loop().time(),
+            bands=bands,
+            queue_traffic={
+                cell: traffic.get(i, (0, 0)) for cell, i in zip(cells, queue_index, strict=True)
+            },
+            max_delay_us=delay,
+            max_depth_packets=depth,
+            channels=channels,
+            excess=excess,
+        )
+
+    def reads_registers(self, name: str) -> bool:
+        return name not in self._no_registers
+
 
 async def _read_registers(sw: fy.Switch, name: str, indices: list[int]) -> dict[int, int]:
     found: dict[int, int] = {}
@@ -498,6 +615,32 @@ async def _read_counters(sw: fy.Switch, name: str, indices: list[int]) -> dict[i
         if entry.index is not None:
             found[entry.index] = (entry.packet_count, entry.byte_count)
     return found
+
+
+def _queue_bound_entry(cell: tuple[int, int], bound_us: int | None) -> fy.P4TableEntry:
+    port, priority = cell
+    match = fy.P4TableMatch(port=port, priority=priority)
+    if bound_us is None:
+        return fy.P4TableEntry(T_QUEUE_BOUNDS, match=match)
+    # Quarter and half of the bound, rounded down, so a band never claims more headroom than
+    # there was (the data plane cannot divide; docs/dataplane.md, "Delay bands").
+    return fy.P4TableEntry(
+        T_QUEUE_BOUNDS,
+        match=match,
+        action=fy.P4TableAction(
+            A_SET_DELAY_BOUND, quarter_us=bound_us // 4, half_us=bound_us // 2, limit_us=bound_us
+        ),
+    )
+
+
+def _selector(match: Any) -> ChannelSelector:
+    match = match or fy.P4TableMatch()
+    return ChannelSelector(
+        src=str(_as_ip(match["src_addr"])),
+        dst=str(_as_ip(match["dst_addr"])),
+        protocol=int(match["protocol"]),
+        flow_key=int(match["flow_key"]),
+    )
 
 
 def _read_request(table: str) -> fy.P4TableEntry:

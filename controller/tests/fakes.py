@@ -4,12 +4,13 @@ that need no data plane. Integration tests use the real terrapin-switch instead.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from terrapin.config import Config, parse_config
 from terrapin.paths import ChannelEntry, ChannelSelector
-from terrapin.switches import ChannelCounters, QueueTelemetry
+from terrapin.switches import ChannelCounters, MonitorSample, QueueBound, QueueTelemetry
 
 
 class InjectedFault(Exception):
@@ -77,6 +78,34 @@ class FakeFabric:
 
     async def drop_counters(self, name: str) -> dict[str, int]:
         return {"malformed": 0}
+
+    # ---- the guarantee monitor: bounds are kept, samples are what a test scripted -------------
+
+    bounds: dict[str, list[QueueBound]] = field(default_factory=dict)
+    samples: dict[str, list[MonitorSample]] = field(default_factory=dict)
+    registers: bool = True
+
+    async def sync_queue_bounds(self, name: str, bounds: Sequence[QueueBound]) -> int:
+        if name in self.down:
+            raise InjectedFault(f"{name} is down")
+        self.bounds[name] = list(bounds)
+        return len(bounds)
+
+    async def monitor_sample(
+        self, name: str, cells: Sequence[tuple[int, int]], channel_ids: Sequence[int]
+    ) -> MonitorSample:
+        if name in self.down:
+            raise InjectedFault(f"{name} is down")
+        scripted = self.samples.get(name)
+        if scripted:
+            return scripted.pop(0) if len(scripted) > 1 else scripted[0]
+        return MonitorSample(name, 0.0, 0.0, {}, {}, None, None, {}, {})
+
+    async def reset_queue_telemetry(self, name: str, ports: list[int]) -> None:
+        pass
+
+    def reads_registers(self, name: str) -> bool:
+        return self.registers
 
 
 def chain_config(switches: int = 4, rate_bps: int = 100_000_000, **admission: Any) -> Config:

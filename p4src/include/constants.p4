@@ -95,4 +95,16 @@ const bit<32> MAX_PORTS = 512;
 // One telemetry cell per (port, queue): index = port * 8 + priority.
 const bit<32> QUEUE_CELLS = 4096;
 
+// ---- Queueing delay against the admitted bound (docs/dataplane.md, "Delay bands") ----------
+// The controller gives each (port, queue) that carries admitted channels the delay bound its
+// admission test computed; egress counts every packet of that queue in one of four bands of
+// its wait: up to a quarter of the bound, up to half, up to the bound, over it.
+// queue_delay_bands index = (port * 8 + priority) * DELAY_BANDS + band.
+const bit<32> DELAY_BAND_QUARTER = 0;
+const bit<32> DELAY_BAND_HALF = 1;
+const bit<32> DELAY_BAND_WITHIN = 2;
+const bit<32> DELAY_BAND_OVER = 3;
+const bit<32> DELAY_BANDS = 4;
+const bit<32> DELAY_BAND_CELLS = 16384;
+
 #endif  // TERRAPIN_CONSTANTS_P4

@@ -79,15 +79,22 @@ def level_delay_bound_us(port: PortModel, load: PortLoad, priority: int) -> int 
     Lower levels enter only through one packet already on the wire (seed 001 §4.1: a real-time
     packet waits for the best-effort packet in transmission). None when higher levels take C.
     """
+    service = port.line_rate - sum(load.levels[p].rate for p in range(priority + 1, 7)) - port.control_rate
+    if service <= 0:
+        return None
+    return ceil_div(level_backlog_bound(port, load, priority) * MICROS, service)
+
+
+def level_backlog_bound(port: PortModel, load: PortLoad, priority: int) -> int:
+    """The numerator of level_delay_bound_us, in bytes: what a packet at `priority` can find
+    ahead of it (the bursts of its own and higher levels, the protocol's burst) plus the one
+    lower-level packet already on the wire. The guarantee monitor shows it as the queue
+    depth the admission allows."""
     above_burst = sum(load.levels[p].burst for p in range(priority, 7)) + port.control_burst
-    above_rate = sum(load.levels[p].rate for p in range(priority + 1, 7)) + port.control_rate
     lower_packet = port.lower_packet
     for p in range(1, priority):
         lower_packet = max(lower_packet, load.levels[p].max_packet)
-    service = port.line_rate - above_rate
-    if service <= 0:
-        return None
-    return ceil_div((above_burst + lower_packet) * MICROS, service)
+    return above_burst + lower_packet
 
 
 def check_rate_buffer(port: PortModel, after: PortLoad, cand: Candidate) -> list[Violation]:

@@ -1,0 +1,280 @@
+"""`GET /metrics`: the controller's figures in the Prometheus text format (prometheus_client).
+
+Names follow terrapin-switch's own metrics (docs/switch.md): the `terrapin_` prefix, `port` and
+`queue` labels for an egress queue (plus `switch`, since one controller serves several), base
+units in the name (`_seconds`, `_bytes`, `_bytes_per_second`) and `_total` on counters. A
+Prometheus scraping both the controller and a terrapin-switch sees one vocabulary.
+
+What the admission ledger holds (allocations, capacities, bounds) is read at scrape time by a
+collector, so the figures are never stale; what happens (decisions, set-ups, polls, violations)
+is counted as it happens. Each controller has its own registry: tests start several in one
+process.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from terrapin.admission import AdmissionLedger, Allocation, Denial
+from terrapin.admission.ledger import COMMITTED, HELD
+from terrapin.monitor.checks import NETWORK, SOURCE, PollVerdict
+from terrapin.monitor.events import Event
+from terrapin.reservations import ChannelRequest, Conflict, ReservationService
+from terrapin.store import Reservation
+from terrapin.switches import DELAY_BAND_NAMES
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# Admission decisions take well under a millisecond; set-ups are P4Runtime round trips.
+DECISION_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1)
+SETUP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+POLL_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+
+class ControllerMetrics:
+    def __init__(self, ledger: AdmissionLedger) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.decisions = Counter(
+            "terrapin_admission_decisions",
+            "admission decisions by outcome (admitted, denied, conflict)",
+            ["outcome"],
+            registry=r,
+        )
+        self.denials = Counter(
+            "terrapin_admission_denials",
+            "denied requests by the constraint that failed first",
+            ["constraint"],
+            registry=r,
+        )
+        self.decision_seconds = Histogram(
+            "terrapin_admission_decision_seconds",
+            "time to decide one request over its whole path",
+            buckets=DECISION_BUCKETS,
+            registry=r,
+        )
+        self.setup_seconds = Histogram(
+            "terrapin_channel_setup_seconds",
+            "time to write an admitted channel to every switch of its path",
+            ["origin", "outcome"],
+            buckets=SETUP_BUCKETS,
+            registry=r,
+        )
+        self.polls = Counter("terrapin_monitor_polls", "monitor polls", registry=r)
+        self.poll_errors = Counter(
+            "terrapin_monitor_poll_errors", "switch reads that failed", ["switch"], registry=r
+        )
+        self.poll_seconds = Histogram(
+            "terrapin_monitor_poll_seconds",
+            "time to read and check every switch once",
+            buckets=POLL_BUCKETS,
+            registry=r,
+        )
+        self.last_poll = Gauge(
+            "terrapin_monitor_last_poll_timestamp_seconds", "when the monitor last polled", registry=r
+        )
+        queue = ["switch", "port", "queue"]
+        self.queue_delay_max = Gauge(
+            "terrapin_monitor_queue_delay_max_seconds",
+            "longest wait in an admitted queue over the last poll's window (register; "
+            "absent where the switch reads no registers)",
+            queue,
+            registry=r,
+        )
+        self.queue_delay_bound = Gauge(
+            "terrapin_monitor_queue_delay_bound_seconds",
+            "the delay bound the switch counts an admitted queue's packets against",
+            queue,
+            registry=r,
+        )
+        self.queue_band_packets = Counter(
+            "terrapin_monitor_queue_delay_band_packets",
+            "packets of an admitted queue by their wait against its bound (quarter, half, within, over)",
+            [*queue, "band"],
+            registry=r,
+        )
+        self.queue_over_bound = Counter(
+            "terrapin_monitor_queue_packets_over_bound",
+            "packets of an admitted queue that waited longer than its bound",
+            queue,
+            registry=r,
+        )
+        channel = ["channel", "switch", "port"]
+        self.channel_delivered = Gauge(
+            "terrapin_monitor_channel_delivered_bytes_per_second",
+            "frame bytes a channel sent through a hop over the last window, every colour",
+            channel,
+            registry=r,
+        )
+        self.channel_reserved = Gauge(
+            "terrapin_monitor_channel_reserved_bytes_per_second",
+            "the channel's metered rate at a hop (CIR, frame bytes)",
+            channel,
+            registry=r,
+        )
+        self.channel_excess = Counter(
+            "terrapin_monitor_channel_excess_packets",
+            "a channel's packets its meter marked beyond the envelope",
+            [*channel, "colour"],
+            registry=r,
+        )
+        self.violations = Counter(
+            "terrapin_monitor_violations",
+            "violation episodes raised, by kind and cause (network: a bound broken while the "
+            "traffic conformed; source: a sender beyond its envelope)",
+            ["kind", "cause"],
+            registry=r,
+        )
+        self.active = Gauge(
+            "terrapin_monitor_active_violations", "violation episodes going on now", ["cause"], registry=r
+        )
+        self.alarm = Gauge(
+            "terrapin_monitor_network_alarm",
+            "1 while a network violation is going on: a promise is being broken",
+            registry=r,
+        )
+        r.register(LedgerCollector(ledger))
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+    # ---- the monitor's observer ---------------------------------------------------------------
+
+    def observe_poll(self, seconds: float, verdict: PollVerdict, errors: dict[str, str]) -> None:
+        self.polls.inc()
+        self.poll_seconds.observe(seconds)
+        self.last_poll.set(time.time())
+        for name in errors:
+            self.poll_errors.labels(name).inc()
+        # Gauges are set anew each poll so that a queue or channel that is gone disappears.
+        for gauge in (
+            self.queue_delay_max,
+            self.queue_delay_bound,
+            self.channel_delivered,
+            self.channel_reserved,
+        ):
+            gauge.clear()
+        for q in verdict.queues:
+            labels = (q.switch, str(q.port), str(q.priority))
+            self.queue_delay_bound.labels(*labels).set(q.bound_us / 1e6)
+            if q.max_delay_us is not None:
+                self.queue_delay_max.labels(*labels).set(q.max_delay_us / 1e6)
+            for name, count in zip(DELAY_BAND_NAMES, q.bands, strict=True):
+                self.queue_band_packets.labels(*labels, name).inc(count)
+            self.queue_over_bound.labels(*labels).inc(q.over_bound)
+        for c in verdict.channels:
+            labels = (str(c.channel_id), c.switch, str(c.port))
+            self.channel_delivered.labels(*labels).set(c.delivered_rate)
+            self.channel_reserved.labels(*labels).set(c.reserved_rate)
+            self.channel_excess.labels(*labels, "yellow").inc(c.yellow_packets)
+            self.channel_excess.labels(*labels, "red").inc(c.red_packets)
+
+    def observe_event(self, event: Event, raised: bool) -> None:
+        if raised:
+            self.violations.labels(event.kind, event.cause).inc()
+
+    def observe_state(self, active: dict[str, int]) -> None:
+        for cause in (NETWORK, SOURCE):
+            self.active.labels(cause).set(active.get(cause, 0))
+        self.alarm.set(1 if active.get(NETWORK, 0) else 0)
+
+
+class LedgerCollector(Collector):
+    """What is admitted where, read from the ledger at each scrape."""
+
+    def __init__(self, ledger: AdmissionLedger) -> None:
+        self._ledger = ledger
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        channels = GaugeMetricFamily(
+            "terrapin_channels",
+            "admitted channels (held: tentative, awaiting the destination)",
+            labels=["state"],
+        )
+        states = [state for _a, state in self._ledger.channels()]
+        for state in (COMMITTED, HELD):
+            channels.add_metric([state], states.count(state))
+        yield channels
+        port = ["switch", "port"]
+        queue = [*port, "queue"]
+        line = GaugeMetricFamily(
+            "terrapin_port_line_rate_bytes_per_second", "C, the port's line rate", labels=port
+        )
+        reservable = GaugeMetricFamily(
+            "terrapin_port_reservable_bytes_per_second", "R, what admitted levels may take", labels=port
+        )
+        allocated = GaugeMetricFamily(
+            "terrapin_port_allocated_bytes_per_second", "Σρ admitted on the port", labels=port
+        )
+        capacity = GaugeMetricFamily(
+            "terrapin_port_queue_capacity_bytes", "B, each priority queue's buffer", labels=port
+        )
+        q_rate = GaugeMetricFamily(
+            "terrapin_queue_allocated_bytes_per_second", "Σρ admitted at the level", labels=queue
+        )
+        q_burst = GaugeMetricFamily(
+            "terrapin_queue_allocated_burst_bytes", "Σσ admitted at the level", labels=queue
+        )
+        q_channels = GaugeMetricFamily(
+            "terrapin_queue_channels", "channels admitted at the level", labels=queue
+        )
+        q_bound = GaugeMetricFamily(
+            "terrapin_queue_delay_bound_seconds",
+            "the static-priority bound the admission test computes for the level's load",
+            labels=queue,
+        )
+        for pid in sorted(self._ledger.ports):
+            st = self._ledger.port_status(pid)
+            labels = [pid.switch, str(pid.port)]
+            line.add_metric(labels, st.line_rate)
+            reservable.add_metric(labels, st.reservable_rate)
+            allocated.add_metric(labels, st.admitted_rate)
+            capacity.add_metric(labels, st.queue_capacity)
+            for level in st.levels:
+                if level.channels == 0:
+                    continue
+                q_labels = [*labels, str(level.priority)]
+                q_rate.add_metric(q_labels, level.rate)
+                q_burst.add_metric(q_labels, level.burst)
+                q_channels.add_metric(q_labels, level.channels)
+                if level.worst_case_delay_us is not None:
+                    q_bound.add_metric(q_labels, level.worst_case_delay_us / 1e6)
+        yield from (line, reservable, allocated, capacity, q_rate, q_burst, q_channels, q_bound)
+
+
+class InstrumentedReservationService(ReservationService):
+    """ReservationService that times and counts its decisions and set-ups for /metrics."""
+
+    metrics: ControllerMetrics | None = None
+
+    def hold(
+        self, request: ChannelRequest, hold_seconds: float | None, first_switch: str | None = None
+    ) -> Allocation | Denial:
+        if self.metrics is None:
+            return super().hold(request, hold_seconds, first_switch)
+        started = time.perf_counter()
+        try:
+            decision = super().hold(request, hold_seconds, first_switch)
+        except Conflict:
+            self.metrics.decisions.labels("conflict").inc()
+            raise
+        self.metrics.decision_seconds.observe(time.perf_counter() - started)
+        if isinstance(decision, Denial):
+            self.metrics.decisions.labels("denied").inc()
+            self.metrics.denials.labels(decision.primary.constraint).inc()
+        else:
+            self.metrics.decisions.labels("admitted").inc()
+        return decision
+
+    async def install(self, request: ChannelRequest) -> Reservation | Denial:
+        if self.metrics is None:
+            return await super().install(request)
+        started = time.perf_counter()
+        result = await super().install(request)
+        outcome = "rolled_back" if isinstance(result, Denial) else "installed"
+        self.metrics.setup_seconds.labels(request.origin, outcome).observe(time.perf_counter() - started)
+        return result

@@ -1,0 +1,494 @@
+"""What the guarantee monitor expects and what it concludes: pure functions, no I/O.
+
+Expectations come from the admission ledger through the admission model's own functions
+(`level_delay_bound_us`, `level_backlog_bound`, `switches.entry_for_hop`), so a bound is
+computed in exactly one place. Conclusions compare two successive samples of a switch
+(`switches.MonitorSample`): counters only ever grow, so each check looks at what happened
+*between* the two reads.
+
+Findings are of two causes, and the difference matters to an operator:
+
+- ``network``: a bound the controller promised was broken while the traffic it carried stayed
+  within its envelope (the data plane policed it). Either the model is wrong for this network
+  (a port slower than configured, a larger best-effort packet than assumed) or a switch
+  misbehaves. These are alarms.
+- ``source``: a sender went beyond its (ρ, σ) at the first hop and its meter marked the excess.
+  The data plane demoted or dropped it, so nobody else's guarantee suffered; the operator
+  should still know who is misbehaving.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from terrapin.admission.checks import level_backlog_bound, level_delay_bound_us
+from terrapin.admission.ledger import AdmissionLedger
+from terrapin.admission.model import ChannelKey, PortId
+from terrapin.constants import ADMITTED_PRIORITIES
+from terrapin.paths import ChannelSelector
+from terrapin.store import Reservation
+from terrapin.switches import DELAY_BAND_NAMES, MonitorSample, entry_for_hop
+
+NETWORK = "network"
+SOURCE = "source"
+
+QUEUE_DELAY = "queue_delay"  # packets of an admitted queue waited longer than its bound
+SOURCE_EXCESS = "source_excess"  # the first hop's meter marked a channel's traffic yellow/red
+DOWNSTREAM_EXCESS = "downstream_excess"  # a later hop's meter did, the first hop's did not
+POLICER = "policer"  # more green bytes left a meter than its envelope allows
+
+KINDS = {QUEUE_DELAY: NETWORK, SOURCE_EXCESS: SOURCE, DOWNSTREAM_EXCESS: NETWORK, POLICER: NETWORK}
+
+OVER = DELAY_BAND_NAMES.index("over")
+# The largest Ethernet frame header the meters see beyond the IPv4 packet (one 802.1Q tag).
+FRAME_OVERHEAD = 18
+
+
+@dataclass(frozen=True)
+class QueueExpectation:
+    """An egress queue that carries admitted channels, as the admission model sees it."""
+
+    port: PortId
+    priority: int
+    channels: int
+    line_rate: int  # C, bytes/s
+    allocated_rate: int  # Σρ at this level, bytes/s
+    allocated_burst: int  # Σσ at this level (bursts as grown at this hop), bytes
+    bound_us: int  # the static-priority bound the admission test computes for this load
+    backlog_bound: int  # bytes a packet of this level can find ahead of it (the bound's numerator)
+
+
+@dataclass(frozen=True)
+class HopExpectation:
+    """One hop of one admitted channel, with its meter in frame bytes as programmed."""
+
+    channel_id: int
+    key: ChannelKey
+    selector: ChannelSelector
+    port: PortId
+    priority: int
+    first_hop: bool
+    rate: int  # ρ, IPv4 bytes/s
+    burst: int  # σ at this hop, IPv4 bytes
+    max_packet: int
+    cir: int  # frame bytes/s
+    cburst: int  # frame bytes
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str
+    cause: str
+    switch: str
+    port: int | None
+    priority: int | None
+    channel_id: int | None
+    channel: str | None  # initiator/context
+    figure: int | None  # what was measured (None: beyond the bound, exact figure unknown)
+    bound: int  # what was promised or allowed
+    unit: str
+    packets: int  # packets concerned in this window
+    message: str
+
+    @property
+    def episode(self) -> tuple[str, str, int | None, int | None, int | None]:
+        """Findings with the same episode key in consecutive polls are one event."""
+        return (self.kind, self.switch, self.port, self.priority, self.channel_id)
+
+
+@dataclass(frozen=True)
+class QueueReading:
+    switch: str
+    port: int
+    priority: int
+    channels: int
+    line_rate: int
+    allocated_rate: int
+    allocated_burst: int
+    backlog_bound: int
+    bound_us: int  # the bound in force in the data plane during the window
+    window_s: float
+    packets: int
+    bytes: int
+    bands: tuple[int, ...]  # packets per delay band in the window
+    max_delay_us: int | None  # register maximum of the window (None: the switch has none)
+    max_depth_packets: int | None  # whole-port backlog a packet of this queue found (register)
+
+    @property
+    def over_bound(self) -> int:
+        return self.bands[OVER] if self.bands else 0
+
+    @property
+    def worst_band(self) -> str | None:
+        """The highest delay band any packet of the window fell in."""
+        for index in range(len(self.bands) - 1, -1, -1):
+            if self.bands[index]:
+                return DELAY_BAND_NAMES[index]
+        return None
+
+
+@dataclass(frozen=True)
+class ChannelReading:
+    channel_id: int
+    channel: str
+    switch: str
+    port: int
+    priority: int
+    first_hop: bool
+    window_s: float
+    packets: int
+    bytes: int  # frame bytes, every colour
+    green_bytes: int
+    yellow_packets: int
+    red_packets: int
+    delivered_rate: int  # frame bytes/s over the window, every colour
+    reserved_rate: int  # the meter's CIR, frame bytes/s
+
+
+@dataclass(frozen=True)
+class PollVerdict:
+    queues: list[QueueReading]
+    channels: list[ChannelReading]
+    findings: list[Finding]
+
+
+# ---- expectations -------------------------------------------------------------------------
+
+
+def queue_expectations(ledger: AdmissionLedger) -> dict[PortId, list[QueueExpectation]]:
+    """Every admitted level of every port with its bound, from one snapshot of the ledger."""
+    _channels, loads = ledger.snapshot()
+    found: dict[PortId, list[QueueExpectation]] = {}
+    for pid, load in loads.items():
+        model = ledger.ports[pid]
+        levels = []
+        for priority in ADMITTED_PRIORITIES:
+            level = load.levels[priority]
+            if level.channels == 0:
+                continue
+            bound = level_delay_bound_us(model, load, priority)
+            if bound is None:  # admission never lets higher levels take the whole line
+                continue
+            levels.append(
+                QueueExpectation(
+                    port=pid,
+                    priority=priority,
+                    channels=level.channels,
+                    line_rate=model.line_rate,
+                    allocated_rate=level.rate,
+                    allocated_burst=level.burst,
+                    bound_us=bound,
+                    backlog_bound=level_backlog_bound(model, load, priority),
+                )
+            )
+        if levels:
+            found[pid] = levels
+    return found
+
+
+def hop_expectations(reservations: Iterable[Reservation]) -> list[HopExpectation]:
+    hops = []
+    for record in reservations:
+        for index, hop in enumerate(record.allocation.hops):
+            entry = entry_for_hop(hop.port.switch, record.selector, record.channel_id, hop, True)
+            hops.append(
+                HopExpectation(
+                    channel_id=record.channel_id,
+                    key=record.key,
+                    selector=record.selector,
+                    port=hop.port,
+                    priority=hop.priority,
+                    first_hop=index == 0,
+                    rate=hop.rate,
+                    burst=hop.burst,
+                    max_packet=hop.max_packet,
+                    cir=entry.cir,
+                    cburst=entry.cburst,
+                )
+            )
+    return hops
+
+
+def thresholds_to_install(
+    wanted: Mapping[tuple[int, int], int],
+    installed: Mapping[tuple[int, int], int],
+    pending_since: dict[tuple[int, int], int],
+    poll: int,
+    allow_decrease: bool,
+) -> dict[tuple[int, int], int]:
+    """The delay bounds to program on a switch: (port, priority) → µs.
+
+    A larger bound (a channel joined the port) takes effect at once, before the channel's entry
+    is written, so no packet of the new load is judged by the old, tighter bound. A smaller one
+    (a channel left) waits one poll: packets queued under the old load may still be on their
+    way out, and they were promised the old bound. `pending_since` remembers when each
+    decrease was first wanted; it is updated in place."""
+    result: dict[tuple[int, int], int] = {}
+    for cell in set(wanted) | set(installed):
+        want = wanted.get(cell)
+        have = installed.get(cell)
+        if have is None or (want is not None and want >= have):
+            pending_since.pop(cell, None)
+            if want is not None:
+                result[cell] = want
+            continue
+        first = pending_since.setdefault(cell, poll)
+        if allow_decrease and poll > first:
+            pending_since.pop(cell, None)
+            if want is not None:
+                result[cell] = want
+        else:
+            result[cell] = have
+    return result
+
+
+# ---- conclusions ----------------------------------------------------------------------------
+
+
+def evaluate(
+    previous: Mapping[str, MonitorSample],
+    current: Mapping[str, MonitorSample],
+    queues: Mapping[PortId, Sequence[QueueExpectation]],
+    hops: Sequence[HopExpectation],
+    thresholds: Mapping[str, Mapping[tuple[int, int], int]],
+    recent_source_excess: frozenset[int] = frozenset(),
+) -> PollVerdict:
+    """Compare each switch's sample with the one before it.
+
+    `thresholds` are the bounds that were installed in the data plane during the window (what
+    the delay bands were counted against). `recent_source_excess` holds the channels whose
+    first hop saw excess in the previous poll: a downstream meter that marks their packets now
+    may be metering that excess (demoted packets still match the channel downstream)."""
+    queue_readings: list[QueueReading] = []
+    channel_readings: list[ChannelReading] = []
+    findings: list[Finding] = []
+    for name, now in current.items():
+        before = previous.get(name)
+        if before is None:
+            continue  # the first sample of a switch is the baseline
+        window = max(now.finished - before.started, 1e-6)
+        installed = thresholds.get(name, {})
+        for pid, levels in queues.items():
+            if pid.switch != name:
+                continue
+            for q in levels:
+                reading, found = _queue(name, q, before, now, window, installed)
+                if reading is not None:
+                    queue_readings.append(reading)
+                findings.extend(found)
+    excess_now = first_hop_excess(previous, current, hops)
+    upstream_excess = excess_now | recent_source_excess
+    for hop in hops:
+        earlier, later = previous.get(hop.port.switch), current.get(hop.port.switch)
+        if earlier is None or later is None:
+            continue
+        channel_reading, found = _channel(hop, earlier, later, upstream_excess)
+        if channel_reading is not None:
+            channel_readings.append(channel_reading)
+        findings.extend(found)
+    return PollVerdict(queue_readings, channel_readings, findings)
+
+
+def first_hop_excess(
+    previous: Mapping[str, MonitorSample],
+    current: Mapping[str, MonitorSample],
+    hops: Sequence[HopExpectation],
+) -> frozenset[int]:
+    """Channels whose first hop marked traffic yellow or red between the two samples."""
+    found = set()
+    for hop in hops:
+        if not hop.first_hop:
+            continue
+        before, now = previous.get(hop.port.switch), current.get(hop.port.switch)
+        if before is None or now is None:
+            continue
+        delta = _excess_delta(before, now, hop.channel_id)
+        if delta is not None and (delta[0] or delta[2]):
+            found.add(hop.channel_id)
+    return frozenset(found)
+
+
+def _queue(
+    name: str,
+    q: QueueExpectation,
+    before: MonitorSample,
+    now: MonitorSample,
+    window: float,
+    installed: Mapping[tuple[int, int], int],
+) -> tuple[QueueReading | None, list[Finding]]:
+    cell = (q.port.port, q.priority)
+    bands_now, bands_before = now.bands.get(cell), before.bands.get(cell)
+    traffic_now, traffic_before = now.queue_traffic.get(cell), before.queue_traffic.get(cell)
+    if bands_now is None or traffic_now is None:
+        return None, []
+    bands = _deltas(bands_now, bands_before)
+    traffic = _deltas(traffic_now, traffic_before)
+    max_delay = now.max_delay_us.get(cell) if now.max_delay_us is not None else None
+    max_depth = now.max_depth_packets.get(cell) if now.max_depth_packets is not None else None
+    bound = installed.get(cell, q.bound_us)
+    reading = QueueReading(
+        switch=name,
+        port=q.port.port,
+        priority=q.priority,
+        channels=q.channels,
+        line_rate=q.line_rate,
+        allocated_rate=q.allocated_rate,
+        allocated_burst=q.allocated_burst,
+        backlog_bound=q.backlog_bound,
+        bound_us=bound,
+        window_s=window,
+        packets=traffic[0],
+        bytes=traffic[1],
+        bands=bands,
+        max_delay_us=max_delay,
+        max_depth_packets=max_depth,
+    )
+    found = []
+    if reading.over_bound:
+        longest = (
+            f"; the longest waited {max_delay:,} µs" if max_delay is not None and max_delay > bound else ""
+        )
+        found.append(
+            Finding(
+                kind=QUEUE_DELAY,
+                cause=NETWORK,
+                switch=name,
+                port=q.port.port,
+                priority=q.priority,
+                channel_id=None,
+                channel=None,
+                figure=max_delay if max_delay is not None and max_delay > bound else None,
+                bound=bound,
+                unit="us",
+                packets=reading.over_bound,
+                message=(
+                    f"{name}:{q.port.port} level {q.priority}: {reading.over_bound} of "
+                    f"{sum(bands)} packets waited longer than the admitted bound of {bound:,} µs"
+                    f"{longest} ({q.channels} channel(s), Σσ {q.allocated_burst:,} B, "
+                    f"Σρ {q.allocated_rate:,} B/s)"
+                ),
+            )
+        )
+    return reading, found
+
+
+def _channel(
+    hop: HopExpectation, before: MonitorSample, now: MonitorSample, upstream_excess: frozenset[int]
+) -> tuple[ChannelReading | None, list[Finding]]:
+    name = hop.port.switch
+    count_now, count_before = now.channels.get(hop.selector), before.channels.get(hop.selector)
+    excess = _excess_delta(before, now, hop.channel_id)
+    if count_now is None or count_before is None or excess is None:
+        return None, []
+    packets, byte_count = count_now[0] - count_before[0], count_now[1] - count_before[1]
+    if packets < 0 or byte_count < 0:
+        return None, []  # the entry was written anew (same selector): a new baseline
+    # Every colour left the meter at the direct counter; yellow and red are subtracted.
+    window = max(now.finished - before.started, 1e-6)
+    yellow_packets, yellow_bytes, red_packets, red_bytes = excess
+    green_bytes = max(0, byte_count - yellow_bytes - red_bytes)
+    channel = str(hop.key)
+    reading = ChannelReading(
+        channel_id=hop.channel_id,
+        channel=channel,
+        switch=name,
+        port=hop.port.port,
+        priority=hop.priority,
+        first_hop=hop.first_hop,
+        window_s=window,
+        packets=packets,
+        bytes=byte_count,
+        green_bytes=green_bytes,
+        yellow_packets=yellow_packets,
+        red_packets=red_packets,
+        delivered_rate=round(byte_count / window),
+        reserved_rate=hop.cir,
+    )
+    found = []
+    marked = yellow_packets + red_packets
+    where = f"{name}:{hop.port.port}"
+    if marked and hop.first_hop:
+        found.append(
+            Finding(
+                kind=SOURCE_EXCESS,
+                cause=SOURCE,
+                switch=name,
+                port=hop.port.port,
+                priority=hop.priority,
+                channel_id=hop.channel_id,
+                channel=channel,
+                figure=marked,
+                bound=0,
+                unit="packets",
+                packets=marked,
+                message=(
+                    f"channel {hop.channel_id} ({channel}) went beyond its envelope "
+                    f"(ρ {hop.rate:,} B/s, σ {hop.burst:,} B) at its first hop {where}: "
+                    f"{yellow_packets} packets yellow, {red_packets} red, demoted or dropped there"
+                ),
+            )
+        )
+    elif marked and hop.channel_id not in upstream_excess:
+        found.append(
+            Finding(
+                kind=DOWNSTREAM_EXCESS,
+                cause=NETWORK,
+                switch=name,
+                port=hop.port.port,
+                priority=hop.priority,
+                channel_id=hop.channel_id,
+                channel=channel,
+                figure=marked,
+                bound=0,
+                unit="packets",
+                packets=marked,
+                message=(
+                    f"channel {hop.channel_id} ({channel}) conformed at its first hop but its "
+                    f"meter at {where} marked {marked} packets: upstream delay bunched it beyond "
+                    f"the burst admitted there (σ {hop.burst:,} B)"
+                ),
+            )
+        )
+    # With no packet marked, the meter's colour counts cannot hide anything, so the green bytes
+    # are exact: more than CBS + CIR·t (plus the frame in flight at each end of the window)
+    # means the meter is not policing as programmed (never configured, or configured wrong).
+    allowed = hop.cburst + round(hop.cir * window) + 2 * (hop.max_packet + FRAME_OVERHEAD)
+    if not marked and green_bytes > allowed:
+        found.append(
+            Finding(
+                kind=POLICER,
+                cause=NETWORK,
+                switch=name,
+                port=hop.port.port,
+                priority=hop.priority,
+                channel_id=hop.channel_id,
+                channel=channel,
+                figure=green_bytes,
+                bound=allowed,
+                unit="bytes",
+                packets=packets,
+                message=(
+                    f"channel {hop.channel_id} ({channel}) at {where}: {green_bytes:,} green bytes "
+                    f"in {window:.3f} s, beyond its meter's envelope of {allowed:,} "
+                    f"(CBS {hop.cburst:,} B + CIR {hop.cir:,} B/s × t): the policer is not working"
+                ),
+            )
+        )
+    return reading, found
+
+
+def _excess_delta(before: MonitorSample, now: MonitorSample, channel_id: int) -> tuple[int, ...] | None:
+    a, b = before.excess.get(channel_id), now.excess.get(channel_id)
+    if a is None or b is None:
+        return None
+    delta = tuple(y - x for x, y in zip(a, b, strict=True))
+    return None if any(d < 0 for d in delta) else delta
+
+
+def _deltas(now: tuple[int, ...], before: tuple[int, ...] | None) -> tuple[int, ...]:
+    if before is None:
+        return tuple(0 for _ in now)
+    delta = tuple(b - a for a, b in zip(before, now, strict=True))
+    # A counter that went backwards was cleared (the switch restarted): count from zero.
+    return now if any(d < 0 for d in delta) else delta

@@ -1,0 +1,318 @@
+"""The guarantee monitor: every `interval_s` it reads each switch's telemetry over P4Runtime and
+checks it against what admission promised (terrapin.monitor.checks), turning what it finds into
+episodes (terrapin.monitor.events), metrics, and a stream for the dashboard.
+
+It also keeps the data plane's own check current: each admitted queue's delay bound lives in
+the switch's `queue_bounds` table, so the switch counts every packet against it (the delay
+bands), which works on terrapin-switch and on p4lang's simple_switch_grpc alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import asdict
+from typing import Any, Protocol
+
+from terrapin.admission.ledger import AdmissionLedger
+from terrapin.config import MonitorConfig
+from terrapin.monitor.checks import (
+    NETWORK,
+    SOURCE,
+    Finding,
+    PollVerdict,
+    QueueExpectation,
+    evaluate,
+    first_hop_excess,
+    hop_expectations,
+    queue_expectations,
+    thresholds_to_install,
+)
+from terrapin.monitor.events import Event, EventLog
+from terrapin.paths import ChannelEntry, ChannelProgrammer
+from terrapin.store import Reservation
+from terrapin.switches import MonitorSample, QueueBound
+
+LOG = logging.getLogger("terrapin.monitor")
+
+Cell = tuple[int, int]
+
+
+class MonitorFabric(Protocol):
+    """What the monitor needs from the switches (switches.SwitchFabric, or a test fake)."""
+
+    @property
+    def names(self) -> list[str]: ...
+
+    def is_ready(self, name: str) -> bool: ...
+
+    async def sync_queue_bounds(self, name: str, bounds: Sequence[QueueBound]) -> int: ...
+
+    async def monitor_sample(
+        self, name: str, cells: Sequence[Cell], channel_ids: Sequence[int]
+    ) -> MonitorSample: ...
+
+    async def reset_queue_telemetry(self, name: str, ports: list[int]) -> None: ...
+
+    def reads_registers(self, name: str) -> bool: ...
+
+
+class MonitorObserver(Protocol):
+    """Where the monitor's figures go besides its own state (metrics.ControllerMetrics)."""
+
+    def observe_poll(self, seconds: float, verdict: PollVerdict, errors: dict[str, str]) -> None: ...
+
+    def observe_event(self, event: Event, raised: bool) -> None: ...
+
+    def observe_state(self, active: dict[str, int]) -> None: ...
+
+
+class GuaranteeMonitor:
+    def __init__(
+        self,
+        ledger: AdmissionLedger,
+        reservations: Callable[[], Sequence[Reservation]],
+        fabric: MonitorFabric,
+        events: EventLog,
+        config: MonitorConfig,
+        observer: MonitorObserver | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._ledger = ledger
+        self._reservations = reservations
+        self._fabric = fabric
+        self._events = events
+        self._config = config
+        self._observer = observer
+        self._clock = clock
+        self._samples: dict[str, MonitorSample] = {}
+        self._installed: dict[str, dict[Cell, int]] = {}
+        self._pending: dict[str, dict[Cell, int]] = {}
+        self._bounds_lock = asyncio.Lock()
+        self._polls = 0
+        self._last_poll_at: float | None = None
+        self._verdict = PollVerdict([], [], [])
+        self._recent_excess: frozenset[int] = frozenset()
+        self._active: dict[tuple[Any, ...], Event] = {}
+        self._raised: Counter[str] = Counter()
+        self._over_bound_packets = 0
+        self._switch_state: dict[str, dict[str, Any]] = {}
+        self._subscribers: set[asyncio.Queue[tuple[str, dict[str, Any]]]] = set()
+        closed = events.clear_all_active(clock())
+        if closed:
+            LOG.info("closed %d violation episodes a previous run left open", closed)
+
+    @property
+    def interval(self) -> float:
+        return self._config.interval_s
+
+    # ---- the loop -----------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        while True:
+            started = asyncio.get_running_loop().time()
+            try:
+                await self.poll()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # the monitor must outlive any one bad poll
+                LOG.exception("monitor poll failed")
+            elapsed = asyncio.get_running_loop().time() - started
+            await asyncio.sleep(max(0.0, self._config.interval_s - elapsed))
+
+    async def poll(self) -> PollVerdict:
+        self._polls += 1
+        started = time.perf_counter()
+        queues = queue_expectations(self._ledger)
+        hops = hop_expectations(self._reservations())
+        samples: dict[str, MonitorSample] = {}
+        errors: dict[str, str] = {}
+        for name in self._fabric.names:
+            state = self._switch_state.setdefault(name, {})
+            state["ready"] = self._fabric.is_ready(name)
+            if not state["ready"]:
+                state["error"] = "not connected"
+                self._samples.pop(name, None)  # it may come back empty: start a new baseline
+                continue
+            try:
+                samples[name] = await self._sample(name, queues, hops)
+                state["error"] = None
+            except Exception as exc:  # one switch's fault must not stop the others' checks
+                errors[name] = str(exc) or type(exc).__name__
+                state["error"] = errors[name]
+                self._samples.pop(name, None)
+                LOG.warning("monitor: switch %s: %s", name, errors[name])
+            state["registers"] = self._fabric.reads_registers(name)
+        verdict = evaluate(
+            self._samples, samples, queues, hops, self._installed, recent_source_excess=self._recent_excess
+        )
+        self._recent_excess = first_hop_excess(self._samples, samples, hops)
+        self._samples.update(samples)
+        now = self._clock()
+        self._last_poll_at = now
+        self._verdict = verdict
+        self._over_bound_packets += sum(q.over_bound for q in verdict.queues)
+        self._episodes(verdict.findings, now)
+        if self._observer is not None:
+            self._observer.observe_poll(time.perf_counter() - started, verdict, errors)
+            self._observer.observe_state(self._active_counts())
+        self._broadcast("monitor", self.snapshot())
+        return verdict
+
+    async def _sample(
+        self,
+        name: str,
+        queues: dict[Any, list[QueueExpectation]],
+        hops: Sequence[Any],
+    ) -> MonitorSample:
+        mine = [q for pid, levels in queues.items() if pid.switch == name for q in levels]
+        wanted = {(q.port.port, q.priority): q.bound_us for q in mine}
+        async with self._bounds_lock:
+            await self._sync_bounds(name, wanted, allow_decrease=True)
+        cells = sorted(wanted)
+        channel_ids = sorted({h.channel_id for h in hops if h.port.switch == name})
+        sample = await self._fabric.monitor_sample(name, cells, channel_ids)
+        if self._config.reset_maxima and cells and sample.max_delay_us is not None:
+            # The registers hold maxima since they were last cleared; clearing them after
+            # each read makes the next figure the next window's.
+            await self._fabric.reset_queue_telemetry(name, sorted({port for port, _ in cells}))
+        return sample
+
+    async def raise_bounds(self, switch: str) -> None:
+        """Called before a channel's entry is written: the switch must judge the new load by
+        its new (larger) bounds from its first packet on. Lower bounds wait for a poll."""
+        if not self._config.enabled:
+            return
+        queues = queue_expectations(self._ledger)
+        wanted = {
+            (q.port.port, q.priority): q.bound_us
+            for pid, levels in queues.items()
+            if pid.switch == switch
+            for q in levels
+        }
+        async with self._bounds_lock:
+            await self._sync_bounds(switch, wanted, allow_decrease=False)
+
+    async def _sync_bounds(self, name: str, wanted: dict[Cell, int], allow_decrease: bool) -> None:
+        installed = self._installed.get(name, {})
+        pending = self._pending.setdefault(name, {})
+        target = thresholds_to_install(wanted, installed, pending, self._polls, allow_decrease)
+        await self._fabric.sync_queue_bounds(
+            name, [QueueBound(port, prio, bound) for (port, prio), bound in sorted(target.items())]
+        )
+        self._installed[name] = target
+
+    # ---- episodes -----------------------------------------------------------------------------
+
+    def _episodes(self, findings: list[Finding], now: float) -> None:
+        seen = set()
+        for finding in findings:
+            key = finding.episode
+            seen.add(key)
+            event = self._active.get(key)
+            if event is not None:
+                updated = self._events.extend(event.id, finding, now)
+                if updated is not None:
+                    self._active[key] = updated
+                    continue
+            event = self._events.raise_event(finding, now)
+            self._active[key] = event
+            self._raised[finding.cause] += 1
+            if finding.cause == NETWORK:
+                LOG.error("NETWORK VIOLATION (%s): %s", finding.kind, finding.message)
+            else:
+                LOG.warning("source violation (%s): %s", finding.kind, finding.message)
+            if self._observer is not None:
+                self._observer.observe_event(event, raised=True)
+            self._broadcast("event", event.as_dict())
+        for key in [k for k in self._active if k not in seen]:
+            cleared = self._events.clear(self._active.pop(key).id, now)
+            if cleared is not None:
+                LOG.info("cleared after %d poll(s): %s", cleared.polls, cleared.message)
+                if self._observer is not None:
+                    self._observer.observe_event(cleared, raised=False)
+                self._broadcast("event", cleared.as_dict())
+
+    def _active_counts(self) -> dict[str, int]:
+        counts = {NETWORK: 0, SOURCE: 0}
+        for event in self._active.values():
+            counts[event.cause] = counts.get(event.cause, 0) + 1
+        return counts
+
+    # ---- reading --------------------------------------------------------------------------------
+
+    @property
+    def alarm(self) -> bool:
+        """A network violation is going on now."""
+        return any(e.cause == NETWORK for e in self._active.values())
+
+    def snapshot(self) -> dict[str, Any]:
+        active = self._active_counts()
+        verdict = "network" if active[NETWORK] else "source" if active[SOURCE] else "ok"
+        return {
+            "enabled": self._config.enabled,
+            "interval_s": self._config.interval_s,
+            "polls": self._polls,
+            "last_poll_at": self._last_poll_at,
+            "verdict": verdict,
+            "alarm": self.alarm,
+            "violations": {
+                "total": sum(self._raised.values()),
+                "network": self._raised[NETWORK],
+                "source": self._raised[SOURCE],
+                "active_network": active[NETWORK],
+                "active_source": active[SOURCE],
+            },
+            "packets_over_bound": self._over_bound_packets,
+            "switches": {name: dict(state) for name, state in sorted(self._switch_state.items())},
+            "queues": [
+                asdict(q) | {"over_bound": q.over_bound, "worst_band": q.worst_band}
+                for q in self._verdict.queues
+            ],
+            "channels": [asdict(c) for c in self._verdict.channels],
+            "active": [e.as_dict() for e in sorted(self._active.values(), key=lambda e: e.id)],
+        }
+
+    def events(self, **filters: Any) -> list[Event]:
+        return self._events.query(**filters)
+
+    # ---- the live stream --------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def subscribe(self) -> AsyncIterator[asyncio.Queue[tuple[str, dict[str, Any]]]]:
+        queue: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue(maxsize=64)
+        self._subscribers.add(queue)
+        try:
+            yield queue
+        finally:
+            self._subscribers.discard(queue)
+
+    def _broadcast(self, kind: str, body: dict[str, Any]) -> None:
+        for queue in list(self._subscribers):
+            if queue.full():  # a slow reader loses the oldest update, never blocks the monitor
+                with contextlib.suppress(asyncio.QueueEmpty):
+                    queue.get_nowait()
+            queue.put_nowait((kind, body))
+
+
+class BoundsFirstProgrammer:
+    """The ChannelProgrammer the reservation service writes through: before a channel's entry
+    goes to a switch, that switch's delay bounds are raised for the load that includes it."""
+
+    def __init__(self, inner: ChannelProgrammer, monitor: GuaranteeMonitor) -> None:
+        self._inner = inner
+        self._monitor = monitor
+
+    async def install_channel(self, entry: ChannelEntry) -> None:
+        try:
+            await self._monitor.raise_bounds(entry.switch)
+        except Exception as exc:  # the channel matters more; the next poll writes the bounds
+            LOG.warning("switch %s: delay bounds not raised before set-up: %s", entry.switch, exc)
+        await self._inner.install_channel(entry)
+
+    async def remove_channel(self, entry: ChannelEntry) -> None:
+        await self._inner.remove_channel(entry)

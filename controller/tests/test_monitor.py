@@ -1,0 +1,342 @@
+"""The guarantee monitor without a data plane: its expectations against the admission model,
+its conclusions from scripted samples, episodes, the REST and /metrics views. The real
+switches (terrapin-switch, and p4lang's simple_switch_grpc where built) are in
+test_monitor_integration.py."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakes import FakeFabric, chain_config
+from fastapi.testclient import TestClient
+
+from terrapin.admission import AdmissionLedger
+from terrapin.admission.model import ChannelEnvelope, ChannelKey, PortId
+from terrapin.config import Config, MonitorConfig
+from terrapin.main import Controller
+from terrapin.monitor.checks import (
+    DOWNSTREAM_EXCESS,
+    NETWORK,
+    POLICER,
+    QUEUE_DELAY,
+    SOURCE,
+    SOURCE_EXCESS,
+    evaluate,
+    hop_expectations,
+    queue_expectations,
+    thresholds_to_install,
+)
+from terrapin.monitor.events import EventLog
+from terrapin.monitor.service import GuaranteeMonitor
+from terrapin.paths import ChannelSelector
+from terrapin.store import ReservationStore
+from terrapin.switches import DELAY_BAND_NAMES, DELAY_BANDS, MonitorSample
+
+REPO = Path(__file__).resolve().parents[2]
+SELECTOR = ChannelSelector("10.0.1.2", "10.0.2.2", 17, 5000 << 16 | 6000)
+ENVELOPE = ChannelEnvelope(priority=6, rate=100_000, burst=6000, max_packet=1500)
+
+
+def ledger_with_channel(switches: int = 2) -> tuple[Config, AdmissionLedger, ReservationStore]:
+    config = chain_config(switches, rate_bps=10_000_000)
+    ledger = AdmissionLedger(config.port_models())
+    store = ReservationStore(":memory:")
+    path = [PortId(f"s{i}", 2) for i in range(1, switches + 1)]
+    allocation = ledger.admit(ChannelKey("10.0.1.2", 7), path, ENVELOPE)
+    store.add(allocation, SELECTOR, "rest", True)  # type: ignore[arg-type]
+    return config, ledger, store
+
+
+def sample(
+    switch: str,
+    at: float,
+    *,
+    bands: tuple[int, int, int, int] = (0, 0, 0, 0),
+    traffic: tuple[int, int] = (0, 0),
+    channel: tuple[int, int] | None = (0, 0),
+    excess: tuple[int, int, int, int] = (0, 0, 0, 0),
+    max_delay: int | None = None,
+) -> MonitorSample:
+    cell = (2, 6)
+    return MonitorSample(
+        switch=switch,
+        started=at,
+        finished=at + 0.01,
+        bands={cell: bands},
+        queue_traffic={cell: traffic},
+        max_delay_us=None if max_delay is None else {cell: max_delay},
+        max_depth_packets=None if max_delay is None else {cell: 1},
+        channels={} if channel is None else {SELECTOR: channel},
+        excess={0: excess},
+    )
+
+
+# ---- expectations come from the admission model ---------------------------------------------
+
+
+def test_queue_bounds_are_the_admission_models_own() -> None:
+    _config, ledger, _store = ledger_with_channel()
+    expected = queue_expectations(ledger)
+    for pid in (PortId("s1", 2), PortId("s2", 2)):
+        (level,) = expected[pid]
+        status = ledger.port_status(pid)
+        assert level.priority == 6 and level.channels == 1
+        assert level.bound_us == status.levels[5].worst_case_delay_us
+        # (σ_hop + protocol burst 720 + one 1500-byte lower packet), the bound's numerator
+        assert level.backlog_bound == status.levels[5].burst + 720 + 1500
+    assert PortId("s1", 1) not in expected  # no channel leaves by the host port
+
+
+def test_hop_meters_are_the_ones_programmed() -> None:
+    _config, _ledger, store = ledger_with_channel()
+    first, second = hop_expectations(store.all())
+    assert first.first_hop and not second.first_hop
+    assert first.cir == -(-100_000 * 1514 // 1500)  # frame bytes, as switches.entry_for_hop
+    assert second.burst > first.burst  # grown by ρ × the upstream bound
+
+
+def test_a_larger_bound_applies_at_once_a_smaller_one_a_poll_later() -> None:
+    pending: dict[tuple[int, int], int] = {}
+    cell = (2, 6)
+    assert thresholds_to_install({cell: 500}, {}, pending, 1, False) == {cell: 500}
+    assert thresholds_to_install({cell: 800}, {cell: 500}, pending, 1, False) == {cell: 800}
+    # a channel left: the old bound stays through the poll that first sees the decrease
+    assert thresholds_to_install({cell: 300}, {cell: 800}, pending, 2, True) == {cell: 800}
+    assert thresholds_to_install({cell: 300}, {cell: 800}, pending, 2, True) == {cell: 800}
+    assert thresholds_to_install({cell: 300}, {cell: 800}, pending, 3, True) == {cell: 300}
+    # raising before a set-up never lowers anything
+    assert thresholds_to_install({}, {cell: 300}, pending, 9, False) == {cell: 300}
+    assert thresholds_to_install({}, {cell: 300}, pending, 10, True) == {}
+
+
+# ---- conclusions ----------------------------------------------------------------------------
+
+
+def test_the_first_sample_is_only_a_baseline() -> None:
+    _config, ledger, store = ledger_with_channel()
+    now = {"s1": sample("s1", 0.0, bands=(10, 0, 0, 99))}
+    verdict = evaluate({}, now, queue_expectations(ledger), hop_expectations(store.all()), {})
+    assert verdict.findings == [] and verdict.queues == []
+
+
+def test_packets_over_the_bound_are_a_network_violation() -> None:
+    _config, ledger, store = ledger_with_channel()
+    queues, hops = queue_expectations(ledger), hop_expectations(store.all())
+    bound = queues[PortId("s1", 2)][0].bound_us
+    before = {"s1": sample("s1", 0.0, bands=(5, 1, 0, 0), traffic=(6, 6000))}
+    clean = {"s1": sample("s1", 1.0, bands=(25, 3, 1, 0), traffic=(29, 29000), max_delay=bound - 1)}
+    verdict = evaluate(before, clean, queues, hops, {"s1": {(2, 6): bound}})
+    assert verdict.findings == []
+    (q,) = verdict.queues
+    assert q.bands == (20, 2, 1, 0) and q.packets == 23 and q.worst_band == "within"
+    late = {"s1": sample("s1", 2.0, bands=(25, 3, 1, 4), traffic=(33, 33000), max_delay=3 * bound)}
+    (finding,) = evaluate(clean, late, queues, hops, {"s1": {(2, 6): bound}}).findings
+    assert (finding.kind, finding.cause, finding.packets) == (QUEUE_DELAY, NETWORK, 4)
+    assert finding.figure == 3 * bound and finding.bound == bound
+    assert "4 of 4 packets waited longer than the admitted bound" in finding.message
+
+
+def test_a_switch_without_registers_still_has_the_bands() -> None:
+    _config, ledger, store = ledger_with_channel()
+    queues, hops = queue_expectations(ledger), hop_expectations(store.all())
+    before = {"s1": sample("s1", 0.0)}
+    after = {"s1": sample("s1", 1.0, bands=(0, 0, 0, 2))}
+    (finding,) = evaluate(before, after, queues, hops, {}).findings
+    assert finding.kind == QUEUE_DELAY and finding.figure is None and finding.packets == 2
+
+
+def test_excess_at_the_first_hop_is_the_source_later_hops_are_the_network() -> None:
+    _config, ledger, store = ledger_with_channel()
+    queues, hops = queue_expectations(ledger), hop_expectations(store.all())
+    before = {"s1": sample("s1", 0.0), "s2": sample("s2", 0.0)}
+    # the source sent beyond its envelope: s1 marks it; s2 meters the demoted excess too
+    after = {
+        "s1": sample("s1", 1.0, channel=(50, 75_000), excess=(0, 0, 20, 30_000)),
+        "s2": sample("s2", 1.0, channel=(50, 75_000), excess=(0, 0, 5, 7_500)),
+    }
+    (finding,) = evaluate(before, after, queues, hops, {}).findings
+    assert (finding.kind, finding.cause, finding.switch) == (SOURCE_EXCESS, SOURCE, "s1")
+    # the next poll s1 is clean but s2 still marks what was queued: not blamed on the network
+    later = {
+        "s1": sample("s1", 2.0, channel=(60, 90_000), excess=(0, 0, 20, 30_000)),
+        "s2": sample("s2", 2.0, channel=(60, 90_000), excess=(0, 0, 7, 10_500)),
+    }
+    assert evaluate(after, later, queues, hops, {}, recent_source_excess=frozenset({0})).findings == []
+    # a conforming source whose packets a downstream meter marks: the network bunched them
+    (finding,) = evaluate(after, later, queues, hops, {}).findings
+    assert (finding.kind, finding.cause, finding.switch) == (DOWNSTREAM_EXCESS, NETWORK, "s2")
+
+
+def test_green_traffic_beyond_the_meters_envelope_is_a_broken_policer() -> None:
+    _config, ledger, store = ledger_with_channel()
+    queues, hops = queue_expectations(ledger), hop_expectations(store.all())
+    first = hops[0]
+    before = {"s1": sample("s1", 0.0)}
+    # the window is 1.01 s: CBS + CIR × 1.01 s plus two frames is what a working meter allows
+    allowed = first.cburst + round(first.cir * 1.01) + 2 * (1500 + 18)
+    fits = {"s1": sample("s1", 1.0, channel=(100, allowed))}
+    assert evaluate(before, fits, queues, hops, {}).findings == []
+    beyond = {"s1": sample("s1", 1.0, channel=(200, allowed + 1))}
+    (finding,) = evaluate(before, beyond, queues, hops, {}).findings
+    assert (finding.kind, finding.cause, finding.figure, finding.bound) == (
+        POLICER,
+        NETWORK,
+        allowed + 1,
+        allowed,
+    )
+
+
+def test_a_counter_that_went_back_starts_a_new_baseline() -> None:
+    _config, ledger, store = ledger_with_channel()
+    queues, hops = queue_expectations(ledger), hop_expectations(store.all())
+    before = {"s1": sample("s1", 0.0, bands=(100, 0, 0, 50), channel=(500, 500_000))}
+    restarted = {"s1": sample("s1", 1.0, bands=(3, 0, 0, 0), channel=(3, 3000))}
+    verdict = evaluate(before, restarted, queues, hops, {})
+    assert verdict.findings == [] and verdict.channels == []
+    assert verdict.queues[0].bands == (3, 0, 0, 0)
+
+
+# ---- episodes, REST, metrics ----------------------------------------------------------------
+
+
+def monitor_for(
+    fabric: FakeFabric, ledger: AdmissionLedger, store: ReservationStore, history: int = 50
+) -> GuaranteeMonitor:
+    return GuaranteeMonitor(
+        ledger,
+        store.all,
+        fabric,
+        EventLog(":memory:", history),
+        MonitorConfig(interval_s=0.1),
+        clock=lambda: 1000.0,
+    )
+
+
+def test_a_violation_is_one_episode_logged_once_and_cleared(caplog: pytest.LogCaptureFixture) -> None:
+    _config, ledger, store = ledger_with_channel(1)
+    fabric = FakeFabric(["s1"])
+    fabric.samples["s1"] = [
+        sample("s1", 0.0),
+        sample("s1", 1.0, bands=(0, 0, 0, 3), max_delay=90_000),
+        sample("s1", 2.0, bands=(0, 0, 0, 5), max_delay=70_000),
+        sample("s1", 3.0, bands=(4, 0, 0, 5)),
+    ]
+    monitor = monitor_for(fabric, ledger, store)
+
+    async def polls() -> None:
+        for _ in range(4):
+            await monitor.poll()
+            if monitor.alarm:
+                assert monitor.snapshot()["verdict"] == "network"
+
+    with caplog.at_level("INFO", logger="terrapin.monitor"):
+        asyncio.run(polls())
+    errors = [r for r in caplog.records if "NETWORK VIOLATION" in r.getMessage()]
+    assert len(errors) == 1 and errors[0].levelname == "ERROR"
+    (event,) = monitor.events()
+    assert (event.polls, event.packets, event.figure, event.active) == (2, 5, 90_000, False)
+    assert not monitor.alarm and monitor.snapshot()["violations"]["network"] == 1
+    # the switch holds the admission model's bound for the queue
+    (bound,) = fabric.bounds["s1"]
+    assert bound.bound_us == queue_expectations(ledger)[PortId("s1", 2)][0].bound_us
+
+
+def test_the_history_is_bounded_and_filtered() -> None:
+    _config, ledger, store = ledger_with_channel(1)
+    log = EventLog(":memory:", history=3)
+    queues, hops = queue_expectations(ledger), hop_expectations(store.all())
+    for i in range(5):
+        (finding,) = evaluate(
+            {"s1": sample("s1", 0.0)}, {"s1": sample("s1", 1.0, bands=(0, 0, 0, i + 1))}, queues, hops, {}
+        ).findings
+        log.raise_event(finding, float(i))
+    kept = log.query()
+    assert [e.packets for e in kept] == [5, 4, 3]
+    assert log.query(port=2, cause="network", limit=1)[0].packets == 5
+    assert log.query(port=1) == [] and log.query(channel_id=0) == []
+
+
+def controller_with_fake(config: Config) -> tuple[Controller, FakeFabric]:
+    fabrics: list[FakeFabric] = []
+
+    def factory(cfg: Config, topo: Any, on_packet: Any, desired: Any) -> FakeFabric:
+        fabrics.append(FakeFabric(topo.switch_names))
+        return fabrics[-1]
+
+    controller = Controller(config, fabric_factory=factory)
+    return controller, fabrics[0]
+
+
+def test_rest_views_and_metrics_after_a_violation() -> None:
+    config = chain_config(2, rate_bps=10_000_000).model_copy(update={"monitor": MonitorConfig(enabled=False)})
+    controller, fabric = controller_with_fake(config)
+    with TestClient(controller.app) as client:
+        body = {
+            "src": "10.0.1.2",
+            "dst": "10.0.2.2",
+            "protocol": "udp",
+            "src_port": 5000,
+            "dst_port": 6000,
+            "priority": 6,
+            "rate": 100_000,
+            "burst": 6000,
+            "max_packet": 1500,
+        }
+        created = client.post("/reservations", json=body, headers={"Authorization": "Bearer secret-token"})
+        assert created.status_code == 201
+        denied = client.post(
+            "/reservations",
+            json=body | {"src_port": 5001, "rate": 2_000_000},
+            headers={"Authorization": "Bearer secret-token"},
+        )
+        assert denied.status_code == 409
+        fabric.samples["s1"] = [sample("s1", 0.0), sample("s1", 1.0, bands=(1, 0, 0, 2), max_delay=50_000)]
+        asyncio.run(controller.monitor.poll())
+        asyncio.run(controller.monitor.poll())
+        state = client.get("/monitor").json()
+        assert state["alarm"] and state["verdict"] == "network"
+        assert state["queues"][0]["over_bound"] == 2 and state["active"][0]["kind"] == QUEUE_DELAY
+        assert client.get("/events", params={"cause": "network"}).json()[0]["packets"] == 2
+        assert client.get("/events", params={"cause": "source"}).json() == []
+        assert client.get("/events", params={"cause": "bogus"}).status_code == 422
+        text = client.get("/metrics").text
+        topology = client.get("/topology").json()
+        page = client.get("/")
+        script = client.get("/static/dashboard.js")
+    assert [s["name"] for s in topology["switches"]] == ["s1", "s2"]
+    assert page.status_code == 200 and "dashboard.js" in page.text
+    assert script.status_code == 200 and "EventSource" in script.text
+    assert 'terrapin_admission_decisions_total{outcome="admitted"} 1.0' in text
+    assert 'terrapin_admission_denials_total{constraint="rate_buffer.rate"} 1.0' in text
+    assert "terrapin_admission_decision_seconds_count 2.0" in text
+    assert 'terrapin_channel_setup_seconds_count{origin="rest",outcome="installed"} 1.0' in text
+    assert 'terrapin_channels{state="committed"} 1.0' in text
+    assert 'terrapin_port_allocated_bytes_per_second{port="2",switch="s1"} 100000.0' in text
+    assert 'terrapin_queue_channels{port="2",queue="6",switch="s1"} 1.0' in text
+    assert 'terrapin_monitor_violations_total{cause="network",kind="queue_delay"} 1.0' in text
+    assert 'terrapin_monitor_queue_packets_over_bound_total{port="2",queue="6",switch="s1"} 2.0' in text
+    assert 'terrapin_monitor_queue_delay_max_seconds{port="2",queue="6",switch="s1"} 0.05' in text
+    assert "terrapin_monitor_network_alarm 1.0" in text
+
+
+def test_metric_names_follow_the_switchs_style() -> None:
+    config = chain_config(2)
+    controller, _fabric = controller_with_fake(config)
+    names = set(re.findall(r"^# TYPE (\w+) ", controller.metrics.render().decode(), re.M))
+    assert names and all(n.startswith("terrapin_") for n in names)
+    # units in the name, as terrapin_queue_delay_seconds and terrapin_port_rx_bytes_total
+    for name in names:
+        assert not re.search(r"_(ms|us|micros|bits|mbps)(_|$)", name), name
+
+
+def test_band_numbers_match_p4src() -> None:
+    text = (REPO / "p4src" / "include" / "constants.p4").read_text()
+    values = {n: int(v, 0) for n, v in re.findall(r"^const bit<\d+> (\w+) = (\w+);", text, re.M)}
+    assert values["DELAY_BANDS"] == DELAY_BANDS == len(DELAY_BAND_NAMES)
+    for index, name in enumerate(DELAY_BAND_NAMES):
+        assert values[f"DELAY_BAND_{name.upper()}"] == index
+    assert values["DELAY_BAND_CELLS"] == values["QUEUE_CELLS"] * DELAY_BANDS
