@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -516,22 +516,35 @@ class SwitchFabric:
         Read first, so a switch that restarted empty (or a controller that restarted) is
         corrected by the same call."""
         sw = self._switch(name)
-        want = {(b.port, b.priority): b.bound_us for b in bounds}
         have: dict[tuple[int, int], int] = {}
         async for entry in _read(sw, fy.P4TableEntry(T_QUEUE_BOUNDS)):
             match = entry.match or fy.P4TableMatch()
             args = entry.action.args if isinstance(entry.action, fy.P4TableAction) else {}
             have[(int(match["port"]), int(match["priority"]))] = int((args or {}).get("limit_us", -1))
-        updates: list[Any] = []
-        for cell, bound in want.items():
-            if have.get(cell) == bound:
-                continue
-            entry = _queue_bound_entry(cell, bound)
-            updates.append(~entry if cell in have else +entry)
-        updates += [-_queue_bound_entry(cell, None) for cell in have if cell not in want]
+        updates = _bound_updates(have, bounds)
         if updates:
             await sw.write(updates)
         return len(updates)
+
+    async def prepare_channel(
+        self,
+        name: str,
+        bounds: Sequence[QueueBound],
+        installed: Mapping[tuple[int, int], int],
+        channel_id: int,
+    ) -> None:
+        """Before a channel's entry is written: the queue bounds that change (from `installed`,
+        what the monitor last wrote) and the channel id's yellow and red counters cleared, so
+        they count this channel only (a channel id is reused after its channel closed). One
+        Write; a bound entry that is not as `installed` says makes it fail as a whole."""
+        sw = self._switch(name)
+        zero = fy.P4CounterData(byte_count=0, packet_count=0)
+        updates: list[Any] = _bound_updates(installed, bounds)
+        updates += [
+            ~fy.P4CounterEntry(C_CHANNEL_YELLOW, index=channel_id, data=zero),
+            ~fy.P4CounterEntry(C_CHANNEL_RED, index=channel_id, data=zero),
+        ]
+        await sw.write(updates)
 
     async def monitor_sample(
         self, name: str, cells: Sequence[tuple[int, int]], channel_ids: Sequence[int]
@@ -615,6 +628,18 @@ async def _read_counters(sw: fy.Switch, name: str, indices: list[int]) -> dict[i
         if entry.index is not None:
             found[entry.index] = (entry.packet_count, entry.byte_count)
     return found
+
+
+def _bound_updates(have: Mapping[tuple[int, int], int], bounds: Sequence[QueueBound]) -> list[Any]:
+    want = {(b.port, b.priority): b.bound_us for b in bounds}
+    updates: list[Any] = []
+    for cell, bound in want.items():
+        if have.get(cell) == bound:
+            continue
+        entry = _queue_bound_entry(cell, bound)
+        updates.append(~entry if cell in have else +entry)
+    updates += [-_queue_bound_entry(cell, None) for cell in have if cell not in want]
+    return updates
 
 
 def _queue_bound_entry(cell: tuple[int, int], bound_us: int | None) -> fy.P4TableEntry:

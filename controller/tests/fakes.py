@@ -4,7 +4,7 @@ that need no data plane. Integration tests use the real terrapin-switch instead.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,6 +90,17 @@ class FakeFabric:
             raise InjectedFault(f"{name} is down")
         self.bounds[name] = list(bounds)
         return len(bounds)
+
+    async def prepare_channel(
+        self,
+        name: str,
+        bounds: Sequence[QueueBound],
+        installed: Mapping[tuple[int, int], int],
+        channel_id: int,
+    ) -> None:
+        if name in self.down:
+            raise InjectedFault(f"{name} is down")
+        self.bounds[name] = list(bounds)
 
     async def monitor_sample(
         self, name: str, cells: Sequence[tuple[int, int]], channel_ids: Sequence[int]

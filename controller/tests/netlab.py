@@ -73,6 +73,11 @@ class Lab:
     namespaces: list[str] = field(default_factory=list)
     links: list[str] = field(default_factory=list)
     config_path: Path | None = None
+    # (switch number, port) → the line rate the controller is told, where it differs from the
+    # rate the switch really paces the port at: a deliberately wrong model (an understated
+    # delay bound), for the guarantee monitor's induced-violation tests.
+    believed_rate_bps: dict[tuple[int, int], int] = field(default_factory=dict)
+    monitor: dict[str, Any] = field(default_factory=dict)  # the config's `monitor:` section
 
     # ---- building ---------------------------------------------------------------------------
 
@@ -162,7 +167,7 @@ class Lab:
                 args += ["--port-rate", f"{port}:{self.rate_bps}"]
         with open(self.workdir / f"s{i}.log", "ab") as log:
             self.procs[f"s{i}"] = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             try:
                 grpc.channel_ready_future(grpc.insecure_channel(f"127.0.0.1:{GRPC_BASE + i}")).result(
@@ -193,10 +198,11 @@ class Lab:
                 entry: dict[str, Any] = {
                     "number": port,
                     "mac": f"02:00:00:00:0{i}:0{port}",
-                    "rate_bps": self.rate_bps,
+                    "rate_bps": self.believed_rate_bps.get((i, port), self.rate_bps),
                 }
                 if self.kind == "bmv2":
-                    entry["rate_pps"] = queue_rate_pps(self.rate_bps, MTU)
+                    believed = self.believed_rate_bps.get((i, port), self.rate_bps)
+                    entry["rate_pps"] = queue_rate_pps(believed, MTU)
                 if i == 1 and port == 1:
                     entry.update(peer="h1", gateway_ip="10.0.1.1")
                 elif i == n and port == 2:
@@ -217,6 +223,7 @@ class Lab:
             "store": str(self.workdir / "reservations.sqlite"),
             "protocol": {"hold_seconds": 3.0},
             "admission": {"largest_packet": MTU, "queue_capacity": 64 * MTU},
+            "monitor": self.monitor,
             "switches": switches,
             "hosts": [
                 {"name": "h1", "ip": "10.0.1.2", "mac": "0a:00:00:00:00:01", "switch": "s1", "port": 1},
@@ -354,6 +361,27 @@ class Lab:
         info = p4info_pb2.P4Info()
         text_format.Parse(P4_INFO.read_text(), info)
         return next(a.preamble.name for a in info.actions if a.preamble.id == entry.action.action.action_id)
+
+    def read_queue_bounds(self, i: int) -> dict[tuple[int, int], int]:
+        """TerrapinEgress.queue_bounds of switch i: (port, priority) → the bound in µs."""
+        info = p4info_pb2.P4Info()
+        text_format.Parse(P4_INFO.read_text(), info)
+        table = next(t for t in info.tables if t.preamble.name == "TerrapinEgress.queue_bounds")
+        fields = {f.id: f.name for f in table.match_fields}
+        channel = grpc.insecure_channel(f"127.0.0.1:{GRPC_BASE + i}")
+        try:
+            stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
+            entity = p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry(table_id=table.preamble.id))
+            bounds = {}
+            for reply in stub.Read(p4runtime_pb2.ReadRequest(device_id=i, entities=[entity]), timeout=5):
+                for e in reply.entities:
+                    entry = e.table_entry
+                    key = {fields[m.field_id]: int.from_bytes(m.exact.value, "big") for m in entry.match}
+                    params = {p.param_id: int.from_bytes(p.value, "big") for p in entry.action.action.params}
+                    bounds[(key["port"], key["priority"])] = params[3]  # limit_us (quarter, half, limit)
+            return bounds
+        finally:
+            channel.close()
 
     # ---- teardown -----------------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ Findings are of two causes, and the difference matters to an operator:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from terrapin.admission.checks import level_backlog_bound, level_delay_bound_us
 from terrapin.admission.ledger import AdmissionLedger
@@ -241,6 +241,22 @@ def thresholds_to_install(
         else:
             result[cell] = have
     return result
+
+
+def with_fresh_channels(
+    sample: MonitorSample, channel_ids: Iterable[int], hops: Sequence[HopExpectation]
+) -> MonitorSample:
+    """`sample` as if it had seen channels set up after it was taken at zero: their entries are
+    new and their colour counters were cleared before the entries were written, so zero is
+    exactly what they held then. Their first window is then checked like any other."""
+    fresh = set(channel_ids)
+    channels = dict(sample.channels)
+    excess = dict(sample.excess)
+    for hop in hops:
+        if hop.channel_id in fresh and hop.port.switch == sample.switch:
+            channels.setdefault(hop.selector, (0, 0))
+            excess.setdefault(hop.channel_id, (0, 0, 0, 0))
+    return replace(sample, channels=channels, excess=excess)
 
 
 # ---- conclusions ----------------------------------------------------------------------------

@@ -14,12 +14,13 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any, Protocol
 
 from terrapin.admission.ledger import AdmissionLedger
 from terrapin.config import MonitorConfig
+from terrapin.constants import ADMITTED_PRIORITIES
 from terrapin.monitor.checks import (
     NETWORK,
     SOURCE,
@@ -31,6 +32,7 @@ from terrapin.monitor.checks import (
     hop_expectations,
     queue_expectations,
     thresholds_to_install,
+    with_fresh_channels,
 )
 from terrapin.monitor.events import Event, EventLog
 from terrapin.paths import ChannelEntry, ChannelProgrammer
@@ -51,6 +53,10 @@ class MonitorFabric(Protocol):
     def is_ready(self, name: str) -> bool: ...
 
     async def sync_queue_bounds(self, name: str, bounds: Sequence[QueueBound]) -> int: ...
+
+    async def prepare_channel(
+        self, name: str, bounds: Sequence[QueueBound], installed: Mapping[Cell, int], channel_id: int
+    ) -> None: ...
 
     async def monitor_sample(
         self, name: str, cells: Sequence[Cell], channel_ids: Sequence[int]
@@ -92,6 +98,7 @@ class GuaranteeMonitor:
         self._samples: dict[str, MonitorSample] = {}
         self._installed: dict[str, dict[Cell, int]] = {}
         self._pending: dict[str, dict[Cell, int]] = {}
+        self._fresh: dict[str, set[int]] = {}  # channel ids set up since the switch's last sample
         self._bounds_lock = asyncio.Lock()
         self._polls = 0
         self._last_poll_at: float | None = None
@@ -138,14 +145,21 @@ class GuaranteeMonitor:
                 state["error"] = "not connected"
                 self._samples.pop(name, None)  # it may come back empty: start a new baseline
                 continue
+            fresh = self._fresh.pop(name, set())
             try:
                 samples[name] = await self._sample(name, queues, hops)
+                if state.get("error"):
+                    LOG.info("monitor: switch %s readable again", name)
                 state["error"] = None
             except Exception as exc:  # one switch's fault must not stop the others' checks
                 errors[name] = str(exc) or type(exc).__name__
+                if state.get("error") != errors[name]:  # once per fault, not once per poll
+                    LOG.warning("monitor: switch %s: %s", name, errors[name])
                 state["error"] = errors[name]
                 self._samples.pop(name, None)
-                LOG.warning("monitor: switch %s: %s", name, errors[name])
+            else:
+                if fresh and name in self._samples:
+                    self._samples[name] = with_fresh_channels(self._samples[name], fresh, hops)
             state["registers"] = self._fabric.reads_registers(name)
         verdict = evaluate(
             self._samples, samples, queues, hops, self._installed, recent_source_excess=self._recent_excess
@@ -169,33 +183,51 @@ class GuaranteeMonitor:
         queues: dict[Any, list[QueueExpectation]],
         hops: Sequence[Any],
     ) -> MonitorSample:
-        mine = [q for pid, levels in queues.items() if pid.switch == name for q in levels]
-        wanted = {(q.port.port, q.priority): q.bound_us for q in mine}
         async with self._bounds_lock:
-            await self._sync_bounds(name, wanted, allow_decrease=True)
-        cells = sorted(wanted)
+            await self._sync_bounds(name, self._wanted(queues, name), allow_decrease=True)
+        # Every admitted level of every port, whether it carries channels now or not, so that
+        # a queue's counters have a baseline before its first channel arrives.
+        ports = sorted(pid.port for pid in self._ledger.ports if pid.switch == name)
+        cells = [(port, priority) for port in ports for priority in ADMITTED_PRIORITIES]
         channel_ids = sorted({h.channel_id for h in hops if h.port.switch == name})
         sample = await self._fabric.monitor_sample(name, cells, channel_ids)
-        if self._config.reset_maxima and cells and sample.max_delay_us is not None:
+        if self._config.reset_maxima and ports and sample.max_delay_us is not None:
             # The registers hold maxima since they were last cleared; clearing them after
             # each read makes the next figure the next window's.
-            await self._fabric.reset_queue_telemetry(name, sorted({port for port, _ in cells}))
+            await self._fabric.reset_queue_telemetry(name, ports)
         return sample
 
-    async def raise_bounds(self, switch: str) -> None:
-        """Called before a channel's entry is written: the switch must judge the new load by
-        its new (larger) bounds from its first packet on. Lower bounds wait for a poll."""
-        if not self._config.enabled:
-            return
-        queues = queue_expectations(self._ledger)
-        wanted = {
+    @staticmethod
+    def _wanted(queues: dict[Any, list[QueueExpectation]], switch: str) -> dict[Cell, int]:
+        return {
             (q.port.port, q.priority): q.bound_us
             for pid, levels in queues.items()
             if pid.switch == switch
             for q in levels
         }
+
+    async def prepare_channel(self, switch: str, channel_id: int) -> None:
+        """Called before a channel's entry is written to `switch` (the ledger already holds it):
+        the switch must judge the new load by its new, larger bounds from the first packet on,
+        and the channel id's colour counters must start from zero. Lower bounds wait for a
+        poll (thresholds_to_install)."""
+        if not self._config.enabled:
+            return
+        wanted = self._wanted(queue_expectations(self._ledger), switch)
         async with self._bounds_lock:
-            await self._sync_bounds(switch, wanted, allow_decrease=False)
+            installed = self._installed.get(switch, {})
+            pending = self._pending.setdefault(switch, {})
+            target = thresholds_to_install(wanted, installed, pending, self._polls, allow_decrease=False)
+            bounds = [QueueBound(port, prio, bound) for (port, prio), bound in sorted(target.items())]
+            try:
+                await self._fabric.prepare_channel(switch, bounds, installed, channel_id)
+            except Exception:
+                # The switch's table is not what we last wrote (it restarted, or a write was
+                # lost): read it and set it right, then clear the counters alone.
+                await self._fabric.sync_queue_bounds(switch, bounds)
+                await self._fabric.prepare_channel(switch, bounds, target, channel_id)
+            self._installed[switch] = target
+        self._fresh.setdefault(switch, set()).add(channel_id)
 
     async def _sync_bounds(self, name: str, wanted: dict[Cell, int], allow_decrease: bool) -> None:
         installed = self._installed.get(name, {})
@@ -309,7 +341,7 @@ class BoundsFirstProgrammer:
 
     async def install_channel(self, entry: ChannelEntry) -> None:
         try:
-            await self._monitor.raise_bounds(entry.switch)
+            await self._monitor.prepare_channel(entry.switch, entry.channel_id)
         except Exception as exc:  # the channel matters more; the next poll writes the bounds
             LOG.warning("switch %s: delay bounds not raised before set-up: %s", entry.switch, exc)
         await self._inner.install_channel(entry)
