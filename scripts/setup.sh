@@ -15,8 +15,10 @@ say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
 
 # --- Debian packages ---------------------------------------------------------------------------
 # mininet brings Open vSwitch as a dependency; we use only its hosts, links and CLI.
+# chromium: the dashboard's browser tests drive Debian's build through Playwright (a browser
+# downloaded by `playwright install` would come from outside the package registries).
 apt_packages=(mininet iproute2 iputils-ping ethtool tcpdump iperf3 python3-venv python3-pip python3-dev
-              curl unzip ca-certificates build-essential sqlite3 procps psmisc)
+              curl unzip ca-certificates build-essential sqlite3 procps psmisc chromium)
 missing=()
 for p in "${apt_packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

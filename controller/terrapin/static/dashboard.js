@@ -51,6 +51,7 @@ function rate(bytesPerSecond) {
 }
 const num = (n) => (n === null || n === undefined ? "–" : Number(n).toLocaleString("en-US"));
 const micros = (us) => (us === null || us === undefined ? "–" : `${num(us)} µs`);
+const unit = (u) => (u === "us" ? "µs" : u);
 const when = (unix) => new Date(unix * 1000).toLocaleTimeString();
 
 // ---- talking to the controller ---------------------------------------------------------------
@@ -229,7 +230,8 @@ function queueRow(switchName, port, q) {
   const bound = seen ? seen.bound_us : q.worst_case_delay_us;
   const last = history.length ? history[history.length - 1] : null;
   const over = seen ? seen.over_bound : 0;
-  const figure = last && last.maxDelay !== null ? `max ${micros(last.maxDelay)}` : last && last.band ? `≤ ${last.band}` : "idle";
+  let figure = "idle";
+  if (last && last.packets) figure = last.maxDelay !== null ? `max ${micros(last.maxDelay)}` : `worst band: ${last.band}`;
   const row = el(
     "div",
     { class: over ? "queue alarm" : "queue", "data-queue": key },
@@ -410,7 +412,13 @@ function onMonitor(snapshot) {
   for (const q of snapshot.queues) {
     const key = `${q.switch}:${q.port}:${q.priority}`;
     const list = state.history.get(key) || [];
-    list.push({ maxDelay: q.max_delay_us, band: q.worst_band, bound: q.bound_us, over: q.over_bound > 0 });
+    list.push({
+      maxDelay: q.max_delay_us,
+      band: q.worst_band,
+      bound: q.bound_us,
+      over: q.over_bound > 0,
+      packets: q.packets,
+    });
     if (list.length > HISTORY) list.shift();
     state.history.set(key, list);
   }
@@ -459,7 +467,7 @@ function renderEvents() {
         e.message,
         el("span", {
           class: "muted",
-          text: ` · ${num(e.packets)} packets over ${e.polls} poll(s)${e.figure !== null ? `; worst ${num(e.figure)} ${e.unit}` : ""}`,
+          text: ` · ${num(e.packets)} packets over ${e.polls} poll(s)${e.figure !== null ? `; worst ${num(e.figure)} ${unit(e.unit)}` : ""}`,
         }),
       ),
     ),
