@@ -14,21 +14,42 @@ For each run it prints frames sent/received, packet loss, frame latency p50/p99/
 depth of the reservation's priority queue against the sum of admitted bursts, and the delay bound
 the controller computed; it draws both runs into build/results/demo-latency.png and ends with one
 machine-readable line per run.
+
+The controller's guarantee monitor (docs/operations.md) watches the reserved run; its verdict is
+printed (`monitor: violations=0 ...`). A third run breaks a promise on purpose: the controller is
+restarted believing that the port towards b1 runs ten times faster than it does, so the bound it
+computes for the same reservation is a tenth of what the port can keep, and the demo reports how
+soon after the first frame the monitor raised the network alarm (it must be within two polling
+intervals).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import signal
 import sys
+import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
 from topo import christie
 from topo.experiment import VIDEO_PORT, VideoRun, video_under_flood
-from topo.network import PID_DIR, RunningNetwork, rest, running, wait_ready
+from topo.network import (
+    PID_DIR,
+    RUN_DIR,
+    RunningNetwork,
+    rest,
+    running,
+    start_controller,
+    stop_process,
+    wait_ready,
+)
 from topo.p4switch import REPO
 from topo.supervise import write_pid
 
@@ -40,6 +61,7 @@ DEFAULT_RATE_MBPS = {"terrapin": 100.0, "bmv2": 50.0}
 PRIORITY = 6
 RATE_BYTES_PER_S = 9_000_000 // 8  # 9 Mbit/s
 BURST_BYTES = 27_000  # six 4,500-byte packets: the largest frame plus control overhead
+BROKEN_SPEEDUP = 10  # the broken run's controller believes b1's port is this much faster
 
 
 @dataclass
@@ -50,6 +72,7 @@ class RunResult:
     max_qdepth: int
     sum_bursts: int  # in packets of the maximum size, the unit of the queue depth
     queue_delay_ms: float  # the switch's longest wait in that queue, enqueue to dequeue
+    monitor: MonitorVerdict | None = None  # what the guarantee monitor saw during the run
 
     def percentile(self, p: float, application: bool = False) -> float:
         """Frame delay through the network (or, with `application`, as the receiving application saw
@@ -79,6 +102,37 @@ class RunResult:
         )
 
 
+@dataclass
+class MonitorVerdict:
+    """The guarantee monitor over one run: figures are differences of /metrics taken before and
+    after the video, for the reservation's queue towards b1."""
+
+    polls: int
+    network: int  # network violation episodes raised during the run
+    source: int
+    bands: dict[str, int]  # the queue's packets by their wait against the bound
+    alarm_s: float | None = None  # first network alarm after the first frame (broken run)
+    interval_s: float = 0.0
+
+    @property
+    def violations(self) -> int:
+        return self.network + self.source
+
+    def line(self) -> str:
+        bands = ",".join(f"{name}:{count}" for name, count in self.bands.items())
+        text = (
+            f"monitor: violations={self.violations} network={self.network} source={self.source}"
+            f" polls={self.polls} checked_packets={sum(self.bands.values())} bands={bands}"
+        )
+        if self.alarm_s is not None:
+            within = self.alarm_s <= 2 * self.interval_s
+            text += (
+                f" alarm_s={self.alarm_s:.3f} interval_s={self.interval_s:g}"
+                f" within_two_intervals={int(within)}"
+            )
+        return text
+
+
 def admitted_burst_packets(run: RunningNetwork, port: int) -> int:
     """Σσ admitted at PRIORITY on `port`, in packets of the MTU (the queue depth's unit)."""
     status = rest(run, "GET", "/status/switches/terrapin")
@@ -103,7 +157,50 @@ def queue_telemetry(run: RunningNetwork, port: int) -> tuple[int, float]:
     raise KeyError(port)
 
 
-def one_run(run: RunningNetwork, label: str, seconds: float, reserve: bool, work: Path) -> RunResult:
+def monitor_counts(run: RunningNetwork, port: int) -> tuple[int, dict[str, int], dict[str, int]]:
+    """(polls, packets of the reserved queue towards b1 by delay band, violations by cause)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"{run.rest_url}/metrics", timeout=10) as reply:
+        text = reply.read().decode()
+    bands = {"quarter": 0, "half": 0, "within": 0, "over": 0}
+    causes = {"network": 0, "source": 0}
+    polls = 0
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = sample.labels
+            if sample.name == "terrapin_monitor_polls_total":
+                polls = int(sample.value)
+            elif (
+                sample.name == "terrapin_monitor_queue_delay_band_packets_total"
+                and labels.get("port") == str(port)
+                and labels.get("queue") == str(PRIORITY)
+            ):
+                bands[labels["band"]] += int(sample.value)
+            elif sample.name == "terrapin_monitor_violations_total":
+                causes[labels["cause"]] = causes.get(labels["cause"], 0) + int(sample.value)
+    return polls, bands, causes
+
+
+def verdict_between(
+    before: tuple[int, dict[str, int], dict[str, int]], after: tuple[int, dict[str, int], dict[str, int]]
+) -> MonitorVerdict:
+    return MonitorVerdict(
+        polls=after[0] - before[0],
+        network=after[2]["network"] - before[2]["network"],
+        source=after[2]["source"] - before[2]["source"],
+        bands={band: after[1][band] - before[1][band] for band in after[1]},
+    )
+
+
+def one_run(
+    run: RunningNetwork,
+    label: str,
+    seconds: float,
+    reserve: bool,
+    work: Path,
+    flooders: tuple[str, ...] = ("a2", "a3"),
+) -> RunResult:
     plan = run.plan
     a1, b1 = plan.hosts["a1"], plan.hosts["b1"]
     bound_ms = math.nan
@@ -135,21 +232,60 @@ def one_run(run: RunningNetwork, label: str, seconds: float, reserve: bool, work
             f" computed bound {bound_ms:.3f} ms"
         )
     (work / label).mkdir(parents=True, exist_ok=True)
+    interval = rest(run, "GET", "/monitor")["interval_s"]
+    before = monitor_counts(run, b1.port)
     try:
         video = video_under_flood(
             run,
             source="a1",
             sink="b1",
-            flooders=("a2", "a3"),
+            flooders=flooders,
             seconds=seconds,
             work=work / label,
             shape=(RATE_BYTES_PER_S, BURST_BYTES) if reserve else None,
         )
+        # The last frames' window is checked at the next poll; wait for it to be counted.
+        time.sleep(2 * interval)
+        monitor = verdict_between(before, monitor_counts(run, b1.port)) if reserve else None
     finally:
         if reservation_id is not None:
             rest(run, "DELETE", f"/reservations/{reservation_id}")
+    if monitor is not None:
+        monitor.interval_s = interval
+        print(f"  {monitor.line()}")
     max_depth, max_wait_ms = queue_telemetry(run, b1.port)
-    return RunResult(label, video, bound_ms, max_depth, sum_bursts, max_wait_ms)
+    return RunResult(label, video, bound_ms, max_depth, sum_bursts, max_wait_ms, monitor)
+
+
+def broken_run(run: RunningNetwork, seconds: float, work: Path) -> RunResult:
+    """The same reservation under a controller that believes b1's port is BROKEN_SPEEDUP times
+    faster than it is: its bound cannot hold, and the monitor must say so within two polls."""
+    b1 = run.plan.hosts["b1"]
+    config = yaml.safe_load(run.config_path.read_text())
+    for switch in config["switches"]:
+        for port in switch["ports"]:
+            if port["peer"] == "b1":
+                port["rate_bps"] *= BROKEN_SPEEDUP
+                if "rate_pps" in port:  # a BMv2 port is admitted by its packet rate
+                    port["rate_pps"] *= BROKEN_SPEEDUP
+    broken_config = run.config_path.with_name("controller-broken.yaml")
+    broken_config.write_text(yaml.safe_dump(config, sort_keys=False))
+    stop_process(run.controller)
+    run.controller = start_controller(
+        broken_config, run.rest_url, RUN_DIR / "christie-controller-broken.log", PID_DIR / "controller.pid"
+    )
+    wait_ready(run)
+    result = one_run(run, "broken", seconds, reserve=True, work=work, flooders=())
+    sender_log = json.loads((work / "broken" / "video-sender.json").read_text())
+    first_frame = sender_log["frames"][0]["start_ns"] / 1e9
+    alarms = [
+        e
+        for e in rest(run, "GET", "/events?cause=network&kind=queue_delay&limit=1000")
+        if e["port"] == b1.port and e["raised_at"] >= first_frame - 1
+    ]
+    if result.monitor is not None and alarms:
+        result.monitor.alarm_s = min(e["raised_at"] for e in alarms) - first_frame
+    return result
 
 
 def plot(results: list[RunResult], path: Path) -> None:
@@ -228,6 +364,7 @@ def main(argv: list[str] | None = None) -> int:
         help=f"line rate (default: {DEFAULT_RATE_MBPS['terrapin']:g} on terrapin-switch, "
         f"{DEFAULT_RATE_MBPS['bmv2']:g} on BMv2)",
     )
+    parser.add_argument("--broken-seconds", type=float, default=5.0, help="video length of run 3")
     args = parser.parse_args(argv)
 
     rate_mbps = args.rate_mbps or DEFAULT_RATE_MBPS[args.switch]
@@ -248,6 +385,14 @@ def main(argv: list[str] | None = None) -> int:
             unreserved = one_run(run, "unreserved", args.seconds, reserve=False, work=work)
             print("run 2: 9 Mbit/s, 27,000-byte burst reserved at high priority")
             reserved = one_run(run, "reserved", args.seconds, reserve=True, work=work)
+            print(
+                f"run 3: a broken promise: the controller restarted believing b1's port is "
+                f"{BROKEN_SPEEDUP}x faster than it is; the same reservation, no flood"
+            )
+            try:
+                broken = broken_run(run, args.broken_seconds, work)
+            finally:
+                stop_process(run.controller)
     finally:
         runner_pid.unlink(missing_ok=True)
     # The unreserved run is judged against the bound the reservation was given.
@@ -260,7 +405,20 @@ def main(argv: list[str] | None = None) -> int:
     print(f"plot: {png.relative_to(REPO)}")
     print(reserved.line())
     print(unreserved.line())
+    assert reserved.monitor is not None and broken.monitor is not None
+    print(f"reserved {reserved.monitor.line()}")
+    alarm = broken.monitor.alarm_s
+    if alarm is None:
+        print("broken: the monitor raised no network alarm")
+    else:
+        print(
+            f"broken: bound_ms={broken.bound_ms:.3f}; the monitor raised the network alarm "
+            f"{alarm:.3f} s after the first frame (polling every {broken.monitor.interval_s:g} s)"
+        )
+    print(f"broken {broken.monitor.line()}")
     ok = reserved.video.packet_loss == 0 and reserved.over_bound == 0
+    ok = ok and reserved.monitor.violations == 0
+    ok = ok and alarm is not None and alarm <= 2 * broken.monitor.interval_s
     return 0 if ok else 1
 
 
