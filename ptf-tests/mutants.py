@@ -175,6 +175,13 @@ MUTANTS = [
     Mutant("moving-window-stale-ring-kept", "ingress.p4",
            "        if (slot_owner != tag) {\n            free_at = 0;\n        }\n", "",
            "dp_windows.ANewTagStartsAfresh"),
+    # The delay bands (docs/dataplane.md "Delay bands").
+    Mutant("no-delay-bands", "egress.p4", "queue_delay_bands.count(cell * DELAY_BANDS + band);", "",
+           "dp_queues.DelayBandsCountWaitsAgainstTheBound"),
+    Mutant("delay-bands-ignore-bound", "egress.p4",
+           "} else if (standard_metadata.deq_timedelta <= bound_us) {",
+           "} else if (true) {",
+           "dp_queues.DelayBandsCountWaitsAgainstTheBound"),
 ]
 
 

@@ -135,3 +135,36 @@ class MaxQueueDepth(QueueTest):
         self.assertLess(high_depth, HIGH_FRAMES)
         for cell in (self.queue_cell(3, 0), self.queue_cell(out, 3)):
             self.assertEqual(self.register("max_queue_depth", cell), 0)
+
+
+class DelayBandsCountWaitsAgainstTheBound(QueueTest):
+    """queue_delay_bands counts each packet of a queue that has a queue_bounds entry once, in
+    the band of its wait against the bound: up to a quarter, half, the bound, or over it. It is
+    a counter (read by PI as well as by terrapin-switch), so no register is read here. A queue
+    without an entry counts nothing."""
+
+    def runTest(self) -> None:
+        out = self.rate_limited_port
+        frame_us = FRAME * 8 * 1_000_000 // self.rate_limited_bps
+        # Half the admitted frames' worth: the last frames cannot have waited less than the
+        # frames ahead of them took on the wire, so at least that many are over it.
+        bound = (HIGH_FRAMES // 2) * frame_us
+        self.sw.insert("queue_bounds", {"port": out, "priority": HIGH_PRIORITY}, "set_delay_bound",
+                       {"quarter_us": bound // 4, "half_us": bound // 2, "limit_us": bound})
+        self.assertEqual(len(self.overload()), LOW_FRAMES + HIGH_FRAMES)
+        bands = C["DELAY_BANDS"]
+
+        def counts(priority: int) -> list[tuple[int, int]]:
+            cell = self.queue_cell(out, priority)
+            return [self.sw.counter("queue_delay_bands", cell * bands + b) for b in range(bands)]
+
+        high = counts(HIGH_PRIORITY)
+        self.record_figure(f"port {out} queue {HIGH_PRIORITY}, bound {bound} us: packets per band "
+                           f"(quarter, half, within, over) {[p for p, _ in high]}")
+        self.assertEqual(sum(p for p, _ in high), HIGH_FRAMES)
+        self.assertEqual(sum(b for _, b in high), HIGH_FRAMES * FRAME)
+        # frames 6..9 had at least 6 frames ahead of them on the wire: 48 ms against 40 ms
+        self.assertGreaterEqual(high[C["DELAY_BAND_OVER"]][0], HIGH_FRAMES - (HIGH_FRAMES // 2 + 1))
+        # the first waited for one best-effort frame in transmission at most
+        self.assertGreaterEqual(sum(p for p, _ in high[: C["DELAY_BAND_OVER"]]), 1)
+        self.assertEqual(counts(C["PRIORITY_BEST_EFFORT"]), [(0, 0)] * bands)
