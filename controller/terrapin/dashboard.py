@@ -26,6 +26,7 @@ STATIC = Path(__file__).parent / "static"
 # A comment line on an idle stream every so often, so proxies and the browser keep it open
 # and a vanished client is noticed.
 KEEPALIVE_SECONDS = 15.0
+SQLITE_INT_MAX = 2**63 - 1  # the history is filtered in SQLite, whose integers are 64-bit
 
 
 def static_files() -> StaticFiles:
@@ -82,8 +83,10 @@ def operator_router(
     @router.get("/events", tags=["monitor"])
     async def events(
         switch: str | None = None,
-        port: Annotated[int | None, Query(ge=0)] = None,
-        channel: Annotated[int | None, Query(ge=0, description="channel (reservation) id")] = None,
+        port: Annotated[int | None, Query(ge=0, le=511, description="a 9-bit v1model port")] = None,
+        channel: Annotated[
+            int | None, Query(ge=0, le=SQLITE_INT_MAX, description="channel (reservation) id")
+        ] = None,
         kind: str | None = None,
         cause: Literal["network", "source"] | None = None,
         active: bool | None = None,

@@ -179,3 +179,21 @@ def test_an_understated_bound_raises_the_network_alarm_within_two_polls(lab: Lab
     (event,) = network_events(lab)
     assert not event["active"] and event["cleared_at"] is not None
     assert lab.rest("DELETE", f"/reservations/{res['id']}")[0] == 204
+
+
+def test_the_live_stream_sends_polls_and_does_not_hold_the_shutdown(lab: Lab) -> None:
+    stream = urllib.request.urlopen(f"http://127.0.0.1:{REST_PORT}/events/stream", timeout=10)
+    assert stream.headers["content-type"].startswith("text/event-stream")
+    kinds = []
+    while len(kinds) < 3:  # the current state, then one message per poll
+        line = stream.readline().decode()
+        if line.startswith("event: "):
+            kinds.append(line.split()[1])
+    assert kinds == ["monitor"] * 3
+    controller = lab.procs["controller"]
+    started = time.monotonic()
+    lab.stop_controller()  # SIGTERM, with the stream still open
+    took = time.monotonic() - started
+    stream.close()
+    assert controller.returncode == 0 and took < 5, (controller.returncode, took)
+    lab.start_controller()
