@@ -183,6 +183,25 @@ class ControllerMetrics:
         self.alarm.set(1 if active.get(NETWORK, 0) else 0)
 
 
+# (name, help) of what the ledger says per port, and per admitted level of a port, in the order
+# LedgerCollector fills them.
+PORT_GAUGES = (
+    ("terrapin_port_line_rate_bytes_per_second", "C, the port's line rate"),
+    ("terrapin_port_reservable_bytes_per_second", "R, what admitted levels may take"),
+    ("terrapin_port_allocated_bytes_per_second", "Σρ admitted on the port"),
+    ("terrapin_port_queue_capacity_bytes", "B, each priority queue's buffer"),
+)
+QUEUE_GAUGES = (
+    ("terrapin_queue_allocated_bytes_per_second", "Σρ admitted at the level"),
+    ("terrapin_queue_allocated_burst_bytes", "Σσ admitted at the level"),
+    ("terrapin_queue_channels", "channels admitted at the level"),
+    (
+        "terrapin_queue_delay_bound_seconds",
+        "the static-priority bound admission computes for the level's load",
+    ),
+)
+
+
 class LedgerCollector(Collector):
     """What is admitted where, read from the ledger at each scrape."""
 
@@ -199,51 +218,33 @@ class LedgerCollector(Collector):
         for state in (COMMITTED, HELD):
             channels.add_metric([state], states.count(state))
         yield channels
-        port = ["switch", "port"]
-        queue = [*port, "queue"]
-        line = GaugeMetricFamily(
-            "terrapin_port_line_rate_bytes_per_second", "C, the port's line rate", labels=port
-        )
-        reservable = GaugeMetricFamily(
-            "terrapin_port_reservable_bytes_per_second", "R, what admitted levels may take", labels=port
-        )
-        allocated = GaugeMetricFamily(
-            "terrapin_port_allocated_bytes_per_second", "Σρ admitted on the port", labels=port
-        )
-        capacity = GaugeMetricFamily(
-            "terrapin_port_queue_capacity_bytes", "B, each priority queue's buffer", labels=port
-        )
-        q_rate = GaugeMetricFamily(
-            "terrapin_queue_allocated_bytes_per_second", "Σρ admitted at the level", labels=queue
-        )
-        q_burst = GaugeMetricFamily(
-            "terrapin_queue_allocated_burst_bytes", "Σσ admitted at the level", labels=queue
-        )
-        q_channels = GaugeMetricFamily(
-            "terrapin_queue_channels", "channels admitted at the level", labels=queue
-        )
-        q_bound = GaugeMetricFamily(
-            "terrapin_queue_delay_bound_seconds",
-            "the static-priority bound the admission test computes for the level's load",
-            labels=queue,
-        )
+        ports = {name: GaugeMetricFamily(name, text, labels=["switch", "port"]) for name, text in PORT_GAUGES}
+        queues = {
+            name: GaugeMetricFamily(name, text, labels=["switch", "port", "queue"])
+            for name, text in QUEUE_GAUGES
+        }
         for pid in sorted(self._ledger.ports):
             st = self._ledger.port_status(pid)
             labels = [pid.switch, str(pid.port)]
-            line.add_metric(labels, st.line_rate)
-            reservable.add_metric(labels, st.reservable_rate)
-            allocated.add_metric(labels, st.admitted_rate)
-            capacity.add_metric(labels, st.queue_capacity)
+            for family, value in zip(
+                ports.values(),
+                (st.line_rate, st.reservable_rate, st.admitted_rate, st.queue_capacity),
+                strict=True,
+            ):
+                family.add_metric(labels, value)
             for level in st.levels:
-                if level.channels == 0:
+                if level.channels == 0 or level.worst_case_delay_us is None:
                     continue
-                q_labels = [*labels, str(level.priority)]
-                q_rate.add_metric(q_labels, level.rate)
-                q_burst.add_metric(q_labels, level.burst)
-                q_channels.add_metric(q_labels, level.channels)
-                if level.worst_case_delay_us is not None:
-                    q_bound.add_metric(q_labels, level.worst_case_delay_us / 1e6)
-        yield from (line, reservable, allocated, capacity, q_rate, q_burst, q_channels, q_bound)
+                figures = (
+                    level.rate,
+                    level.burst,
+                    level.channels,
+                    level.worst_case_delay_us / 1e6,
+                )
+                for family, figure in zip(queues.values(), figures, strict=True):
+                    family.add_metric([*labels, str(level.priority)], figure)
+        yield from ports.values()
+        yield from queues.values()
 
 
 class InstrumentedReservationService(ReservationService):

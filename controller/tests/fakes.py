@@ -12,6 +12,19 @@ from terrapin.config import Config, parse_config
 from terrapin.paths import ChannelEntry, ChannelSelector
 from terrapin.switches import ChannelCounters, MonitorSample, QueueBound, QueueTelemetry
 
+# A channel h1 → h2 that fits every test topology here (REST body of POST /reservations).
+RESERVATION: dict[str, Any] = {
+    "src": "10.0.1.2",
+    "dst": "10.0.2.2",
+    "protocol": "udp",
+    "src_port": 5000,
+    "dst_port": 6000,
+    "priority": 6,
+    "rate": 100_000,
+    "burst": 6000,
+    "max_packet": 1500,
+}
+
 
 class InjectedFault(Exception):
     pass

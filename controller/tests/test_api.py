@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes import FakeFabric, chain_config
+from fakes import RESERVATION, FakeFabric, chain_config
 from fastapi.testclient import TestClient
 
 from terrapin.admission.model import ChannelKey
@@ -15,17 +15,7 @@ from terrapin.config import Config
 from terrapin.main import Controller
 
 TOKEN = {"Authorization": "Bearer secret-token"}
-BODY = {
-    "src": "10.0.1.2",
-    "dst": "10.0.2.2",
-    "protocol": "udp",
-    "src_port": 5000,
-    "dst_port": 6000,
-    "priority": 6,
-    "rate": 100_000,
-    "burst": 6000,
-    "max_packet": 1500,
-}
+BODY = RESERVATION
 
 
 def make(store: str = ":memory:", **admission: Any) -> tuple[Controller, FakeFabric]:

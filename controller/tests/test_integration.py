@@ -13,6 +13,7 @@ from typing import Any
 
 import grpc
 import pytest
+from fakes import RESERVATION
 from netlab import Lab, missing_prerequisites
 from topo.p4switch import SWITCH_KINDS
 
@@ -21,17 +22,7 @@ from terrapin.protocol.messages import ReservationMessage
 
 pytestmark = pytest.mark.integration
 
-BODY = {
-    "src": "10.0.1.2",
-    "dst": "10.0.2.2",
-    "protocol": "udp",
-    "src_port": 5000,
-    "dst_port": 6000,
-    "priority": 6,
-    "rate": 100_000,
-    "burst": 6000,
-    "max_packet": 1500,
-}
+BODY = RESERVATION
 
 
 @pytest.fixture(scope="module", params=SWITCH_KINDS)

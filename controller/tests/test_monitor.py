@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes import FakeFabric, chain_config
+from fakes import RESERVATION, FakeFabric, chain_config
 from fastapi.testclient import TestClient
 
 from terrapin.admission import AdmissionLedger
@@ -275,17 +275,7 @@ def test_rest_views_and_metrics_after_a_violation() -> None:
     config = chain_config(2, rate_bps=10_000_000).model_copy(update={"monitor": MonitorConfig(enabled=False)})
     controller, fabric = controller_with_fake(config)
     with TestClient(controller.app) as client:
-        body = {
-            "src": "10.0.1.2",
-            "dst": "10.0.2.2",
-            "protocol": "udp",
-            "src_port": 5000,
-            "dst_port": 6000,
-            "priority": 6,
-            "rate": 100_000,
-            "burst": 6000,
-            "max_packet": 1500,
-        }
+        body = RESERVATION
         created = client.post("/reservations", json=body, headers={"Authorization": "Bearer secret-token"})
         assert created.status_code == 201
         denied = client.post(

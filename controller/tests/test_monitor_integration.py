@@ -16,23 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes import RESERVATION
 from netlab import REST_PORT, Lab, missing_prerequisites
 from prometheus_client.parser import text_string_to_metric_families
 
 pytestmark = pytest.mark.integration
 
 INTERVAL = 0.5
-BODY = {
-    "src": "10.0.1.2",
-    "dst": "10.0.2.2",
-    "protocol": "udp",
-    "src_port": 5000,
-    "dst_port": 6000,
-    "priority": 6,
-    "rate": 100_000,
-    "burst": 6000,
-    "max_packet": 1500,
-}
+BODY = RESERVATION
 
 
 @pytest.fixture(scope="module", params=["terrapin", "bmv2"])

@@ -426,44 +426,30 @@ def _channel(
     where = f"{name}:{hop.port.port}"
     if marked and hop.first_hop:
         found.append(
-            Finding(
-                kind=SOURCE_EXCESS,
-                cause=SOURCE,
-                switch=name,
-                port=hop.port.port,
-                priority=hop.priority,
-                channel_id=hop.channel_id,
-                channel=channel,
-                figure=marked,
-                bound=0,
-                unit="packets",
-                packets=marked,
-                message=(
-                    f"channel {hop.channel_id} ({channel}) went beyond its envelope "
-                    f"(ρ {hop.rate:,} B/s, σ {hop.burst:,} B) at its first hop {where}: "
-                    f"{yellow_packets} packets yellow, {red_packets} red, demoted or dropped there"
-                ),
+            _hop_finding(
+                hop,
+                SOURCE_EXCESS,
+                marked,
+                0,
+                "packets",
+                marked,
+                f"channel {hop.channel_id} ({channel}) went beyond its envelope "
+                f"(ρ {hop.rate:,} B/s, σ {hop.burst:,} B) at its first hop {where}: "
+                f"{yellow_packets} packets yellow, {red_packets} red, demoted or dropped there",
             )
         )
     elif marked and hop.channel_id not in upstream_excess:
         found.append(
-            Finding(
-                kind=DOWNSTREAM_EXCESS,
-                cause=NETWORK,
-                switch=name,
-                port=hop.port.port,
-                priority=hop.priority,
-                channel_id=hop.channel_id,
-                channel=channel,
-                figure=marked,
-                bound=0,
-                unit="packets",
-                packets=marked,
-                message=(
-                    f"channel {hop.channel_id} ({channel}) conformed at its first hop but its "
-                    f"meter at {where} marked {marked} packets: upstream delay bunched it beyond "
-                    f"the burst admitted there (σ {hop.burst:,} B)"
-                ),
+            _hop_finding(
+                hop,
+                DOWNSTREAM_EXCESS,
+                marked,
+                0,
+                "packets",
+                marked,
+                f"channel {hop.channel_id} ({channel}) conformed at its first hop but its "
+                f"meter at {where} marked {marked} packets: upstream delay bunched it beyond "
+                f"the burst admitted there (σ {hop.burst:,} B)",
             )
         )
     # With no packet marked, the meter's colour counts cannot hide anything, so the green bytes
@@ -472,26 +458,38 @@ def _channel(
     allowed = hop.cburst + round(hop.cir * window) + 2 * (hop.max_packet + FRAME_OVERHEAD)
     if not marked and green_bytes > allowed:
         found.append(
-            Finding(
-                kind=POLICER,
-                cause=NETWORK,
-                switch=name,
-                port=hop.port.port,
-                priority=hop.priority,
-                channel_id=hop.channel_id,
-                channel=channel,
-                figure=green_bytes,
-                bound=allowed,
-                unit="bytes",
-                packets=packets,
-                message=(
-                    f"channel {hop.channel_id} ({channel}) at {where}: {green_bytes:,} green bytes "
-                    f"in {window:.3f} s, beyond its meter's envelope of {allowed:,} "
-                    f"(CBS {hop.cburst:,} B + CIR {hop.cir:,} B/s × t): the policer is not working"
-                ),
+            _hop_finding(
+                hop,
+                POLICER,
+                green_bytes,
+                allowed,
+                "bytes",
+                packets,
+                f"channel {hop.channel_id} ({channel}) at {where}: {green_bytes:,} green bytes "
+                f"in {window:.3f} s, beyond its meter's envelope of {allowed:,} "
+                f"(CBS {hop.cburst:,} B + CIR {hop.cir:,} B/s × t): the policer is not working",
             )
         )
     return reading, found
+
+
+def _hop_finding(
+    hop: HopExpectation, kind: str, figure: int, bound: int, unit: str, packets: int, message: str
+) -> Finding:
+    return Finding(
+        kind=kind,
+        cause=KINDS[kind],
+        switch=hop.port.switch,
+        port=hop.port.port,
+        priority=hop.priority,
+        channel_id=hop.channel_id,
+        channel=str(hop.key),
+        figure=figure,
+        bound=bound,
+        unit=unit,
+        packets=packets,
+        message=message,
+    )
 
 
 def _excess_delta(before: MonitorSample, now: MonitorSample, channel_id: int) -> tuple[int, ...] | None:
