@@ -85,7 +85,7 @@ def operator_router(
         switch: str | None = None,
         port: Annotated[int | None, Query(ge=0, le=511, description="a 9-bit v1model port")] = None,
         channel: Annotated[
-            int | None, Query(ge=0, le=SQLITE_INT_MAX, description="channel (reservation) id")
+            int | None, Query(ge=0, le=SQLITE_INT_MAX, description="the channel's reservation id")
         ] = None,
         kind: str | None = None,
         cause: Literal["network", "source"] | None = None,
@@ -94,7 +94,13 @@ def operator_router(
     ) -> list[dict[str, Any]]:
         """Violation episodes, newest first."""
         found = monitor.events(
-            switch=switch, port=port, channel_id=channel, kind=kind, cause=cause, active=active, limit=limit
+            switch=switch,
+            port=port,
+            reservation_id=channel,
+            kind=kind,
+            cause=cause,
+            active=active,
+            limit=limit,
         )
         return [e.as_dict() for e in found]
 

@@ -167,7 +167,7 @@ class ControllerMetrics:
                 self.queue_band_packets.labels(*labels, name).inc(count)
             self.queue_over_bound.labels(*labels).inc(q.over_bound)
         for c in verdict.channels:
-            labels = (str(c.channel_id), c.switch, str(c.port))
+            labels = (str(c.reservation_id), c.switch, str(c.port))
             self.channel_delivered.labels(*labels).set(c.delivered_rate)
             self.channel_reserved.labels(*labels).set(c.reserved_rate)
             self.channel_excess.labels(*labels, "yellow").inc(c.yellow_packets)

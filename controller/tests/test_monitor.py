@@ -165,7 +165,12 @@ def test_excess_at_the_first_hop_is_the_source_later_hops_are_the_network() -> N
         "s1": sample("s1", 2.0, channel=(60, 90_000), excess=(0, 0, 20, 30_000)),
         "s2": sample("s2", 2.0, channel=(60, 90_000), excess=(0, 0, 7, 10_500)),
     }
-    assert evaluate(after, later, queues, hops, {}, recent_source_excess=frozenset({0})).findings == []
+    assert (
+        evaluate(
+            after, later, queues, hops, {}, recent_source_excess=frozenset({hops[0].reservation_id})
+        ).findings
+        == []
+    )
     # a conforming source whose packets a downstream meter marks: the network bunched them
     (finding,) = evaluate(after, later, queues, hops, {}).findings
     assert (finding.kind, finding.cause, finding.switch) == (DOWNSTREAM_EXCESS, NETWORK, "s2")
@@ -257,7 +262,7 @@ def test_the_history_is_bounded_and_filtered() -> None:
     kept = log.query()
     assert [e.packets for e in kept] == [5, 4, 3]
     assert log.query(port=2, cause="network", limit=1)[0].packets == 5
-    assert log.query(port=1) == [] and log.query(channel_id=0) == []
+    assert log.query(port=1) == [] and log.query(reservation_id=1) == []
 
 
 def controller_with_fake(config: Config) -> tuple[Controller, FakeFabric]:

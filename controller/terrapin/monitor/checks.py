@@ -63,7 +63,8 @@ class QueueExpectation:
 class HopExpectation:
     """One hop of one admitted channel, with its meter in frame bytes as programmed."""
 
-    channel_id: int
+    reservation_id: int  # what the operator knows it by (REST id, never reused)
+    channel_id: int  # the data plane's index of its colour counters (reused)
     key: ChannelKey
     selector: ChannelSelector
     port: PortId
@@ -83,7 +84,7 @@ class Finding:
     switch: str
     port: int | None
     priority: int | None
-    channel_id: int | None
+    reservation_id: int | None
     channel: str | None  # initiator/context
     figure: int | None  # what was measured (None: beyond the bound, exact figure unknown)
     bound: int  # what was promised or allowed
@@ -94,7 +95,7 @@ class Finding:
     @property
     def episode(self) -> tuple[str, str, int | None, int | None, int | None]:
         """Findings with the same episode key in consecutive polls are one event."""
-        return (self.kind, self.switch, self.port, self.priority, self.channel_id)
+        return (self.kind, self.switch, self.port, self.priority, self.reservation_id)
 
 
 @dataclass(frozen=True)
@@ -130,6 +131,7 @@ class QueueReading:
 
 @dataclass(frozen=True)
 class ChannelReading:
+    reservation_id: int
     channel_id: int
     channel: str
     switch: str
@@ -194,6 +196,7 @@ def hop_expectations(reservations: Iterable[Reservation]) -> list[HopExpectation
             entry = entry_for_hop(hop.port.switch, record.selector, record.channel_id, hop, True)
             hops.append(
                 HopExpectation(
+                    reservation_id=record.reservation_id,
                     channel_id=record.channel_id,
                     key=record.key,
                     selector=record.selector,
@@ -273,7 +276,7 @@ def evaluate(
     """Compare each switch's sample with the one before it.
 
     `thresholds` are the bounds that were installed in the data plane during the window (what
-    the delay bands were counted against). `recent_source_excess` holds the channels whose
+    the delay bands were counted against). `recent_source_excess` holds the reservations whose
     first hop saw excess in the previous poll: a downstream meter that marks their packets now
     may be metering that excess (demoted packets still match the channel downstream)."""
     queue_readings: list[QueueReading] = []
@@ -311,7 +314,7 @@ def first_hop_excess(
     current: Mapping[str, MonitorSample],
     hops: Sequence[HopExpectation],
 ) -> frozenset[int]:
-    """Channels whose first hop marked traffic yellow or red between the two samples."""
+    """Reservations whose first hop marked traffic yellow or red between the two samples."""
     found = set()
     for hop in hops:
         if not hop.first_hop:
@@ -321,7 +324,7 @@ def first_hop_excess(
             continue
         delta = _excess_delta(before, now, hop.channel_id)
         if delta is not None and (delta[0] or delta[2]):
-            found.add(hop.channel_id)
+            found.add(hop.reservation_id)
     return frozenset(found)
 
 
@@ -372,7 +375,7 @@ def _queue(
                 switch=name,
                 port=q.port.port,
                 priority=q.priority,
-                channel_id=None,
+                reservation_id=None,
                 channel=None,
                 figure=max_delay if max_delay is not None and max_delay > bound else None,
                 bound=bound,
@@ -406,6 +409,7 @@ def _channel(
     green_bytes = max(0, byte_count - yellow_bytes - red_bytes)
     channel = str(hop.key)
     reading = ChannelReading(
+        reservation_id=hop.reservation_id,
         channel_id=hop.channel_id,
         channel=channel,
         switch=name,
@@ -433,12 +437,12 @@ def _channel(
                 0,
                 "packets",
                 marked,
-                f"channel {hop.channel_id} ({channel}) went beyond its envelope "
+                f"reservation {hop.reservation_id} ({channel}) went beyond its envelope "
                 f"(ρ {hop.rate:,} B/s, σ {hop.burst:,} B) at its first hop {where}: "
                 f"{yellow_packets} packets yellow, {red_packets} red, demoted or dropped there",
             )
         )
-    elif marked and hop.channel_id not in upstream_excess:
+    elif marked and hop.reservation_id not in upstream_excess:
         found.append(
             _hop_finding(
                 hop,
@@ -447,7 +451,7 @@ def _channel(
                 0,
                 "packets",
                 marked,
-                f"channel {hop.channel_id} ({channel}) conformed at its first hop but its "
+                f"reservation {hop.reservation_id} ({channel}) conformed at its first hop but its "
                 f"meter at {where} marked {marked} packets: upstream delay bunched it beyond "
                 f"the burst admitted there (σ {hop.burst:,} B)",
             )
@@ -465,7 +469,7 @@ def _channel(
                 allowed,
                 "bytes",
                 packets,
-                f"channel {hop.channel_id} ({channel}) at {where}: {green_bytes:,} green bytes "
+                f"reservation {hop.reservation_id} ({channel}) at {where}: {green_bytes:,} green bytes "
                 f"in {window:.3f} s, beyond its meter's envelope of {allowed:,} "
                 f"(CBS {hop.cburst:,} B + CIR {hop.cir:,} B/s × t): the policer is not working",
             )
@@ -482,7 +486,7 @@ def _hop_finding(
         switch=hop.port.switch,
         port=hop.port.port,
         priority=hop.priority,
-        channel_id=hop.channel_id,
+        reservation_id=hop.reservation_id,
         channel=str(hop.key),
         figure=figure,
         bound=bound,

@@ -24,7 +24,7 @@ CREATE TABLE IF NOT EXISTS monitor_events (
     switch        TEXT NOT NULL,
     port          INTEGER,
     priority      INTEGER,
-    channel_id    INTEGER,
+    reservation_id INTEGER,
     channel       TEXT,
     figure        INTEGER,
     bound         INTEGER NOT NULL,
@@ -36,11 +36,11 @@ CREATE TABLE IF NOT EXISTS monitor_events (
     last_seen_at  REAL NOT NULL,
     cleared_at    REAL
 );
-CREATE INDEX IF NOT EXISTS monitor_events_place ON monitor_events (switch, port, channel_id);
+CREATE INDEX IF NOT EXISTS monitor_events_place ON monitor_events (switch, port, reservation_id);
 """
 
 _COLUMNS = (
-    "id, kind, cause, switch, port, priority, channel_id, channel, figure, bound, unit, packets, "
+    "id, kind, cause, switch, port, priority, reservation_id, channel, figure, bound, unit, packets, "
     "polls, message, raised_at, last_seen_at, cleared_at"
 )
 
@@ -53,7 +53,7 @@ class Event:
     switch: str
     port: int | None
     priority: int | None
-    channel_id: int | None
+    reservation_id: int | None
     channel: str | None
     figure: int | None  # the worst figure over the episode
     bound: int
@@ -98,7 +98,7 @@ class EventLog:
                     finding.switch,
                     finding.port,
                     finding.priority,
-                    finding.channel_id,
+                    finding.reservation_id,
                     finding.channel,
                     finding.figure,
                     finding.bound,
@@ -146,7 +146,7 @@ class EventLog:
         *,
         switch: str | None = None,
         port: int | None = None,
-        channel_id: int | None = None,
+        reservation_id: int | None = None,
         kind: str | None = None,
         cause: str | None = None,
         active: bool | None = None,
@@ -157,7 +157,7 @@ class EventLog:
         for column, value in (
             ("switch", switch),
             ("port", port),
-            ("channel_id", channel_id),
+            ("reservation_id", reservation_id),
             ("kind", kind),
             ("cause", cause),
         ):
@@ -189,7 +189,7 @@ def _event(row: tuple[Any, ...]) -> Event:
         switch=row[3],
         port=row[4],
         priority=row[5],
-        channel_id=row[6],
+        reservation_id=row[6],
         channel=row[7],
         figure=row[8],
         bound=int(row[9]),

@@ -339,6 +339,9 @@ class BoundsFirstProgrammer:
         self._inner = inner
         self._monitor = monitor
 
+    def is_ready(self, name: str) -> bool:
+        return self._inner.is_ready(name)
+
     async def install_channel(self, entry: ChannelEntry) -> None:
         try:
             await self._monitor.prepare_channel(entry.switch, entry.channel_id)

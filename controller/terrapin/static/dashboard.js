@@ -275,7 +275,7 @@ function sparkline(history, bound) {
 
 function delivered(id) {
   const channels = (state.monitor && state.monitor.channels) || [];
-  const first = channels.find((c) => c.channel_id === id && c.first_hop);
+  const first = channels.find((c) => c.reservation_id === id && c.first_hop);
   return first ? rate(first.delivered_rate) : "–";
 }
 
