@@ -335,3 +335,24 @@ def test_band_numbers_match_p4src() -> None:
     for index, name in enumerate(DELAY_BAND_NAMES):
         assert values[f"DELAY_BAND_{name.upper()}"] == index
     assert values["DELAY_BAND_CELLS"] == values["QUEUE_CELLS"] * DELAY_BANDS
+
+
+def test_a_switch_away_for_a_poll_keeps_the_baseline() -> None:
+    _config, ledger, store = ledger_with_channel(1)
+    fabric = FakeFabric(["s1"])
+    fabric.samples["s1"] = [sample("s1", 0.0)]
+    monitor = monitor_for(fabric, ledger, store)
+
+    async def polls() -> None:
+        await monitor.poll()  # the baseline
+        fabric.down.add("s1")  # the switch is away for a poll
+        await monitor.poll()
+        assert monitor.snapshot()["switches"]["s1"]["error"] == "not connected"
+        fabric.down.clear()
+        # the late packets happened while it was away: the next good read still sees them
+        fabric.samples["s1"] = [sample("s1", 2.0, bands=(0, 0, 0, 3))]
+        await monitor.poll()
+
+    asyncio.run(polls())
+    (event,) = monitor.events()
+    assert event.kind == QUEUE_DELAY and event.packets == 3

@@ -152,7 +152,8 @@ def test_an_understated_bound_raises_the_network_alarm_within_two_polls(lab: Lab
     lab.send_udp("h2", "10.0.1.2", 5200, 6000, count=20)
     sent = time.time()  # the sender has exited: its burst is on the wire
     alarm = wait_for(lambda: lab.rest("GET", "/monitor")[1]["alarm"], timeout=10)
-    assert alarm, lab.rest("GET", "/monitor")[1]
+    state = lab.rest("GET", "/monitor")[1]
+    assert alarm, ([q for q in state["queues"] if q["switch"] == "s1"], state["switches"], lab.workdir)
     events = network_events(lab)
     assert len(events) == 1, events  # s2 and s3 were modelled right: nothing there
     (event,) = events

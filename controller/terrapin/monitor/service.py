@@ -142,8 +142,10 @@ class GuaranteeMonitor:
             state = self._switch_state.setdefault(name, {})
             state["ready"] = self._fabric.is_ready(name)
             if not state["ready"]:
+                # The last good sample stays the baseline: counters only grow, so the next read
+                # covers the outage too, and one that went back (the switch restarted empty)
+                # is taken as counting from zero (checks._deltas).
                 state["error"] = "not connected"
-                self._samples.pop(name, None)  # it may come back empty: start a new baseline
                 continue
             fresh = self._fresh.pop(name, set())
             try:
@@ -156,7 +158,7 @@ class GuaranteeMonitor:
                 if state.get("error") != errors[name]:  # once per fault, not once per poll
                     LOG.warning("monitor: switch %s: %s", name, errors[name])
                 state["error"] = errors[name]
-                self._samples.pop(name, None)
+                self._fresh.setdefault(name, set()).update(fresh)
             else:
                 if fresh and name in self._samples:
                     self._samples[name] = with_fresh_channels(self._samples[name], fresh, hops)
