@@ -60,6 +60,8 @@ def describe(run: RunningNetwork) -> str:
         "  hosts:    " + ", ".join(f"{h.name} {h.address}" for h in hosts),
         "  switches: " + ", ".join(f"{s.name} (P4Runtime {s.grpc_addr})" for s in plan.switches.values()),
         f"  REST API: {run.rest_url}  (OpenAPI at {run.rest_url}/docs, token {run.token!r})",
+        f"  dashboard: {run.rest_url}/  (guarantee monitor: {run.rest_url}/monitor;"
+        f" controller metrics: {run.rest_url}/metrics)",
         "",
         f"Reserve a channel {src.name} -> {dst.name} (UDP 5004 -> 5004, 9 Mbit/s = 1,125,000 B/s,"
         " 27,000-byte burst, priority 6):",

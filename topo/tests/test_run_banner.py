@@ -50,3 +50,9 @@ def test_the_metrics_endpoint_is_printed_and_documented_where_it_is() -> None:
     metrics = switch_md[switch_md.index("## Metrics") :]
     assert url in metrics and f"127.0.0.1:({metrics_port(0)} + its device id)" in metrics
     assert "(terrapin-switch only)" in banner(plan, "bmv2")
+
+
+def test_the_dashboard_and_the_controllers_metrics_are_printed() -> None:
+    text = banner(christie.plan())
+    assert "dashboard: http://127.0.0.1:8080/ " in text
+    assert "http://127.0.0.1:8080/metrics" in text and "http://127.0.0.1:8080/monitor" in text
