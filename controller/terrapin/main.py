@@ -79,7 +79,13 @@ class Controller:
         self.metrics = ControllerMetrics(self.ledger)
         self.events = EventLog(_resolve(config_dir, config.store), config.monitor.history)
         self.monitor = GuaranteeMonitor(
-            self.ledger, lambda: self.service.list(), self.fabric, self.events, config.monitor, self.metrics
+            self.ledger,
+            lambda: self.service.list(),
+            lambda record: self.service.entries(record),
+            self.fabric,
+            self.events,
+            config.monitor,
+            self.metrics,
         )
         service = InstrumentedReservationService(
             self.ledger,

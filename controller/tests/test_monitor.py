@@ -14,8 +14,8 @@ import pytest
 from fakes import RESERVATION, FakeFabric, chain_config
 from fastapi.testclient import TestClient
 
-from terrapin.admission import AdmissionLedger
-from terrapin.admission.model import ChannelEnvelope, ChannelKey, PortId
+from terrapin.admission import AdmissionLedger, Denial
+from terrapin.admission.model import JUMPING_WINDOW, ChannelEnvelope, ChannelKey, Policer, PortId
 from terrapin.config import Config, MonitorConfig
 from terrapin.main import Controller
 from terrapin.monitor.checks import (
@@ -32,7 +32,8 @@ from terrapin.monitor.checks import (
 )
 from terrapin.monitor.events import EventLog
 from terrapin.monitor.service import GuaranteeMonitor
-from terrapin.paths import ChannelSelector
+from terrapin.paths import ChannelSelector, Topology
+from terrapin.reservations import ReservationService
 from terrapin.store import ReservationStore
 from terrapin.switches import DELAY_BAND_NAMES, DELAY_BANDS, MonitorSample
 
@@ -49,6 +50,12 @@ def ledger_with_channel(switches: int = 2) -> tuple[Config, AdmissionLedger, Res
     allocation = ledger.admit(ChannelKey("10.0.1.2", 7), path, ENVELOPE)
     store.add(allocation, SELECTOR, "rest", True)  # type: ignore[arg-type]
     return config, ledger, store
+
+
+def entries(ledger: AdmissionLedger, store: ReservationStore) -> Any:
+    """The reservation service's own entries of a reservation (the policer it programs); they
+    depend on the reservation alone, not on the topology."""
+    return ReservationService(ledger, Topology(chain_config(1)), store, FakeFabric([])).entries
 
 
 def sample(
@@ -92,8 +99,8 @@ def test_queue_bounds_are_the_admission_models_own() -> None:
 
 
 def test_hop_meters_are_the_ones_programmed() -> None:
-    _config, _ledger, store = ledger_with_channel()
-    first, second = hop_expectations(store.all())
+    _config, ledger, store = ledger_with_channel()
+    first, second = hop_expectations(store.all(), entries(ledger, store))
     assert first.first_hop and not second.first_hop
     assert first.cir == -(-100_000 * 1514 // 1500)  # frame bytes, as switches.entry_for_hop
     assert second.burst > first.burst  # grown by ρ × the upstream bound
@@ -119,13 +126,15 @@ def test_a_larger_bound_applies_at_once_a_smaller_one_a_poll_later() -> None:
 def test_the_first_sample_is_only_a_baseline() -> None:
     _config, ledger, store = ledger_with_channel()
     now = {"s1": sample("s1", 0.0, bands=(10, 0, 0, 99))}
-    verdict = evaluate({}, now, queue_expectations(ledger), hop_expectations(store.all()), {})
+    verdict = evaluate(
+        {}, now, queue_expectations(ledger), hop_expectations(store.all(), entries(ledger, store)), {}
+    )
     assert verdict.findings == [] and verdict.queues == []
 
 
 def test_packets_over_the_bound_are_a_network_violation() -> None:
     _config, ledger, store = ledger_with_channel()
-    queues, hops = queue_expectations(ledger), hop_expectations(store.all())
+    queues, hops = queue_expectations(ledger), hop_expectations(store.all(), entries(ledger, store))
     bound = queues[PortId("s1", 2)][0].bound_us
     before = {"s1": sample("s1", 0.0, bands=(5, 1, 0, 0), traffic=(6, 6000))}
     clean = {"s1": sample("s1", 1.0, bands=(25, 3, 1, 0), traffic=(29, 29000), max_delay=bound - 1)}
@@ -142,7 +151,7 @@ def test_packets_over_the_bound_are_a_network_violation() -> None:
 
 def test_a_switch_without_registers_still_has_the_bands() -> None:
     _config, ledger, store = ledger_with_channel()
-    queues, hops = queue_expectations(ledger), hop_expectations(store.all())
+    queues, hops = queue_expectations(ledger), hop_expectations(store.all(), entries(ledger, store))
     before = {"s1": sample("s1", 0.0)}
     after = {"s1": sample("s1", 1.0, bands=(0, 0, 0, 2))}
     (finding,) = evaluate(before, after, queues, hops, {}).findings
@@ -151,7 +160,7 @@ def test_a_switch_without_registers_still_has_the_bands() -> None:
 
 def test_excess_at_the_first_hop_is_the_source_later_hops_are_the_network() -> None:
     _config, ledger, store = ledger_with_channel()
-    queues, hops = queue_expectations(ledger), hop_expectations(store.all())
+    queues, hops = queue_expectations(ledger), hop_expectations(store.all(), entries(ledger, store))
     before = {"s1": sample("s1", 0.0), "s2": sample("s2", 0.0)}
     # the source sent beyond its envelope: s1 marks it; s2 meters the demoted excess too
     after = {
@@ -178,7 +187,7 @@ def test_excess_at_the_first_hop_is_the_source_later_hops_are_the_network() -> N
 
 def test_green_traffic_beyond_the_meters_envelope_is_a_broken_policer() -> None:
     _config, ledger, store = ledger_with_channel()
-    queues, hops = queue_expectations(ledger), hop_expectations(store.all())
+    queues, hops = queue_expectations(ledger), hop_expectations(store.all(), entries(ledger, store))
     first = hops[0]
     before = {"s1": sample("s1", 0.0)}
     # the window is 1.01 s: CBS + CIR × 1.01 s plus two frames is what a working meter allows
@@ -197,7 +206,7 @@ def test_green_traffic_beyond_the_meters_envelope_is_a_broken_policer() -> None:
 
 def test_a_counter_that_went_back_starts_a_new_baseline() -> None:
     _config, ledger, store = ledger_with_channel()
-    queues, hops = queue_expectations(ledger), hop_expectations(store.all())
+    queues, hops = queue_expectations(ledger), hop_expectations(store.all(), entries(ledger, store))
     before = {"s1": sample("s1", 0.0, bands=(100, 0, 0, 50), channel=(500, 500_000))}
     restarted = {"s1": sample("s1", 1.0, bands=(3, 0, 0, 0), channel=(3, 3000))}
     verdict = evaluate(before, restarted, queues, hops, {})
@@ -214,6 +223,7 @@ def monitor_for(
     return GuaranteeMonitor(
         ledger,
         store.all,
+        entries(ledger, store),
         fabric,
         EventLog(":memory:", history),
         MonitorConfig(interval_s=0.1),
@@ -253,7 +263,7 @@ def test_a_violation_is_one_episode_logged_once_and_cleared(caplog: pytest.LogCa
 def test_the_history_is_bounded_and_filtered() -> None:
     _config, ledger, store = ledger_with_channel(1)
     log = EventLog(":memory:", history=3)
-    queues, hops = queue_expectations(ledger), hop_expectations(store.all())
+    queues, hops = queue_expectations(ledger), hop_expectations(store.all(), entries(ledger, store))
     for i in range(5):
         (finding,) = evaluate(
             {"s1": sample("s1", 0.0)}, {"s1": sample("s1", 1.0, bands=(0, 0, 0, i + 1))}, queues, hops, {}
@@ -356,3 +366,25 @@ def test_a_switch_away_for_a_poll_keeps_the_baseline() -> None:
     asyncio.run(polls())
     (event,) = monitor.events()
     assert event.kind == QUEUE_DELAY and event.packets == 3
+
+
+def test_a_window_policed_first_hop_is_not_held_to_a_meters_envelope() -> None:
+    config = chain_config(2, rate_bps=10_000_000)
+    ledger = AdmissionLedger(config.port_models())
+    store = ReservationStore(":memory:")
+    window = ChannelEnvelope(
+        priority=6, rate=0, burst=6000, max_packet=1500, policer=Policer(JUMPING_WINDOW, window_us=100_000)
+    )
+    allocation = ledger.admit(ChannelKey("10.0.1.2", 8), [PortId("s1", 2), PortId("s2", 2)], window)
+    assert not isinstance(allocation, Denial), allocation
+    store.add(allocation, SELECTOR, "rest", True)
+    queues, hops = queue_expectations(ledger), hop_expectations(store.all(), entries(ledger, store))
+    assert [h.metered for h in hops] == [False, True]  # the window at s1, a meter at s2
+    # twice the window's burst across an edge, which a jumping window lets through
+    before = {"s1": sample("s1", 0.0), "s2": sample("s2", 0.0)}
+    edge = {"s1": sample("s1", 0.05, channel=(16, 24_000)), "s2": sample("s2", 0.05)}
+    assert evaluate(before, edge, queues, hops, {}).findings == []
+    # what the window refuses is red at the first hop, as a meter's excess: the source's
+    over = {"s1": sample("s1", 0.05, channel=(20, 30_000), excess=(0, 0, 4, 6000)), "s2": sample("s2", 0.05)}
+    (finding,) = evaluate(before, over, queues, hops, {}).findings
+    assert (finding.kind, finding.cause) == (SOURCE_EXCESS, SOURCE)

@@ -82,6 +82,7 @@ class GuaranteeMonitor:
         self,
         ledger: AdmissionLedger,
         reservations: Callable[[], Sequence[Reservation]],
+        entries: Callable[[Reservation], Sequence[ChannelEntry]],
         fabric: MonitorFabric,
         events: EventLog,
         config: MonitorConfig,
@@ -90,6 +91,7 @@ class GuaranteeMonitor:
     ) -> None:
         self._ledger = ledger
         self._reservations = reservations
+        self._entries = entries
         self._fabric = fabric
         self._events = events
         self._config = config
@@ -135,7 +137,7 @@ class GuaranteeMonitor:
         self._polls += 1
         started = time.perf_counter()
         queues = queue_expectations(self._ledger)
-        hops = hop_expectations(self._reservations())
+        hops = hop_expectations(self._reservations(), self._entries)
         samples: dict[str, MonitorSample] = {}
         errors: dict[str, str] = {}
         for name in self._fabric.names:
