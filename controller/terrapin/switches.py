@@ -532,19 +532,18 @@ class SwitchFabric:
         bounds: Sequence[QueueBound],
         installed: Mapping[tuple[int, int], int],
         channel_id: int,
-    ) -> None:
+    ) -> tuple[int, int, int, int]:
         """Before a channel's entry is written: the queue bounds that change (from `installed`,
-        what the monitor last wrote) and the channel id's yellow and red counters cleared, so
-        they count this channel only (a channel id is reused after its channel closed). One
-        Write; a bound entry that is not as `installed` says makes it fail as a whole."""
+        what the monitor last wrote; a bound entry that is not as it says makes the Write fail),
+        then the channel id's yellow and red counters as they stand, the baseline its first
+        window is measured from (a channel id is reused, and its counters are never cleared)."""
         sw = self._switch(name)
-        zero = fy.P4CounterData(byte_count=0, packet_count=0)
-        updates: list[Any] = _bound_updates(installed, bounds)
-        updates += [
-            ~fy.P4CounterEntry(C_CHANNEL_YELLOW, index=channel_id, data=zero),
-            ~fy.P4CounterEntry(C_CHANNEL_RED, index=channel_id, data=zero),
-        ]
-        await sw.write(updates)
+        updates = _bound_updates(installed, bounds)
+        if updates:
+            await sw.write(updates)
+        yellow = await _read_counters(sw, C_CHANNEL_YELLOW, [channel_id])
+        red = await _read_counters(sw, C_CHANNEL_RED, [channel_id])
+        return (*yellow.get(channel_id, (0, 0)), *red.get(channel_id, (0, 0)))
 
     async def monitor_sample(
         self, name: str, cells: Sequence[tuple[int, int]], channel_ids: Sequence[int]
@@ -567,9 +566,7 @@ class SwitchFabric:
             )
         yellow = await _read_counters(sw, C_CHANNEL_YELLOW, list(channel_ids))
         red = await _read_counters(sw, C_CHANNEL_RED, list(channel_ids))
-        excess = {
-            cid: (*yellow.get(cid, (0, 0)), *red.get(cid, (0, 0))) for cid in channel_ids
-        }
+        excess = {cid: (*yellow.get(cid, (0, 0)), *red.get(cid, (0, 0))) for cid in channel_ids}
         queue_index = [port * QUEUES_PER_PORT + prio for port, prio in cells]
         traffic = await _read_counters(sw, C_QUEUE_TRAFFIC, queue_index)
         band_index = [i * DELAY_BANDS + band for i in queue_index for band in range(DELAY_BANDS)]
@@ -597,9 +594,7 @@ class SwitchFabric:
             started=started,
             finished=asyncio.get_running_loop().time(),
             bands=bands,
-            queue_traffic={
-                cell: traffic.get(i, (0, 0)) for cell, i in zip(cells, queue_index, strict=True)
-            },
+            queue_traffic={cell: traffic.get(i, (0, 0)) for cell, i in zip(cells, queue_index, strict=True)},
             max_delay_us=delay,
             max_depth_packets=depth,
             channels=channels,

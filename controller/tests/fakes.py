@@ -110,10 +110,11 @@ class FakeFabric:
         bounds: Sequence[QueueBound],
         installed: Mapping[tuple[int, int], int],
         channel_id: int,
-    ) -> None:
+    ) -> tuple[int, int, int, int]:
         if name in self.down:
             raise InjectedFault(f"{name} is down")
         self.bounds[name] = list(bounds)
+        return (0, 0, 0, 0)
 
     async def monitor_sample(
         self, name: str, cells: Sequence[tuple[int, int]], channel_ids: Sequence[int]

@@ -1,10 +1,10 @@
 """The dashboard in a real browser: Debian's chromium, driven by Playwright, against the real
 controller and terrapin-switch running p4src on veths (netlab), everything on this machine.
 
-As in test_monitor_integration.py, s1's port towards h1 is modelled wrong on purpose (the
+As in test_monitor_integration.py, s3's port towards s2 is modelled wrong on purpose (the
 controller believes 1 Gbit/s, the switch paces 10 Mbit/s), so a channel from h2 to h1 has an
-understated bound and its first burst must turn the page red. Screenshots go to build/results/
-(docs/operations.md shows them)."""
+understated bound at its first hop and its first burst must turn the page red. Screenshots go
+to build/results/ (docs/operations.md shows them)."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ if skip_reason:
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     network = Lab(
         Path(tmp_path_factory.mktemp("tdash")),
-        believed_rate_bps={(1, 1): 1_000_000_000},
+        believed_rate_bps={(3, 1): 1_000_000_000},
         monitor={"interval_s": INTERVAL},
     )
     try:
@@ -191,7 +191,7 @@ def test_a_reservation_made_in_the_form_shows_in_the_table_and_the_bar(lab: Lab,
         expect(card).to_have_attribute("data-allocated", "125000")
         expect(card.locator('.bar [data-level="6"]')).to_have_count(1)
         expect(card.locator(".queue")).to_have_count(1)
-    expect(page.locator('#ports [data-port="s1:1"]')).to_have_attribute("data-allocated", "0")
+    expect(page.locator('#ports [data-port="s3:1"]')).to_have_attribute("data-allocated", "0")
     page.fill("#reservation-filter", "10.0.9.9")
     expect(page.locator("#reservations tbody tr")).to_have_count(0)
     page.fill("#reservation-filter", "s2:2")
@@ -259,17 +259,17 @@ def test_an_induced_violation_raises_the_alarm(lab: Lab, watched: Watched) -> No
         },
     )
     assert status == 201, res
-    expect(page.locator('#ports [data-port="s1:1"] .queue')).to_have_count(1)
+    expect(page.locator('#ports [data-port="s3:1"] .queue')).to_have_count(1)
     for _ in range(6):  # a few bursts, so the alarm stays up long enough to be seen
         lab.send_udp("h2", "10.0.1.2", 5300, 5300, count=20)
         time.sleep(INTERVAL / 2)
         if page.locator("#alarm").is_visible():
             break
     expect(page.locator("#alarm")).to_be_visible(timeout=2 * INTERVAL * 1000 + 1000)
-    expect(page.locator("#alarm")).to_contain_text("s1:1 level 5")
+    expect(page.locator("#alarm")).to_contain_text("s3:1 level 5")
     expect(page.locator("#verdict")).to_have_attribute("data-verdict", "network")
-    expect(page.locator('#ports [data-port="s1:1"]')).to_have_class("port alarm")
-    expect(page.locator('#topology [data-switch="s1"]')).to_have_class("switch alarm")
+    expect(page.locator('#ports [data-port="s3:1"]')).to_have_class("port alarm")
+    expect(page.locator('#topology [data-switch="s3"]')).to_have_class("switch alarm")
     event = page.locator('#events li.network[data-kind="queue_delay"]').first
     expect(event).to_contain_text("waited longer than the admitted bound")
     shot(page, "alarm")

@@ -2,13 +2,15 @@
 simple_switch_grpc where `make setup` linked it (build/oracle). Real packets cross veths
 between namespaces; the monitor reads the switches over P4Runtime.
 
-One port is modelled wrong on purpose: the controller is told that s1's port towards h1 runs
+One port is modelled wrong on purpose: the controller is told that s3's port towards s2 runs
 at 1 Gbit/s while the switch paces it at 10 Mbit/s, so every bound computed for it is far too
 small. Channels from h1 to h2 never cross it (they must see no violation); a channel from h2
-to h1 does, and its first burst must raise the network alarm."""
+to h1 does, as its first hop, where a burst queues (the hops after it get the burst already
+spaced out at the line rate), and its first burst must raise the network alarm."""
 
 from __future__ import annotations
 
+import json
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -35,7 +37,7 @@ def lab(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     network = Lab(
         Path(tmp_path_factory.mktemp(f"tmon-{kind}")),
         kind=kind,
-        believed_rate_bps={(1, 1): 1_000_000_000},
+        believed_rate_bps={(3, 1): 1_000_000_000},
         monitor={"interval_s": INTERVAL},
     )
     try:
@@ -136,7 +138,7 @@ def test_a_sender_beyond_its_envelope_is_blamed_on_itself_not_the_network(lab: L
 
 
 def test_an_understated_bound_raises_the_network_alarm_within_two_polls(lab: Lab) -> None:
-    # h2 → h1 leaves s1 by port 1, which the controller believes runs at 1 Gbit/s
+    # h2 → h1 leaves s3 by port 1 first, which the controller believes runs at 1 Gbit/s
     # (The same roomy burst as the conforming test, so that only the wrong port is wrong.)
     status, res = lab.rest(
         "POST",
@@ -144,25 +146,31 @@ def test_an_understated_bound_raises_the_network_alarm_within_two_polls(lab: Lab
         BODY | {"src": "10.0.2.2", "dst": "10.0.1.2", "src_port": 5200, "burst": 30_000},
     )
     assert status == 201, res
-    bound = res["allocation"]["hops"][-1]["worst_case_delay_us"]
-    # (30,000 B grown over two hops + 720 + 1,500) at 125 MB/s: what 1 Gbit/s would promise
-    assert bound < 1000
-    assert wait_for(lambda: lab.read_queue_bounds(1).get((1, 6)) == bound, timeout=5)
+    first = res["allocation"]["hops"][0]
+    assert (first["switch"], first["port"]) == ("s3", 1)
+    bound = first["worst_case_delay_us"]
+    assert bound < 300  # (30,000 + 720 + 1,500) B at 125 MB/s: what 1 Gbit/s would promise
+    assert wait_for(lambda: lab.read_queue_bounds(3).get((1, 6)) == bound, timeout=5)
     # 20 packets of 200 bytes, within the envelope, take ~4 ms on the 10 Mbit/s port
     lab.send_udp("h2", "10.0.1.2", 5200, 6000, count=20)
     sent = time.time()  # the sender has exited: its burst is on the wire
     alarm = wait_for(lambda: lab.rest("GET", "/monitor")[1]["alarm"], timeout=10)
     state = lab.rest("GET", "/monitor")[1]
-    assert alarm, ([q for q in state["queues"] if q["switch"] == "s1"], state["switches"], lab.workdir)
+    counted = {
+        band: metric(lab, "terrapin_monitor_queue_delay_band_packets_total", switch="s3", port="1", band=band)
+        for band in ("quarter", "half", "within", "over")
+    }
+    assert alarm, (counted, [q for q in state["queues"] if q["switch"] == "s3"], lab.workdir)
     events = network_events(lab)
     assert len(events) == 1, events  # s2 and s3 were modelled right: nothing there
     (event,) = events
-    assert (event["kind"], event["switch"], event["port"], event["priority"]) == ("queue_delay", "s1", 1, 6)
+    assert (event["kind"], event["switch"], event["port"], event["priority"]) == ("queue_delay", "s3", 1, 6)
     assert event["bound"] == bound and event["packets"] > 0
     if lab.kind == "terrapin":
         assert event["figure"] is not None and event["figure"] > bound
     raised_after = event["raised_at"] - sent
     print(f"{lab.kind}: alarm raised {raised_after:.3f} s after the burst (poll interval {INTERVAL} s)")
+    print(f"{lab.kind}: {json.dumps(event)}")
     assert raised_after <= 2 * INTERVAL, raised_after
     assert metric(lab, "terrapin_monitor_network_alarm") == 1
     assert metric(lab, "terrapin_monitor_violations_total", cause="network", kind="queue_delay") == 1

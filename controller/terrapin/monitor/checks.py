@@ -253,18 +253,20 @@ def thresholds_to_install(
 
 
 def with_fresh_channels(
-    sample: MonitorSample, channel_ids: Iterable[int], hops: Sequence[HopExpectation]
+    sample: MonitorSample,
+    fresh: Mapping[int, tuple[int, int, int, int]],
+    hops: Sequence[HopExpectation],
 ) -> MonitorSample:
-    """`sample` as if it had seen channels set up after it was taken at zero: their entries are
-    new and their colour counters were cleared before the entries were written, so zero is
-    exactly what they held then. Their first window is then checked like any other."""
-    fresh = set(channel_ids)
+    """`sample` as if it had seen the channels set up after it was taken (channel id → their
+    colour counters read just before their entries were written): their entries are new, so
+    their direct counters held zero, and their colour counters what was read. Their first
+    window is then checked like any other."""
     channels = dict(sample.channels)
     excess = dict(sample.excess)
     for hop in hops:
         if hop.channel_id in fresh and hop.port.switch == sample.switch:
             channels.setdefault(hop.selector, (0, 0))
-            excess.setdefault(hop.channel_id, (0, 0, 0, 0))
+            excess.setdefault(hop.channel_id, fresh[hop.channel_id])
     return replace(sample, channels=channels, excess=excess)
 
 

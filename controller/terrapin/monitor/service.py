@@ -56,7 +56,7 @@ class MonitorFabric(Protocol):
 
     async def prepare_channel(
         self, name: str, bounds: Sequence[QueueBound], installed: Mapping[Cell, int], channel_id: int
-    ) -> None: ...
+    ) -> tuple[int, int, int, int]: ...
 
     async def monitor_sample(
         self, name: str, cells: Sequence[Cell], channel_ids: Sequence[int]
@@ -100,7 +100,9 @@ class GuaranteeMonitor:
         self._samples: dict[str, MonitorSample] = {}
         self._installed: dict[str, dict[Cell, int]] = {}
         self._pending: dict[str, dict[Cell, int]] = {}
-        self._fresh: dict[str, set[int]] = {}  # channel ids set up since the switch's last sample
+        # channel id → its colour counters just before its entry was written, per switch, for
+        # the channels set up since the switch's last sample
+        self._fresh: dict[str, dict[int, tuple[int, int, int, int]]] = {}
         self._bounds_lock = asyncio.Lock()
         self._polls = 0
         self._last_poll_at: float | None = None
@@ -149,7 +151,7 @@ class GuaranteeMonitor:
                 # is taken as counting from zero (checks._deltas).
                 state["error"] = "not connected"
                 continue
-            fresh = self._fresh.pop(name, set())
+            fresh = self._fresh.pop(name, {})
             try:
                 samples[name] = await self._sample(name, queues, hops)
                 if state.get("error"):
@@ -160,7 +162,7 @@ class GuaranteeMonitor:
                 if state.get("error") != errors[name]:  # once per fault, not once per poll
                     LOG.warning("monitor: switch %s: %s", name, errors[name])
                 state["error"] = errors[name]
-                self._fresh.setdefault(name, set()).update(fresh)
+                self._fresh.setdefault(name, {}).update(fresh)
             else:
                 if fresh and name in self._samples:
                     self._samples[name] = with_fresh_channels(self._samples[name], fresh, hops)
@@ -213,8 +215,8 @@ class GuaranteeMonitor:
     async def prepare_channel(self, switch: str, channel_id: int) -> None:
         """Called before a channel's entry is written to `switch` (the ledger already holds it):
         the switch must judge the new load by its new, larger bounds from the first packet on,
-        and the channel id's colour counters must start from zero. Lower bounds wait for a
-        poll (thresholds_to_install)."""
+        and the channel id's colour counters are read as its first window's baseline. Lower
+        bounds wait for a poll (thresholds_to_install)."""
         if not self._config.enabled:
             return
         wanted = self._wanted(queue_expectations(self._ledger), switch)
@@ -224,14 +226,14 @@ class GuaranteeMonitor:
             target = thresholds_to_install(wanted, installed, pending, self._polls, allow_decrease=False)
             bounds = [QueueBound(port, prio, bound) for (port, prio), bound in sorted(target.items())]
             try:
-                await self._fabric.prepare_channel(switch, bounds, installed, channel_id)
+                counts = await self._fabric.prepare_channel(switch, bounds, installed, channel_id)
             except Exception:
                 # The switch's table is not what we last wrote (it restarted, or a write was
-                # lost): read it and set it right, then clear the counters alone.
+                # lost): read it and set it right, then read the counters alone.
                 await self._fabric.sync_queue_bounds(switch, bounds)
-                await self._fabric.prepare_channel(switch, bounds, target, channel_id)
+                counts = await self._fabric.prepare_channel(switch, bounds, target, channel_id)
             self._installed[switch] = target
-        self._fresh.setdefault(switch, set()).add(channel_id)
+        self._fresh.setdefault(switch, {})[channel_id] = counts
 
     async def _sync_bounds(self, name: str, wanted: dict[Cell, int], allow_decrease: bool) -> None:
         installed = self._installed.get(name, {})
