@@ -181,9 +181,11 @@ class MonitorConfig(_Strict):
     enabled: bool = True
     interval_s: float = Field(default=1.0, ge=0.05, le=3600)
     history: int = Field(default=1000, gt=0)
-    # Restart the max-delay/max-depth registers after each read, so each poll reports the
-    # window's maxima (terrapin-switch; p4lang's PI cannot write registers).
-    reset_maxima: bool = True
+    # Clear the max-delay/max-depth registers after each read, so each poll reports the
+    # window's maxima (terrapin-switch; p4lang's PI cannot write registers). Off by default:
+    # /status/switches, REPORT_STATUS and make demo report the maxima since the switch started;
+    # without clearing, a window's maximum is shown when it raised the register.
+    reset_maxima: bool = False
 
 
 class Config(_Strict):

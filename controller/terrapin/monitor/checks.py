@@ -41,6 +41,7 @@ POLICER = "policer"  # more green bytes left a meter than its envelope allows
 KINDS = {QUEUE_DELAY: NETWORK, SOURCE_EXCESS: SOURCE, DOWNSTREAM_EXCESS: NETWORK, POLICER: NETWORK}
 
 OVER = DELAY_BAND_NAMES.index("over")
+Cell = tuple[int, int]  # (port, priority)
 # The largest Ethernet frame header the meters see beyond the IPv4 packet (one 802.1Q tag).
 FRAME_OVERHEAD = 18
 
@@ -351,8 +352,8 @@ def _queue(
         return None, []
     bands = _deltas(bands_now, bands_before)
     traffic = _deltas(traffic_now, traffic_before)
-    max_delay = now.max_delay_us.get(cell) if now.max_delay_us is not None else None
-    max_depth = now.max_depth_packets.get(cell) if now.max_depth_packets is not None else None
+    max_delay = _window_max(now.max_delay_us, before.max_delay_us, cell)
+    max_depth = _window_max(now.max_depth_packets, before.max_depth_packets, cell)
     bound = installed.get(cell, q.bound_us)
     reading = QueueReading(
         switch=name,
@@ -504,6 +505,16 @@ def _hop_finding(
         packets=packets,
         message=message,
     )
+
+
+def _window_max(now: Mapping[Cell, int] | None, before: Mapping[Cell, int] | None, cell: Cell) -> int | None:
+    """A register's maximum is the window's only if it grew during the window (the registers
+    hold maxima since they were last cleared; the service zeroes its baseline when it clears
+    them). None: the switch has no register figure, or the window did not reach the maximum."""
+    if now is None or cell not in now:
+        return None
+    previous = None if before is None else before.get(cell)
+    return now[cell] if previous is None or now[cell] > previous else None
 
 
 def _excess_delta(before: MonitorSample, now: MonitorSample, channel_id: int) -> tuple[int, ...] | None:

@@ -15,7 +15,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any, Protocol
 
 from terrapin.admission.ledger import AdmissionLedger
@@ -104,6 +104,7 @@ class GuaranteeMonitor:
         # the channels set up since the switch's last sample
         self._fresh: dict[str, dict[int, tuple[int, int, int, int]]] = {}
         self._bounds_lock = asyncio.Lock()
+        self._cleared_maxima: set[str] = set()
         self._polls = 0
         self._last_poll_at: float | None = None
         self._verdict = PollVerdict([], [], [])
@@ -172,6 +173,15 @@ class GuaranteeMonitor:
         )
         self._recent_excess = first_hop_excess(self._samples, samples, hops)
         self._samples.update(samples)
+        for name in self._cleared_maxima & set(samples):
+            # The registers were cleared after this read: the next window's maxima start at 0.
+            sample = self._samples[name]
+            self._samples[name] = replace(
+                sample,
+                max_delay_us=dict.fromkeys(sample.max_delay_us or {}, 0),
+                max_depth_packets=dict.fromkeys(sample.max_depth_packets or {}, 0),
+            )
+        self._cleared_maxima.clear()
         now = self._clock()
         self._last_poll_at = now
         self._verdict = verdict
@@ -201,6 +211,7 @@ class GuaranteeMonitor:
             # The registers hold maxima since they were last cleared; clearing them after
             # each read makes the next figure the next window's.
             await self._fabric.reset_queue_telemetry(name, ports)
+            self._cleared_maxima.add(name)
         return sample
 
     @staticmethod
