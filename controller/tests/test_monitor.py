@@ -388,3 +388,22 @@ def test_a_window_policed_first_hop_is_not_held_to_a_meters_envelope() -> None:
     over = {"s1": sample("s1", 0.05, channel=(20, 30_000), excess=(0, 0, 4, 6000)), "s2": sample("s2", 0.05)}
     (finding,) = evaluate(before, over, queues, hops, {}).findings
     assert (finding.kind, finding.cause) == (SOURCE_EXCESS, SOURCE)
+
+
+def test_a_history_of_an_older_layout_starts_over(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "store.sqlite"
+    old = sqlite3.connect(path)
+    old.execute("CREATE TABLE monitor_events (id INTEGER PRIMARY KEY, channel_id INTEGER, message TEXT)")
+    old.execute("INSERT INTO monitor_events VALUES (1, 3, 'from before')")
+    old.commit()
+    old.close()
+    _config, ledger, store = ledger_with_channel(1)
+    queues, hops = queue_expectations(ledger), hop_expectations(store.all(), entries(ledger, store))
+    (finding,) = evaluate(
+        {"s1": sample("s1", 0.0)}, {"s1": sample("s1", 1.0, bands=(0, 0, 0, 1))}, queues, hops, {}
+    ).findings
+    log = EventLog(path, history=10)
+    log.raise_event(finding, 1.0)
+    assert [e.packets for e in log.query()] == [1]

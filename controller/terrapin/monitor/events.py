@@ -79,6 +79,11 @@ class EventLog:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
+        columns = [str(r[1]) for r in self._db.execute("PRAGMA table_info(monitor_events)")]
+        if columns and columns != [c.strip() for c in _COLUMNS.split(",")]:
+            # A history written by an older layout: it is a log, not state, so it starts over
+            # rather than making every episode fail to be recorded.
+            self._db.execute("DROP TABLE monitor_events")
         self._db.executescript(_SCHEMA)
         self._history = history
         self._lock = threading.Lock()
