@@ -3,13 +3,15 @@
 // expected-failures list.
 //
 //	terrapin-stf --corpus DIR --json ours|p4c --via engine|p4runtime
-//	             [--p4c PATH] [--switch PATH] [--xfail FILE] [--run REGEX] [-v]
+//	             [--p4c PATH] [--switch PATH] [--switch-log FILE] [--xfail FILE]
+//	             [--run REGEX] [-v]
 package main
 
 import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"regexp"
@@ -18,9 +20,12 @@ import (
 	"github.com/terrapin/terrapin/toolchain/stf/viap4rt"
 )
 
-// viaP4Runtime starts one terrapin-switch (stf/viap4rt: its own network
-// namespace and veths) and makes the corpus run each program through it.
-func viaP4Runtime(ctx context.Context, opts *stf.CorpusOptions, switchBin string) (func(), error) {
+// viaP4Runtime starts one switch (terrapin-switch or p4lang's
+// simple_switch_grpc; stf/viap4rt: its own network namespace and ports) and
+// makes the corpus run each program through it. A program that kills the
+// switch fails with the switch's last words, and the next program gets a
+// new switch.
+func viaP4Runtime(ctx context.Context, opts *stf.CorpusOptions, switchBin string, log io.Writer) (func(), error) {
 	if switchBin == "" {
 		return nil, fmt.Errorf("--switch is required")
 	}
@@ -28,26 +33,41 @@ func viaP4Runtime(ctx context.Context, opts *stf.CorpusOptions, switchBin string
 	if err != nil {
 		return nil, err
 	}
-	dev, err := viap4rt.Start(ctx, viap4rt.Options{Switch: switchBin, Ports: ports})
+	devOpts := viap4rt.Options{Switch: switchBin, Ports: ports, Log: log}
+	dev, err := viap4rt.Start(ctx, devOpts)
 	if err != nil {
 		return nil, err
 	}
 	opts.RunScript = func(ctx context.Context, prog *stf.Program, script []byte) error {
-		// Programs without a P4Info file (some corpus programs have none)
-		// get one made from their JSON's names.
-		info := stf.P4InfoFromModel(prog.Model)
-		if prog.P4InfoPath != "" {
-			var err error
-			if info, err = stf.ReadP4Info(prog.P4InfoPath); err != nil {
-				return err
+		if dev == nil || !dev.Alive() {
+			dev.Close()
+			if dev, err = viap4rt.Start(ctx, devOpts); err != nil {
+				return fmt.Errorf("restarting the switch: %v", err)
 			}
 		}
-		if err := dev.Load(ctx, info, prog.JSON); err != nil {
+		err := runProgram(ctx, dev, prog, script)
+		if err != nil && !dev.Alive() {
+			err = fmt.Errorf("%v; the switch died: %s", err, dev.ExitReason())
+		}
+		return err
+	}
+	return func() { dev.Close() }, nil
+}
+
+func runProgram(ctx context.Context, dev *viap4rt.Device, prog *stf.Program, script []byte) error {
+	// Programs without a P4Info file (some corpus programs have none) get
+	// one made from their JSON's names.
+	info := stf.P4InfoFromModel(prog.Model)
+	if prog.P4InfoPath != "" {
+		var err error
+		if info, err = stf.ReadP4Info(prog.P4InfoPath); err != nil {
 			return err
 		}
-		return dev.RunScript(ctx, string(script))
 	}
-	return dev.Close, nil
+	if err := dev.Load(ctx, info, prog.JSON); err != nil {
+		return err
+	}
+	return dev.RunScript(ctx, string(script))
 }
 
 func main() {
@@ -60,7 +80,8 @@ func run() int {
 	jsonSrc := fs.String("json", stf.JSONOurs, "whose BMv2 JSON to run: ours (compile with --p4c) or p4c (NAME.p4c.json)")
 	via := fs.String("via", "engine", "how to reach the switch: engine (in-process) or p4runtime")
 	p4c := fs.String("p4c", "", "compiler binary for --json ours")
-	sw := fs.String("switch", "", "switch binary for --via p4runtime")
+	sw := fs.String("switch", "", "switch binary for --via p4runtime: terrapin-switch or simple_switch_grpc")
+	swLog := fs.String("switch-log", "", "append the switch's output to this file (--via p4runtime)")
 	xfailPath := fs.String("xfail", "", "expected-failures list (NAME  reason per line)")
 	runRE := fs.String("run", "", "only run programs whose name matches this regular expression")
 	verbose := fs.Bool("v", false, "print each command and every output packet")
@@ -106,7 +127,17 @@ func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if *via == "p4runtime" {
-		closeFn, err := viaP4Runtime(ctx, &opts, *sw)
+		var log io.Writer
+		if *swLog != "" {
+			f, err := os.OpenFile(*swLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "terrapin-stf: %v\n", err)
+				return 2
+			}
+			defer f.Close()
+			log = f
+		}
+		closeFn, err := viaP4Runtime(ctx, &opts, *sw, log)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "terrapin-stf: --via p4runtime: %v\n", err)
 			return 2

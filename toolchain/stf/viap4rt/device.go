@@ -15,6 +15,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -31,7 +32,8 @@ import (
 
 // Options configures a Device.
 type Options struct {
-	// Switch is the terrapin-switch binary.
+	// Switch is the switch binary: terrapin-switch or p4lang's
+	// simple_switch_grpc (both take the same command line).
 	Switch string
 	// Ports are the switch ports to create (STF port numbers).
 	Ports []uint32
@@ -53,19 +55,23 @@ type Options struct {
 
 const deviceID = 1
 
-// Device is one running terrapin-switch and its P4Runtime session.
+// Device is one running switch and its P4Runtime session.
 type Device struct {
-	opts  Options
-	ns    *namespace
-	cmd   *exec.Cmd
-	exit  chan struct{}
-	conn  *grpc.ClientConn
-	rt    p4v1.P4RuntimeClient
-	cstr  context.CancelFunc
-	elect *p4v1.Uint128
-	ports map[uint32]*hostPort
-	stop  chan struct{}
-	wg    sync.WaitGroup
+	opts Options
+	ns   *namespace
+	cmd  *exec.Cmd
+	exit chan struct{}
+	// out keeps the end of the switch's output, so that a switch that
+	// dies while starting says why.
+	out     *tailWriter
+	waitErr error // the switch's exit status, once exit is closed
+	conn    *grpc.ClientConn
+	rt      p4v1.P4RuntimeClient
+	cstr    context.CancelFunc
+	elect   *p4v1.Uint128
+	ports   map[uint32]*hostPort
+	stop    chan struct{}
+	wg      sync.WaitGroup
 
 	// The PRE objects of the loaded program, so that a second write to
 	// one is a MODIFY.
@@ -78,7 +84,7 @@ type Device struct {
 
 // Start creates the namespace and veths, starts the switch, and becomes
 // its primary controller. Close undoes all of it.
-func Start(ctx context.Context, opts Options) (d *Device, err error) {
+func Start(ctx context.Context, opts Options) (*Device, error) {
 	if opts.Namespace == "" {
 		opts.Namespace = fmt.Sprintf("trptp4rt%d", os.Getpid())
 	}
@@ -97,46 +103,106 @@ func Start(ctx context.Context, opts Options) (d *Device, err error) {
 	if err != nil {
 		return nil, err
 	}
-	d = &Device{opts: opts, ns: ns, ports: map[uint32]*hostPort{}, stop: make(chan struct{}), exit: make(chan struct{}),
-		elect: &p4v1.Uint128{High: 1}}
-	defer func() {
-		if err != nil {
-			d.Close()
-		}
-	}()
+	d := &Device{opts: opts, ns: ns, ports: map[uint32]*hostPort{}, stop: make(chan struct{}), exit: make(chan struct{}),
+		out: &tailWriter{max: 4096}, elect: &p4v1.Uint128{High: 1}}
+	// A failed start undoes what it did; d is a local, not the result, so
+	// that "return nil, err" cannot leave Close a nil device (it did).
+	if err := d.start(ctx, ports); err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// start opens the ports, starts the switch and becomes its primary.
+func (d *Device) start(ctx context.Context, ports []uint32) error {
+	ns, opts := d.ns, d.opts
 	// Ports first: TUN devices exist only while their descriptor is open.
 	for _, p := range ports {
 		hp, err := ns.openPort(ctx, p)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		d.ports[p] = hp
 		d.wg.Add(1)
 		go func() { defer d.wg.Done(); hp.read(d.stop) }()
 	}
-	args := []string{"netns", "exec", ns.name, opts.Switch, "--no-p4", "--device-id", fmt.Sprint(deviceID),
-		"--grpc-server-addr", opts.Addr, "--cpu-port", "255"}
-	for _, p := range ports {
-		args = append(args, "-i", fmt.Sprintf("%d@%s", p, ns.switchSide(p)))
-	}
-	d.cmd = exec.Command("ip", args...)
-	d.cmd.Stdout, d.cmd.Stderr = opts.Log, opts.Log
+	d.cmd = exec.Command("ip", append([]string{"netns", "exec", ns.name, opts.Switch}, switchArgs(ns, ports, opts.Addr)...)...)
+	w := io.MultiWriter(opts.Log, d.out)
+	d.cmd.Stdout, d.cmd.Stderr = w, w
 	if err := d.cmd.Start(); err != nil {
-		return nil, err
+		d.cmd = nil
+		return fmt.Errorf("starting %s: %w", opts.Switch, err)
 	}
-	go func() { _ = d.cmd.Wait(); close(d.exit) }()
+	go func() { d.waitErr = d.cmd.Wait(); close(d.exit) }()
+	var err error
 	d.conn, err = grpc.NewClient("passthrough:///"+opts.Addr,
 		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return ns.dial(ctx, addr) }),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(256<<20), grpc.MaxCallRecvMsgSize(256<<20)))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	d.rt = p4v1.NewP4RuntimeClient(d.conn)
-	if err := d.arbitrate(ctx); err != nil {
-		return nil, err
+	return d.arbitrate(ctx)
+}
+
+// switchArgs is the switch's command line, in simple_switch_grpc's form:
+// general options, then "--" and the target's own (--grpc-server-addr,
+// --cpu-port), which BMv2 refuses before the "--" and terrapin-switch takes
+// on either side.
+func switchArgs(ns *namespace, ports []uint32, addr string) []string {
+	args := []string{"--no-p4", "--device-id", fmt.Sprint(deviceID),
+		// BMv2's notification socket is a file (ipc://), shared by every
+		// BMv2 on the machine with the same device id unless named.
+		"--notifications-addr", "ipc://" + ns.notificationsPath()}
+	for _, p := range ports {
+		args = append(args, "-i", fmt.Sprintf("%d@%s", p, ns.switchSide(p)))
 	}
-	return d, nil
+	return append(args, "--", "--grpc-server-addr", addr, "--cpu-port", "255")
+}
+
+// tailWriter keeps the last max bytes written to it.
+type tailWriter struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (t *tailWriter) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - t.max; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailWriter) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.TrimSpace(string(t.buf))
+}
+
+// ExitReason says how the switch ended (once Alive is false) and what it
+// last printed.
+func (d *Device) ExitReason() string {
+	msg := filepath.Base(d.opts.Switch)
+	select {
+	case <-d.exit:
+		if d.waitErr != nil {
+			msg += " exited (" + d.waitErr.Error() + ")"
+		} else {
+			msg += " exited"
+		}
+	default:
+		msg += " is running"
+	}
+	if out := d.out.String(); out != "" {
+		return msg + "; its last output:\n" + out
+	}
+	return msg + " without a word"
 }
 
 // arbitrate opens the stream channel, retrying while the switch starts.
@@ -171,19 +237,33 @@ func (d *Device) arbitrate(ctx context.Context) error {
 		cancel()
 		select {
 		case <-d.exit:
-			return errors.New("terrapin-switch exited during start-up")
+			return fmt.Errorf("during start-up, %s", d.ExitReason())
 		case <-ctx.Done():
-			return ctx.Err()
+			return d.noAnswer(ctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("no P4Runtime answer from the switch at %s: %v", d.opts.Addr, err)
+			return d.noAnswer(err)
 		}
 	}
 }
 
-// Close stops the switch and removes the namespace.
+// noAnswer is the error of a switch that runs but does not become our
+// P4Runtime server: what went wrong last, and what the switch said.
+func (d *Device) noAnswer(last error) error {
+	msg := fmt.Sprintf("no P4Runtime answer from %s at %s: %v", filepath.Base(d.opts.Switch), d.opts.Addr, last)
+	if out := d.out.String(); out != "" {
+		msg += "; its output:\n" + out
+	}
+	return errors.New(msg)
+}
+
+// Close stops the switch and removes the namespace. It undoes a start that
+// failed half-way as well (Start calls it then).
 func (d *Device) Close() {
+	if d == nil {
+		return
+	}
 	if d.cstr != nil {
 		d.cstr()
 	}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"strconv"
@@ -59,7 +60,7 @@ func SweepStale() {
 		if err != nil || pid == os.Getpid() || unix.Kill(pid, 0) == nil || errors.Is(unix.Kill(pid, 0), unix.EPERM) {
 			continue
 		}
-		_ = exec.Command("ip", "netns", "del", f[0]).Run()
+		(&namespace{name: f[0]}).remove()
 	}
 }
 
@@ -105,7 +106,18 @@ func (ns *namespace) switchSide(p uint32) string {
 }
 func (ns *namespace) hostSide(p uint32) string { return fmt.Sprintf("tp4rt%dh", p) }
 
-func (ns *namespace) remove() { _ = exec.Command("ip", "netns", "del", ns.name).Run() }
+func (ns *namespace) remove() {
+	_ = exec.Command("ip", "netns", "del", ns.name).Run()
+	_ = os.Remove(ns.notificationsPath())
+}
+
+// notificationsPath is the file of BMv2's notification socket (learning,
+// ageing, port status) for the switch in this namespace: the namespace
+// does not separate files, and BMv2's default path depends only on the
+// device id, so two BMv2s started side by side would share one.
+func (ns *namespace) notificationsPath() string {
+	return filepath.Join(os.TempDir(), ns.name+"-notifications.ipc")
+}
 
 // within runs f on an OS thread switched into the namespace. Sockets
 // created by f stay in the namespace after the thread switches back.
