@@ -69,7 +69,10 @@ func (e *emitter) node(x ir.Expr) any {
 	case *ir.BoolConst:
 		return obj("type", "bool", "value", v.Value)
 	case *ir.ActionParam:
-		return obj("type", "runtime_data", "value", v.Index)
+		// Inside an expression BMv2 reads action data as "local"; it
+		// refuses "runtime_data" there (docs/JSON_format.md, the type value
+		// object). topLevel turns it back for a primitive's own parameter.
+		return obj("type", "local", "value", v.Index)
 	case *ir.Valid:
 		if v.Union {
 			return exprNode("valid_union", nil, obj("type", "header_union", "value", v.Header))
@@ -150,18 +153,27 @@ func mask(w int) *big.Int {
 // param wraps an expression as an action primitive parameter: fields and
 // constants as themselves, anything else as an "expression" parameter.
 func (e *emitter) param(x ir.Expr) any {
-	n := e.data(x)
-	if o, ok := n.(object); ok && len(o) > 0 && o[0].val == "expression" {
-		return obj("type", "expression", "value", n)
-	}
-	return n
+	return topLevel(e.data(x))
 }
 
 // boolParam is param for boolean arguments.
 func (e *emitter) boolParam(x ir.Expr) any {
-	n := e.boolean(x)
-	if o, ok := n.(object); ok && len(o) > 0 && o[0].val == "expression" {
+	return topLevel(e.boolean(x))
+}
+
+// topLevel makes a rendered node a primitive's parameter: an operator
+// gets the "expression" wrapper, and action data is "runtime_data" (BMv2
+// takes "local" only inside expressions and "runtime_data" only outside).
+func topLevel(n any) any {
+	o, ok := n.(object)
+	if !ok || len(o) == 0 {
+		return n
+	}
+	switch o[0].val {
+	case "expression":
 		return obj("type", "expression", "value", n)
+	case "local":
+		return obj("type", "runtime_data", "value", o[1].val)
 	}
 	return n
 }

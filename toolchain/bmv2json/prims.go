@@ -201,7 +201,8 @@ func (f *flat) arg(prim string, a ir.Arg) any {
 	case ir.ArgExprList:
 		vals := []any{}
 		for _, x := range a.List {
-			vals = append(vals, e.data(x))
+			// each item is a parameter of its own to BMv2
+			vals = append(vals, topLevel(e.data(x)))
 		}
 		return obj("type", "parameters_vector", "value", vals)
 	}

@@ -172,6 +172,11 @@ func (c *compiler) compileAction(ja *jAction) (*action, error) {
 	var prims []*prim
 	for i, prim := range ja.Primitives {
 		c.where = fmt.Sprintf("action %s, primitive %d (%s)", ja.Name, i, prim.Op)
+		for _, raw := range prim.Parameters {
+			if err := checkActionData(raw, false); err != nil {
+				return nil, c.errorf("%v", err)
+			}
+		}
 		params, err := parseTVs(prim.Parameters)
 		if err != nil {
 			return nil, c.errorf("%v", err)

@@ -7,6 +7,7 @@ package engine
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/big"
 	"strings"
@@ -456,6 +457,55 @@ func parseOp(opRaw json.RawMessage, obj map[string]json.RawMessage) (*ast, error
 		}
 	}
 	return a, nil
+}
+
+// checkActionData holds a primitive's parameter to BMv2's rule for action
+// data: "runtime_data" names it as a parameter of the primitive itself (or
+// of a parameters_vector), "local" only inside an expression. BMv2 refuses
+// the other placements when it loads a program (P4Objects:
+// "Invalid 'type' in expression"; "Parameter type 'local' not supported"),
+// so a compiler that mixes them up must fail here too, not only there.
+func checkActionData(raw json.RawMessage, inExpr bool) error {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(raw, &obj) != nil {
+		return nil // not an object: parseTV reports it
+	}
+	if _, ok := obj["op"]; ok {
+		for _, k := range []string{"left", "right", "cond"} {
+			if err := checkActionData(obj[k], true); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var typ string
+	_ = json.Unmarshal(obj["type"], &typ)
+	switch typ {
+	case "runtime_data":
+		if inExpr {
+			return errors.New(`action data inside an expression must be "local", not "runtime_data" (BMv2 refuses it)`)
+		}
+	case "local":
+		if !inExpr {
+			return errors.New(`a primitive's action-data parameter must be "runtime_data", not "local" (BMv2 refuses it)`)
+		}
+	case "expression":
+		return checkActionData(obj["value"], true)
+	case "parameters_vector":
+		var items []json.RawMessage
+		_ = json.Unmarshal(obj["value"], &items)
+		for _, it := range items {
+			if err := checkActionData(it, inExpr); err != nil {
+				return err
+			}
+		}
+	case "register":
+		var parts []json.RawMessage
+		if json.Unmarshal(obj["value"], &parts) == nil && len(parts) == 2 {
+			return checkActionData(parts[1], true) // the index is an expression
+		}
+	}
+	return nil
 }
 
 func parseTVs(raws []json.RawMessage) ([]*ast, error) {
