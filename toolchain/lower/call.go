@@ -161,12 +161,34 @@ func (b *body) bindParams(params []*ast.Param, ptypes []types.Type, args []ast.E
 				continue
 			}
 			tmp := b.l.alloc(pt, p.Name)
-			b.assign(tmp, loc, pos, "")
 			callee.set(p, tmp)
+			if !b.l.isReferenced(p) {
+				// A body that never names the parameter leaves it as it
+				// came in, so copying it in and back out changes nothing;
+				// but the copies are accesses of their own, and BMv2
+				// aborts (an uncaught std::out_of_range) on a header
+				// stack index out of range, which P4_16 leaves undefined
+				// rather than fatal. p4c drops these copies too
+				// (gauntlet_index_5-bmv2: an empty action given
+				// h.h[index].a). The argument is still evaluated above.
+				continue
+			}
+			b.assign(tmp, loc, pos, "")
 			copyOut = append(copyOut, b.sub(func() { b.assign(loc, tmp, pos, "") })...)
 		}
 	}
 	return copyOut
+}
+
+// isReferenced reports whether any identifier names declaration d.
+func (l *lowerer) isReferenced(d ast.Node) bool {
+	if l.referenced == nil {
+		l.referenced = map[ast.Node]bool{}
+		for _, decl := range l.info.Uses {
+			l.referenced[decl] = true
+		}
+	}
+	return l.referenced[d]
 }
 
 // enterInline marks a function or action as being inlined; it is an error

@@ -61,6 +61,10 @@ type lowerer struct {
 	controlActions []*controlAction
 	controlByName  map[string]*controlAction
 
+	// referenced holds every declaration some identifier names (from
+	// info.Uses), so that a parameter its body never mentions is known.
+	referenced map[ast.Node]bool
+
 	// actionDecl remembers the declaration each lowered action came from.
 	actionDecl map[*ir.Action]*ast.ActionDecl
 	globalEnv  *env

@@ -183,6 +183,61 @@ func TestControlFlow(t *testing.T) {
 	}
 }
 
+// TestUnnamedInoutNotCopied: an inout parameter the body never names is
+// neither copied in nor out (BMv2 aborts on the out-of-range stack index
+// the copies would access; p4c drops them too), but the argument's own
+// side effects stay; a named one keeps both copies.
+func TestUnnamedInoutNotCopied(t *testing.T) {
+	tests := []struct {
+		name    string
+		ingress string
+		want    []string // destinations of the assignments, in order
+	}{
+		{"unnamed, stack index",
+			`action none(inout bit<8> d) { }
+			 apply { none(hdr.hs[hdr.h.a].b); }`,
+			[]string{"scalars."}},
+		{"unnamed, plain field",
+			`action none(inout bit<8> d) { hdr.h.b = 1; }
+			 apply { none(hdr.h.a); }`,
+			[]string{"h.b"}},
+		{"named: read only",
+			`action peek(inout bit<8> d) { hdr.h.b = d; }
+			 apply { peek(hdr.h.a); }`,
+			[]string{"scalars.", "h.b", "h.a"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, errs := lowerSrc(t, tc.ingress)
+			if len(errs) > 0 {
+				t.Fatal(errs)
+			}
+			init, ok := p.Pipelines[0].Init.(*ir.Table)
+			if !ok {
+				t.Fatalf("the call should run as one generated table")
+			}
+			var got []string
+			for _, s := range flatten(init.Default.Action.Body) {
+				if as, ok := s.(*ir.Assign); ok {
+					if d, ok := as.Dst.(*ir.FieldRef); ok {
+						got = append(got, d.Header+"."+d.Field)
+					} else {
+						got = append(got, "?")
+					}
+				}
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("assignments to %v, want %v", got, tc.want)
+			}
+			for i := range got {
+				if !strings.HasPrefix(got[i], tc.want[i]) {
+					t.Fatalf("assignments to %v, want %v", got, tc.want)
+				}
+			}
+		})
+	}
+}
+
 func TestCopyInCopyOut(t *testing.T) {
 	p, errs := lowerSrc(t, `
     action twice(inout bit<8> x) { x = x + 1; hdr.h.a = x; }
