@@ -94,6 +94,12 @@ func firstDiff(exp []string, rcv [][]byte) string {
 	if len(rcv) > 0 {
 		fmt.Fprintf(&sb, "; first received %X", rcv[0])
 	}
+	// The frames past the expected count are the surprise: show them.
+	for i := len(exp); i < len(rcv) && i < len(exp)+3; i++ {
+		if i > 0 {
+			fmt.Fprintf(&sb, "; received #%d %X", i+1, rcv[i])
+		}
+	}
 	if len(exp) > 0 {
 		fmt.Fprintf(&sb, "; first expected %s", strings.ToUpper(exp[0]))
 	}

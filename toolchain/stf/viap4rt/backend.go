@@ -101,6 +101,7 @@ type Backend struct {
 	prog     *stf.Program
 	info     *p4configv1.P4Info
 	pending  bool // packets sent since the last settle
+	burst    int  // frames sent since the last settle
 	lastPort uint32
 }
 
@@ -160,6 +161,7 @@ func (b *Backend) settle() {
 		b.dev.waitQuiet(maxSettle)
 		b.pending = false
 	}
+	b.burst = 0
 }
 
 func (b *Backend) table(t engine.TableInfo) (*p4configv1.Table, error) {
@@ -441,15 +443,27 @@ func (b *Backend) ReadDirectCounter(t engine.TableInfo, match []engine.Match, pr
 	return engine.CounterData{Packets: uint64(d.GetPacketCount()), Bytes: uint64(d.GetByteCount())}, nil
 }
 
+// maxBurst is how many frames the runner sends before it lets the switch
+// go quiet. p4lang's simple_switch_grpc reads each port through libpcap,
+// whose receive ring (2 MiB, in frames sized for the largest packet the
+// port can carry: 256 KiB on a TUN device, 64 KiB on a veth) holds 8
+// frames on a TUN port; the kernel drops what arrives while it is full,
+// and BMv2 takes one frame per wake-up. Sent back to back, a script's
+// 9th and later frames were lost (p4c's own runner feeds BMv2 from pcap
+// files, where this cannot happen). terrapin-switch's 16 MiB rings hold
+// thousands; the bound costs it a settle per 4 frames.
+const maxBurst = 4
+
 // Send implements stf.Backend. The switch keeps the order of frames from
 // one port, but serves ports concurrently, while an STF script expects the
 // outputs in the order it sent the inputs: so before a frame on another
 // port than the last one, the earlier frames are let out first.
 func (b *Backend) Send(port uint32, frame []byte) error {
-	if b.pending && port != b.lastPort {
+	if b.pending && (port != b.lastPort || b.burst >= maxBurst) {
 		b.settle()
 	}
 	b.pending, b.lastPort = true, port
+	b.burst++
 	return b.dev.Send(port, frame)
 }
 
@@ -458,7 +472,7 @@ func (b *Backend) Send(port uint32, frame []byte) error {
 func (b *Backend) Wait() error {
 	b.settle()
 	if !b.dev.Alive() {
-		return errors.New("terrapin-switch exited")
+		return errors.New("the switch exited")
 	}
 	return nil
 }
@@ -485,10 +499,10 @@ func portOrder(got map[uint32][][]byte) []stf.OutPacket {
 // Outputs implements stf.Backend.
 func (b *Backend) Outputs() ([]stf.OutPacket, error) {
 	got := b.dev.Collect(maxSettle)
-	b.pending = false
+	b.pending, b.burst = false, 0
 	out := portOrder(got)
 	if !b.dev.Alive() {
-		return out, errors.New("terrapin-switch exited")
+		return out, errors.New("the switch exited")
 	}
 	return out, nil
 }
