@@ -65,10 +65,17 @@ controller:
 # to do when BMv2 is not there).
 SWITCH_BIN = $(if $(filter bmv2,$(SWITCH)),$$(bash scripts/bmv2-bin.sh simple_switch_grpc),$(BIN)/terrapin-switch)
 
+# VIA=p4runtime drives a real switch, SWITCH=terrapin or bmv2, each with its own xfail list
+# (BMv2's: xfail-JSON-VIA-bmv2.txt). VIA=engine runs no switch, so SWITCH=bmv2 needs p4runtime.
+STF_XFAIL = toolchain/stf/xfail-$(JSON)-$(VIA)$(if $(filter bmv2,$(SWITCH)),-bmv2).txt
+
 conformance: toolchain
+	@case "$(SWITCH):$(VIA)" in terrapin:*|bmv2:p4runtime) ;; \
+	  bmv2:*) echo "conformance: SWITCH=bmv2 runs the corpus on simple_switch_grpc: give VIA=p4runtime" >&2; exit 2 ;; \
+	  *) echo "conformance: SWITCH must be terrapin or bmv2, not '$(SWITCH)'" >&2; exit 2 ;; esac
 	sw=$(SWITCH_BIN) && $(BIN)/terrapin-stf --corpus $(CORPUS) --json $(JSON) --via $(VIA) \
 	    --p4c $(BIN)/terrapin-p4c --switch "$$sw" \
-	    --xfail toolchain/stf/xfail-$(JSON)-$(VIA).txt
+	    --xfail $(STF_XFAIL)
 
 ptf: toolchain p4
 	PTF_SWITCHES="$(PTF_SWITCHES)" bash ptf-tests/run.sh
