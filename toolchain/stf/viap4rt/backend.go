@@ -445,13 +445,13 @@ func (b *Backend) ReadDirectCounter(t engine.TableInfo, match []engine.Match, pr
 
 // maxBurst is how many frames the runner sends before it lets the switch
 // go quiet. p4lang's simple_switch_grpc reads each port through libpcap,
-// whose receive ring (2 MiB, in frames sized for the largest packet the
-// port can carry: 256 KiB on a TUN device, 64 KiB on a veth) holds 8
-// frames on a TUN port; the kernel drops what arrives while it is full,
-// and BMv2 takes one frame per wake-up. Sent back to back, a script's
-// 9th and later frames were lost (p4c's own runner feeds BMv2 from pcap
-// files, where this cannot happen). terrapin-switch's 16 MiB rings hold
-// thousands; the bound costs it a settle per 4 frames.
+// whose receive ring (4 MiB here, in slots sized for the largest packet
+// the port may deliver: 512 KiB on a TUN device, so 8 of them; 128 KiB on
+// a veth, 32) fills when frames arrive faster than BMv2 takes them, one
+// per wake-up, and the kernel drops what does not fit. Sent back to back,
+// a script's 9th and later frames on a port were lost (p4c's own runner
+// feeds BMv2 from pcap files, where this cannot happen). terrapin-switch's
+// 16 MiB rings hold thousands; the bound costs it a settle per 4 frames.
 const maxBurst = 4
 
 // Send implements stf.Backend. The switch keeps the order of frames from
