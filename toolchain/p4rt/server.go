@@ -30,6 +30,10 @@ type Config struct {
 	Target   Target
 	// Logger receives per-request diagnostics; nil discards them.
 	Logger *slog.Logger
+	// Program is the BMv2 JSON the target was started with (the switch's
+	// command line), nil if none: PI's legacy P4DeviceConfig without
+	// device_data installs a P4Info over it (devconfig.go).
+	Program []byte
 }
 
 // Server is the P4Runtime service of one device.
@@ -49,6 +53,9 @@ type Server struct {
 	// the one a VERIFY_AND_SAVE saved (then committed is false).
 	cur       *pipelineState
 	committed bool
+	// running is the BMv2 JSON the device forwards with (Config.Program,
+	// then each committed pipeline's).
+	running []byte
 	// io is cur's schema, for the packet paths that must not take mu.
 	io atomic.Pointer[schema]
 }
@@ -59,7 +66,7 @@ func NewServer(cfg Config) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{deviceID: cfg.DeviceID, target: cfg.Target, log: log, arb: newArbiter()}
+	s := &Server{deviceID: cfg.DeviceID, target: cfg.Target, log: log, arb: newArbiter(), running: cfg.Program}
 	s.digests = newDigestEngine(s)
 	cfg.Target.SetControllerSink(s.toController)
 	cfg.Target.SetDigestSink(s.digests.receive)
@@ -145,16 +152,24 @@ func (s *Server) setPipeline(ctx context.Context, req *p4v1.SetForwardingPipelin
 		if cfg == nil {
 			return nil, invalid("config is missing")
 		}
-		sch, err := newSchema(cfg.GetP4Info(), cfg.GetP4DeviceConfig())
+		program, err := s.programOf(req.GetAction(), decodeDeviceConfig(cfg.GetP4DeviceConfig()))
 		if err != nil {
 			return nil, err
 		}
-		prepared, err := s.target.PreparePipeline(ctx, cfg.GetP4DeviceConfig())
+		sch, err := newSchema(cfg.GetP4Info(), program)
+		if err != nil {
+			return nil, err
+		}
+		prepared, err := s.target.PreparePipeline(ctx, program)
 		if err != nil {
 			return nil, invalid("device config cannot be realized: %v", err)
 		}
+		// The config is kept as sent (GetForwardingPipelineConfig returns
+		// it so, wrapper and all, as PI does).
 		kept := proto.Clone(cfg).(*p4v1.ForwardingPipelineConfig)
-		return newPipelineState(kept, sch, prepared), nil
+		ps := newPipelineState(kept, sch, prepared)
+		ps.program = program
+		return ps, nil
 	}
 	switch req.GetAction() {
 	case p4v1.SetForwardingPipelineConfigRequest_VERIFY:
@@ -219,6 +234,28 @@ func (s *Server) setPipeline(ctx context.Context, req *p4v1.SetForwardingPipelin
 	}
 }
 
+// programOf is the BMv2 JSON a pipeline change installs. A P4DeviceConfig
+// without device_data names none: PI then keeps the program the switch
+// runs (VERIFY_AND_COMMIT only; VERIFY does not look at the device config
+// at all there). Where PI would go on with no program at all — the switch
+// runs none, or another action hands BMv2 the empty data — it answers OK
+// and leaves a switch whose every table write fails, or one that crashes:
+// those are refused here instead.
+func (s *Server) programOf(action p4v1.SetForwardingPipelineConfigRequest_Action, dc deviceConfig) ([]byte, error) {
+	if dc.json != nil {
+		return dc.json, nil
+	}
+	switch action {
+	case p4v1.SetForwardingPipelineConfigRequest_VERIFY, p4v1.SetForwardingPipelineConfigRequest_VERIFY_AND_COMMIT:
+	default:
+		return nil, invalid("p4_device_config carries no program (a P4DeviceConfig without device_data keeps the running program with VERIFY_AND_COMMIT only)")
+	}
+	if s.running == nil {
+		return nil, errorf(codes.FailedPrecondition, "p4_device_config carries no program and the switch runs none: put the BMv2 JSON in p4_device_config (or in the P4DeviceConfig's device_data)")
+	}
+	return s.running, nil
+}
+
 // dropSaved discards a saved, uncommitted pipeline.
 func (s *Server) dropSaved() {
 	if s.cur != nil && !s.committed {
@@ -229,7 +266,7 @@ func (s *Server) dropSaved() {
 }
 
 func (s *Server) install(ps *pipelineState) {
-	s.cur, s.committed = ps, true
+	s.cur, s.committed, s.running = ps, true, ps.program
 	s.io.Store(ps.schema)
 	s.digests.reset(ps)
 }

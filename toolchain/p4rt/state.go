@@ -9,6 +9,7 @@ import (
 // control, and the state P4Runtime reads back.
 type pipelineState struct {
 	config   *p4v1.ForwardingPipelineConfig
+	program  []byte // the BMv2 JSON, decoded from config's p4_device_config
 	schema   *schema
 	prepared PreparedPipeline
 	ctl      PipelineControl

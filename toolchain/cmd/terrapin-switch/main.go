@@ -132,7 +132,7 @@ func serve(o *options, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("--grpc-server-addr: %w", err)
 	}
-	srv := p4rt.NewServer(p4rt.Config{DeviceID: o.deviceID, Target: target, Logger: log})
+	srv := p4rt.NewServer(p4rt.Config{DeviceID: o.deviceID, Target: target, Logger: log, Program: jsonBytes})
 
 	errc := make(chan error, 3)
 	go func() { errc <- dev.Run(ctx) }()

@@ -47,6 +47,9 @@ type Options struct {
 	Settle time.Duration
 	// Log receives the switch's output (nil: discarded).
 	Log io.Writer
+	// Program is a BMv2 JSON file the switch starts with (its command
+	// line's program); empty: --no-p4.
+	Program string
 	// Veth makes the ports veth pairs instead of TUN devices. Veths are
 	// Ethernet: frames shorter than 14 bytes cannot cross them (Send pads
 	// them), which changes what a few corpus programs see.
@@ -127,7 +130,7 @@ func (d *Device) start(ctx context.Context, ports []uint32) error {
 		d.wg.Add(1)
 		go func() { defer d.wg.Done(); hp.read(d.stop) }()
 	}
-	d.cmd = exec.Command("ip", append([]string{"netns", "exec", ns.name, opts.Switch}, switchArgs(ns, ports, opts.Addr)...)...)
+	d.cmd = exec.Command("ip", append([]string{"netns", "exec", ns.name, opts.Switch}, switchArgs(ns, ports, opts.Addr, opts.Program)...)...)
 	w := io.MultiWriter(opts.Log, d.out)
 	d.cmd.Stdout, d.cmd.Stderr = w, w
 	if err := d.cmd.Start(); err != nil {
@@ -151,8 +154,11 @@ func (d *Device) start(ctx context.Context, ports []uint32) error {
 // general options, then "--" and the target's own (--grpc-server-addr,
 // --cpu-port), which BMv2 refuses before the "--" and terrapin-switch takes
 // on either side.
-func switchArgs(ns *namespace, ports []uint32, addr string) []string {
-	args := []string{"--no-p4", "--device-id", fmt.Sprint(deviceID),
+func switchArgs(ns *namespace, ports []uint32, addr, program string) []string {
+	if program == "" {
+		program = "--no-p4"
+	}
+	args := []string{program, "--device-id", fmt.Sprint(deviceID),
 		// BMv2's notification socket is a file (ipc://), shared by every
 		// BMv2 on the machine with the same device id unless named.
 		"--notifications-addr", "ipc://" + ns.notificationsPath()}
