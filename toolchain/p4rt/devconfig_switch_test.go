@@ -15,6 +15,7 @@ import (
 	"github.com/terrapin/terrapin/toolchain/stf/viap4rt"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
@@ -191,5 +192,61 @@ func TestDeviceConfigEncodingsOnBothSwitches(t *testing.T) {
 				forwards()
 			})
 		}
+	}
+}
+
+// TestTutorialClientOnBothSwitches runs a client written the way p4lang's
+// tutorials write theirs for simple_switch_grpc (testdata/tutorial_client.py:
+// the pipeline pushed as a p4.tmp.P4DeviceConfig, an entry written and read
+// back, a frame forwarded by it) unchanged against terrapin-switch and, when
+// built, simple_switch_grpc. Needs root and the p4runtime-shell venv (made
+// once by scripts/p4rt-shell.sh).
+func TestTutorialClientOnBothSwitches(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for network namespaces")
+	}
+	if testing.Short() {
+		t.Skip("end-to-end test skipped in -short mode")
+	}
+	repo, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("bash", filepath.Join(repo, "scripts/p4rt-shell.sh"), "--setup-only").CombinedOutput(); err != nil {
+		t.Fatalf("p4runtime-shell venv: %v\n%s", err, out)
+	}
+	prog := testProgram(t)
+	dir := t.TempDir()
+	jsonPath, infoPath := filepath.Join(dir, "p4rt_test.json"), filepath.Join(dir, "p4rt_test.p4info.txtpb")
+	info, err := prototext.Marshal(prog.info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(jsonPath, prog.json, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(infoPath, info, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for swName, bin := range switchBinaries(t) {
+		t.Run(swName, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			ns := fmt.Sprintf("tp4rttc%d", os.Getpid())
+			d, err := viap4rt.Start(ctx, viap4rt.Options{Switch: bin, Ports: []uint32{1, 2}, Veth: true, Namespace: ns, Passive: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			client := exec.CommandContext(ctx, "ip", "netns", "exec", ns,
+				filepath.Join(repo, "build/venv-p4rtshell/bin/python"), "testdata/tutorial_client.py",
+				"--addr", "127.0.0.1:19650", "--device-id", fmt.Sprint(viap4rt.DeviceID),
+				"--p4info", infoPath, "--json", jsonPath, "--ports", "tp4rt1h,tp4rt2h")
+			out, err := client.CombinedOutput()
+			t.Logf("tutorial client against %s:\n%s", swName, out)
+			if err != nil {
+				t.Errorf("the client failed (%v); switch: %s", err, d.ExitReason())
+			}
+		})
 	}
 }

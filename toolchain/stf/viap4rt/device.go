@@ -47,6 +47,9 @@ type Options struct {
 	Settle time.Duration
 	// Log receives the switch's output (nil: discarded).
 	Log io.Writer
+	// Passive leaves the switch without a primary controller (Start only
+	// waits for it to answer), for a test whose own client arbitrates.
+	Passive bool
 	// Program is a BMv2 JSON file the switch starts with (its command
 	// line's program); empty: --no-p4.
 	Program string
@@ -150,6 +153,14 @@ func (d *Device) start(ctx context.Context, ports []uint32) error {
 	return d.arbitrate(ctx)
 }
 
+// answers reports whether the switch serves P4Runtime yet.
+func (d *Device) answers(ctx context.Context) error {
+	cctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	_, err := d.rt.Capabilities(cctx, &p4v1.CapabilitiesRequest{})
+	return err
+}
+
 // switchArgs is the switch's command line, in simple_switch_grpc's form:
 // general options, then "--" and the target's own (--grpc-server-addr,
 // --cpu-port), which BMv2 refuses before the "--" and terrapin-switch takes
@@ -211,10 +222,21 @@ func (d *Device) ExitReason() string {
 	return msg + " without a word"
 }
 
-// arbitrate opens the stream channel, retrying while the switch starts.
+// arbitrate opens the stream channel, retrying while the switch starts
+// (Passive: only waits until the switch answers).
 func (d *Device) arbitrate(ctx context.Context) error {
 	deadline := time.Now().Add(15 * time.Second)
 	for {
+		if d.opts.Passive {
+			err := d.answers(ctx)
+			if err == nil {
+				return nil
+			}
+			if done, werr := d.waitRetry(ctx, deadline, err); done {
+				return werr
+			}
+			continue
+		}
 		sctx, cancel := context.WithCancel(context.Background())
 		st, err := d.rt.StreamChannel(sctx)
 		if err == nil {
@@ -241,17 +263,26 @@ func (d *Device) arbitrate(ctx context.Context) error {
 			return nil
 		}
 		cancel()
-		select {
-		case <-d.exit:
-			return fmt.Errorf("during start-up, %s", d.ExitReason())
-		case <-ctx.Done():
-			return d.noAnswer(ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return d.noAnswer(err)
+		if done, werr := d.waitRetry(ctx, deadline, err); done {
+			return werr
 		}
 	}
+}
+
+// waitRetry waits before the next start-up attempt; done says to stop
+// trying, with the error to report.
+func (d *Device) waitRetry(ctx context.Context, deadline time.Time, last error) (done bool, err error) {
+	select {
+	case <-d.exit:
+		return true, fmt.Errorf("during start-up, %s", d.ExitReason())
+	case <-ctx.Done():
+		return true, d.noAnswer(ctx.Err())
+	case <-time.After(100 * time.Millisecond):
+	}
+	if time.Now().After(deadline) {
+		return true, d.noAnswer(last)
+	}
+	return false, nil
 }
 
 // noAnswer is the error of a switch that runs but does not become our
