@@ -172,18 +172,25 @@ func RunCorpus(ctx context.Context, o CorpusOptions) (*Summary, error) {
 	if o.RunScript != nil {
 		jobs = 1
 	}
+	// Workers take the programs in name order, so that one worker (a real
+	// switch) runs them in the same order every time: a switch that keeps
+	// state across programs then fails the same way on every run.
 	results := make([]Result, len(names))
+	next := make(chan int)
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, jobs)
-	for i, n := range names {
+	for w := 0; w < jobs; w++ {
 		wg.Add(1)
-		go func(i int, n string) {
+		go func() {
 			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			results[i] = runOne(ctx, o, tmp, n)
-		}(i, n)
+			for i := range next {
+				results[i] = runOne(ctx, o, tmp, names[i])
+			}
+		}()
 	}
+	for i := range names {
+		next <- i
+	}
+	close(next)
 	wg.Wait()
 	s := &Summary{Results: results, P4InfoCompared: o.JSON == JSONOurs}
 	for _, r := range results {

@@ -49,6 +49,12 @@ func viaP4Runtime(ctx context.Context, opts *stf.CorpusOptions, switchBin string
 		if err != nil && !dev.Alive() {
 			err = fmt.Errorf("%v; the switch died: %s", err, dev.ExitReason())
 		}
+		if dev.WrotePRE() {
+			// The next program gets a fresh switch: BMv2 would hand it
+			// this one's multicast groups and clone sessions.
+			dev.Close()
+			dev = nil
+		}
 		return err
 	}
 	return func() { dev.Close() }, nil

@@ -438,6 +438,15 @@ func (d *Device) Read(ctx context.Context, entities ...*p4v1.Entity) ([]*p4v1.En
 	}
 }
 
+// WrotePRE reports whether the program last loaded has written multicast
+// groups or clone sessions. simple_switch_grpc keeps those in its
+// replication engine across SetForwardingPipelineConfig while PI forgets
+// them, so the next program's group of the same id gets their replicas on
+// top of its own (p4c's ipv6-switch-ml-bmv2 after v1model-special-ops-bmv2:
+// every frame twice); terrapin-switch clears them, as VERIFY_AND_COMMIT
+// should.
+func (d *Device) WrotePRE() bool { return len(d.groups) > 0 || len(d.clones) > 0 }
+
 // Alive reports whether the switch process is still running.
 func (d *Device) Alive() bool {
 	select {
