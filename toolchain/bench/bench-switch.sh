@@ -2,13 +2,18 @@
 # Benchmark of terrapin-switch (a benchmark, not a test): forwarded packets/s
 # at zero loss and at saturation, and one-way latency at 10/50/90% of the
 # zero-loss rate, for 64/512/1500-byte frames, beside the same figures for a
-# minimal AF_PACKET forwarder (the I/O limit of this machine) and the ratio.
+# minimal AF_PACKET forwarder (the I/O limit of this machine) and for p4lang's
+# simple_switch_grpc running the same program, with the ratios; then p50/p99
+# latency of both switches at one fixed rate (FIXED_PPS, 10,000 frames/s).
 #
 #   make bench-switch            (or: bash toolchain/bench/bench-switch.sh)
 #   SIZES=64 TRIAL=1s bash toolchain/bench/bench-switch.sh
 #   DUTS="reflector switch-lpm" SIZES=64 bash toolchain/bench/bench-switch.sh
+#   DUTS="switch-lpm bmv2" SIZES=64 bash toolchain/bench/bench-switch.sh
 #
-# DUTS picks the rows (wire reflector device-noP4 switch-lpm; default all).
+# DUTS picks the rows (wire reflector device-noP4 switch-lpm bmv2; default all).
+# bmv2 is simple_switch_grpc from PATH, else build/oracle's (make bmv2); the row
+# is left out, saying so, when there is neither.
 # Needs root. Builds its own namespaces and veths (tdevb*), removed on exit,
 # on Ctrl-C and on failure.
 set -euo pipefail
@@ -18,7 +23,9 @@ BIN=${BIN:-$ROOT/build/bin}
 SIZES=${SIZES:-64,512,1500}
 TRIAL=${TRIAL:-1s}
 STEPS=${STEPS:-7}
-DUTS=${DUTS:-wire reflector device-noP4 switch-lpm}
+DUTS=${DUTS:-wire reflector device-noP4 switch-lpm bmv2}
+FIXED_PPS=${FIXED_PPS:-10000}  # the rate of the fixed-rate latency run of switch-lpm and bmv2
+BMV2=${BMV2:-$(command -v simple_switch_grpc || echo "$ROOT/build/oracle/bin/simple_switch_grpc")}
 SWITCH_ARGS=${SWITCH_ARGS:-}   # extra terrapin-switch options (tuning experiments)
 NICE=${NICE:--10}              # forwarding-thread priority of every DUT (terrapin-switch --nice)
 TX_MODE=${TX_MODE:-ring}       # transmit path of every DUT and the generator (ring|sendmmsg)
@@ -62,18 +69,22 @@ TG="$BIN/terrapin-trafgen"
 bench() { # label tx rx
   ip netns exec $NS_GEN "$TG" bench --tx "$2" --rx "$3" --label "$1" --sizes "$SIZES" --trial "$TRIAL" --steps "$STEPS" --tx-mode "$TX_MODE" | tee -a "$OUT/results.txt"
 }
+fixed_rate() { # label tx rx: p50/p99 at FIXED_PPS, one trial per size
+  ip netns exec $NS_GEN "$TG" bench --tx "$2" --rx "$3" --label "$1" --sizes "$SIZES" --trial "$TRIAL" --tx-mode "$TX_MODE" --fixed-pps "$FIXED_PPS" | tee -a "$OUT/fixed.txt"
+}
 start_dut() { # command...
   ip netns exec $NS_SW "$@" >"$OUT/dut.log" 2>&1 &
   PIDS+=($!)
   sleep 1
   kill -0 "${PIDS[-1]}" 2>/dev/null || { echo "DUT failed to start:"; cat "$OUT/dut.log"; return 1; }
 }
-stop_dut() {
-  local p=${PIDS[-1]}; kill -INT "$p"; wait "$p" || true; unset 'PIDS[-1]'
+stop_dut() { # SIGTERM: simple_switch_grpc does not stop on SIGINT
+  local p=${PIDS[-1]}; kill -TERM "$p"; wait "$p" || true; unset 'PIDS[-1]'
 }
 want() { [[ " $DUTS " == *" $1 "* ]]; }
 
 : >"$OUT/results.txt"
+: >"$OUT/fixed.txt"
 echo "# machine: $(nproc) cores, $(uname -r); trial $TRIAL; sizes include FCS (veth frames are 4 bytes shorter)"
 echo "# latency columns: p50/p99 one-way, generator send call to sink ring timestamp"
 echo "# DUT forwarding threads at nice $NICE, transmit path $TX_MODE"
@@ -92,17 +103,39 @@ if want device-noP4; then
   stop_dut
 fi
 
-# terrapin-switch with the IPv4 LPM program (const entries, so no controller
-# is needed), compiled by terrapin-p4c.
-if want switch-lpm; then
-  JSON="$OUT/ipv4_lpm.json"
+# terrapin-switch, then p4lang's simple_switch_grpc, with the IPv4 LPM program
+# (const entries, so no controller is needed) compiled by terrapin-p4c: one
+# JSON, the same table entries, the same run.
+JSON="$OUT/ipv4_lpm.json"
+compiled=0
+if want switch-lpm || want bmv2; then
   if "$P4C" --target bmv2 --arch v1model -o "$JSON" toolchain/bench/ipv4_lpm.p4 >"$OUT/p4c.log" 2>&1; then
-    if start_dut "$BIN/terrapin-switch" "$JSON" -i 1@sw1 -i 2@sw2 --grpc-server-addr 127.0.0.1:19501 --nice "$NICE" --tx "$TX_MODE" $SWITCH_ARGS; then
-      bench switch-lpm gen1 gen2
+    compiled=1
+  else
+    echo "switch-lpm, bmv2: not measured: terrapin-p4c could not compile toolchain/bench/ipv4_lpm.p4 (see $OUT/p4c.log)"
+  fi
+fi
+if want switch-lpm && ((compiled)); then
+  if start_dut "$BIN/terrapin-switch" "$JSON" -i 1@sw1 -i 2@sw2 --grpc-server-addr 127.0.0.1:19501 --nice "$NICE" --tx "$TX_MODE" $SWITCH_ARGS; then
+    bench switch-lpm gen1 gen2
+    fixed_rate switch-lpm gen1 gen2
+    stop_dut
+  fi
+fi
+# BMv2 as its performance docs configure it (make bmv2: -O3, logging macros and
+# the event logger compiled out), at the forwarding threads' priority; its
+# notification socket is named so as not to meet another BMv2's.
+if want bmv2 && ((compiled)); then
+  if [[ -x "$BMV2" ]]; then
+    if start_dut nice -n "$NICE" "$BMV2" "$JSON" -i 1@sw1 -i 2@sw2 --device-id 0 \
+         --notifications-addr "ipc:///tmp/$NS_SW-notifications.ipc" -- --grpc-server-addr 127.0.0.1:19502; then
+      bench bmv2 gen1 gen2
+      fixed_rate bmv2 gen1 gen2
       stop_dut
     fi
+    rm -f "/tmp/$NS_SW-notifications.ipc"
   else
-    echo "switch-lpm: not measured: terrapin-p4c could not compile toolchain/bench/ipv4_lpm.p4 (see $OUT/p4c.log)"
+    echo "bmv2: not measured: no simple_switch_grpc on PATH or at $BMV2 (make bmv2)"
   fi
 fi
 echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -116,3 +149,19 @@ awk '
         printf "%-12s %-11s zero_loss %.2f  saturation %.2f\n", l, s,
           v[l, s, "zero_loss_pps"] / v["reflector", s, "zero_loss_pps"], v[l, s, "sat_pps"] / v["reflector", s, "sat_pps"]
   }' "$OUT/results.txt" | sort
+# terrapin-switch against p4lang's BMv2 on the same program and run.
+awk '
+  { for (i = 1; i <= NF; i++) { split($i, kv, "="); v[$1, $2, kv[1]] = kv[2] } sizes[$2] = 1 }
+  END {
+    for (s in sizes) if (("switch-lpm", s, "sat_pps") in v && ("bmv2", s, "sat_pps") in v) {
+      zs = v["switch-lpm", s, "zero_loss_pps"]; zb = v["bmv2", s, "zero_loss_pps"]
+      printf "ratio switch/bmv2 %-11s saturation %.1f (%d / %d pps)  zero_loss %s (%d / %d pps)\n", s,
+        v["switch-lpm", s, "sat_pps"] / v["bmv2", s, "sat_pps"], v["switch-lpm", s, "sat_pps"], v["bmv2", s, "sat_pps"],
+        (zb > 0 ? sprintf("%.1f", zs / zb) : "n/a"), zs, zb
+    }
+  }' "$OUT/results.txt" | sort -t= -k2 -n
+if [[ -s "$OUT/fixed.txt" ]]; then
+  echo "# latency at $FIXED_PPS frames/s (p50/p99 one-way):"
+  awk '{ for (i = 1; i <= NF; i++) { split($i, kv, "="); if (kv[1] == "lat" || kv[1] == "lost") f[kv[1]] = kv[2] }
+         printf "latency at fixed rate %-10s %-11s p50/p99 %s  lost %s\n", $1, $2, f["lat"], f["lost"] }' "$OUT/fixed.txt"
+fi

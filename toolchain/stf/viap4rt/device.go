@@ -19,6 +19,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	p4configv1 "github.com/p4lang/p4runtime/go/p4/config/v1"
@@ -308,7 +309,9 @@ func (d *Device) Close() {
 		d.conn.Close()
 	}
 	if d.cmd != nil && d.cmd.Process != nil {
-		_ = d.cmd.Process.Signal(os.Interrupt)
+		// SIGTERM: simple_switch_grpc ignores SIGINT (terrapin-switch
+		// takes either).
+		_ = d.cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-d.exit:
 		case <-time.After(5 * time.Second):
