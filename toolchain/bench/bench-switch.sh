@@ -3,8 +3,8 @@
 # at zero loss and at saturation, and one-way latency at 10/50/90% of the
 # zero-loss rate, for 64/512/1500-byte frames, beside the same figures for a
 # minimal AF_PACKET forwarder (the I/O limit of this machine) and for p4lang's
-# simple_switch_grpc running the same program, with the ratios; then p50/p99
-# latency of both switches at one fixed rate (FIXED_PPS, 10,000 frames/s).
+# simple_switch_grpc running the same program, with the ratios; and p50/p99
+# latency of every row at one fixed rate (FIXED_PPS, 10,000 frames/s).
 #
 #   make bench-switch            (or: bash toolchain/bench/bench-switch.sh)
 #   SIZES=64 TRIAL=1s bash toolchain/bench/bench-switch.sh
@@ -24,7 +24,8 @@ SIZES=${SIZES:-64,512,1500}
 TRIAL=${TRIAL:-1s}
 STEPS=${STEPS:-7}
 DUTS=${DUTS:-wire reflector device-noP4 switch-lpm bmv2}
-FIXED_PPS=${FIXED_PPS:-10000}  # the rate of the fixed-rate latency run of switch-lpm and bmv2
+FIXED_PPS=${FIXED_PPS:-10000}  # the rate of every row's fixed-rate latency run
+RT_PRIORITY=${RT_PRIORITY:-10} # SCHED_FIFO priority of the switch-lpm-rt and bmv2-rt latency rows (0: none)
 BMV2=${BMV2:-$(command -v simple_switch_grpc || echo "$ROOT/build/oracle/bin/simple_switch_grpc")}
 SWITCH_ARGS=${SWITCH_ARGS:-}   # extra terrapin-switch options (tuning experiments)
 NICE=${NICE:--10}              # forwarding-thread priority of every DUT (terrapin-switch --nice)
@@ -89,17 +90,19 @@ echo "# machine: $(nproc) cores, $(uname -r); trial $TRIAL; sizes include FCS (v
 echo "# latency columns: p50/p99 one-way, generator send call to sink ring timestamp"
 echo "# DUT forwarding threads at nice $NICE, transmit path $TX_MODE"
 echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-if want wire; then bench wire wa wb; fi
+if want wire; then bench wire wa wb; fixed_rate wire wa wb; fi
 
 if want reflector; then
   start_dut "$TG" reflect --in sw1 --out sw2 --nice "$NICE" --tx-mode "$TX_MODE"
   bench reflector gen1 gen2
+  fixed_rate reflector gen1 gen2
   stop_dut
 fi
 
 if want device-noP4; then
   start_dut "$TG" forward --in sw1 --out sw2 --nice "$NICE" --tx-mode "$TX_MODE"
   bench device-noP4 gen1 gen2
+  fixed_rate device-noP4 gen1 gen2
   stop_dut
 fi
 
@@ -136,6 +139,25 @@ if want bmv2 && ((compiled)); then
     rm -f "/tmp/$NS_SW-notifications.ipc"
   else
     echo "bmv2: not measured: no simple_switch_grpc on PATH or at $BMV2 (make bmv2)"
+  fi
+fi
+# Latency again with real-time scheduling (RT_PRIORITY; 0 skips these rows):
+# at nice -10 a forwarding thread that sleeps between frames waits for a CPU
+# behind the generator and the sink on this 2-core machine, and the fixed-rate
+# p99 is that wait. terrapin-switch --rt-priority makes its forwarding threads
+# SCHED_FIFO within a CPU budget; BMv2 has no such option, so chrt runs the
+# whole process SCHED_FIFO (safe at this rate: BMv2 then uses a quarter of a CPU).
+if ((RT_PRIORITY > 0)) && ((compiled)); then
+  if want switch-lpm && start_dut "$BIN/terrapin-switch" "$JSON" -i 1@sw1 -i 2@sw2 --grpc-server-addr 127.0.0.1:19501 \
+       --nice "$NICE" --tx "$TX_MODE" --rt-priority "$RT_PRIORITY" $SWITCH_ARGS; then
+    fixed_rate switch-lpm-rt gen1 gen2
+    stop_dut
+  fi
+  if want bmv2 && [[ -x "$BMV2" ]] && start_dut chrt -f "$RT_PRIORITY" "$BMV2" "$JSON" -i 1@sw1 -i 2@sw2 --device-id 0 \
+       --notifications-addr "ipc:///tmp/$NS_SW-notifications.ipc" -- --grpc-server-addr 127.0.0.1:19502; then
+    fixed_rate bmv2-rt gen1 gen2
+    stop_dut
+    rm -f "/tmp/$NS_SW-notifications.ipc"
   fi
 fi
 echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
