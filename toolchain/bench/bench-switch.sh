@@ -12,8 +12,8 @@
 #   DUTS="switch-lpm bmv2" SIZES=64 bash toolchain/bench/bench-switch.sh
 #
 # DUTS picks the rows (wire reflector device-noP4 switch-lpm bmv2; default all).
-# bmv2 is simple_switch_grpc from PATH, else build/oracle's (make bmv2); the row
-# is left out, saying so, when there is neither.
+# bmv2 is simple_switch_grpc as scripts/bmv2-bin.sh finds it (PATH, else make
+# bmv2's build/oracle); the row is left out, saying so, when there is neither.
 # Needs root. Builds its own namespaces and veths (tdevb*), removed on exit,
 # on Ctrl-C and on failure.
 set -euo pipefail
@@ -26,7 +26,7 @@ STEPS=${STEPS:-7}
 DUTS=${DUTS:-wire reflector device-noP4 switch-lpm bmv2}
 FIXED_PPS=${FIXED_PPS:-10000}  # the rate of every row's fixed-rate latency run
 RT_PRIORITY=${RT_PRIORITY:-10} # SCHED_FIFO priority of the switch-lpm-rt and bmv2-rt latency rows (0: none)
-BMV2=${BMV2:-$(command -v simple_switch_grpc || echo "$ROOT/build/oracle/bin/simple_switch_grpc")}
+BMV2=${BMV2:-$(bash scripts/bmv2-bin.sh simple_switch_grpc 2>/dev/null || true)}  # PATH, else make bmv2's
 SWITCH_ARGS=${SWITCH_ARGS:-}   # extra terrapin-switch options (tuning experiments)
 NICE=${NICE:--10}              # forwarding-thread priority of every DUT (terrapin-switch --nice)
 TX_MODE=${TX_MODE:-ring}       # transmit path of every DUT and the generator (ring|sendmmsg)
@@ -138,7 +138,7 @@ if want bmv2 && ((compiled)); then
     fi
     rm -f "/tmp/$NS_SW-notifications.ipc"
   else
-    echo "bmv2: not measured: no simple_switch_grpc on PATH or at $BMV2 (make bmv2)"
+    echo "bmv2: not measured: no simple_switch_grpc on PATH or in build/oracle (make bmv2)"
   fi
 fi
 # Latency again with real-time scheduling (RT_PRIORITY; 0 skips these rows):

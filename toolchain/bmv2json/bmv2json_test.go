@@ -265,36 +265,20 @@ func TestProgramDocument(t *testing.T) {
 	}
 }
 
-// TestActionDataPlacement: BMv2 reads action data as "runtime_data" where
-// it is a primitive's own parameter (or a log_msg vector item) and as
-// "local" inside an expression, and refuses the other way round; p4c's
-// default-action-arg-bmv2 made simple_switch_grpc crash on
-// h.a = h.a + va written with "runtime_data" inside the "+".
-func TestActionDataPlacement(t *testing.T) {
+// TestLogMsgItemsAreParameters: BMv2 reads each item of log_msg's
+// parameters_vector as a parameter of its own, so action data is
+// "runtime_data" there and an expression takes the parameter's second
+// "expression" wrapper (one wrapper made BMv2 refuse the program).
+func TestLogMsgItemsAreParameters(t *testing.T) {
 	va := &ir.ActionParam{Index: 0, T: ir.Bits(8, false)}
 	sum := &ir.Binary{Op: "+", X: f8("h", "a"), Y: va, T: ir.Bits(8, false)}
-	tests := []struct {
-		name string
-		body ir.Stmt
-		want string // the last parameter of the first primitive (keys sorted)
-	}{
-		{"parameter itself", &ir.Assign{Dst: f8("h", "a"), Src: va},
-			`{"type":"runtime_data","value":0}`},
-		{"inside an expression", &ir.Assign{Dst: f8("h", "a"), Src: sum},
-			`{"type":"expression","value":{"type":"expression","value":{"left":{"type":"field","value":["h","a"]},"op":"+","right":{"type":"local","value":0}}}}`},
-		{"log_msg items", &ir.Primitive{Name: "log_msg", Args: []ir.Arg{{Kind: ir.ArgString, Name: "{} {}"},
-			{Kind: ir.ArgExprList, List: []ir.Expr{va, sum}}}},
-			`{"type":"parameters_vector","value":[{"type":"runtime_data","value":0},` +
-				`{"type":"expression","value":{"type":"expression","value":{"left":{"type":"field","value":["h","a"]},"op":"+","right":{"type":"local","value":0}}}}]}`},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			ps := primitivesOf(t, []ir.Stmt{tc.body})
-			params := ps[0]["parameters"].([]any)
-			got, _ := json.Marshal(params[len(params)-1])
-			if string(got) != tc.want {
-				t.Errorf("got  %s\nwant %s", got, tc.want)
-			}
-		})
+	ps := primitivesOf(t, []ir.Stmt{&ir.Primitive{Name: "log_msg", Args: []ir.Arg{{Kind: ir.ArgString, Name: "{} {}"},
+		{Kind: ir.ArgExprList, List: []ir.Expr{va, sum}}}}})
+	params := ps[0]["parameters"].([]any)
+	got, _ := json.Marshal(params[len(params)-1])
+	want := `{"type":"parameters_vector","value":[{"type":"runtime_data","value":0},` +
+		`{"type":"expression","value":{"type":"expression","value":{"left":{"type":"field","value":["h","a"]},"op":"+","right":{"type":"local","value":0}}}}]}`
+	if string(got) != want {
+		t.Errorf("got  %s\nwant %s", got, want)
 	}
 }

@@ -69,10 +69,7 @@ func (e *emitter) node(x ir.Expr) any {
 	case *ir.BoolConst:
 		return obj("type", "bool", "value", v.Value)
 	case *ir.ActionParam:
-		// Inside an expression BMv2 reads action data as "local"; it
-		// refuses "runtime_data" there (docs/JSON_format.md, the type value
-		// object). topLevel turns it back for a primitive's own parameter.
-		return obj("type", "local", "value", v.Index)
+		return obj("type", "runtime_data", "value", v.Index) // "local" inside an expression: operand
 	case *ir.Valid:
 		if v.Union {
 			return exprNode("valid_union", nil, obj("type", "header_union", "value", v.Header))
@@ -161,19 +158,12 @@ func (e *emitter) boolParam(x ir.Expr) any {
 	return topLevel(e.boolean(x))
 }
 
-// topLevel makes a rendered node a primitive's parameter: an operator
-// gets the "expression" wrapper, and action data is "runtime_data" (BMv2
-// takes "local" only inside expressions and "runtime_data" only outside).
+// topLevel makes a rendered node a primitive's parameter (or an item of a
+// parameters_vector, which BMv2 reads as parameters too): an operator gets
+// a second "expression" wrapper, as BMv2's parameter reader expects.
 func topLevel(n any) any {
-	o, ok := n.(object)
-	if !ok || len(o) == 0 {
-		return n
-	}
-	switch o[0].val {
-	case "expression":
+	if o, ok := n.(object); ok && len(o) > 0 && o[0].val == "expression" {
 		return obj("type", "expression", "value", n)
-	case "local":
-		return obj("type", "runtime_data", "value", o[1].val)
 	}
 	return n
 }

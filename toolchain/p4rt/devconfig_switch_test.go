@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,7 +52,7 @@ func wrap(reassign bool, data []byte, extras map[string]string) []byte {
 
 // switchBinaries are the P4Runtime switches a cross-switch test runs:
 // terrapin-switch built from this tree, and p4lang's simple_switch_grpc
-// from PATH or build/oracle (make bmv2) when there is one.
+// where scripts/bmv2-bin.sh finds one (PATH, else make bmv2's build).
 func switchBinaries(t *testing.T) map[string]string {
 	t.Helper()
 	tmp := t.TempDir()
@@ -61,12 +62,10 @@ func switchBinaries(t *testing.T) map[string]string {
 		t.Fatalf("building terrapin-switch: %v\n%s", err, out)
 	}
 	bins := map[string]string{"terrapin-switch": filepath.Join(tmp, "terrapin-switch")}
-	if p, err := exec.LookPath("simple_switch_grpc"); err == nil {
-		bins["simple_switch_grpc"] = p
-	} else if p, err := filepath.Abs("../../build/oracle/bin/simple_switch_grpc"); err == nil {
-		if _, err := os.Stat(p); err == nil {
-			bins["simple_switch_grpc"] = p
-		}
+	if out, err := exec.Command("bash", "../../scripts/bmv2-bin.sh", "simple_switch_grpc").Output(); err == nil {
+		bins["simple_switch_grpc"] = strings.TrimSpace(string(out))
+	} else {
+		t.Log("no simple_switch_grpc (make bmv2 builds it): terrapin-switch only")
 	}
 	return bins
 }
@@ -129,7 +128,7 @@ func TestDeviceConfigEncodingsOnBothSwitches(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 				defer cancel()
 				opts := viap4rt.Options{Switch: bin, Ports: []uint32{1, 2}, Veth: true,
-					Namespace: fmt.Sprintf("tp4rtdc%dx%d", os.Getpid(), i)}
+					Namespace: fmt.Sprintf("trptp4rtdc%dx%d", os.Getpid(), i)}
 				if tc.started {
 					opts.Program = jsonFile
 				}
@@ -232,7 +231,7 @@ func TestTutorialClientOnBothSwitches(t *testing.T) {
 		t.Run(swName, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			ns := fmt.Sprintf("tp4rttc%d", os.Getpid())
+			ns := fmt.Sprintf("trptp4rttc%d", os.Getpid())
 			d, err := viap4rt.Start(ctx, viap4rt.Options{Switch: bin, Ports: []uint32{1, 2}, Veth: true, Namespace: ns, Passive: true})
 			if err != nil {
 				t.Fatal(err)

@@ -38,7 +38,7 @@ type Options struct {
 	Switch string
 	// Ports are the switch ports to create (STF port numbers).
 	Ports []uint32
-	// Namespace names the network namespace (default tp4rt<pid>).
+	// Namespace names the network namespace (default trptp4rt<pid>).
 	Namespace string
 	// Addr is the switch's gRPC address inside the namespace
 	// (default 127.0.0.1:19650; the namespace has its own loopback).

@@ -46,7 +46,7 @@ func TestStartFailureSaysWhy(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), tc.timeout)
 			defer cancel()
-			ns := fmt.Sprintf("tp4rtst%dx%d", os.Getpid(), i)
+			ns := fmt.Sprintf("trptp4rtst%dx%d", os.Getpid(), i)
 			d, err := Start(ctx, Options{Switch: tc.sw, Ports: []uint32{1}, Namespace: ns})
 			if err == nil {
 				d.Close()
