@@ -352,6 +352,7 @@ class ReconcileOut(BaseModel):
     modified: int
     deleted: int
     kept: int
+    finished_at: float = Field(description="when it ended (Unix time, seconds)")
 
 
 class HealthOut(BaseModel):

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
@@ -252,6 +253,8 @@ class ReconcileReport:
     modified: int
     deleted: int
     kept: int
+    # Wall-clock end of this reconciliation: tells a restored switch's report from its predecessor's.
+    finished_at: float = field(default_factory=time.time)
 
 
 class SwitchFabric:
