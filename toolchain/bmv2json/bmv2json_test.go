@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/terrapin/terrapin/toolchain/lower/ir"
+	"github.com/terrapin/terrapin/toolchain/ir"
 )
 
 func TestHexWidth(t *testing.T) {

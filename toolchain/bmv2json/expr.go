@@ -3,7 +3,7 @@ package bmv2json
 import (
 	"math/big"
 
-	"github.com/terrapin/terrapin/toolchain/lower/ir"
+	"github.com/terrapin/terrapin/toolchain/ir"
 )
 
 // BMv2 expressions distinguish booleans from data (bit strings): boolean

@@ -3,7 +3,7 @@ package lower
 import (
 	"math/big"
 
-	"github.com/terrapin/terrapin/toolchain/lower/ir"
+	"github.com/terrapin/terrapin/toolchain/ir"
 	"github.com/terrapin/terrapin/toolchain/p4/ast"
 	"github.com/terrapin/terrapin/toolchain/p4/types"
 )

@@ -15,7 +15,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/terrapin/terrapin/toolchain/lower/ir"
+	"github.com/terrapin/terrapin/toolchain/ir"
 	"github.com/terrapin/terrapin/toolchain/p4/ast"
 	"github.com/terrapin/terrapin/toolchain/p4/scanner"
 	"github.com/terrapin/terrapin/toolchain/p4/types"

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/terrapin/terrapin/toolchain/lower/ir"
+	"github.com/terrapin/terrapin/toolchain/ir"
 	"github.com/terrapin/terrapin/toolchain/p4/parser"
 	"github.com/terrapin/terrapin/toolchain/p4/preproc"
 	"github.com/terrapin/terrapin/toolchain/p4/types"

@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/terrapin/terrapin/toolchain/lower/ir"
+	"github.com/terrapin/terrapin/toolchain/ir"
 	"github.com/terrapin/terrapin/toolchain/p4/ast"
 	"github.com/terrapin/terrapin/toolchain/p4/scanner"
 	"github.com/terrapin/terrapin/toolchain/p4/types"

@@ -7,7 +7,7 @@ import (
 
 	p4v1 "github.com/p4lang/p4runtime/go/p4/config/v1"
 
-	"github.com/terrapin/terrapin/toolchain/lower/ir"
+	"github.com/terrapin/terrapin/toolchain/ir"
 )
 
 // Build describes a lowered program's control-plane API.

@@ -18,7 +18,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/terrapin/terrapin/toolchain/p4/compiler"
+	"github.com/terrapin/terrapin/toolchain/compiler"
 	"github.com/terrapin/terrapin/toolchain/p4info"
 )
 

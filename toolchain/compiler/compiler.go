@@ -9,8 +9,8 @@ import (
 	"sort"
 
 	"github.com/terrapin/terrapin/toolchain/bmv2json"
+	"github.com/terrapin/terrapin/toolchain/ir"
 	"github.com/terrapin/terrapin/toolchain/lower"
-	"github.com/terrapin/terrapin/toolchain/lower/ir"
 	"github.com/terrapin/terrapin/toolchain/p4/parser"
 	"github.com/terrapin/terrapin/toolchain/p4/preproc"
 	"github.com/terrapin/terrapin/toolchain/p4/scanner"

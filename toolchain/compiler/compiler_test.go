@@ -21,7 +21,7 @@ func corpusDir(t testing.TB) string {
 	if d := os.Getenv("TERRAPIN_CORPUS"); d != "" {
 		return d
 	}
-	d, err := filepath.Abs("../../../../shared/conformance/p4c-stf")
+	d, err := filepath.Abs("../../../shared/conformance/p4c-stf")
 	if err != nil {
 		t.Fatal(err)
 	}
