@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/terrapin/terrapin/toolchain/engine"
 )
 
 // PortConfig binds a switch port number to a Linux interface.
@@ -149,7 +151,7 @@ type inputPort struct {
 
 // queued is a job waiting in a queue, with what egress will need to know.
 type queued struct {
-	job      Job
+	job      engine.Job
 	pipe     Pipeline // the pipeline that made the job (pipelines can change)
 	enqNs    int64
 	enqDepth uint32

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"sync"
 	"sync/atomic"
+
+	"github.com/terrapin/terrapin/toolchain/engine"
 )
 
 // PortMap is a fixed pipeline without P4: each input port forwards to one
@@ -23,13 +25,8 @@ type PortMap struct {
 	StampOffset int
 
 	mu          sync.Mutex
-	free        []*portMapPacket
+	free        []*engine.Packet
 	outstanding atomic.Int64
-}
-
-type portMapPacket struct {
-	buf []byte
-	n   int
 }
 
 // NewPortMap returns a PortMap that drops everything until Out is set.
@@ -38,7 +35,7 @@ func NewPortMap() *PortMap { return &PortMap{PriorityOffset: -1} }
 // Connect makes frames from port in go to the out ports.
 func (m *PortMap) Connect(in uint16, out ...uint16) { m.Out[in&511] = out }
 
-func (m *PortMap) get() *portMapPacket {
+func (m *PortMap) get() *engine.Packet {
 	m.outstanding.Add(1)
 	m.mu.Lock()
 	if n := len(m.free); n > 0 {
@@ -48,11 +45,11 @@ func (m *PortMap) get() *portMapPacket {
 		return p
 	}
 	m.mu.Unlock()
-	return &portMapPacket{buf: make([]byte, MaxFrame)} // warm-up only
+	return engine.NewFramePacket(MaxFrame) // warm-up only
 }
 
 // Ingress implements Pipeline.
-func (m *PortMap) Ingress(frame []byte, port uint16, arrivalNs int64, jobs []Job, _ *Scratch) []Job {
+func (m *PortMap) Ingress(frame []byte, port uint16, arrivalNs int64, jobs []engine.Job) []engine.Job {
 	outs := m.Out[port&511]
 	if len(frame) > MaxFrame {
 		return jobs
@@ -63,20 +60,19 @@ func (m *PortMap) Ingress(frame []byte, port uint16, arrivalNs int64, jobs []Job
 	}
 	for _, o := range outs {
 		p := m.get()
-		p.n = copy(p.buf, frame)
-		jobs = append(jobs, Job{Pkt: p, Port: o, Priority: prio})
+		p.SetFrame(frame)
+		jobs = append(jobs, engine.Job{Pkt: p, Port: uint32(o), Priority: prio})
 	}
 	return jobs
 }
 
 // Egress implements Pipeline.
-func (m *PortMap) Egress(job Job, q QueueMeta, more []Job, _ *Scratch) ([]byte, []Job) {
-	p := job.Pkt.(*portMapPacket)
-	out := p.buf[:p.n]
+func (m *PortMap) Egress(job engine.Job, q engine.QueueMeta, more []engine.Job) ([]byte, []engine.Job) {
+	out := job.Pkt.Frame()
 	if o := m.StampOffset; o > 0 && o+17 <= len(out) {
-		binary.BigEndian.PutUint32(out[o:], uint32(q.EnqTimestampUs))
+		binary.BigEndian.PutUint32(out[o:], uint32(q.EnqTimestamp))
 		binary.BigEndian.PutUint32(out[o+4:], q.EnqQdepth)
-		binary.BigEndian.PutUint32(out[o+8:], q.DeqTimedeltaUs)
+		binary.BigEndian.PutUint32(out[o+8:], q.DeqTimedelta)
 		binary.BigEndian.PutUint32(out[o+12:], q.DeqQdepth)
 		out[o+16] = q.Qid
 	}
@@ -84,11 +80,10 @@ func (m *PortMap) Egress(job Job, q QueueMeta, more []Job, _ *Scratch) ([]byte, 
 }
 
 // Release implements Pipeline.
-func (m *PortMap) Release(pkt PacketRef) {
-	p := pkt.(*portMapPacket)
+func (m *PortMap) Release(pkt *engine.Packet) {
 	m.outstanding.Add(-1)
 	m.mu.Lock()
-	m.free = append(m.free, p)
+	m.free = append(m.free, pkt)
 	m.mu.Unlock()
 }
 

@@ -1,18 +1,22 @@
 package device
 
-import "time"
+import (
+	"time"
+
+	"github.com/terrapin/terrapin/toolchain/engine"
+)
 
 // worker is the per-goroutine scratch of the forwarding path, so that
 // nothing on it allocates.
 type worker struct {
 	d       *Device
-	jobs    []Job
-	more    []Job
+	jobs    []engine.Job
+	more    []engine.Job
 	touched []*egressPort
 	// deferred holds jobs made while an egress port lock was held (egress
 	// clones, recirculated packets); they are queued after it is released,
 	// since they may be for that same port.
-	deferred     []Job
+	deferred     []engine.Job
 	deferredPipe []Pipeline
 	// pend holds the jobs of the batch until flush queues them, one lock
 	// per port instead of one per packet.
@@ -23,7 +27,6 @@ type worker struct {
 	now int64
 	// receive counters of the batch, added to the port's once per batch
 	rxPackets, rxBytes uint64
-	scratch            Scratch
 	// thread is the forwarding thread's scheduling state (nil for the
 	// packet-out path, which never busy-waits).
 	thread *fwdThread
@@ -31,7 +34,7 @@ type worker struct {
 
 // pendingJob is a job ingress made, waiting for the end of the batch.
 type pendingJob struct {
-	job  Job
+	job  engine.Job
 	pipe Pipeline
 }
 
@@ -39,10 +42,10 @@ func (d *Device) newWorker() *worker {
 	return &worker{
 		pend:         make([]pendingJob, 0, 2*rxBatch),
 		d:            d,
-		jobs:         make([]Job, 0, 64),
-		more:         make([]Job, 0, 64),
+		jobs:         make([]engine.Job, 0, 64),
+		more:         make([]engine.Job, 0, 64),
 		touched:      make([]*egressPort, 0, 16),
-		deferred:     make([]Job, 0, 64),
+		deferred:     make([]engine.Job, 0, 64),
 		deferredPipe: make([]Pipeline, 0, 64),
 	}
 }
@@ -94,7 +97,7 @@ func (w *worker) commitRx(in *inputPort) {
 // current pipeline and queues its jobs. Caller holds d.pipeMu for reading.
 func (w *worker) ingress(frame []byte, port uint16, arrivalNs int64) {
 	pipe := w.d.pipe
-	w.jobs = pipe.Ingress(frame, port, arrivalNs, w.jobs[:0], &w.scratch)
+	w.jobs = pipe.Ingress(frame, port, arrivalNs, w.jobs[:0])
 	if len(w.jobs) == 0 {
 		w.d.dropIngress.Add(1)
 		return
@@ -104,13 +107,13 @@ func (w *worker) ingress(frame []byte, port uint16, arrivalNs int64) {
 			w.enqueuePending()
 		}
 		w.pend = append(w.pend, pendingJob{w.jobs[i], pipe})
-		w.jobs[i] = Job{}
+		w.jobs[i] = engine.Job{}
 	}
 }
 
 // egressPortOf returns the port a job goes to, or nil after dropping the
 // job (no such port, or a priority without a queue).
-func (w *worker) egressPortOf(job Job, pipe Pipeline) *egressPort {
+func (w *worker) egressPortOf(job engine.Job, pipe Pipeline) *egressPort {
 	d := w.d
 	eg := d.ports[job.Port&511]
 	if eg == nil || job.Port >= 512 {
@@ -128,7 +131,7 @@ func (w *worker) egressPortOf(job Job, pipe Pipeline) *egressPort {
 }
 
 // enqueue puts a job in its egress port's queue (tail drop when full).
-func (w *worker) enqueue(job Job, pipe Pipeline) {
+func (w *worker) enqueue(job engine.Job, pipe Pipeline) {
 	eg := w.egressPortOf(job, pipe)
 	if eg == nil {
 		return
@@ -176,7 +179,7 @@ func (w *worker) enqueuePending() {
 
 // enqueueLocked queues job on eg, whose lock the caller holds, or drops it
 // when its queue is full.
-func (w *worker) enqueueLocked(eg *egressPort, job Job, pipe Pipeline) {
+func (w *worker) enqueueLocked(eg *egressPort, job engine.Job, pipe Pipeline) {
 	q := &eg.queues[job.Priority]
 	if q.n == len(q.ring) {
 		q.drops.Add(1)
@@ -261,18 +264,18 @@ func (w *worker) egress(eg *egressPort, e queued, now int64) int {
 	d := w.d
 	eg.queues[e.job.Priority].delay.observe(now - e.enqNs)
 	enqUs := e.enqNs / 1e3
-	q := QueueMeta{
-		EnqTimestampUs: uint64(enqUs),
-		EnqQdepth:      e.enqDepth,
-		DeqTimedeltaUs: uint32(now/1e3 - enqUs),
-		DeqQdepth:      uint32(eg.queues[e.job.Priority].n),
-		Qid:            e.job.Priority,
+	q := engine.QueueMeta{
+		EnqTimestamp: uint64(enqUs),
+		EnqQdepth:    e.enqDepth,
+		DeqTimedelta: uint32(now/1e3 - enqUs),
+		DeqQdepth:    uint32(eg.queues[e.job.Priority].n),
+		Qid:          e.job.Priority,
 	}
-	frame, more := e.pipe.Egress(e.job, q, w.more[:0], &w.scratch)
+	frame, more := e.pipe.Egress(e.job, q, w.more[:0])
 	for i := range more {
 		w.deferred = append(w.deferred, more[i])
 		w.deferredPipe = append(w.deferredPipe, e.pipe)
-		more[i] = Job{}
+		more[i] = engine.Job{}
 	}
 	w.more = more[:0]
 	if frame == nil {

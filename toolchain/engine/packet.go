@@ -130,6 +130,23 @@ func (p *Packet) Release() {
 // frame). The slice is valid until Release.
 func (p *Packet) Frame() []byte { return p.buf[p.start:p.end] }
 
+// NewFramePacket returns a packet that carries bytes only, outside any
+// pipeline, with room for frames of up to size bytes. A device pipeline that
+// forwards without a P4 program (the device's PortMap) queues these, so that
+// the device has one job type whether a program runs or not. Release does
+// nothing on such a packet: its maker keeps and reuses it.
+func NewFramePacket(size int) *Packet {
+	return &Packet{buf: make([]byte, size)}
+}
+
+// SetFrame makes frame's bytes (copied, truncated to the buffer's size) the
+// packet's bytes. It is for packets from NewFramePacket: a pipeline's own
+// packets get theirs from Ingress.
+func (p *Packet) SetFrame(frame []byte) {
+	p.start = 0
+	p.end = copy(p.buf[:cap(p.buf)], frame)
+}
+
 // load copies frame into the packet buffer after the headroom.
 func (p *Packet) load(frame []byte) {
 	need := headroom + len(frame) + tailSlack
