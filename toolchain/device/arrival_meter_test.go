@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/terrapin/terrapin/toolchain/engine"
+	"github.com/terrapin/terrapin/toolchain/pipeline"
 )
 
 // TestMeterJudgesArrivals: a sender that keeps to its token-bucket envelope
@@ -36,10 +37,10 @@ func TestMeterJudgesArrivals(t *testing.T) {
 		frameLen = 1000
 		sigma    = 10
 	)
-	env := &engine.MeterConfig{CIR: 1_000_000, CBurst: sigma * frameLen, PIR: 1_000_000, PBurst: sigma * frameLen}
-	if err := pl.AddEntry(tid, engine.TableEntry{
-		Match:  []engine.Match{{Value: []byte{0, 1}}},
-		Action: engine.ActionCall{ActionID: aid, Params: [][]byte{{0, 2}}},
+	env := &pipeline.MeterConfig{CIR: 1_000_000, CBurst: sigma * frameLen, PIR: 1_000_000, PBurst: sigma * frameLen}
+	if err := pl.AddEntry(tid, pipeline.TableEntry{
+		Match:  []pipeline.Match{{Value: []byte{0, 1}}},
+		Action: pipeline.ActionCall{ActionID: aid, Params: [][]byte{{0, 2}}},
 		Meter:  env,
 	}); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/terrapin/terrapin/toolchain/pipeline"
 )
 
 // maxLoopIterations bounds backward jumps within one action execution.
@@ -47,7 +49,7 @@ type action struct {
 	name   string
 	id     int
 	idx    int // position in Pipeline.actions
-	params []ParamInfo
+	params []pipeline.ParamInfo
 	body   []stmt
 	// plain: the body when it has no jumps (then body is nil)
 	plain []func(p *Packet)
@@ -59,8 +61,8 @@ type action struct {
 	locks []*sync.Mutex
 }
 
-func (a *action) info() ActionInfo {
-	return ActionInfo{Name: a.name, ID: a.id, Params: append([]ParamInfo(nil), a.params...)}
+func (a *action) info() pipeline.ActionInfo {
+	return pipeline.ActionInfo{Name: a.name, ID: a.id, Params: append([]pipeline.ParamInfo(nil), a.params...)}
 }
 
 func (a *action) run(p *Packet, ad *actionData) {
@@ -120,7 +122,7 @@ func (a *action) run(p *Packet, ad *actionData) {
 }
 
 // makeActionData converts control-plane parameter bytes to action data.
-func makeActionData(params []ParamInfo, vals [][]byte) (*actionData, error) {
+func makeActionData(params []pipeline.ParamInfo, vals [][]byte) (*actionData, error) {
 	if len(vals) != len(params) {
 		return nil, errf(CodeInvalidArgument, "action takes %d parameters, got %d", len(params), len(vals))
 	}
@@ -147,7 +149,7 @@ func makeActionData(params []ParamInfo, vals [][]byte) (*actionData, error) {
 }
 
 // exportActionData converts action data back to byte strings.
-func exportActionData(params []ParamInfo, ad *actionData) [][]byte {
+func exportActionData(params []pipeline.ParamInfo, ad *actionData) [][]byte {
 	out := make([][]byte, len(params))
 	for i, pi := range params {
 		if pi.Bitwidth <= 64 {
@@ -164,7 +166,7 @@ func exportActionData(params []ParamInfo, ad *actionData) [][]byte {
 func (c *compiler) compileAction(ja *jAction) (*action, error) {
 	a := &action{name: ja.Name, id: ja.ID}
 	for _, rd := range ja.RuntimeData {
-		a.params = append(a.params, ParamInfo{Name: rd.Name, Bitwidth: rd.Bitwidth})
+		a.params = append(a.params, pipeline.ParamInfo{Name: rd.Name, Bitwidth: rd.Bitwidth})
 	}
 	c.params = a.params
 	defer func() { c.params = nil }()

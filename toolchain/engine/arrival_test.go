@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/terrapin/terrapin/toolchain/pipeline"
 )
 
 // trTCM is an independent RFC 2698 colour-blind two-rate three-colour
@@ -11,12 +13,12 @@ import (
 // shares with BMv2: time in whole microseconds since the clock origin, and
 // a bucket of rate R has earned floor(t·R/10⁶) tokens by time t.
 type trTCM struct {
-	cfg    MeterConfig
+	cfg    pipeline.MeterConfig
 	tc, tp uint64 // committed and peak bucket
 	lastUs int64
 }
 
-func newTrTCM(cfg MeterConfig) *trTCM {
+func newTrTCM(cfg pipeline.MeterConfig) *trTCM {
 	return &trTCM{cfg: cfg, tc: cfg.CBurst, tp: cfg.PBurst}
 }
 
@@ -60,7 +62,7 @@ type arrival struct {
 // each conforms, with random idle gaps: a sender that keeps exactly to its
 // envelope.
 func shaped(rng *rand.Rand, n int, rate, burst uint64, minSize, maxSize int, startUs int64) []arrival {
-	env := newTrTCM(MeterConfig{CIR: rate, CBurst: burst, PIR: rate, PBurst: burst})
+	env := newTrTCM(pipeline.MeterConfig{CIR: rate, CBurst: burst, PIR: rate, PBurst: burst})
 	env.lastUs = startUs
 	t := startUs
 	var out []arrival
@@ -110,13 +112,13 @@ func TestMeterAtArrival(t *testing.T) {
 	// binary per microsecond (1.125, 1.5), so the float arithmetic the
 	// meter shares with BMv2 cannot round differently from the reference.
 	const rho, sigma = 1_125_000, 27_000
-	envelope := MeterConfig{CIR: rho, CBurst: sigma, PIR: rho, PBurst: sigma}
-	twoRate := MeterConfig{CIR: 1_000_000, CBurst: 20_000, PIR: 1_500_000, PBurst: 30_000}
+	envelope := pipeline.MeterConfig{CIR: rho, CBurst: sigma, PIR: rho, PBurst: sigma}
+	twoRate := pipeline.MeterConfig{CIR: 1_000_000, CBurst: 20_000, PIR: 1_500_000, PBurst: 30_000}
 	const startUs = 1_000_000 // well after the meter was configured
 	rng := rand.New(rand.NewPCG(1, 2))
 	cases := []struct {
 		name      string
-		cfg       MeterConfig
+		cfg       pipeline.MeterConfig
 		pkts      []arrival
 		allGreen  bool
 		wantMixed bool // the reference must show yellow and red
@@ -183,7 +185,7 @@ func TestMeterAtArrival(t *testing.T) {
 // update (another port's batch ran first) earns no tokens and does not
 // panic, nor does a stamp before the clock origin; later stamps meter on.
 func TestMeterStampsOutOfOrder(t *testing.T) {
-	cfg := MeterConfig{CIR: 1000, CBurst: 2000, PIR: 1000, PBurst: 2000} // bytes: 1 B/ms
+	cfg := pipeline.MeterConfig{CIR: 1000, CBurst: 2000, PIR: 1000, PBurst: 2000} // bytes: 1 B/ms
 	for _, kind := range []string{"direct", "indirect"} {
 		t.Run(kind, func(t *testing.T) {
 			pl, configure := meterProg(t, kind, func() int64 { return 10e9 })
@@ -213,7 +215,7 @@ func TestMeterStampsOutOfOrder(t *testing.T) {
 // meterProg loads a program whose table (key h.k) or action meters every
 // packet in bytes into h.c and copies ingress_global_timestamp into h.ts;
 // configure sets the meter (the entry's direct meter, or cell 0).
-func meterProg(t *testing.T, kind string, clock func() int64) (*Pipeline, func(*MeterConfig)) {
+func meterProg(t *testing.T, kind string, clock func() int64) (*Pipeline, func(*pipeline.MeterConfig)) {
 	t.Helper()
 	ts := tAssign(tF("h", "ts"), tF("standard_metadata", "ingress_global_timestamp"))
 	fields := [][]any{u("k", 8), u("c", 8), u("ts", 48)}
@@ -229,8 +231,8 @@ func meterProg(t *testing.T, kind string, clock func() int64) (*Pipeline, func(*
 		}
 		pl := tp.load(t, Options{Clock: clock})
 		tid, _ := pl.Lookup(KindTable, "ingress.t")
-		return pl, func(cfg *MeterConfig) {
-			if err := pl.AddEntry(tid, TableEntry{Match: []Match{{Value: []byte{7}}}, Action: ActionCall{ActionID: 1}, Meter: cfg}); err != nil {
+		return pl, func(cfg *pipeline.MeterConfig) {
+			if err := pl.AddEntry(tid, pipeline.TableEntry{Match: []pipeline.Match{{Value: []byte{7}}}, Action: pipeline.ActionCall{ActionID: 1}, Meter: cfg}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -241,7 +243,7 @@ func meterProg(t *testing.T, kind string, clock func() int64) (*Pipeline, func(*
 		extra:  map[string]any{"meter_arrays": []any{map[string]any{"name": "m", "id": 0, "type": "bytes", "rate_count": 2, "size": 4, "is_direct": false}}},
 	}
 	pl := tp.load(t, Options{Clock: clock})
-	return pl, func(cfg *MeterConfig) {
+	return pl, func(cfg *pipeline.MeterConfig) {
 		if err := pl.SetMeter(0, 0, cfg); err != nil {
 			t.Fatal(err)
 		}

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"sync/atomic"
 	"testing"
+
+	"github.com/terrapin/terrapin/toolchain/pipeline"
 )
 
 // BenchmarkIPv4LPM is the engine's cost per packet for IPv4 LPM forwarding
@@ -76,8 +78,8 @@ func BenchmarkIPv4LPMWithWriter(b *testing.B) {
 		v := make([]byte, 4)
 		for i := 0; !stop.Load(); i++ {
 			binary.BigEndian.PutUint32(v, 0x0b000000|uint32(i%4096)<<8)
-			m := []Match{{Value: v, PrefixLen: 24}}
-			_ = pl.AddEntry(tid, TableEntry{Match: m, Action: ActionCall{ActionID: fwd, Params: [][]byte{{1}, {1}}}})
+			m := []pipeline.Match{{Value: v, PrefixLen: 24}}
+			_ = pl.AddEntry(tid, pipeline.TableEntry{Match: m, Action: pipeline.ActionCall{ActionID: fwd, Params: [][]byte{{1}, {1}}}})
 			_ = pl.DeleteEntry(tid, m, 0)
 			writes.Add(2)
 		}

@@ -20,6 +20,8 @@ package engine
 import (
 	"errors"
 	"fmt"
+
+	"github.com/terrapin/terrapin/toolchain/pipeline"
 )
 
 // ErrorCode classifies control API errors the way P4Runtime (gRPC) needs them.
@@ -80,261 +82,28 @@ func errf(code ErrorCode, format string, args ...any) error {
 	return &Error{Code: code, Msg: fmt.Sprintf(format, args...)}
 }
 
-// MatchKind is the match kind of one table key field.
-type MatchKind uint8
-
-// Match kinds. MatchValid is P4_14's "valid" kind (a header's validity as a
-// one-bit exact key); p4c's v1model back end does not emit it.
-const (
-	MatchExact MatchKind = iota
-	MatchLPM
-	MatchTernary
-	MatchRange
-	MatchOptional
-	MatchValid
-)
-
-func (k MatchKind) String() string {
-	switch k {
-	case MatchExact:
-		return "exact"
-	case MatchLPM:
-		return "lpm"
-	case MatchTernary:
-		return "ternary"
-	case MatchRange:
-		return "range"
-	case MatchOptional:
-		return "optional"
-	case MatchValid:
-		return "valid"
-	}
-	return "unknown"
-}
-
-// KeyFieldInfo describes one field of a table key.
-type KeyFieldInfo struct {
-	// Name is the key element's name as the JSON gives it (p4c writes the P4
-	// expression or its @name, e.g. "hdr.ipv4.dstAddr"); this is also the
-	// P4Info match field name.
-	Name string
-	// Target is "header.field" of the matched field ("header.$valid$" for
-	// validity keys).
-	Target   string
-	Kind     MatchKind
-	Bitwidth int
-}
-
-// ParamInfo describes one action parameter (control-plane action data).
-type ParamInfo struct {
-	Name     string
-	Bitwidth int
-}
-
-// ActionInfo describes one action of the program.
-type ActionInfo struct {
-	Name   string // fully qualified, as in the JSON (e.g. "ingress.set_nhop")
-	ID     int    // the JSON id
-	Params []ParamInfo
-}
-
-// TableInfo describes one match-action table.
-type TableInfo struct {
-	Name      string // fully qualified, as in the JSON (e.g. "ingress.ipv4_lpm")
-	ID        int    // the JSON id
-	Keys      []KeyFieldInfo
-	ActionIDs []int
-	MaxSize   int
-	// NeedsPriority is true when entries carry a priority: the table has a
-	// ternary, range or optional key field (BMv2's ternary/range tables).
-	NeedsPriority bool
-	// DirectCounter and DirectMeter name the direct resources, or "".
-	DirectCounter string
-	DirectMeter   string
-	// ConstDefault is true when the control plane may not change the default
-	// action (P4 "const default_action").
-	ConstDefault bool
-	// Immutable is true when the program gives the entries ("const entries"):
-	// the control plane may read them but not add, modify or delete.
-	Immutable bool
-	// Hidden is true for tables p4c synthesizes for straight-line code
-	// (no key, const default action); they are not in P4Info.
-	Hidden bool
-	// ActionProfile names the table's action profile or selector ("" for
-	// direct tables); entries then carry TableEntry.Indirect.
-	ActionProfile string
-}
-
-// CounterInfo describes a counter array (indirect) or a direct counter.
-type CounterInfo struct {
-	Name   string
-	ID     int
-	Size   int    // number of cells (0 for direct counters)
-	Direct bool   // true for direct counters
-	Table  string // the table a direct counter is bound to
-}
-
-// MeterUnit says what a meter measures.
-type MeterUnit uint8
-
-// Meter units.
-const (
-	MeterBytes MeterUnit = iota
-	MeterPackets
-)
-
-// MeterInfo describes a meter array (indirect) or a direct meter.
-type MeterInfo struct {
-	Name   string
-	ID     int
-	Size   int // number of cells (0 for direct meters)
-	Direct bool
-	Table  string // the table a direct meter is bound to
-	Unit   MeterUnit
-	// RateCount is the number of rates (2 for v1model's two-rate meters).
-	RateCount int
-}
-
-// RegisterInfo describes a register array.
-type RegisterInfo struct {
-	Name     string
-	ID       int
-	Size     int
-	Bitwidth int
-}
-
-// ValueSetInfo describes a parser value set.
-type ValueSetInfo struct {
-	Name string
-	ID   int
-	// Bitwidth is the compressed width of one member: the sum of the widths of
-	// the select key fields it is matched against.
-	Bitwidth int
-	MaxSize  int
-}
-
-// DigestInfo describes one digest (a BMv2 "learn list").
-type DigestInfo struct {
-	Name   string
-	ID     int
-	Fields []ParamInfo // name ("header.field") and width of each element
-}
-
-// Match is one key field of a table entry.
-type Match struct {
-	// Value: exact/optional/valid value, ternary value, lpm prefix value,
-	// range low bound.
-	Value []byte
-	// Mask: ternary mask (bits set are compared).
-	Mask []byte
-	// High: range high bound (inclusive).
-	High []byte
-	// PrefixLen: lpm prefix length in bits (0..Bitwidth).
-	PrefixLen int
-	// Wildcard makes the field match anything (P4Runtime's omitted
-	// ternary/lpm/range/optional field). Not allowed for exact fields.
-	Wildcard bool
-}
-
-// ActionCall is an action with its control-plane arguments.
-type ActionCall struct {
-	ActionID int
-	Params   [][]byte // one per ActionInfo.Params, in order
-}
-
-// CounterData is the value of one counter cell. v1model counters count
-// both; which of the two P4Info exposes is the P4RT server's business.
-type CounterData struct {
-	Packets uint64
-	Bytes   uint64
-}
-
-// MeterConfig configures a two-rate three-colour meter (RFC 2698, as BMv2
-// implements it). Rates are in the meter's unit (bytes or packets) per
-// second, bursts in the unit. BMv2 (and this engine) keeps rates per
-// microsecond internally: CIR/1e6.
-type MeterConfig struct {
-	CIR    uint64
-	CBurst uint64
-	PIR    uint64
-	PBurst uint64
-}
-
-// TableEntry is a match-action entry as the control API takes and returns it.
-type TableEntry struct {
-	Match []Match // one per TableInfo.Keys, in order
-	// Priority orders overlapping entries of ternary/range/optional tables:
-	// the larger value wins (P4Runtime convention). Ignored for exact and
-	// lpm tables. Entries of equal priority: the one added first wins.
-	Priority int32
-	Action   ActionCall
-	// Counter is the direct counter value: the initial value on AddEntry,
-	// the current value on ReadEntries.
-	Counter CounterData
-	// Meter is the direct meter configuration (nil: unconfigured, which
-	// colours every packet green).
-	Meter *MeterConfig
-	// Const is set on entries the program declared ("const entries").
-	Const bool
-	// Indirect is what an entry of an indirect table (action profile or
-	// selector) runs: a member or a group; Action is then unused. Added
-	// after the first publication of this API.
-	Indirect IndirectRef
-}
-
-// Replica is one copy made by a multicast group or clone session.
-type Replica struct {
-	Port uint32 // egress port
-	Rid  uint32 // egress_rid (P4Runtime "instance"); v1model keeps 16 bits
-}
-
-// CloneSession configures a clone (mirror) session.
-type CloneSession struct {
-	Replicas []Replica
-	// TruncateLength, when > 0, cuts clones to at most this many bytes on
-	// output (P4Runtime packet_length_bytes).
-	TruncateLength int
-	ClassOfService uint32 // accepted and stored; not used by v1model
-}
-
-// ValueSetMember is one member of a parser value set, in compressed form
-// (the select key fields' bits concatenated, big-endian).
-type ValueSetMember struct {
-	Value []byte
-	Mask  []byte // nil: all ones
-}
-
-// Digest is one digest message (a v1model digest() call).
-type Digest struct {
-	ListID int    // DigestInfo.ID
-	Name   string // DigestInfo.Name
-	Fields [][]byte
-	// Timestamp is the engine clock in microseconds when it was generated.
-	Timestamp uint64
-}
-
 // ---- Names and ids ----
 
 // Tables returns every table, hidden ones included, in JSON order.
-func (pl *Pipeline) Tables() []TableInfo { return pl.tableInfos() }
+func (pl *Pipeline) Tables() []pipeline.TableInfo { return pl.tableInfos() }
 
 // Actions returns every action in JSON order.
-func (pl *Pipeline) Actions() []ActionInfo { return pl.actionInfos() }
+func (pl *Pipeline) Actions() []pipeline.ActionInfo { return pl.actionInfos() }
 
 // Counters returns the counter arrays and direct counters.
-func (pl *Pipeline) Counters() []CounterInfo { return pl.counterInfos() }
+func (pl *Pipeline) Counters() []pipeline.CounterInfo { return pl.counterInfos() }
 
 // Meters returns the meter arrays and direct meters.
-func (pl *Pipeline) Meters() []MeterInfo { return pl.meterInfos() }
+func (pl *Pipeline) Meters() []pipeline.MeterInfo { return pl.meterInfos() }
 
 // Registers returns the register arrays.
-func (pl *Pipeline) Registers() []RegisterInfo { return pl.registerInfos() }
+func (pl *Pipeline) Registers() []pipeline.RegisterInfo { return pl.registerInfos() }
 
 // ValueSets returns the parser value sets.
-func (pl *Pipeline) ValueSets() []ValueSetInfo { return pl.valueSetInfos() }
+func (pl *Pipeline) ValueSets() []pipeline.ValueSetInfo { return pl.valueSetInfos() }
 
 // DigestLists returns the digests (learn lists) the program may send.
-func (pl *Pipeline) DigestLists() []DigestInfo { return pl.digestInfos() }
+func (pl *Pipeline) DigestLists() []pipeline.DigestInfo { return pl.digestInfos() }
 
 // ObjectKind selects the namespace of Lookup.
 type ObjectKind uint8
@@ -360,19 +129,19 @@ func (pl *Pipeline) Lookup(kind ObjectKind, name string) (int, bool) {
 }
 
 // Table returns the description of table id.
-func (pl *Pipeline) Table(id int) (TableInfo, error) {
+func (pl *Pipeline) Table(id int) (pipeline.TableInfo, error) {
 	t, err := pl.table(id)
 	if err != nil {
-		return TableInfo{}, err
+		return pipeline.TableInfo{}, err
 	}
 	return t.info, nil
 }
 
 // Action returns the description of action id.
-func (pl *Pipeline) Action(id int) (ActionInfo, error) {
+func (pl *Pipeline) Action(id int) (pipeline.ActionInfo, error) {
 	a, ok := pl.actionByID[id]
 	if !ok {
-		return ActionInfo{}, errf(CodeNotFound, "no action with id %d", id)
+		return pipeline.ActionInfo{}, errf(CodeNotFound, "no action with id %d", id)
 	}
 	return a.info(), nil
 }
@@ -413,7 +182,7 @@ func (pl *Pipeline) Batch(fn func(tx *Txn) error) error {
 
 // AddEntry inserts an entry. It fails with CodeAlreadyExists if an entry
 // with the same match (and priority, for tables with priorities) exists.
-func (tx *Txn) AddEntry(tableID int, e TableEntry) error {
+func (tx *Txn) AddEntry(tableID int, e pipeline.TableEntry) error {
 	t, err := tx.pl.table(tableID)
 	if err != nil {
 		return err
@@ -424,7 +193,7 @@ func (tx *Txn) AddEntry(tableID int, e TableEntry) error {
 // ModifyEntry replaces the action of the entry with the same match and
 // priority. Its direct counter and meter are kept (use WriteDirectCounter
 // and SetDirectMeter to change them).
-func (tx *Txn) ModifyEntry(tableID int, e TableEntry) error {
+func (tx *Txn) ModifyEntry(tableID int, e pipeline.TableEntry) error {
 	t, err := tx.pl.table(tableID)
 	if err != nil {
 		return err
@@ -433,7 +202,7 @@ func (tx *Txn) ModifyEntry(tableID int, e TableEntry) error {
 }
 
 // DeleteEntry removes the entry with this match and priority.
-func (tx *Txn) DeleteEntry(tableID int, match []Match, priority int32) error {
+func (tx *Txn) DeleteEntry(tableID int, match []pipeline.Match, priority int32) error {
 	t, err := tx.pl.table(tableID)
 	if err != nil {
 		return err
@@ -453,7 +222,7 @@ func (tx *Txn) ClearTable(tableID int) error {
 }
 
 // SetDefaultAction sets the action run on a miss.
-func (tx *Txn) SetDefaultAction(tableID int, a ActionCall) error {
+func (tx *Txn) SetDefaultAction(tableID int, a pipeline.ActionCall) error {
 	t, err := tx.pl.table(tableID)
 	if err != nil {
 		return err
@@ -473,17 +242,17 @@ func (tx *Txn) ResetDefaultAction(tableID int) error {
 }
 
 // AddEntry inserts an entry (see Txn.AddEntry).
-func (pl *Pipeline) AddEntry(tableID int, e TableEntry) error {
+func (pl *Pipeline) AddEntry(tableID int, e pipeline.TableEntry) error {
 	return pl.Batch(func(tx *Txn) error { return tx.AddEntry(tableID, e) })
 }
 
 // ModifyEntry replaces an entry's action (see Txn.ModifyEntry).
-func (pl *Pipeline) ModifyEntry(tableID int, e TableEntry) error {
+func (pl *Pipeline) ModifyEntry(tableID int, e pipeline.TableEntry) error {
 	return pl.Batch(func(tx *Txn) error { return tx.ModifyEntry(tableID, e) })
 }
 
 // DeleteEntry removes the entry with this match and priority.
-func (pl *Pipeline) DeleteEntry(tableID int, match []Match, priority int32) error {
+func (pl *Pipeline) DeleteEntry(tableID int, match []pipeline.Match, priority int32) error {
 	return pl.Batch(func(tx *Txn) error { return tx.DeleteEntry(tableID, match, priority) })
 }
 
@@ -494,7 +263,7 @@ func (pl *Pipeline) ClearTable(tableID int) error {
 }
 
 // SetDefaultAction sets the action run on a miss.
-func (pl *Pipeline) SetDefaultAction(tableID int, a ActionCall) error {
+func (pl *Pipeline) SetDefaultAction(tableID int, a pipeline.ActionCall) error {
 	return pl.Batch(func(tx *Txn) error { return tx.SetDefaultAction(tableID, a) })
 }
 
@@ -505,7 +274,7 @@ func (pl *Pipeline) ResetDefaultAction(tableID int) error {
 
 // ReadEntries returns a copy of every entry of the table (const entries
 // included), in insertion order, with current direct counter values.
-func (pl *Pipeline) ReadEntries(tableID int) ([]TableEntry, error) {
+func (pl *Pipeline) ReadEntries(tableID int) ([]pipeline.TableEntry, error) {
 	t, err := pl.table(tableID)
 	if err != nil {
 		return nil, err
@@ -514,24 +283,24 @@ func (pl *Pipeline) ReadEntries(tableID int) ([]TableEntry, error) {
 }
 
 // ReadEntry returns the entry with this match and priority.
-func (pl *Pipeline) ReadEntry(tableID int, match []Match, priority int32) (TableEntry, error) {
+func (pl *Pipeline) ReadEntry(tableID int, match []pipeline.Match, priority int32) (pipeline.TableEntry, error) {
 	t, err := pl.table(tableID)
 	if err != nil {
-		return TableEntry{}, err
+		return pipeline.TableEntry{}, err
 	}
 	en, err := t.find(t.state.Load(), match, priority)
 	if err != nil {
-		return TableEntry{}, err
+		return pipeline.TableEntry{}, err
 	}
 	return t.export(en), nil
 }
 
 // DefaultAction returns the current default action. ok is false when the
 // table has none (a miss then runs no action).
-func (pl *Pipeline) DefaultAction(tableID int) (a ActionCall, ok bool, err error) {
+func (pl *Pipeline) DefaultAction(tableID int) (a pipeline.ActionCall, ok bool, err error) {
 	t, err := pl.table(tableID)
 	if err != nil {
-		return ActionCall{}, false, err
+		return pipeline.ActionCall{}, false, err
 	}
 	a, ok = t.getDefault(t.state.Load())
 	return a, ok, nil
@@ -540,13 +309,13 @@ func (pl *Pipeline) DefaultAction(tableID int) (a ActionCall, ok bool, err error
 // ---- Direct resources ----
 
 // ReadDirectCounter returns the direct counter of an entry.
-func (pl *Pipeline) ReadDirectCounter(tableID int, match []Match, priority int32) (CounterData, error) {
+func (pl *Pipeline) ReadDirectCounter(tableID int, match []pipeline.Match, priority int32) (pipeline.CounterData, error) {
 	e, err := pl.ReadEntry(tableID, match, priority)
 	return e.Counter, err
 }
 
 // WriteDirectCounter sets the direct counter of an entry.
-func (pl *Pipeline) WriteDirectCounter(tableID int, match []Match, priority int32, d CounterData) error {
+func (pl *Pipeline) WriteDirectCounter(tableID int, match []pipeline.Match, priority int32, d pipeline.CounterData) error {
 	t, err := pl.table(tableID)
 	if err != nil {
 		return err
@@ -564,7 +333,7 @@ func (pl *Pipeline) WriteDirectCounter(tableID int, match []Match, priority int3
 
 // SetDirectMeter configures (cfg != nil) or resets (cfg == nil) the direct
 // meter of an entry.
-func (pl *Pipeline) SetDirectMeter(tableID int, match []Match, priority int32, cfg *MeterConfig) error {
+func (pl *Pipeline) SetDirectMeter(tableID int, match []pipeline.Match, priority int32, cfg *pipeline.MeterConfig) error {
 	t, err := pl.table(tableID)
 	if err != nil {
 		return err
@@ -581,7 +350,7 @@ func (pl *Pipeline) SetDirectMeter(tableID int, match []Match, priority int32, c
 
 // DirectMeter returns the configuration of an entry's direct meter (nil when
 // unconfigured).
-func (pl *Pipeline) DirectMeter(tableID int, match []Match, priority int32) (*MeterConfig, error) {
+func (pl *Pipeline) DirectMeter(tableID int, match []pipeline.Match, priority int32) (*pipeline.MeterConfig, error) {
 	e, err := pl.ReadEntry(tableID, match, priority)
 	return e.Meter, err
 }
@@ -589,16 +358,16 @@ func (pl *Pipeline) DirectMeter(tableID int, match []Match, priority int32) (*Me
 // ---- Indirect counters, meters, registers ----
 
 // ReadCounter returns one cell of a counter array.
-func (pl *Pipeline) ReadCounter(counterID, index int) (CounterData, error) {
+func (pl *Pipeline) ReadCounter(counterID, index int) (pipeline.CounterData, error) {
 	c, err := pl.counterArray(counterID, index)
 	if err != nil {
-		return CounterData{}, err
+		return pipeline.CounterData{}, err
 	}
 	return c.cells[index].load(), nil
 }
 
 // WriteCounter sets one cell of a counter array.
-func (pl *Pipeline) WriteCounter(counterID, index int, d CounterData) error {
+func (pl *Pipeline) WriteCounter(counterID, index int, d pipeline.CounterData) error {
 	c, err := pl.counterArray(counterID, index)
 	if err != nil {
 		return err
@@ -614,14 +383,14 @@ func (pl *Pipeline) ResetCounters(counterID int) error {
 		return err
 	}
 	for i := range c.cells {
-		c.cells[i].store(CounterData{})
+		c.cells[i].store(pipeline.CounterData{})
 	}
 	return nil
 }
 
 // SetMeter configures (cfg != nil) or resets (cfg == nil) one cell of a
 // meter array. index < 0 configures every cell.
-func (pl *Pipeline) SetMeter(meterID, index int, cfg *MeterConfig) error {
+func (pl *Pipeline) SetMeter(meterID, index int, cfg *pipeline.MeterConfig) error {
 	m, err := pl.meterArray(meterID, index)
 	if err != nil {
 		return err
@@ -639,7 +408,7 @@ func (pl *Pipeline) SetMeter(meterID, index int, cfg *MeterConfig) error {
 }
 
 // Meter returns the configuration of one meter cell (nil: unconfigured).
-func (pl *Pipeline) Meter(meterID, index int) (*MeterConfig, error) {
+func (pl *Pipeline) Meter(meterID, index int) (*pipeline.MeterConfig, error) {
 	m, err := pl.meterArray(meterID, index)
 	if err != nil {
 		return nil, err
@@ -683,7 +452,7 @@ func (pl *Pipeline) ResetRegister(registerID int) error {
 
 // SetMulticastGroup creates or replaces a multicast group. Group 0 means "no
 // multicast" in v1model and is rejected.
-func (pl *Pipeline) SetMulticastGroup(group uint32, replicas []Replica) error {
+func (pl *Pipeline) SetMulticastGroup(group uint32, replicas []pipeline.Replica) error {
 	return pl.pre.setGroup(group, replicas)
 }
 
@@ -693,7 +462,7 @@ func (pl *Pipeline) DeleteMulticastGroup(group uint32) error {
 }
 
 // MulticastGroup returns the replicas of a group.
-func (pl *Pipeline) MulticastGroup(group uint32) ([]Replica, bool) {
+func (pl *Pipeline) MulticastGroup(group uint32) ([]pipeline.Replica, bool) {
 	return pl.pre.group(group)
 }
 
@@ -701,7 +470,7 @@ func (pl *Pipeline) MulticastGroup(group uint32) ([]Replica, bool) {
 func (pl *Pipeline) MulticastGroups() []uint32 { return pl.pre.groupIDs() }
 
 // SetCloneSession creates or replaces a clone session.
-func (pl *Pipeline) SetCloneSession(id uint32, s CloneSession) error {
+func (pl *Pipeline) SetCloneSession(id uint32, s pipeline.CloneSession) error {
 	return pl.pre.setSession(id, s)
 }
 
@@ -711,7 +480,7 @@ func (pl *Pipeline) DeleteCloneSession(id uint32) error {
 }
 
 // CloneSessionConfig returns a clone session's configuration.
-func (pl *Pipeline) CloneSessionConfig(id uint32) (CloneSession, bool) {
+func (pl *Pipeline) CloneSessionConfig(id uint32) (pipeline.CloneSession, bool) {
 	return pl.pre.session(id)
 }
 
@@ -721,7 +490,7 @@ func (pl *Pipeline) CloneSessions() []uint32 { return pl.pre.sessionIDs() }
 // ---- Parser value sets ----
 
 // SetValueSet replaces the members of a parser value set.
-func (pl *Pipeline) SetValueSet(id int, members []ValueSetMember) error {
+func (pl *Pipeline) SetValueSet(id int, members []pipeline.ValueSetMember) error {
 	vs, ok := pl.vsetByID[id]
 	if !ok {
 		return errf(CodeNotFound, "no value set with id %d", id)
@@ -730,7 +499,7 @@ func (pl *Pipeline) SetValueSet(id int, members []ValueSetMember) error {
 }
 
 // ValueSet returns the members of a parser value set.
-func (pl *Pipeline) ValueSet(id int) ([]ValueSetMember, error) {
+func (pl *Pipeline) ValueSet(id int) ([]pipeline.ValueSetMember, error) {
 	vs, ok := pl.vsetByID[id]
 	if !ok {
 		return nil, errf(CodeNotFound, "no value set with id %d", id)
@@ -743,7 +512,7 @@ func (pl *Pipeline) ValueSet(id int) ([]ValueSetMember, error) {
 // Digests returns the channel on which digest messages arrive. The channel
 // is buffered; when it is full, new digests are dropped and counted
 // (DroppedDigests) rather than blocking packet processing.
-func (pl *Pipeline) Digests() <-chan Digest { return pl.digests }
+func (pl *Pipeline) Digests() <-chan pipeline.Digest { return pl.digests }
 
 // DroppedDigests returns how many digests were dropped because the channel
 // was full.

@@ -25,6 +25,8 @@ import (
 	"fmt"
 	"math/big"
 	"math/bits"
+
+	"github.com/terrapin/terrapin/toolchain/pipeline"
 )
 
 type u64Fn func(p *Packet) uint64
@@ -86,8 +88,8 @@ func (d *dexpr) exact() u64Fn {
 type compiler struct {
 	pl     *Pipeline
 	lay    *layout
-	params []ParamInfo // action parameters while compiling an action body
-	where  string      // for error messages
+	params []pipeline.ParamInfo // action parameters while compiling an action body
+	where  string               // for error messages
 }
 
 func (c *compiler) errorf(format string, args ...any) error {

@@ -7,6 +7,8 @@ import (
 	"math/big"
 	"sync"
 	"sync/atomic"
+
+	"github.com/terrapin/terrapin/toolchain/pipeline"
 )
 
 // ---- counters ----
@@ -21,11 +23,11 @@ func (c *counterCell) add(nbytes uint64) {
 	c.bytes.Add(nbytes)
 }
 
-func (c *counterCell) load() CounterData {
-	return CounterData{Packets: c.packets.Load(), Bytes: c.bytes.Load()}
+func (c *counterCell) load() pipeline.CounterData {
+	return pipeline.CounterData{Packets: c.packets.Load(), Bytes: c.bytes.Load()}
 }
 
-func (c *counterCell) store(d CounterData) {
+func (c *counterCell) store(d pipeline.CounterData) {
 	c.packets.Store(d.Packets)
 	c.bytes.Store(d.Bytes)
 }
@@ -49,7 +51,7 @@ type counterArray struct {
 type meterCell struct {
 	mu         sync.Mutex
 	configured bool
-	cfg        MeterConfig
+	cfg        pipeline.MeterConfig
 	origin     int64 // ns, the meter's time origin (BMv2 time_init)
 	// rates[0] is the peak rate (colour red on exhaustion), rates[1] the
 	// committed rate (yellow).
@@ -71,12 +73,12 @@ const (
 	ColorRed    = 2
 )
 
-func (m *meterCell) configure(cfg *MeterConfig, nowNs int64) error {
+func (m *meterCell) configure(cfg *pipeline.MeterConfig, nowNs int64) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if cfg == nil {
 		m.configured = false
-		m.cfg = MeterConfig{}
+		m.cfg = pipeline.MeterConfig{}
 		return nil
 	}
 	if cfg.PIR < cfg.CIR {
@@ -90,7 +92,7 @@ func (m *meterCell) configure(cfg *MeterConfig, nowNs int64) error {
 	return nil
 }
 
-func (m *meterCell) config() *MeterConfig {
+func (m *meterCell) config() *pipeline.MeterConfig {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.configured {
@@ -145,14 +147,14 @@ type meterArray struct {
 	cells     []meterCell
 	direct    bool
 	table     string
-	unit      MeterUnit
+	unit      pipeline.MeterUnit
 	rateCount int
 	// direct meters write their colour here on a hit
 	result *lvalue
 }
 
 func (m *meterArray) input(p *Packet) uint64 {
-	if m.unit == MeterPackets {
+	if m.unit == pipeline.MeterPackets {
 		return 1
 	}
 	return uint64(p.ingressLen)
@@ -284,10 +286,10 @@ func (v *valueSet) members() []vsMember {
 type vsMember struct {
 	v64, m64 uint64 // members of value sets up to 64 bits wide
 	vb, mb   []byte // right-aligned, ceil(width/8) bytes
-	raw      ValueSetMember
+	raw      pipeline.ValueSetMember
 }
 
-func (v *valueSet) set(ms []ValueSetMember) error {
+func (v *valueSet) set(ms []pipeline.ValueSetMember) error {
 	if v.maxSize > 0 && len(ms) > v.maxSize {
 		return errf(CodeResourceExhausted, "value set %s holds at most %d members", v.name, v.maxSize)
 	}
@@ -297,7 +299,7 @@ func (v *valueSet) set(ms []ValueSetMember) error {
 		if !fitsWidth(m.Value, v.width) || (m.Mask != nil && !fitsWidth(m.Mask, v.width)) {
 			return errf(CodeInvalidArgument, "value set %s member does not fit %d bits", v.name, v.width)
 		}
-		vm := vsMember{vb: normBytes(m.Value, nb), raw: ValueSetMember{Value: append([]byte(nil), m.Value...)}}
+		vm := vsMember{vb: normBytes(m.Value, nb), raw: pipeline.ValueSetMember{Value: append([]byte(nil), m.Value...)}}
 		if m.Mask != nil {
 			vm.mb = normBytes(m.Mask, nb)
 			vm.raw.Mask = append([]byte(nil), m.Mask...)
@@ -322,11 +324,11 @@ func (v *valueSet) set(ms []ValueSetMember) error {
 	return nil
 }
 
-func (v *valueSet) get() []ValueSetMember {
+func (v *valueSet) get() []pipeline.ValueSetMember {
 	ms := v.members()
-	out := make([]ValueSetMember, len(ms))
+	out := make([]pipeline.ValueSetMember, len(ms))
 	for i, m := range ms {
-		out[i] = ValueSetMember{Value: append([]byte(nil), m.raw.Value...)}
+		out[i] = pipeline.ValueSetMember{Value: append([]byte(nil), m.raw.Value...)}
 		if m.raw.Mask != nil {
 			out[i].Mask = append([]byte(nil), m.raw.Mask...)
 		}

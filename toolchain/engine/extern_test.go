@@ -3,6 +3,8 @@ package engine
 import (
 	"bytes"
 	"testing"
+
+	"github.com/terrapin/terrapin/toolchain/pipeline"
 )
 
 func named(kind, name string) map[string]any { return map[string]any{"type": kind, "value": name} }
@@ -21,18 +23,18 @@ func TestMeterColours(t *testing.T) {
 	cases := []struct {
 		name string
 		unit string
-		cfg  *MeterConfig
+		cfg  *pipeline.MeterConfig
 		size int
 		pkts []pkt
 	}{
-		{"packets", "packets", &MeterConfig{CIR: 1000, CBurst: 2, PIR: 2000, PBurst: 3}, 1, []pkt{
+		{"packets", "packets", &pipeline.MeterConfig{CIR: 1000, CBurst: 2, PIR: 2000, PBurst: 3}, 1, []pkt{
 			{0, ColorGreen}, {0, ColorGreen}, {0, ColorYellow}, {0, ColorRed},
 			// +1 ms: 2 peak tokens, 1 committed token
 			{1000, ColorGreen}, {1000, ColorYellow}, {1000, ColorRed},
 			// +4 ms more: both buckets full again (3 and 2)
 			{5000, ColorGreen}, {5000, ColorGreen}, {5000, ColorYellow}, {5000, ColorRed},
 		}},
-		{"bytes", "bytes", &MeterConfig{CIR: 1000, CBurst: 100, PIR: 2000, PBurst: 200}, 60, []pkt{
+		{"bytes", "bytes", &pipeline.MeterConfig{CIR: 1000, CBurst: 100, PIR: 2000, PBurst: 200}, 60, []pkt{
 			{0, ColorGreen}, {0, ColorYellow}, {0, ColorYellow}, {0, ColorRed},
 			// +30 ms: +60 peak bytes (20+60=80), +30 committed (40+30=70)
 			{30000, ColorGreen},
@@ -68,10 +70,10 @@ func TestMeterColours(t *testing.T) {
 	t.Run("bad config", func(t *testing.T) {
 		tp := testProg{fields: [][]any{u("c", 8)}, extra: map[string]any{"meter_arrays": []any{map[string]any{"name": "m", "id": 0, "type": "bytes", "rate_count": 2, "size": 1, "is_direct": false}}}}
 		pl := tp.load(t, Options{})
-		if err := pl.SetMeter(0, 0, &MeterConfig{CIR: 10, PIR: 5}); ErrorCodeOf(err) != CodeInvalidArgument {
+		if err := pl.SetMeter(0, 0, &pipeline.MeterConfig{CIR: 10, PIR: 5}); ErrorCodeOf(err) != CodeInvalidArgument {
 			t.Errorf("PIR < CIR accepted: %v", err)
 		}
-		if err := pl.SetMeter(0, 1, &MeterConfig{}); ErrorCodeOf(err) != CodeOutOfRange {
+		if err := pl.SetMeter(0, 1, &pipeline.MeterConfig{}); ErrorCodeOf(err) != CodeOutOfRange {
 			t.Errorf("index out of range: %v", err)
 		}
 	})
@@ -93,9 +95,9 @@ func TestDirectMeterAndCounter(t *testing.T) {
 	}
 	pl := tp.load(t, Options{Clock: func() int64 { return nowNs }})
 	tid, _ := pl.Lookup(KindTable, "ingress.t")
-	m := []Match{{Value: []byte{5}}}
-	cfg := &MeterConfig{CIR: 1, CBurst: 1, PIR: 1, PBurst: 2}
-	if err := pl.AddEntry(tid, TableEntry{Match: m, Action: ActionCall{ActionID: 1}, Meter: cfg}); err != nil {
+	m := []pipeline.Match{{Value: []byte{5}}}
+	cfg := &pipeline.MeterConfig{CIR: 1, CBurst: 1, PIR: 1, PBurst: 2}
+	if err := pl.AddEntry(tid, pipeline.TableEntry{Match: m, Action: pipeline.ActionCall{ActionID: 1}, Meter: cfg}); err != nil {
 		t.Fatal(err)
 	}
 	want := []byte{ColorGreen, ColorYellow, ColorRed}
@@ -110,7 +112,7 @@ func TestDirectMeterAndCounter(t *testing.T) {
 	if err != nil || d.Packets != 3 || d.Bytes != 12 {
 		t.Errorf("direct counter %+v, %v; want 3 packets, 12 bytes", d, err)
 	}
-	if err := pl.WriteDirectCounter(tid, m, 0, CounterData{}); err != nil {
+	if err := pl.WriteDirectCounter(tid, m, 0, pipeline.CounterData{}); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := pl.DirectMeter(tid, m, 0); got == nil || *got != *cfg {
@@ -118,7 +120,7 @@ func TestDirectMeterAndCounter(t *testing.T) {
 	}
 	// Modifying the entry keeps its counter.
 	process(pl, []byte{5, 0}, 0)
-	if err := pl.ModifyEntry(tid, TableEntry{Match: m, Action: ActionCall{ActionID: 0}}); err != nil {
+	if err := pl.ModifyEntry(tid, pipeline.TableEntry{Match: m, Action: pipeline.ActionCall{ActionID: 0}}); err != nil {
 		t.Fatal(err)
 	}
 	if d, _ := pl.ReadDirectCounter(tid, m, 0); d.Packets != 1 {
@@ -174,7 +176,7 @@ func TestCountersAndRegisters(t *testing.T) {
 	if err := pl.WriteRegister(0, 0, []byte{1, 0, 0, 0, 0}); ErrorCodeOf(err) != CodeInvalidArgument {
 		t.Errorf("too wide register value: %v", err)
 	}
-	if err := pl.WriteCounter(0, 2, CounterData{Packets: 9}); err != nil {
+	if err := pl.WriteCounter(0, 2, pipeline.CounterData{Packets: 9}); err != nil {
 		t.Fatal(err)
 	}
 	if d, _ := pl.ReadCounter(0, 2); d.Packets != 9 {

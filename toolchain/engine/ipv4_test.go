@@ -6,6 +6,8 @@ import (
 	"os"
 	"sync"
 	"testing"
+
+	"github.com/terrapin/terrapin/toolchain/pipeline"
 )
 
 func loadFixture(t testing.TB, name string, opts Options) *Pipeline {
@@ -80,9 +82,9 @@ func addRoute(t testing.TB, pl *Pipeline, prefix uint32, plen int, mac uint64, p
 	m := make([]byte, 6)
 	putUint(m, mac)
 	pb := []byte{byte(port >> 8), byte(port)}
-	err := pl.AddEntry(tid, TableEntry{
-		Match:  []Match{{Value: v, PrefixLen: plen}},
-		Action: ActionCall{ActionID: aid, Params: [][]byte{m, pb}},
+	err := pl.AddEntry(tid, pipeline.TableEntry{
+		Match:  []pipeline.Match{{Value: v, PrefixLen: plen}},
+		Action: pipeline.ActionCall{ActionID: aid, Params: [][]byte{m, pb}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -140,7 +142,7 @@ func TestIPv4LPMForwarding(t *testing.T) {
 	}
 	// Remove the default route: a miss runs the default action (drop).
 	tid, _ := pl.Lookup(KindTable, "MyIngress.ipv4_lpm")
-	if err := pl.DeleteEntry(tid, []Match{{Value: []byte{0}, PrefixLen: 0}}, 0); err != nil {
+	if err := pl.DeleteEntry(tid, []pipeline.Match{{Value: []byte{0}, PrefixLen: 0}}, 0); err != nil {
 		t.Fatal(err)
 	}
 	if out := process(pl, ipv4Frame(0xc0a80001, 64, nil), 1); len(out) != 0 {
@@ -159,24 +161,24 @@ func TestTableEntryErrors(t *testing.T) {
 	pl := loadFixture(t, "ipv4_lpm.json", Options{})
 	tid, _ := pl.Lookup(KindTable, "MyIngress.ipv4_lpm")
 	fwd, _ := pl.Lookup(KindAction, "MyIngress.ipv4_forward")
-	good := TableEntry{Match: []Match{{Value: []byte{10, 0, 0, 0}, PrefixLen: 8}},
-		Action: ActionCall{ActionID: fwd, Params: [][]byte{{1}, {1}}}}
+	good := pipeline.TableEntry{Match: []pipeline.Match{{Value: []byte{10, 0, 0, 0}, PrefixLen: 8}},
+		Action: pipeline.ActionCall{ActionID: fwd, Params: [][]byte{{1}, {1}}}}
 	if err := pl.AddEntry(tid, good); err != nil {
 		t.Fatal(err)
 	}
 	cases := []struct {
 		name string
-		e    TableEntry
+		e    pipeline.TableEntry
 		code ErrorCode
 	}{
 		{"duplicate", good, CodeAlreadyExists},
-		{"same prefix other bits masked", TableEntry{Match: []Match{{Value: []byte{10, 1, 0, 0}, PrefixLen: 8}}, Action: good.Action}, CodeAlreadyExists},
-		{"prefix too long", TableEntry{Match: []Match{{Value: []byte{10, 0, 0, 0}, PrefixLen: 33}}, Action: good.Action}, CodeInvalidArgument},
-		{"value too wide", TableEntry{Match: []Match{{Value: []byte{1, 10, 0, 0, 0}, PrefixLen: 8}}, Action: good.Action}, CodeInvalidArgument},
-		{"param too wide", TableEntry{Match: []Match{{Value: []byte{11, 0, 0, 0}, PrefixLen: 8}}, Action: ActionCall{ActionID: fwd, Params: [][]byte{{1}, {2, 0}}}}, CodeInvalidArgument},
-		{"missing param", TableEntry{Match: []Match{{Value: []byte{11, 0, 0, 0}, PrefixLen: 8}}, Action: ActionCall{ActionID: fwd, Params: [][]byte{{1}}}}, CodeInvalidArgument},
-		{"unknown action", TableEntry{Match: []Match{{Value: []byte{11, 0, 0, 0}, PrefixLen: 8}}, Action: ActionCall{ActionID: 999}}, CodeInvalidArgument},
-		{"key count", TableEntry{Action: good.Action}, CodeInvalidArgument},
+		{"same prefix other bits masked", pipeline.TableEntry{Match: []pipeline.Match{{Value: []byte{10, 1, 0, 0}, PrefixLen: 8}}, Action: good.Action}, CodeAlreadyExists},
+		{"prefix too long", pipeline.TableEntry{Match: []pipeline.Match{{Value: []byte{10, 0, 0, 0}, PrefixLen: 33}}, Action: good.Action}, CodeInvalidArgument},
+		{"value too wide", pipeline.TableEntry{Match: []pipeline.Match{{Value: []byte{1, 10, 0, 0, 0}, PrefixLen: 8}}, Action: good.Action}, CodeInvalidArgument},
+		{"param too wide", pipeline.TableEntry{Match: []pipeline.Match{{Value: []byte{11, 0, 0, 0}, PrefixLen: 8}}, Action: pipeline.ActionCall{ActionID: fwd, Params: [][]byte{{1}, {2, 0}}}}, CodeInvalidArgument},
+		{"missing param", pipeline.TableEntry{Match: []pipeline.Match{{Value: []byte{11, 0, 0, 0}, PrefixLen: 8}}, Action: pipeline.ActionCall{ActionID: fwd, Params: [][]byte{{1}}}}, CodeInvalidArgument},
+		{"unknown action", pipeline.TableEntry{Match: []pipeline.Match{{Value: []byte{11, 0, 0, 0}, PrefixLen: 8}}, Action: pipeline.ActionCall{ActionID: 999}}, CodeInvalidArgument},
+		{"key count", pipeline.TableEntry{Action: good.Action}, CodeInvalidArgument},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -186,7 +188,7 @@ func TestTableEntryErrors(t *testing.T) {
 			}
 		})
 	}
-	if _, err := pl.ReadEntry(tid, []Match{{Value: []byte{12, 0, 0, 0}, PrefixLen: 8}}, 0); ErrorCodeOf(err) != CodeNotFound {
+	if _, err := pl.ReadEntry(tid, []pipeline.Match{{Value: []byte{12, 0, 0, 0}, PrefixLen: 8}}, 0); ErrorCodeOf(err) != CodeNotFound {
 		t.Errorf("read missing entry: %v", err)
 	}
 	es, err := pl.ReadEntries(tid)
@@ -195,7 +197,7 @@ func TestTableEntryErrors(t *testing.T) {
 	}
 	// Modify keeps the entry, changes its action data.
 	mod := good
-	mod.Action = ActionCall{ActionID: fwd, Params: [][]byte{{2}, {5}}}
+	mod.Action = pipeline.ActionCall{ActionID: fwd, Params: [][]byte{{2}, {5}}}
 	if err := pl.ModifyEntry(tid, mod); err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +247,7 @@ func TestConcurrentControlPlane(t *testing.T) {
 		if i%2 == 0 {
 			v := make([]byte, 4)
 			binary.BigEndian.PutUint32(v, 0x0b000000+uint32(i)<<8)
-			if err := pl.DeleteEntry(tid, []Match{{Value: v, PrefixLen: 24}}, 0); err != nil {
+			if err := pl.DeleteEntry(tid, []pipeline.Match{{Value: v, PrefixLen: 24}}, 0); err != nil {
 				t.Error(err)
 			}
 		}
@@ -287,9 +289,9 @@ func TestPacketsAllocateNothingWhileRoutesChange(t *testing.T) {
 	packets() // warm the pool
 	v := []byte{0x0b, 0, 0x2a, 0}
 	for round := 0; round < 20; round++ {
-		m := []Match{{Value: v, PrefixLen: 24}}
+		m := []pipeline.Match{{Value: v, PrefixLen: 24}}
 		if round%2 == 0 {
-			if err := pl.AddEntry(tid, TableEntry{Match: m, Action: ActionCall{ActionID: fwd, Params: [][]byte{{1}, {1}}}}); err != nil {
+			if err := pl.AddEntry(tid, pipeline.TableEntry{Match: m, Action: pipeline.ActionCall{ActionID: fwd, Params: [][]byte{{1}, {1}}}}); err != nil {
 				t.Fatal(err)
 			}
 		} else if err := pl.DeleteEntry(tid, m, 0); err != nil {

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/terrapin/terrapin/toolchain/pipeline"
 )
 
 // Options configure a pipeline.
@@ -79,7 +81,7 @@ type Pipeline struct {
 	std          stdFields
 
 	pre            *pre
-	digests        chan Digest
+	digests        chan pipeline.Digest
 	digestDrops    atomic.Uint64
 	assertFailures atomic.Uint64
 	seedCounter    atomic.Uint64
@@ -220,7 +222,7 @@ func load(jsonText []byte, opts Options, reference bool) (pl *Pipeline, err erro
 	if nd <= 0 {
 		nd = 1024
 	}
-	pl.digests = make(chan Digest, nd)
+	pl.digests = make(chan pipeline.Digest, nd)
 	for k := KindTable; k <= KindActionProfile; k++ {
 		pl.names[k] = map[string]int{}
 	}
@@ -256,7 +258,7 @@ func load(jsonText []byte, opts Options, reference bool) (pl *Pipeline, err erro
 		}
 		ma := &meterArray{name: jm.Name, id: jm.ID, direct: jm.IsDirect, table: jm.Binding, rateCount: jm.RateCount}
 		if jm.Type == "packets" {
-			ma.unit = MeterPackets
+			ma.unit = pipeline.MeterPackets
 		}
 		if !jm.IsDirect {
 			ma.cells = make([]meterCell, jm.Size)
@@ -938,63 +940,63 @@ func (pl *Pipeline) table(id int) (*table, error) {
 	return t, nil
 }
 
-func (pl *Pipeline) tableInfos() []TableInfo {
-	out := make([]TableInfo, len(pl.tables))
+func (pl *Pipeline) tableInfos() []pipeline.TableInfo {
+	out := make([]pipeline.TableInfo, len(pl.tables))
 	for i, t := range pl.tables {
 		out[i] = t.info
-		out[i].Keys = append([]KeyFieldInfo(nil), t.info.Keys...)
+		out[i].Keys = append([]pipeline.KeyFieldInfo(nil), t.info.Keys...)
 		out[i].ActionIDs = append([]int(nil), t.info.ActionIDs...)
 	}
 	return out
 }
 
-func (pl *Pipeline) actionInfos() []ActionInfo {
-	out := make([]ActionInfo, len(pl.actions))
+func (pl *Pipeline) actionInfos() []pipeline.ActionInfo {
+	out := make([]pipeline.ActionInfo, len(pl.actions))
 	for i, a := range pl.actions {
 		out[i] = a.info()
 	}
 	return out
 }
 
-func (pl *Pipeline) counterInfos() []CounterInfo {
-	out := make([]CounterInfo, len(pl.counters))
+func (pl *Pipeline) counterInfos() []pipeline.CounterInfo {
+	out := make([]pipeline.CounterInfo, len(pl.counters))
 	for i, c := range pl.counters {
-		out[i] = CounterInfo{Name: c.name, ID: c.id, Size: len(c.cells), Direct: c.direct, Table: c.table}
+		out[i] = pipeline.CounterInfo{Name: c.name, ID: c.id, Size: len(c.cells), Direct: c.direct, Table: c.table}
 	}
 	return out
 }
 
-func (pl *Pipeline) meterInfos() []MeterInfo {
-	out := make([]MeterInfo, len(pl.meters))
+func (pl *Pipeline) meterInfos() []pipeline.MeterInfo {
+	out := make([]pipeline.MeterInfo, len(pl.meters))
 	for i, m := range pl.meters {
-		out[i] = MeterInfo{Name: m.name, ID: m.id, Size: len(m.cells), Direct: m.direct, Table: m.table, Unit: m.unit, RateCount: m.rateCount}
+		out[i] = pipeline.MeterInfo{Name: m.name, ID: m.id, Size: len(m.cells), Direct: m.direct, Table: m.table, Unit: m.unit, RateCount: m.rateCount}
 	}
 	return out
 }
 
-func (pl *Pipeline) registerInfos() []RegisterInfo {
-	out := make([]RegisterInfo, len(pl.registers))
+func (pl *Pipeline) registerInfos() []pipeline.RegisterInfo {
+	out := make([]pipeline.RegisterInfo, len(pl.registers))
 	for i, r := range pl.registers {
-		out[i] = RegisterInfo{Name: r.name, ID: r.id, Size: r.size(), Bitwidth: r.width}
+		out[i] = pipeline.RegisterInfo{Name: r.name, ID: r.id, Size: r.size(), Bitwidth: r.width}
 	}
 	return out
 }
 
-func (pl *Pipeline) valueSetInfos() []ValueSetInfo {
-	out := make([]ValueSetInfo, len(pl.vsets))
+func (pl *Pipeline) valueSetInfos() []pipeline.ValueSetInfo {
+	out := make([]pipeline.ValueSetInfo, len(pl.vsets))
 	for i, v := range pl.vsets {
-		out[i] = ValueSetInfo{Name: v.name, ID: v.id, Bitwidth: v.width, MaxSize: v.maxSize}
+		out[i] = pipeline.ValueSetInfo{Name: v.name, ID: v.id, Bitwidth: v.width, MaxSize: v.maxSize}
 	}
 	return out
 }
 
-func (pl *Pipeline) digestInfos() []DigestInfo {
-	out := make([]DigestInfo, len(pl.learnLists))
+func (pl *Pipeline) digestInfos() []pipeline.DigestInfo {
+	out := make([]pipeline.DigestInfo, len(pl.learnLists))
 	for i, l := range pl.learnLists {
-		d := DigestInfo{Name: l.name, ID: l.id}
+		d := pipeline.DigestInfo{Name: l.name, ID: l.id}
 		for _, r := range l.fields {
 			fd := pl.lay.field(r)
-			d.Fields = append(d.Fields, ParamInfo{Name: pl.lay.headers[r.hdr].name + "." + fd.name, Bitwidth: fd.width})
+			d.Fields = append(d.Fields, pipeline.ParamInfo{Name: pl.lay.headers[r.hdr].name + "." + fd.name, Bitwidth: fd.width})
 		}
 		out[i] = d
 	}

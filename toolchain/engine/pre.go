@@ -5,30 +5,32 @@ package engine
 import (
 	"sort"
 	"sync"
+
+	"github.com/terrapin/terrapin/toolchain/pipeline"
 )
 
 type pre struct {
 	mu       sync.RWMutex
-	groups   map[uint32][]Replica
-	sessions map[uint32]*CloneSession
+	groups   map[uint32][]pipeline.Replica
+	sessions map[uint32]*pipeline.CloneSession
 }
 
 func newPRE() *pre {
-	return &pre{groups: map[uint32][]Replica{}, sessions: map[uint32]*CloneSession{}}
+	return &pre{groups: map[uint32][]pipeline.Replica{}, sessions: map[uint32]*pipeline.CloneSession{}}
 }
 
-func (r *pre) setGroup(g uint32, reps []Replica) error {
+func (r *pre) setGroup(g uint32, reps []pipeline.Replica) error {
 	if g == 0 {
 		return errf(CodeInvalidArgument, "multicast group 0 means no multicast")
 	}
-	seen := map[Replica]bool{}
+	seen := map[pipeline.Replica]bool{}
 	for _, x := range reps {
 		if seen[x] {
 			return errf(CodeInvalidArgument, "duplicate replica (port %d, rid %d)", x.Port, x.Rid)
 		}
 		seen[x] = true
 	}
-	cp := append([]Replica(nil), reps...)
+	cp := append([]pipeline.Replica(nil), reps...)
 	r.mu.Lock()
 	r.groups[g] = cp
 	r.mu.Unlock()
@@ -45,16 +47,16 @@ func (r *pre) deleteGroup(g uint32) error {
 	return nil
 }
 
-func (r *pre) group(g uint32) ([]Replica, bool) {
+func (r *pre) group(g uint32) ([]pipeline.Replica, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	reps, ok := r.groups[g]
-	return append([]Replica(nil), reps...), ok
+	return append([]pipeline.Replica(nil), reps...), ok
 }
 
 // replicas is the packet-path read: the returned slice is never mutated
 // (setGroup installs a fresh one), so no copy is needed.
-func (r *pre) replicas(g uint32) []Replica {
+func (r *pre) replicas(g uint32) []pipeline.Replica {
 	r.mu.RLock()
 	reps := r.groups[g]
 	r.mu.RUnlock()
@@ -72,12 +74,12 @@ func (r *pre) groupIDs() []uint32 {
 	return out
 }
 
-func (r *pre) setSession(id uint32, s CloneSession) error {
+func (r *pre) setSession(id uint32, s pipeline.CloneSession) error {
 	if s.TruncateLength < 0 {
 		return errf(CodeInvalidArgument, "negative truncation length")
 	}
 	cp := s
-	cp.Replicas = append([]Replica(nil), s.Replicas...)
+	cp.Replicas = append([]pipeline.Replica(nil), s.Replicas...)
 	r.mu.Lock()
 	r.sessions[id] = &cp
 	r.mu.Unlock()
@@ -94,19 +96,19 @@ func (r *pre) deleteSession(id uint32) error {
 	return nil
 }
 
-func (r *pre) session(id uint32) (CloneSession, bool) {
+func (r *pre) session(id uint32) (pipeline.CloneSession, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	s, ok := r.sessions[id]
 	if !ok {
-		return CloneSession{}, false
+		return pipeline.CloneSession{}, false
 	}
 	cp := *s
-	cp.Replicas = append([]Replica(nil), s.Replicas...)
+	cp.Replicas = append([]pipeline.Replica(nil), s.Replicas...)
 	return cp, true
 }
 
-func (r *pre) sessionRef(id uint32) *CloneSession {
+func (r *pre) sessionRef(id uint32) *pipeline.CloneSession {
 	r.mu.RLock()
 	s := r.sessions[id]
 	r.mu.RUnlock()

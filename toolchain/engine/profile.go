@@ -8,32 +8,9 @@ package engine
 
 import (
 	"sync/atomic"
+
+	"github.com/terrapin/terrapin/toolchain/pipeline"
 )
-
-// IndirectKind says what an entry of an indirect table refers to.
-type IndirectKind uint8
-
-// Indirect reference kinds.
-const (
-	IndirectNone   IndirectKind = iota // a direct table: the entry has an action
-	IndirectMember                     // an action profile member
-	IndirectGroup                      // an action selector group
-)
-
-// IndirectRef is the action reference of an entry of an indirect table.
-type IndirectRef struct {
-	Kind IndirectKind
-	ID   uint32
-}
-
-// ActionProfileInfo describes an action profile (or selector).
-type ActionProfileInfo struct {
-	Name        string
-	ID          int
-	MaxSize     int
-	HasSelector bool
-	TableIDs    []int
-}
 
 type profileMember struct {
 	act  *action
@@ -81,12 +58,12 @@ func (ps *profileState) clone() *profileState {
 }
 
 // resolve picks the member an entry runs (nil: nothing to run).
-func (ap *actionProfile) resolve(p *Packet, ref IndirectRef) *profileMember {
+func (ap *actionProfile) resolve(p *Packet, ref pipeline.IndirectRef) *profileMember {
 	ps := ap.state.Load()
 	switch ref.Kind {
-	case IndirectMember:
+	case pipeline.IndirectMember:
 		return ps.members[ref.ID]
-	case IndirectGroup:
+	case pipeline.IndirectGroup:
 		g := ps.groups[ref.ID]
 		if len(g) == 0 {
 			return nil
@@ -109,10 +86,10 @@ func (pl *Pipeline) profile(id int) (*actionProfile, error) {
 }
 
 // ActionProfiles returns the program's action profiles and selectors.
-func (pl *Pipeline) ActionProfiles() []ActionProfileInfo {
-	out := make([]ActionProfileInfo, 0, len(pl.profiles))
+func (pl *Pipeline) ActionProfiles() []pipeline.ActionProfileInfo {
+	out := make([]pipeline.ActionProfileInfo, 0, len(pl.profiles))
 	for _, ap := range pl.profiles {
-		info := ActionProfileInfo{Name: ap.name, ID: ap.id, MaxSize: ap.maxSize, HasSelector: ap.selector != nil}
+		info := pipeline.ActionProfileInfo{Name: ap.name, ID: ap.id, MaxSize: ap.maxSize, HasSelector: ap.selector != nil}
 		for _, t := range ap.tables {
 			info.TableIDs = append(info.TableIDs, t.info.ID)
 		}
@@ -122,7 +99,7 @@ func (pl *Pipeline) ActionProfiles() []ActionProfileInfo {
 }
 
 // SetProfileMember creates or replaces a member of an action profile.
-func (pl *Pipeline) SetProfileMember(profileID int, member uint32, a ActionCall) error {
+func (pl *Pipeline) SetProfileMember(profileID int, member uint32, a pipeline.ActionCall) error {
 	ap, err := pl.profile(profileID)
 	if err != nil {
 		return err
@@ -166,7 +143,7 @@ func (pl *Pipeline) DeleteProfileMember(profileID int, member uint32) error {
 			}
 		}
 	}
-	if ap.referenced(IndirectRef{Kind: IndirectMember, ID: member}) {
+	if ap.referenced(pipeline.IndirectRef{Kind: pipeline.IndirectMember, ID: member}) {
 		return errf(CodeFailedPrecondition, "member %d is used by a table entry", member)
 	}
 	ps = ps.clone()
@@ -176,14 +153,14 @@ func (pl *Pipeline) DeleteProfileMember(profileID int, member uint32) error {
 }
 
 // ProfileMembers returns the members of an action profile.
-func (pl *Pipeline) ProfileMembers(profileID int) (map[uint32]ActionCall, error) {
+func (pl *Pipeline) ProfileMembers(profileID int) (map[uint32]pipeline.ActionCall, error) {
 	ap, err := pl.profile(profileID)
 	if err != nil {
 		return nil, err
 	}
-	out := map[uint32]ActionCall{}
+	out := map[uint32]pipeline.ActionCall{}
 	for id, m := range ap.state.Load().members {
-		out[id] = ActionCall{ActionID: m.act.id, Params: exportActionData(m.act.params, m.data)}
+		out[id] = pipeline.ActionCall{ActionID: m.act.id, Params: exportActionData(m.act.params, m.data)}
 	}
 	return out, nil
 }
@@ -228,7 +205,7 @@ func (pl *Pipeline) DeleteProfileGroup(profileID int, group uint32) error {
 	if _, ok := ps.groups[group]; !ok {
 		return errf(CodeNotFound, "action profile %s has no group %d", ap.name, group)
 	}
-	if ap.referenced(IndirectRef{Kind: IndirectGroup, ID: group}) {
+	if ap.referenced(pipeline.IndirectRef{Kind: pipeline.IndirectGroup, ID: group}) {
 		return errf(CodeFailedPrecondition, "group %d is used by a table entry", group)
 	}
 	ps = ps.clone()
@@ -250,7 +227,7 @@ func (pl *Pipeline) ProfileGroups(profileID int) (map[uint32][]uint32, error) {
 	return out, nil
 }
 
-func (ap *actionProfile) referenced(ref IndirectRef) bool {
+func (ap *actionProfile) referenced(ref pipeline.IndirectRef) bool {
 	for _, t := range ap.tables {
 		for _, en := range t.state.Load().ordered() {
 			if en.ref == ref {
@@ -262,14 +239,14 @@ func (ap *actionProfile) referenced(ref IndirectRef) bool {
 }
 
 // checkRef validates an entry's reference into the table's profile.
-func (t *table) checkRef(ref IndirectRef) error {
+func (t *table) checkRef(ref pipeline.IndirectRef) error {
 	ps := t.profile.state.Load()
 	switch ref.Kind {
-	case IndirectMember:
+	case pipeline.IndirectMember:
 		if _, ok := ps.members[ref.ID]; !ok {
 			return errf(CodeNotFound, "action profile %s has no member %d", t.profile.name, ref.ID)
 		}
-	case IndirectGroup:
+	case pipeline.IndirectGroup:
 		if t.profile.selector == nil {
 			return errf(CodeInvalidArgument, "table %s has no action selector", t.info.Name)
 		}

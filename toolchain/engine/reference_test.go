@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/terrapin/terrapin/toolchain/engine"
+	"github.com/terrapin/terrapin/toolchain/pipeline"
 	"github.com/terrapin/terrapin/toolchain/stf"
 )
 
@@ -88,27 +89,27 @@ func (b *diffBackend) each(f func(pl *engine.Pipeline) error) error {
 	return first
 }
 
-func (b *diffBackend) AddEntry(t engine.TableInfo, e engine.TableEntry) error {
+func (b *diffBackend) AddEntry(t pipeline.TableInfo, e pipeline.TableEntry) error {
 	return b.each(func(pl *engine.Pipeline) error { return pl.AddEntry(t.ID, e) })
 }
 
-func (b *diffBackend) DeleteEntry(t engine.TableInfo, m []engine.Match, prio int32) error {
+func (b *diffBackend) DeleteEntry(t pipeline.TableInfo, m []pipeline.Match, prio int32) error {
 	return b.each(func(pl *engine.Pipeline) error { return pl.DeleteEntry(t.ID, m, prio) })
 }
 
-func (b *diffBackend) SetDefault(t engine.TableInfo, a engine.ActionCall) error {
+func (b *diffBackend) SetDefault(t pipeline.TableInfo, a pipeline.ActionCall) error {
 	return b.each(func(pl *engine.Pipeline) error { return pl.SetDefaultAction(t.ID, a) })
 }
 
-func (b *diffBackend) SetCloneSession(id uint32, s engine.CloneSession) error {
+func (b *diffBackend) SetCloneSession(id uint32, s pipeline.CloneSession) error {
 	return b.each(func(pl *engine.Pipeline) error { return pl.SetCloneSession(id, s) })
 }
 
-func (b *diffBackend) SetMulticastGroup(g uint32, r []engine.Replica) error {
+func (b *diffBackend) SetMulticastGroup(g uint32, r []pipeline.Replica) error {
 	return b.each(func(pl *engine.Pipeline) error { return pl.SetMulticastGroup(g, r) })
 }
 
-func (b *diffBackend) ReadCounter(c engine.CounterInfo, index int) (engine.CounterData, error) {
+func (b *diffBackend) ReadCounter(c pipeline.CounterInfo, index int) (pipeline.CounterData, error) {
 	d, err := b.main.ReadCounter(c.ID, index)
 	r, rerr := b.mainRef.ReadCounter(c.ID, index)
 	if err == nil && rerr == nil && d != r {
@@ -117,7 +118,7 @@ func (b *diffBackend) ReadCounter(c engine.CounterInfo, index int) (engine.Count
 	return d, err
 }
 
-func (b *diffBackend) ReadDirectCounter(t engine.TableInfo, m []engine.Match, prio int32) (engine.CounterData, error) {
+func (b *diffBackend) ReadDirectCounter(t pipeline.TableInfo, m []pipeline.Match, prio int32) (pipeline.CounterData, error) {
 	d, err := b.main.ReadDirectCounter(t.ID, m, prio)
 	r, rerr := b.mainRef.ReadDirectCounter(t.ID, m, prio)
 	if err == nil && rerr == nil && d != r {

@@ -19,6 +19,8 @@ package engine
 import (
 	"encoding/binary"
 	"math/bits"
+
+	"github.com/terrapin/terrapin/toolchain/pipeline"
 )
 
 // Job is a packet waiting for egress: the device queues it on Port in the
@@ -706,7 +708,7 @@ func (pl *Pipeline) sendDigest(p *Packet, id int) {
 	if !ok {
 		return
 	}
-	d := Digest{ListID: id, Name: ll.name, Timestamp: pl.Now()}
+	d := pipeline.Digest{ListID: id, Name: ll.name, Timestamp: pl.Now()}
 	for _, r := range ll.fields {
 		d.Fields = append(d.Fields, p.fieldBytes(r))
 	}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/terrapin/terrapin/toolchain/pipeline"
 )
 
 // TestReplication covers v1model's packet replication: I2E and E2E clones
@@ -21,7 +23,7 @@ func TestReplication(t *testing.T) {
 			egress: []any{markType},
 		}
 		pl := tp.load(t, Options{})
-		if err := pl.SetCloneSession(5, CloneSession{Replicas: []Replica{{Port: 3}}, TruncateLength: 3}); err != nil {
+		if err := pl.SetCloneSession(5, pipeline.CloneSession{Replicas: []pipeline.Replica{{Port: 3}}, TruncateLength: 3}); err != nil {
 			t.Fatal(err)
 		}
 		out := process(pl, mustHex(t, "0102 cccccc"), 0)
@@ -47,7 +49,7 @@ func TestReplication(t *testing.T) {
 			},
 		}
 		pl := tp.load(t, Options{})
-		if err := pl.SetCloneSession(6, CloneSession{Replicas: []Replica{{Port: 4}}}); err != nil {
+		if err := pl.SetCloneSession(6, pipeline.CloneSession{Replicas: []pipeline.Replica{{Port: 4}}}); err != nil {
 			t.Fatal(err)
 		}
 		out := process(pl, mustHex(t, "0102"), 0)
@@ -68,7 +70,7 @@ func TestReplication(t *testing.T) {
 			egress: []any{tAssign(tF("h", "a"), tF("standard_metadata", "egress_rid")), markType},
 		}
 		pl := tp.load(t, Options{})
-		if err := pl.SetMulticastGroup(7, []Replica{{Port: 1, Rid: 10}, {Port: 2, Rid: 20}, {Port: 2, Rid: 21}}); err != nil {
+		if err := pl.SetMulticastGroup(7, []pipeline.Replica{{Port: 1, Rid: 10}, {Port: 2, Rid: 20}, {Port: 2, Rid: 21}}); err != nil {
 			t.Fatal(err)
 		}
 		out := process(pl, mustHex(t, "0000"), 0)
@@ -166,7 +168,7 @@ func TestValueSetsDigestsLogs(t *testing.T) {
 	if out := process(pl, mustHex(t, "0501"), 0); len(out) != 1 || out[0].port != 0 {
 		t.Fatalf("empty value set matched: %v", out)
 	}
-	if err := pl.SetValueSet(vs, []ValueSetMember{{Value: []byte{5}}, {Value: []byte{0x40}, Mask: []byte{0xf0}}}); err != nil {
+	if err := pl.SetValueSet(vs, []pipeline.ValueSetMember{{Value: []byte{5}}, {Value: []byte{0x40}, Mask: []byte{0xf0}}}); err != nil {
 		t.Fatal(err)
 	}
 	for in, port := range map[string]uint32{"0501": 2, "4701": 2, "0601": 0} {
@@ -177,7 +179,7 @@ func TestValueSetsDigestsLogs(t *testing.T) {
 	if got, _ := pl.ValueSet(vs); len(got) != 2 {
 		t.Errorf("value set read back %v", got)
 	}
-	if err := pl.SetValueSet(vs, []ValueSetMember{{Value: []byte{1, 0}}}); ErrorCodeOf(err) != CodeInvalidArgument {
+	if err := pl.SetValueSet(vs, []pipeline.ValueSetMember{{Value: []byte{1, 0}}}); ErrorCodeOf(err) != CodeInvalidArgument {
 		t.Errorf("too wide member: %v", err)
 	}
 	n := 0

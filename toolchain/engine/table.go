@@ -24,6 +24,8 @@ import (
 	"sort"
 	"strings"
 	"sync/atomic"
+
+	"github.com/terrapin/terrapin/toolchain/pipeline"
 )
 
 type tableKind uint8
@@ -37,7 +39,7 @@ const (
 )
 
 type keyField struct {
-	info   KeyFieldInfo
+	info   pipeline.KeyFieldInfo
 	narrow bool
 	read   u64Fn // narrow fields
 	slot   int   // PHV word of a plain narrow field key, -1 otherwise
@@ -107,13 +109,13 @@ func (st *tableState) lpmMap(l int) *shardMap[uint64] {
 }
 
 type entry struct {
-	match   []Match // normalized copy, for readback
+	match   []pipeline.Match // normalized copy, for readback
 	prio    int32
 	act     *action
 	data    *actionData
 	counter *counterCell // shared by the versions of a modified entry
 	meter   *meterCell
-	ref     IndirectRef // indirect tables: member or group (act is nil)
+	ref     pipeline.IndirectRef // indirect tables: member or group (act is nil)
 	seq     uint64
 	isConst bool
 
@@ -130,7 +132,7 @@ type entry struct {
 
 type table struct {
 	pl      *Pipeline
-	info    TableInfo
+	info    pipeline.TableInfo
 	keys    []keyField
 	kind    tableKind
 	keyLen  int // byte-padded key length
@@ -164,20 +166,20 @@ type table struct {
 	profile       *actionProfile // indirect tables
 }
 
-func matchKindOf(s string) (MatchKind, error) {
+func matchKindOf(s string) (pipeline.MatchKind, error) {
 	switch s {
 	case "exact":
-		return MatchExact, nil
+		return pipeline.MatchExact, nil
 	case "lpm":
-		return MatchLPM, nil
+		return pipeline.MatchLPM, nil
 	case "ternary":
-		return MatchTernary, nil
+		return pipeline.MatchTernary, nil
 	case "range":
-		return MatchRange, nil
+		return pipeline.MatchRange, nil
 	case "optional":
-		return MatchOptional, nil
+		return pipeline.MatchOptional, nil
 	case "valid":
-		return MatchValid, nil
+		return pipeline.MatchValid, nil
 	}
 	return 0, fmt.Errorf("unsupported match kind %q", s)
 }
@@ -190,7 +192,7 @@ func (c *compiler) compileTable(jt *jTable) (*table, error) {
 		lpmIdx:       -1,
 		seed:         maphash.MakeSeed(),
 	}
-	t.info = TableInfo{Name: jt.Name, ID: jt.ID, MaxSize: jt.MaxSize, ActionIDs: append([]int(nil), jt.ActionIDs...)}
+	t.info = pipeline.TableInfo{Name: jt.Name, ID: jt.ID, MaxSize: jt.MaxSize, ActionIDs: append([]int(nil), jt.ActionIDs...)}
 	c.where = "table " + jt.Name
 	defer func() { c.where = "" }()
 	switch jt.Type {
@@ -217,8 +219,8 @@ func (c *compiler) compileTable(jt *jTable) (*table, error) {
 		if err != nil {
 			return nil, c.errorf("%v", err)
 		}
-		kf := keyField{info: KeyFieldInfo{Name: jk.Name, Kind: kind}, smask: ^uint64(0), slot: -1}
-		if kind == MatchValid {
+		kf := keyField{info: pipeline.KeyFieldInfo{Name: jk.Name, Kind: kind}, smask: ^uint64(0), slot: -1}
+		if kind == pipeline.MatchValid {
 			var hname string
 			if err := json.Unmarshal(jk.Target, &hname); err != nil {
 				var pair []string
@@ -301,10 +303,10 @@ func (c *compiler) compileTable(jt *jTable) (*table, error) {
 		}
 		totalBits += kf.info.Bitwidth
 		switch kind {
-		case MatchLPM:
+		case pipeline.MatchLPM:
 			nLPM++
 			t.lpmIdx = i
-		case MatchTernary, MatchRange, MatchOptional:
+		case pipeline.MatchTernary, pipeline.MatchRange, pipeline.MatchOptional:
 			t.prioTbl = true
 		}
 		t.keys = append(t.keys, kf)
@@ -411,9 +413,9 @@ func (t *table) constEntries(jt *jTable) error {
 		if len(je.MatchKey) != len(t.keys) {
 			return fmt.Errorf("table %s entry %d: %d key fields, want %d", t.info.Name, n, len(je.MatchKey), len(t.keys))
 		}
-		var e TableEntry
+		var e pipeline.TableEntry
 		for _, mk := range je.MatchKey {
-			var m Match
+			var m pipeline.Match
 			keyHex := func() ([]byte, error) {
 				var s string
 				if err := json.Unmarshal(mk.Key, &s); err != nil {
@@ -484,7 +486,7 @@ func (t *table) constEntries(jt *jTable) error {
 		if err != nil {
 			return fmt.Errorf("table %s entry %d: %v", t.info.Name, n, err)
 		}
-		e.Action = ActionCall{ActionID: a.id, Params: exportActionData(a.params, ad)}
+		e.Action = pipeline.ActionCall{ActionID: a.id, Params: exportActionData(a.params, ad)}
 		// BMv2 JSON priorities: smaller is stronger. Ours: larger wins.
 		e.Priority = int32(1<<24 - je.Priority)
 		if je.Priority < 0 || je.Priority >= 1<<24 {
@@ -504,7 +506,7 @@ func (t *table) constEntries(jt *jTable) error {
 
 // normalize validates m against key field kf and returns a normalized copy
 // plus a canonical identity string fragment.
-func (kf *keyField) normalize(m Match) (Match, string, error) {
+func (kf *keyField) normalize(m pipeline.Match) (pipeline.Match, string, error) {
 	w := kf.info.Bitwidth
 	nb := kf.nbytes
 	full := make([]byte, nb)
@@ -519,9 +521,9 @@ func (kf *keyField) normalize(m Match) (Match, string, error) {
 		}
 		return nil
 	}
-	var out Match
+	var out pipeline.Match
 	switch kf.info.Kind {
-	case MatchExact, MatchValid:
+	case pipeline.MatchExact, pipeline.MatchValid:
 		if m.Wildcard {
 			return out, "", errf(CodeInvalidArgument, "exact key field %s cannot be a wildcard", name)
 		}
@@ -530,7 +532,7 @@ func (kf *keyField) normalize(m Match) (Match, string, error) {
 		}
 		out.Value = normBytes(m.Value, nb)
 		return out, "e" + string(out.Value), nil
-	case MatchLPM:
+	case pipeline.MatchLPM:
 		if m.Wildcard {
 			out.Value = make([]byte, nb)
 			out.PrefixLen = 0
@@ -549,7 +551,7 @@ func (kf *keyField) normalize(m Match) (Match, string, error) {
 			out.Value[i] &= pm[i]
 		}
 		return out, fmt.Sprintf("l%d:%s", out.PrefixLen, out.Value), nil
-	case MatchTernary, MatchOptional:
+	case pipeline.MatchTernary, pipeline.MatchOptional:
 		if m.Wildcard {
 			out.Value = make([]byte, nb)
 			out.Mask = make([]byte, nb)
@@ -558,7 +560,7 @@ func (kf *keyField) normalize(m Match) (Match, string, error) {
 				return out, "", err
 			}
 			out.Value = normBytes(m.Value, nb)
-			if kf.info.Kind == MatchOptional || m.Mask == nil {
+			if kf.info.Kind == pipeline.MatchOptional || m.Mask == nil {
 				out.Mask = full
 			} else {
 				if err := chk(m.Mask, "mask"); err != nil {
@@ -570,7 +572,7 @@ func (kf *keyField) normalize(m Match) (Match, string, error) {
 		for i := range out.Value {
 			out.Value[i] &= out.Mask[i]
 		}
-		if kf.info.Kind == MatchOptional && !m.Wildcard {
+		if kf.info.Kind == pipeline.MatchOptional && !m.Wildcard {
 			out.Mask = nil
 		}
 		if m.Wildcard {
@@ -581,7 +583,7 @@ func (kf *keyField) normalize(m Match) (Match, string, error) {
 			mk = full
 		}
 		return out, "t" + string(out.Value) + "/" + string(mk), nil
-	case MatchRange:
+	case pipeline.MatchRange:
 		if m.Wildcard {
 			out.Value = make([]byte, nb)
 			out.High = full
@@ -622,11 +624,11 @@ func prefixMask(w, plen int) []byte {
 
 // identity returns the canonical key of an entry (match + priority when
 // the table orders by priority).
-func (t *table) identity(match []Match, prio int32) ([]Match, string, error) {
+func (t *table) identity(match []pipeline.Match, prio int32) ([]pipeline.Match, string, error) {
 	if len(match) != len(t.keys) {
 		return nil, "", errf(CodeInvalidArgument, "table %s has %d key fields, got %d", t.info.Name, len(t.keys), len(match))
 	}
-	norm := make([]Match, len(match))
+	norm := make([]pipeline.Match, len(match))
 	var sb strings.Builder
 	for i := range t.keys {
 		m, id, err := t.keys[i].normalize(match[i])
@@ -643,7 +645,7 @@ func (t *table) identity(match []Match, prio int32) ([]Match, string, error) {
 	return norm, sb.String(), nil
 }
 
-func (t *table) checkAction(a ActionCall) (*action, *actionData, error) {
+func (t *table) checkAction(a pipeline.ActionCall) (*action, *actionData, error) {
 	act, ok := t.actions[a.ActionID]
 	if !ok {
 		return nil, nil, errf(CodeInvalidArgument, "action %d is not an action of table %s", a.ActionID, t.info.Name)
@@ -660,7 +662,7 @@ func (t *table) checkAction(a ActionCall) (*action, *actionData, error) {
 // Writers hold pl.mu and work on a private clone of the state (st), which
 // the caller publishes.
 
-func (t *table) add(st *tableState, e TableEntry) error {
+func (t *table) add(st *tableState, e pipeline.TableEntry) error {
 	if t.info.Immutable {
 		return errf(CodePermissionDenied, "table %s has const entries", t.info.Name)
 	}
@@ -670,7 +672,7 @@ func (t *table) add(st *tableState, e TableEntry) error {
 	return t.insert(st, e, false)
 }
 
-func (t *table) insert(st *tableState, e TableEntry, isConst bool) error {
+func (t *table) insert(st *tableState, e pipeline.TableEntry, isConst bool) error {
 	norm, id, err := t.identity(e.Match, e.Priority)
 	if err != nil {
 		return err
@@ -689,7 +691,7 @@ func (t *table) insert(st *tableState, e TableEntry, isConst bool) error {
 			return err
 		}
 	} else {
-		if e.Indirect.Kind != IndirectNone {
+		if e.Indirect.Kind != pipeline.IndirectNone {
 			return errf(CodeInvalidArgument, "table %s is not indirect", t.info.Name)
 		}
 		if act, ad, err = t.checkAction(e.Action); err != nil {
@@ -730,20 +732,20 @@ func (t *table) compileEntry(en *entry) {
 		w := kf.info.Bitwidth
 		var val, msk, hi []byte
 		switch kf.info.Kind {
-		case MatchExact, MatchValid:
+		case pipeline.MatchExact, pipeline.MatchValid:
 			val = m.Value
 			msk = nil
-		case MatchLPM:
+		case pipeline.MatchLPM:
 			val = m.Value
 			msk = prefixMask(w, m.PrefixLen)
 			en.prefix = m.PrefixLen
-		case MatchTernary, MatchOptional:
+		case pipeline.MatchTernary, pipeline.MatchOptional:
 			val = m.Value
 			msk = m.Mask
 			if m.Wildcard {
 				msk = make([]byte, kf.nbytes)
 			}
-		case MatchRange:
+		case pipeline.MatchRange:
 			val, hi = m.Value, m.High
 		}
 		if kf.narrow {
@@ -865,7 +867,7 @@ func (t *table) unindex(st *tableState, en *entry) {
 	}
 }
 
-func (t *table) find(st *tableState, match []Match, prio int32) (*entry, error) {
+func (t *table) find(st *tableState, match []pipeline.Match, prio int32) (*entry, error) {
 	_, id, err := t.identity(match, prio)
 	if err != nil {
 		return nil, err
@@ -884,7 +886,7 @@ func (t *table) replace(st *tableState, id string, old, nu *entry) {
 	t.index(st, nu)
 }
 
-func (t *table) modify(st *tableState, e TableEntry) error {
+func (t *table) modify(st *tableState, e pipeline.TableEntry) error {
 	if t.info.Immutable {
 		return errf(CodePermissionDenied, "table %s has const entries", t.info.Name)
 	}
@@ -915,7 +917,7 @@ func (t *table) modify(st *tableState, e TableEntry) error {
 	return nil
 }
 
-func (t *table) remove(st *tableState, match []Match, prio int32) error {
+func (t *table) remove(st *tableState, match []pipeline.Match, prio int32) error {
 	if t.info.Immutable {
 		return errf(CodePermissionDenied, "table %s has const entries", t.info.Name)
 	}
@@ -948,19 +950,19 @@ func (t *table) cleared(st *tableState) *tableState {
 	return n
 }
 
-func (t *table) export(en *entry) TableEntry {
-	e := TableEntry{
-		Match:    make([]Match, len(en.match)),
+func (t *table) export(en *entry) pipeline.TableEntry {
+	e := pipeline.TableEntry{
+		Match:    make([]pipeline.Match, len(en.match)),
 		Priority: en.prio,
 		Counter:  en.counter.load(),
 		Const:    en.isConst,
 		Indirect: en.ref,
 	}
 	if en.act != nil {
-		e.Action = ActionCall{ActionID: en.act.id, Params: exportActionData(en.act.params, en.data)}
+		e.Action = pipeline.ActionCall{ActionID: en.act.id, Params: exportActionData(en.act.params, en.data)}
 	}
 	for i, m := range en.match {
-		e.Match[i] = Match{
+		e.Match[i] = pipeline.Match{
 			Value:     append([]byte(nil), m.Value...),
 			Mask:      append([]byte(nil), m.Mask...),
 			High:      append([]byte(nil), m.High...),
@@ -980,16 +982,16 @@ func (t *table) export(en *entry) TableEntry {
 	return e
 }
 
-func (t *table) read(st *tableState) []TableEntry {
+func (t *table) read(st *tableState) []pipeline.TableEntry {
 	es := st.ordered()
-	out := make([]TableEntry, 0, len(es))
+	out := make([]pipeline.TableEntry, 0, len(es))
 	for _, en := range es {
 		out = append(out, t.export(en))
 	}
 	return out
 }
 
-func (t *table) setDefault(st *tableState, a ActionCall) error {
+func (t *table) setDefault(st *tableState, a pipeline.ActionCall) error {
 	act, ad, err := t.checkAction(a)
 	if err != nil {
 		return err
@@ -1004,11 +1006,11 @@ func (t *table) setDefault(st *tableState, a ActionCall) error {
 	return nil
 }
 
-func (t *table) getDefault(st *tableState) (ActionCall, bool) {
+func (t *table) getDefault(st *tableState) (pipeline.ActionCall, bool) {
 	if st.defAct == nil {
-		return ActionCall{}, false
+		return pipeline.ActionCall{}, false
 	}
-	return ActionCall{ActionID: st.defAct.id, Params: exportActionData(st.defAct.params, st.defData)}, true
+	return pipeline.ActionCall{ActionID: st.defAct.id, Params: exportActionData(st.defAct.params, st.defData)}, true
 }
 
 // ---- lookup (packet path) ----
@@ -1083,7 +1085,7 @@ outer:
 			kf := &t.keys[i]
 			if kf.narrow {
 				k := p.keyU[i]
-				if kf.info.Kind == MatchRange {
+				if kf.info.Kind == pipeline.MatchRange {
 					if k < en.vals[i] || k > en.his[i] {
 						continue outer
 					}
@@ -1094,7 +1096,7 @@ outer:
 			}
 			off := kf.wideAt(p)
 			k := p.wide[off : off+kf.nbytes]
-			if kf.info.Kind == MatchRange {
+			if kf.info.Kind == pipeline.MatchRange {
 				if bytesMasked(k, kf.smaskB, en.wvals[i]) < 0 || bytesMasked(k, kf.smaskB, en.whis[i]) > 0 {
 					continue outer
 				}

@@ -3,6 +3,8 @@ package engine
 import (
 	"fmt"
 	"testing"
+
+	"github.com/terrapin/terrapin/toolchain/pipeline"
 )
 
 func keyDef(kind, field string) map[string]any {
@@ -18,7 +20,7 @@ var setAction = map[string]any{"name": "set", "id": 1, "runtime_data": []any{map
 func b16(v uint16) []byte { return []byte{byte(v >> 8), byte(v)} }
 
 type tEntry struct {
-	m    []Match
+	m    []pipeline.Match
 	prio int32
 	v    byte
 }
@@ -34,44 +36,44 @@ func TestMatchKinds(t *testing.T) {
 		probes  map[[2]uint16]byte // (k, k2) -> c (0: miss)
 	}{
 		{"exact", []any{keyDef("exact", "k")}, []tEntry{
-			{[]Match{{Value: b16(0x0800)}}, 0, 1},
-			{[]Match{{Value: b16(0x86dd)}}, 0, 2},
+			{[]pipeline.Match{{Value: b16(0x0800)}}, 0, 1},
+			{[]pipeline.Match{{Value: b16(0x86dd)}}, 0, 2},
 		}, map[[2]uint16]byte{{0x0800, 0}: 1, {0x86dd, 0}: 2, {0x0801, 0}: 0}},
 		{"two exact fields", []any{keyDef("exact", "k"), keyDef("exact", "k2")}, []tEntry{
-			{[]Match{{Value: b16(1)}, {Value: b16(2)}}, 0, 1},
-			{[]Match{{Value: b16(1)}, {Value: b16(3)}}, 0, 2},
+			{[]pipeline.Match{{Value: b16(1)}, {Value: b16(2)}}, 0, 1},
+			{[]pipeline.Match{{Value: b16(1)}, {Value: b16(3)}}, 0, 2},
 		}, map[[2]uint16]byte{{1, 2}: 1, {1, 3}: 2, {2, 2}: 0}},
 		{"lpm longest prefix wins", []any{keyDef("lpm", "k")}, []tEntry{
-			{[]Match{{Value: b16(0xab00), PrefixLen: 8}}, 0, 1},
-			{[]Match{{Value: b16(0xabc0), PrefixLen: 12}}, 0, 2},
-			{[]Match{{Value: b16(0xabcd), PrefixLen: 16}}, 0, 3},
-			{[]Match{{Wildcard: true}}, 0, 4},
+			{[]pipeline.Match{{Value: b16(0xab00), PrefixLen: 8}}, 0, 1},
+			{[]pipeline.Match{{Value: b16(0xabc0), PrefixLen: 12}}, 0, 2},
+			{[]pipeline.Match{{Value: b16(0xabcd), PrefixLen: 16}}, 0, 3},
+			{[]pipeline.Match{{Wildcard: true}}, 0, 4},
 		}, map[[2]uint16]byte{{0xabcd, 0}: 3, {0xabce, 0}: 2, {0xab01, 0}: 1, {0x1234, 0}: 4}},
 		{"lpm with exact field", []any{keyDef("exact", "k2"), keyDef("lpm", "k")}, []tEntry{
-			{[]Match{{Value: b16(7)}, {Value: b16(0xab00), PrefixLen: 8}}, 0, 1},
-			{[]Match{{Value: b16(8)}, {Value: b16(0xabcd), PrefixLen: 16}}, 0, 2},
+			{[]pipeline.Match{{Value: b16(7)}, {Value: b16(0xab00), PrefixLen: 8}}, 0, 1},
+			{[]pipeline.Match{{Value: b16(8)}, {Value: b16(0xabcd), PrefixLen: 16}}, 0, 2},
 		}, map[[2]uint16]byte{{0xabcd, 7}: 1, {0xabcd, 8}: 2, {0xab00, 8}: 0}},
 		{"ternary priority", []any{keyDef("ternary", "k")}, []tEntry{
-			{[]Match{{Value: b16(0x0100), Mask: b16(0xff00)}}, 10, 1},
-			{[]Match{{Value: b16(0x0101), Mask: b16(0xffff)}}, 20, 2},
-			{[]Match{{Value: b16(0x0001), Mask: b16(0x00ff)}}, 5, 3},
-			{[]Match{{Wildcard: true}}, 1, 4},
+			{[]pipeline.Match{{Value: b16(0x0100), Mask: b16(0xff00)}}, 10, 1},
+			{[]pipeline.Match{{Value: b16(0x0101), Mask: b16(0xffff)}}, 20, 2},
+			{[]pipeline.Match{{Value: b16(0x0001), Mask: b16(0x00ff)}}, 5, 3},
+			{[]pipeline.Match{{Wildcard: true}}, 1, 4},
 		}, map[[2]uint16]byte{{0x0101, 0}: 2, {0x0102, 0}: 1, {0x0201, 0}: 3, {0x0303, 0}: 4}},
 		{"ternary equal priority: first added wins", []any{keyDef("ternary", "k")}, []tEntry{
-			{[]Match{{Value: b16(0x0100), Mask: b16(0xff00)}}, 10, 1},
-			{[]Match{{Value: b16(0x0001), Mask: b16(0x00ff)}}, 10, 2},
+			{[]pipeline.Match{{Value: b16(0x0100), Mask: b16(0xff00)}}, 10, 1},
+			{[]pipeline.Match{{Value: b16(0x0001), Mask: b16(0x00ff)}}, 10, 2},
 		}, map[[2]uint16]byte{{0x0101, 0}: 1, {0x0201, 0}: 2}},
 		{"range", []any{keyDef("range", "k")}, []tEntry{
-			{[]Match{{Value: b16(10), High: b16(20)}}, 1, 1},
-			{[]Match{{Value: b16(15), High: b16(30)}}, 2, 2},
+			{[]pipeline.Match{{Value: b16(10), High: b16(20)}}, 1, 1},
+			{[]pipeline.Match{{Value: b16(15), High: b16(30)}}, 2, 2},
 		}, map[[2]uint16]byte{{10, 0}: 1, {15, 0}: 2, {20, 0}: 2, {25, 0}: 2, {30, 0}: 2, {31, 0}: 0, {9, 0}: 0}},
 		{"optional", []any{keyDef("optional", "k"), keyDef("exact", "k2")}, []tEntry{
-			{[]Match{{Value: b16(5)}, {Value: b16(1)}}, 2, 1},
-			{[]Match{{Wildcard: true}, {Value: b16(1)}}, 1, 2},
+			{[]pipeline.Match{{Value: b16(5)}, {Value: b16(1)}}, 2, 1},
+			{[]pipeline.Match{{Wildcard: true}, {Value: b16(1)}}, 1, 2},
 		}, map[[2]uint16]byte{{5, 1}: 1, {6, 1}: 2, {5, 2}: 0}},
 		{"ternary with range and lpm fields", []any{keyDef("range", "k"), keyDef("lpm", "k2")}, []tEntry{
-			{[]Match{{Value: b16(0), High: b16(100)}, {Value: b16(0xff00), PrefixLen: 8}}, 5, 1},
-			{[]Match{{Value: b16(50), High: b16(60)}, {Wildcard: true}}, 9, 2},
+			{[]pipeline.Match{{Value: b16(0), High: b16(100)}, {Value: b16(0xff00), PrefixLen: 8}}, 5, 1},
+			{[]pipeline.Match{{Value: b16(50), High: b16(60)}, {Wildcard: true}}, 9, 2},
 		}, map[[2]uint16]byte{{10, 0xff11}: 1, {55, 0xff11}: 2, {55, 0x0011}: 2, {10, 0x0011}: 0}},
 	}
 	for _, tc := range cases {
@@ -84,7 +86,7 @@ func TestMatchKinds(t *testing.T) {
 			pl := tp.load(t, Options{})
 			tid, _ := pl.Lookup(KindTable, "ingress.t")
 			for _, e := range tc.entries {
-				err := pl.AddEntry(tid, TableEntry{Match: e.m, Priority: e.prio, Action: ActionCall{ActionID: 1, Params: [][]byte{{e.v}}}})
+				err := pl.AddEntry(tid, pipeline.TableEntry{Match: e.m, Priority: e.prio, Action: pipeline.ActionCall{ActionID: 1, Params: [][]byte{{e.v}}}})
 				if err != nil {
 					t.Fatalf("AddEntry: %v", err)
 				}
@@ -135,7 +137,7 @@ func TestConstEntriesAndDefaults(t *testing.T) {
 	if got := run1(t, pl, mustHex(t, "0101 0000 00")); got[4] != 1 {
 		t.Errorf("const entry order: got %d, want 1 (the first entry wins)", got[4])
 	}
-	err := pl.AddEntry(tid, TableEntry{Match: []Match{{Value: b16(5), Mask: b16(0xffff)}}, Priority: 1, Action: ActionCall{ActionID: 1, Params: [][]byte{{9}}}})
+	err := pl.AddEntry(tid, pipeline.TableEntry{Match: []pipeline.Match{{Value: b16(5), Mask: b16(0xffff)}}, Priority: 1, Action: pipeline.ActionCall{ActionID: 1, Params: [][]byte{{9}}}})
 	if ErrorCodeOf(err) != CodePermissionDenied {
 		t.Errorf("add to a const table: %v", err)
 	}
@@ -147,7 +149,7 @@ func TestConstEntriesAndDefaults(t *testing.T) {
 	if got := run1(t, pl, mustHex(t, "0303 0000 00")); got[4] != 0 {
 		t.Errorf("miss ran %d", got[4])
 	}
-	if err := pl.SetDefaultAction(tid, ActionCall{ActionID: 1, Params: [][]byte{{7}}}); err != nil {
+	if err := pl.SetDefaultAction(tid, pipeline.ActionCall{ActionID: 1, Params: [][]byte{{7}}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := run1(t, pl, mustHex(t, "0303 0000 00")); got[4] != 7 {
@@ -164,7 +166,7 @@ func TestConstEntriesAndDefaults(t *testing.T) {
 		tableMore: map[string]any{"default_entry": map[string]any{"action_id": 0, "action_const": true, "action_data": []any{}, "action_entry_const": true}}}
 	pl2 := tp2.load(t, Options{})
 	tid2, _ := pl2.Lookup(KindTable, "ingress.t")
-	if err := pl2.SetDefaultAction(tid2, ActionCall{ActionID: 1, Params: [][]byte{{1}}}); ErrorCodeOf(err) != CodePermissionDenied {
+	if err := pl2.SetDefaultAction(tid2, pipeline.ActionCall{ActionID: 1, Params: [][]byte{{1}}}); ErrorCodeOf(err) != CodePermissionDenied {
 		t.Errorf("set const default: %v", err)
 	}
 }
@@ -176,7 +178,7 @@ func TestBatch(t *testing.T) {
 	tid, _ := pl.Lookup(KindTable, "ingress.t")
 	err := pl.Batch(func(tx *Txn) error {
 		for i := 0; i < 1000; i++ {
-			if err := tx.AddEntry(tid, TableEntry{Match: []Match{{Value: b16(uint16(i))}}, Action: ActionCall{ActionID: 1, Params: [][]byte{{byte(i)}}}}); err != nil {
+			if err := tx.AddEntry(tid, pipeline.TableEntry{Match: []pipeline.Match{{Value: b16(uint16(i))}}, Action: pipeline.ActionCall{ActionID: 1, Params: [][]byte{{byte(i)}}}}); err != nil {
 				return fmt.Errorf("entry %d: %v", i, err)
 			}
 		}
@@ -218,17 +220,17 @@ func TestActionSelector(t *testing.T) {
 		t.Fatal("no action profile ap")
 	}
 	for m := uint32(1); m <= 3; m++ {
-		if err := pl.SetProfileMember(ap, m, ActionCall{ActionID: 1, Params: [][]byte{{byte(m * 10)}}}); err != nil {
+		if err := pl.SetProfileMember(ap, m, pipeline.ActionCall{ActionID: 1, Params: [][]byte{{byte(m * 10)}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if err := pl.SetProfileGroup(ap, 100, []uint32{1, 2, 3}); err != nil {
 		t.Fatal(err)
 	}
-	if err := pl.AddEntry(tid, TableEntry{Match: []Match{{Value: b16(7)}}, Indirect: IndirectRef{Kind: IndirectGroup, ID: 100}}); err != nil {
+	if err := pl.AddEntry(tid, pipeline.TableEntry{Match: []pipeline.Match{{Value: b16(7)}}, Indirect: pipeline.IndirectRef{Kind: pipeline.IndirectGroup, ID: 100}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := pl.AddEntry(tid, TableEntry{Match: []Match{{Value: b16(8)}}, Indirect: IndirectRef{Kind: IndirectMember, ID: 2}}); err != nil {
+	if err := pl.AddEntry(tid, pipeline.TableEntry{Match: []pipeline.Match{{Value: b16(8)}}, Indirect: pipeline.IndirectRef{Kind: pipeline.IndirectMember, ID: 2}}); err != nil {
 		t.Fatal(err)
 	}
 	for k := uint16(0); k < 6; k++ {
@@ -241,7 +243,7 @@ func TestActionSelector(t *testing.T) {
 		t.Errorf("member entry ran %d", got[4])
 	}
 	// Changing a member changes what entries referring to it run.
-	if err := pl.SetProfileMember(ap, 2, ActionCall{ActionID: 1, Params: [][]byte{{99}}}); err != nil {
+	if err := pl.SetProfileMember(ap, 2, pipeline.ActionCall{ActionID: 1, Params: [][]byte{{99}}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := run1(t, pl, append(append(b16(0), b16(8)...), 0)); got[4] != 99 {
@@ -250,14 +252,14 @@ func TestActionSelector(t *testing.T) {
 	if err := pl.DeleteProfileMember(ap, 2); ErrorCodeOf(err) != CodeFailedPrecondition {
 		t.Errorf("deleting a member in use: %v", err)
 	}
-	if err := pl.AddEntry(tid, TableEntry{Match: []Match{{Value: b16(9)}}, Indirect: IndirectRef{Kind: IndirectMember, ID: 42}}); ErrorCodeOf(err) != CodeNotFound {
+	if err := pl.AddEntry(tid, pipeline.TableEntry{Match: []pipeline.Match{{Value: b16(9)}}, Indirect: pipeline.IndirectRef{Kind: pipeline.IndirectMember, ID: 42}}); ErrorCodeOf(err) != CodeNotFound {
 		t.Errorf("entry naming a missing member: %v", err)
 	}
-	if err := pl.AddEntry(tid, TableEntry{Match: []Match{{Value: b16(9)}}, Action: ActionCall{ActionID: 1, Params: [][]byte{{1}}}}); ErrorCodeOf(err) != CodeInvalidArgument {
+	if err := pl.AddEntry(tid, pipeline.TableEntry{Match: []pipeline.Match{{Value: b16(9)}}, Action: pipeline.ActionCall{ActionID: 1, Params: [][]byte{{1}}}}); ErrorCodeOf(err) != CodeInvalidArgument {
 		t.Errorf("direct action in an indirect table: %v", err)
 	}
 	es, _ := pl.ReadEntries(tid)
-	if len(es) != 2 || es[0].Indirect != (IndirectRef{Kind: IndirectGroup, ID: 100}) {
+	if len(es) != 2 || es[0].Indirect != (pipeline.IndirectRef{Kind: pipeline.IndirectGroup, ID: 100}) {
 		t.Errorf("entries read back: %+v", es)
 	}
 }

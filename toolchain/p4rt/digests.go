@@ -9,13 +9,15 @@ import (
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/terrapin/terrapin/toolchain/pipeline"
 )
 
 // digestEngine buffers, deduplicates and sends DigestList messages as the
 // spec's §9.10 pseudo-code describes, and handles DigestListAck.
 type digestEngine struct {
 	srv *Server
-	in  chan Digest
+	in  chan pipeline.Digest
 	// poke makes run recompute its next deadline (the configuration
 	// changed).
 	poke chan struct{}
@@ -40,14 +42,14 @@ type sentList struct {
 }
 
 func newDigestEngine(s *Server) *digestEngine {
-	return &digestEngine{srv: s, in: make(chan Digest, 4096), poke: make(chan struct{}, 1), listSeq: map[uint32]uint64{}}
+	return &digestEngine{srv: s, in: make(chan pipeline.Digest, 4096), poke: make(chan struct{}, 1), listSeq: map[uint32]uint64{}}
 }
 
 // receive is the Target's digest sink; it never blocks (drops on overload,
 // which §9.10 allows).
-func (d *digestEngine) receive(m Digest) {
+func (d *digestEngine) receive(m pipeline.Digest) {
 	select {
-	case d.in <- Digest{Name: m.Name, Fields: cloneFields(m.Fields)}:
+	case d.in <- pipeline.Digest{Name: m.Name, Fields: cloneFields(m.Fields)}:
 	default:
 	}
 }
@@ -171,7 +173,7 @@ func digestData(di *digestInfo, fields [][]byte) (*p4v1.P4Data, string) {
 	return &p4v1.P4Data{Data: &p4v1.P4Data_Struct{Struct: &p4v1.P4StructLike{Members: members}}}, key.String()
 }
 
-func (d *digestEngine) add(m Digest, now time.Time) {
+func (d *digestEngine) add(m pipeline.Digest, now time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	di := d.lookup(m.Name)

@@ -4,6 +4,8 @@ import (
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/terrapin/terrapin/toolchain/pipeline"
 )
 
 // v1model limits, from the widths of standard_metadata fields on BMv2:
@@ -18,9 +20,9 @@ const (
 // replicas validates a replica list (spec §9.7): singleton ports, v1model
 // instance range, no duplicate (port, instance). Ports come as the v1.4
 // "port" bytes or the deprecated egress_port number.
-func replicas(rs []*p4v1.Replica) ([]Replica, error) {
-	out := make([]Replica, 0, len(rs))
-	seen := map[Replica]bool{}
+func replicas(rs []*p4v1.Replica) ([]pipeline.Replica, error) {
+	out := make([]pipeline.Replica, 0, len(rs))
+	seen := map[pipeline.Replica]bool{}
 	for _, r := range rs {
 		if r == nil {
 			return nil, invalid("empty replica")
@@ -46,9 +48,9 @@ func replicas(rs []*p4v1.Replica) ([]Replica, error) {
 		if r.GetInstance() > maxInstance {
 			return nil, invalid("replica instance %d exceeds v1model's 16-bit egress_rid", r.GetInstance())
 		}
-		rep := Replica{Port: uint32(port), Instance: r.GetInstance()}
+		rep := pipeline.Replica{Port: uint32(port), Rid: r.GetInstance()}
 		if seen[rep] {
-			return nil, invalid("duplicate replica (port %d, instance %d)", rep.Port, rep.Instance)
+			return nil, invalid("duplicate replica (port %d, instance %d)", rep.Port, rep.Rid)
 		}
 		seen[rep] = true
 		out = append(out, rep)
@@ -153,7 +155,7 @@ func (ps *pipelineState) writeCloneSession(typ p4v1.Update_Type, c *p4v1.CloneSe
 	if err != nil {
 		return err
 	}
-	sess := CloneSession{Replicas: reps, ClassOfService: c.GetClassOfService(), TruncateBytes: c.GetPacketLengthBytes()}
+	sess := pipeline.CloneSession{Replicas: reps, ClassOfService: c.GetClassOfService(), TruncateLength: int(c.GetPacketLengthBytes())}
 	if err := ps.ctl.SetCloneSession(id, sess); err != nil {
 		return engineErr("setting the clone session", err)
 	}

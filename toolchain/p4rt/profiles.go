@@ -4,6 +4,8 @@ import (
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/terrapin/terrapin/toolchain/pipeline"
 )
 
 // Action profiles and selectors (spec §9.2). The server keeps members and
@@ -240,46 +242,46 @@ func (st *profileState) setGroupMembers(g *groupState, members []*p4v1.ActionPro
 
 // indirectRef validates the action of an entry of indirect table t: a
 // member or a group of its profile (spec §9.1.2, §9.2).
-func (ps *pipelineState) indirectRef(t *tableInfo, ta *p4v1.TableAction) (IndirectRef, error) {
+func (ps *pipelineState) indirectRef(t *tableInfo, ta *p4v1.TableAction) (pipeline.IndirectRef, error) {
 	p := t.profile
 	st := ps.profiles[p.id]
 	switch x := ta.GetType().(type) {
 	case *p4v1.TableAction_ActionProfileMemberId:
 		if x.ActionProfileMemberId == 0 {
-			return IndirectRef{}, invalid("table %q: member id 0 is not allowed", t.name)
+			return pipeline.IndirectRef{}, invalid("table %q: member id 0 is not allowed", t.name)
 		}
 		if st.members[x.ActionProfileMemberId] == nil {
-			return IndirectRef{}, errorf(codes.NotFound, "table %q: action profile %q has no member %d", t.name, p.name, x.ActionProfileMemberId)
+			return pipeline.IndirectRef{}, errorf(codes.NotFound, "table %q: action profile %q has no member %d", t.name, p.name, x.ActionProfileMemberId)
 		}
-		return IndirectRef{Kind: IndirectMember, ID: x.ActionProfileMemberId}, nil
+		return pipeline.IndirectRef{Kind: pipeline.IndirectMember, ID: x.ActionProfileMemberId}, nil
 	case *p4v1.TableAction_ActionProfileGroupId:
 		if !p.selector {
-			return IndirectRef{}, invalid("table %q: action profile %q has no selector, so entries name members, not groups", t.name, p.name)
+			return pipeline.IndirectRef{}, invalid("table %q: action profile %q has no selector, so entries name members, not groups", t.name, p.name)
 		}
 		if x.ActionProfileGroupId == 0 {
-			return IndirectRef{}, invalid("table %q: group id 0 is not allowed", t.name)
+			return pipeline.IndirectRef{}, invalid("table %q: group id 0 is not allowed", t.name)
 		}
 		if st.groups[x.ActionProfileGroupId] == nil {
-			return IndirectRef{}, errorf(codes.NotFound, "table %q: action profile %q has no group %d", t.name, p.name, x.ActionProfileGroupId)
+			return pipeline.IndirectRef{}, errorf(codes.NotFound, "table %q: action profile %q has no group %d", t.name, p.name, x.ActionProfileGroupId)
 		}
-		return IndirectRef{Kind: IndirectGroup, ID: x.ActionProfileGroupId}, nil
+		return pipeline.IndirectRef{Kind: pipeline.IndirectGroup, ID: x.ActionProfileGroupId}, nil
 	case *p4v1.TableAction_Action:
-		return IndirectRef{}, invalid("table %q uses action profile %q: an entry names a member or a group, not an action", t.name, p.name)
+		return pipeline.IndirectRef{}, invalid("table %q uses action profile %q: an entry names a member or a group, not an action", t.name, p.name)
 	default:
-		return IndirectRef{}, invalid("table %q: the entry's action is empty", t.name)
+		return pipeline.IndirectRef{}, invalid("table %q: the entry's action is empty", t.name)
 	}
 }
 
 // resolveIndirect resolves the action of an entry of indirect table t: a
 // member or group of its profile, or a one-shot action set, which it
 // programs (the caller releases it if the entry is not written).
-func (ps *pipelineState) resolveIndirect(t *tableInfo, ta *p4v1.TableAction) (IndirectRef, *oneShot, error) {
+func (ps *pipelineState) resolveIndirect(t *tableInfo, ta *p4v1.TableAction) (pipeline.IndirectRef, *oneShot, error) {
 	if x, ok := ta.GetType().(*p4v1.TableAction_ActionProfileActionSet); ok {
 		os, err := ps.buildOneShot(t, x.ActionProfileActionSet)
 		if err != nil {
-			return IndirectRef{}, nil, err
+			return pipeline.IndirectRef{}, nil, err
 		}
-		return IndirectRef{Kind: IndirectGroup, ID: os.group}, os, nil
+		return pipeline.IndirectRef{Kind: pipeline.IndirectGroup, ID: os.group}, os, nil
 	}
 	ref, err := ps.indirectRef(t, ta)
 	return ref, nil, err
@@ -293,25 +295,25 @@ func (ps *pipelineState) dropOneShot(t *tableInfo, os *oneShot) {
 }
 
 // reference counts an entry's use of a member or group (delta +1, -1).
-func (ps *pipelineState) reference(t *tableInfo, ref *IndirectRef, delta int) {
+func (ps *pipelineState) reference(t *tableInfo, ref *pipeline.IndirectRef, delta int) {
 	if ref == nil || t.profile == nil {
 		return
 	}
 	st := ps.profiles[t.profile.id]
 	switch ref.Kind {
-	case IndirectMember:
+	case pipeline.IndirectMember:
 		if m := st.members[ref.ID]; m != nil {
 			m.inTables += delta
 		}
-	case IndirectGroup:
+	case pipeline.IndirectGroup:
 		if g := st.groups[ref.ID]; g != nil {
 			g.inTables += delta
 		}
 	}
 }
 
-func indirectAction(ref *IndirectRef) *p4v1.TableAction {
-	if ref.Kind == IndirectGroup {
+func indirectAction(ref *pipeline.IndirectRef) *p4v1.TableAction {
+	if ref.Kind == pipeline.IndirectGroup {
 		return &p4v1.TableAction{Type: &p4v1.TableAction_ActionProfileGroupId{ActionProfileGroupId: ref.ID}}
 	}
 	return &p4v1.TableAction{Type: &p4v1.TableAction_ActionProfileMemberId{ActionProfileMemberId: ref.ID}}
@@ -390,9 +392,9 @@ func (e *tableEntry) hasAction(ta *p4v1.TableAction) bool {
 	case *p4v1.TableAction_Action:
 		return x.Action == nil || (ref == nil && x.Action.GetActionId() == e.action.id)
 	case *p4v1.TableAction_ActionProfileMemberId:
-		return ref != nil && ref.Kind == IndirectMember && ref.ID == x.ActionProfileMemberId
+		return ref != nil && ref.Kind == pipeline.IndirectMember && ref.ID == x.ActionProfileMemberId
 	case *p4v1.TableAction_ActionProfileGroupId:
-		return ref != nil && ref.Kind == IndirectGroup && ref.ID == x.ActionProfileGroupId
+		return ref != nil && ref.Kind == pipeline.IndirectGroup && ref.ID == x.ActionProfileGroupId
 	}
 	return false
 }

@@ -175,7 +175,7 @@ func (ps *pipelineState) entryProto(t *tableInfo, e *tableEntry, q *p4v1.TableEn
 		if err != nil {
 			return nil, engineErr("reading the direct counter", err)
 		}
-		te.CounterData = &p4v1.CounterData{ByteCount: v.Bytes, PacketCount: v.Packets}
+		te.CounterData = &p4v1.CounterData{ByteCount: int64(v.Bytes), PacketCount: int64(v.Packets)}
 	}
 	if t.directMeter != 0 && e.meter != nil && q.GetMeterConfig() != nil {
 		te.MeterConfig = meterProto(e.meter)
@@ -261,7 +261,7 @@ func (ps *pipelineState) readDirectCounters(q *p4v1.DirectCounterEntry) ([]*p4v1
 		}
 		out = append(out, &p4v1.Entity{Entity: &p4v1.Entity_DirectCounterEntry{DirectCounterEntry: &p4v1.DirectCounterEntry{
 			TableEntry: ps.keyOnly(ts[i], e),
-			Data:       &p4v1.CounterData{ByteCount: v.Bytes, PacketCount: v.Packets},
+			Data:       &p4v1.CounterData{ByteCount: int64(v.Bytes), PacketCount: int64(v.Packets)},
 		}}})
 	}
 	return out, nil
@@ -311,7 +311,7 @@ func (ps *pipelineState) readCounters(q *p4v1.CounterEntry) ([]*p4v1.Entity, err
 			}
 			out = append(out, &p4v1.Entity{Entity: &p4v1.Entity_CounterEntry{CounterEntry: &p4v1.CounterEntry{
 				CounterId: id, Index: &p4v1.Index{Index: i},
-				Data: &p4v1.CounterData{ByteCount: v.Bytes, PacketCount: v.Packets},
+				Data: &p4v1.CounterData{ByteCount: int64(v.Bytes), PacketCount: int64(v.Packets)},
 			}}})
 		}
 	}

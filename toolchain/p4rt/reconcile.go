@@ -3,6 +3,8 @@ package p4rt
 import (
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/terrapin/terrapin/toolchain/pipeline"
 )
 
 // reconcile carries the forwarding state of old into the prepared (not
@@ -101,7 +103,7 @@ func (s *Server) reconcile(old, next *pipelineState) {
 	}
 	for id, c := range old.clones {
 		reps, err := replicas(c.GetReplicas())
-		sess := CloneSession{Replicas: reps, ClassOfService: c.GetClassOfService(), TruncateBytes: c.GetPacketLengthBytes()}
+		sess := pipeline.CloneSession{Replicas: reps, ClassOfService: c.GetClassOfService(), TruncateLength: int(c.GetPacketLengthBytes())}
 		if err == nil && next.ctl.SetCloneSession(id, sess) == nil {
 			next.clones[id] = proto.Clone(c).(*p4v1.CloneSessionEntry)
 		} else {
@@ -120,7 +122,7 @@ func (s *Server) reconcile(old, next *pipelineState) {
 				continue
 			}
 			if next.meters[nm.id] == nil {
-				next.meters[nm.id] = map[int64]*MeterConfig{}
+				next.meters[nm.id] = map[int64]*pipeline.MeterConfig{}
 			}
 			next.meters[nm.id][i] = c
 		}
@@ -229,8 +231,8 @@ func reconcileProfiles(old, next *pipelineState) int {
 
 // reconcileIndirectEntry installs old entry e of an indirect table in nt
 // (whose profile has been reconciled); nil if it cannot be.
-func reconcileIndirectEntry(old, next *pipelineState, nt *tableInfo, e *tableEntry, key []KeyField) *tableEntry {
-	var ref IndirectRef
+func reconcileIndirectEntry(old, next *pipelineState, nt *tableInfo, e *tableEntry, key []pipeline.Match) *tableEntry {
+	var ref pipeline.IndirectRef
 	var os *oneShot
 	if e.oneShot != nil {
 		set := &p4v1.ActionProfileActionSet{}
@@ -246,7 +248,7 @@ func reconcileIndirectEntry(old, next *pipelineState, nt *tableInfo, e *tableEnt
 		if os, err = next.buildOneShot(nt, set); err != nil {
 			return nil
 		}
-		ref = IndirectRef{Kind: IndirectGroup, ID: os.group}
+		ref = pipeline.IndirectRef{Kind: pipeline.IndirectGroup, ID: os.group}
 	} else {
 		var err error
 		if ref, err = next.indirectRef(nt, indirectAction(e.ref)); err != nil {
@@ -281,7 +283,7 @@ func reconcileValueSets(old, next *pipelineState) int {
 			dropped++
 			continue
 		}
-		ems := make([]ValueSetMember, 0, len(members))
+		ems := make([]pipeline.ValueSetMember, 0, len(members))
 		for _, m := range members {
 			em, err := compressed(nv.match, m)
 			if err != nil {

@@ -8,6 +8,8 @@ import (
 	p4configv1 "github.com/p4lang/p4runtime/go/p4/config/v1"
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 	"google.golang.org/grpc/codes"
+
+	"github.com/terrapin/terrapin/toolchain/pipeline"
 )
 
 // fieldValue is one validated key field in canonical form. present is
@@ -153,33 +155,34 @@ func parseField(t *tableInfo, f fieldInfo, fm *p4v1.FieldMatch) (fieldValue, err
 }
 
 // keyFields converts a canonical match to the engine's fixed-width form.
-func keyFields(t *tableInfo, match []fieldValue) []KeyField {
-	out := make([]KeyField, len(t.fields))
+func keyFields(t *tableInfo, match []fieldValue) []pipeline.Match {
+	out := make([]pipeline.Match, len(t.fields))
 	for i, f := range t.fields {
 		v := match[i]
-		k := KeyField{}
+		k := pipeline.Match{}
 		switch f.kind {
 		case matchExact:
-			k = KeyField{Kind: MatchExact, Value: padded(v.value, f.width)}
+			k = pipeline.Match{Value: padded(v.value, f.width)}
 		case matchLPM:
-			k = KeyField{Kind: MatchLPM, Value: padded(v.value, f.width), PrefixLen: v.prefixLen}
+			k = pipeline.Match{Value: padded(v.value, f.width), PrefixLen: v.prefixLen}
 			if !v.present {
 				k.Value, k.PrefixLen = padded(nil, f.width), 0
 			}
 		case matchTernary:
-			k = KeyField{Kind: MatchTernary, Value: padded(v.value, f.width), Mask: padded(v.mask, f.width)}
+			k = pipeline.Match{Value: padded(v.value, f.width), Mask: padded(v.mask, f.width)}
 		case matchOptional:
-			k = KeyField{Kind: MatchOptional, Value: padded(v.value, f.width), Mask: padded(nil, f.width)}
+			k = pipeline.Match{Value: padded(v.value, f.width), Mask: padded(nil, f.width)}
 			if v.present {
 				k.Mask = padded(allOnes(f.width), f.width)
 			}
 		case matchRange:
-			k = KeyField{Kind: MatchRange, Value: padded(v.value, f.width), High: padded(v.high, f.width)}
+			k = pipeline.Match{Value: padded(v.value, f.width), High: padded(v.high, f.width)}
 			if !v.present {
 				k.Value, k.High = padded(nil, f.width), padded(allOnes(f.width), f.width)
 			}
 		}
-		k.Wildcard = !v.present
+		// an exact field is never "don't care" (P4Runtime requires it)
+		k.Wildcard = !v.present && f.kind != matchExact
 		out[i] = k
 	}
 	return out
@@ -292,13 +295,13 @@ type tableEntry struct {
 	seq                uint64
 	match              []fieldValue
 	priority           int32
-	action             boundAction  // direct tables
-	ref                *IndirectRef // indirect tables: the member or group
-	oneShot            *oneShot     // set when ref is a one-shot action set's group
+	action             boundAction           // direct tables
+	ref                *pipeline.IndirectRef // indirect tables: the member or group
+	oneShot            *oneShot              // set when ref is a one-shot action set's group
 	controllerMetadata uint64
 	metadata           []byte
-	meter              *MeterConfig // nil: default (all GREEN)
-	isConst            bool         // declared by a const table: only direct resources change
+	meter              *pipeline.MeterConfig // nil: default (all GREEN)
+	isConst            bool                  // declared by a const table: only direct resources change
 }
 
 // tableState is one table's entries and its default entry.
@@ -322,7 +325,7 @@ func (ts *tableState) sortedEntries() []*tableEntry {
 
 // parseMeterConfig validates a MeterConfig for a meter of type mt
 // (spec §9.6, v1.4 meter types).
-func parseMeterConfig(mc *p4v1.MeterConfig, mt p4configv1.MeterSpec_Type) (*MeterConfig, error) {
+func parseMeterConfig(mc *p4v1.MeterConfig, mt p4configv1.MeterSpec_Type) (*pipeline.MeterConfig, error) {
 	if mc == nil {
 		return nil, nil
 	}
@@ -349,19 +352,19 @@ func parseMeterConfig(mc *p4v1.MeterConfig, mt p4configv1.MeterSpec_Type) (*Mete
 			return nil, errorf(codes.Unimplemented, "single-rate three-colour meters (eburst) are not supported by the v1model engine")
 		}
 	}
-	return &MeterConfig{CIR: mc.GetCir(), CBurst: mc.GetCburst(), PIR: mc.GetPir(), PBurst: mc.GetPburst()}, nil
+	return &pipeline.MeterConfig{CIR: uint64(mc.GetCir()), CBurst: uint64(mc.GetCburst()), PIR: uint64(mc.GetPir()), PBurst: uint64(mc.GetPburst())}, nil
 }
 
-func meterProto(c *MeterConfig) *p4v1.MeterConfig {
+func meterProto(c *pipeline.MeterConfig) *p4v1.MeterConfig {
 	if c == nil {
 		return nil
 	}
-	return &p4v1.MeterConfig{Cir: c.CIR, Cburst: c.CBurst, Pir: c.PIR, Pburst: c.PBurst}
+	return &p4v1.MeterConfig{Cir: int64(c.CIR), Cburst: int64(c.CBurst), Pir: int64(c.PIR), Pburst: int64(c.PBurst)}
 }
 
-func counterValue(d *p4v1.CounterData) (CounterValue, error) {
+func counterValue(d *p4v1.CounterData) (pipeline.CounterData, error) {
 	if d.GetByteCount() < 0 || d.GetPacketCount() < 0 {
-		return CounterValue{}, invalid("negative counter value")
+		return pipeline.CounterData{}, invalid("negative counter value")
 	}
-	return CounterValue{Bytes: d.GetByteCount(), Packets: d.GetPacketCount()}, nil
+	return pipeline.CounterData{Bytes: uint64(d.GetByteCount()), Packets: uint64(d.GetPacketCount())}, nil
 }

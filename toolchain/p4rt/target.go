@@ -1,6 +1,10 @@
 package p4rt
 
-import "context"
+import (
+	"context"
+
+	"github.com/terrapin/terrapin/toolchain/pipeline"
+)
 
 // This file is the contract between the P4Runtime server and the device it
 // programs (toolchain/device implements it for terrapin-switch; loopback.go
@@ -42,7 +46,7 @@ type Target interface {
 
 	// SetDigestSink registers where digest messages (v1model digest(), BMv2
 	// learn lists) go. Same rules as SetControllerSink.
-	SetDigestSink(sink func(Digest))
+	SetDigestSink(sink func(pipeline.Digest))
 }
 
 // PreparedPipeline is a compiled pipeline waiting to be committed. Its
@@ -56,71 +60,6 @@ type PreparedPipeline interface {
 	// Discard releases a pipeline that will not be committed (VERIFY, or a
 	// failed reconcile).
 	Discard()
-}
-
-// Digest is one digest message from the data plane.
-type Digest struct {
-	// Name is the BMv2 JSON learn list name; p4c and terrapin-p4c name it
-	// after the digested struct type, as P4Info names the digest.
-	Name string
-	// Fields are the struct members in declaration order, big-endian,
-	// ceil(width/8) bytes each.
-	Fields [][]byte
-}
-
-// MatchKind is how a key field matches.
-type MatchKind uint8
-
-const (
-	MatchExact MatchKind = iota
-	MatchLPM
-	MatchTernary
-	MatchRange
-	// MatchOptional reaches the engine as MatchTernary with an all-ones or
-	// all-zeros mask, as PI's bmv2 backend does.
-	MatchOptional
-)
-
-// KeyField is one field of a table entry's key, in the order of the table's
-// key in the program. Byte strings are fixed width: ceil(width/8) bytes,
-// big-endian, with unused high bits zero (the form BMv2's runtime takes).
-// A "don't care" field (omitted in P4Runtime) has Wildcard set, and also
-// carries the equivalent values (ternary mask 0, LPM prefix 0, range
-// [0, max]) for controls that ignore the flag.
-type KeyField struct {
-	Kind      MatchKind
-	Value     []byte // exact value, LPM prefix, ternary value, range low
-	Mask      []byte // ternary mask
-	PrefixLen int    // LPM
-	High      []byte // range high (inclusive)
-	Wildcard  bool
-}
-
-// MeterConfig is an RFC 2698 two-rate three-colour meter configuration in
-// P4Runtime units: rates per second, bursts in units, where the unit is the
-// meter's (packets or bytes). The control converts to its own units (BMv2
-// uses per-microsecond rates).
-type MeterConfig struct {
-	CIR, CBurst, PIR, PBurst int64
-}
-
-// CounterValue is a counter cell.
-type CounterValue struct {
-	Bytes, Packets int64
-}
-
-// Replica is one copy made by a multicast group or clone session.
-type Replica struct {
-	Port     uint32
-	Instance uint32 // egress_rid in v1model
-}
-
-// CloneSession is a clone session's configuration.
-type CloneSession struct {
-	Replicas       []Replica
-	ClassOfService uint32
-	// TruncateBytes > 0 truncates clones to that many bytes.
-	TruncateBytes int32
 }
 
 // PipelineControl is the control API of one loaded pipeline: the engine's
@@ -141,32 +80,32 @@ type CloneSession struct {
 type PipelineControl interface {
 	// Entries are identified by their key and priority (0 for tables
 	// without ternary/range/optional fields), as in P4Runtime.
-	AddEntry(table string, key []KeyField, priority int32, action string, args [][]byte) error
-	ModifyEntry(table string, key []KeyField, priority int32, action string, args [][]byte) error
-	DeleteEntry(table string, key []KeyField, priority int32) error
+	AddEntry(table string, key []pipeline.Match, priority int32, action string, args [][]byte) error
+	ModifyEntry(table string, key []pipeline.Match, priority int32, action string, args [][]byte) error
+	DeleteEntry(table string, key []pipeline.Match, priority int32) error
 	// SetDefaultAction changes the action run on a miss;
 	// ResetDefaultAction restores the program's.
 	SetDefaultAction(table string, action string, args [][]byte) error
 	ResetDefaultAction(table string) error
 
 	// Direct resources of an entry (the table's direct counter / meter).
-	ReadDirectCounter(table string, key []KeyField, priority int32) (CounterValue, error)
-	WriteDirectCounter(table string, key []KeyField, priority int32, v CounterValue) error
+	ReadDirectCounter(table string, key []pipeline.Match, priority int32) (pipeline.CounterData, error)
+	WriteDirectCounter(table string, key []pipeline.Match, priority int32, v pipeline.CounterData) error
 	// SetDirectMeter configures the entry's meter; nil restores the default
 	// (every packet GREEN).
-	SetDirectMeter(table string, key []KeyField, priority int32, c *MeterConfig) error
+	SetDirectMeter(table string, key []pipeline.Match, priority int32, c *pipeline.MeterConfig) error
 
 	// Indexed externs; index is within [0, size).
-	ReadCounter(counter string, index int64) (CounterValue, error)
-	WriteCounter(counter string, index int64, v CounterValue) error
-	SetMeter(meter string, index int64, c *MeterConfig) error
+	ReadCounter(counter string, index int64) (pipeline.CounterData, error)
+	WriteCounter(counter string, index int64, v pipeline.CounterData) error
+	SetMeter(meter string, index int64, c *pipeline.MeterConfig) error
 	ReadRegister(register string, index int64) ([]byte, error)
 	WriteRegister(register string, index int64, value []byte) error
 
 	// Packet replication engine.
-	SetMulticastGroup(group uint32, replicas []Replica) error
+	SetMulticastGroup(group uint32, replicas []pipeline.Replica) error
 	DeleteMulticastGroup(group uint32) error
-	SetCloneSession(session uint32, s CloneSession) error
+	SetCloneSession(session uint32, s pipeline.CloneSession) error
 	DeleteCloneSession(session uint32) error
 
 	// Action profiles and selectors (BMv2 JSON action_profiles). The
@@ -179,32 +118,9 @@ type PipelineControl interface {
 	DeleteProfileGroup(profile string, group uint32) error
 	// Entries of a table with an action profile name a member or group
 	// of it instead of an action.
-	AddIndirectEntry(table string, key []KeyField, priority int32, ref IndirectRef) error
-	ModifyIndirectEntry(table string, key []KeyField, priority int32, ref IndirectRef) error
+	AddIndirectEntry(table string, key []pipeline.Match, priority int32, ref pipeline.IndirectRef) error
+	ModifyIndirectEntry(table string, key []pipeline.Match, priority int32, ref pipeline.IndirectRef) error
 
 	// SetValueSet replaces the members of a parser value set.
-	SetValueSet(valueSet string, members []ValueSetMember) error
-}
-
-// IndirectKind says what an entry of an indirect table runs.
-type IndirectKind uint8
-
-const (
-	IndirectMember IndirectKind = iota + 1
-	IndirectGroup
-)
-
-// IndirectRef is the action of an entry of a table with an action profile.
-type IndirectRef struct {
-	Kind IndirectKind
-	ID   uint32
-}
-
-// ValueSetMember is one member of a parser value set in BMv2's compressed
-// form: the value set's fields concatenated, first field most
-// significant, ceil(width/8) bytes big-endian; Mask has the bits that
-// must match (all ones for exact fields, zero for don't-care ones).
-type ValueSetMember struct {
-	Value []byte
-	Mask  []byte
+	SetValueSet(valueSet string, members []pipeline.ValueSetMember) error
 }

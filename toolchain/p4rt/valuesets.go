@@ -5,6 +5,8 @@ import (
 
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 	"google.golang.org/grpc/codes"
+
+	"github.com/terrapin/terrapin/toolchain/pipeline"
 )
 
 // Parser value sets (spec §9.11): a ValueSetEntry is written whole with
@@ -29,7 +31,7 @@ func (ps *pipelineState) writeValueSet(typ p4v1.Update_Type, v *p4v1.ValueSetEnt
 		return errorf(codes.ResourceExhausted, "value set %q holds at most %d members, %d given", vi.match.name, vi.size, len(v.GetMembers()))
 	}
 	matches := make([][]fieldValue, 0, len(v.GetMembers()))
-	engineMembers := make([]ValueSetMember, 0, len(v.GetMembers()))
+	engineMembers := make([]pipeline.ValueSetMember, 0, len(v.GetMembers()))
 	seen := map[string]bool{}
 	for i, m := range v.GetMembers() {
 		if m == nil {
@@ -62,7 +64,7 @@ func (ps *pipelineState) writeValueSet(typ p4v1.Update_Type, v *p4v1.ValueSetEnt
 // compressed concatenates a member's fields, first field most significant,
 // into one value and mask (BMv2 parse_vsets take a single value/mask over
 // the compressed bit width). Omitted fields match anything: mask 0.
-func compressed(t *tableInfo, match []fieldValue) (ValueSetMember, error) {
+func compressed(t *tableInfo, match []fieldValue) (pipeline.ValueSetMember, error) {
 	value, mask := new(big.Int), new(big.Int)
 	total := 0
 	for i, f := range t.fields {
@@ -80,7 +82,7 @@ func compressed(t *tableInfo, match []fieldValue) (ValueSetMember, error) {
 				m.Rsh(ones, uint(f.width-fv.prefixLen))
 				m.Lsh(m, uint(f.width-fv.prefixLen))
 			case matchRange:
-				return ValueSetMember{}, errorf(codes.Unimplemented, "value set %q field %q: range matches are not supported in value sets (BMv2 matches them by value and mask)", t.name, f.name)
+				return pipeline.ValueSetMember{}, errorf(codes.Unimplemented, "value set %q field %q: range matches are not supported in value sets (BMv2 matches them by value and mask)", t.name, f.name)
 			}
 		}
 		value.Lsh(value, uint(f.width)).Or(value, v)
@@ -88,7 +90,7 @@ func compressed(t *tableInfo, match []fieldValue) (ValueSetMember, error) {
 		total += f.width
 	}
 	n := (total + 7) / 8
-	return ValueSetMember{Value: value.FillBytes(make([]byte, n)), Mask: mask.FillBytes(make([]byte, n))}, nil
+	return pipeline.ValueSetMember{Value: value.FillBytes(make([]byte, n)), Mask: mask.FillBytes(make([]byte, n))}, nil
 }
 
 func (ps *pipelineState) readValueSets(q *p4v1.ValueSetEntry) ([]*p4v1.Entity, error) {

@@ -6,6 +6,8 @@ import (
 
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 	"google.golang.org/grpc/codes"
+
+	"github.com/terrapin/terrapin/toolchain/pipeline"
 )
 
 // Write applies a batch of updates (spec §12). Updates are applied in
@@ -169,7 +171,7 @@ func (ps *pipelineState) writeTableEntry(typ p4v1.Update_Type, te *p4v1.TableEnt
 	if te.GetCounterData() != nil && t.directCounter == 0 {
 		return invalid("table %q has no direct counter", t.name)
 	}
-	var counter CounterValue
+	var counter pipeline.CounterData
 	if te.GetCounterData() != nil {
 		if counter, err = counterValue(te.GetCounterData()); err != nil {
 			return err
@@ -194,7 +196,7 @@ func (ps *pipelineState) writeTableEntry(typ p4v1.Update_Type, te *p4v1.TableEnt
 			return invalid("table %q: INSERT needs an action", t.name)
 		}
 		var act boundAction
-		var ref *IndirectRef
+		var ref *pipeline.IndirectRef
 		var os *oneShot
 		if t.indirect {
 			if t.size > 0 && int64(len(ts.entries)) >= t.size {
@@ -522,7 +524,7 @@ func (ps *pipelineState) writeMeterEntry(typ p4v1.Update_Type, m *p4v1.MeterEntr
 	}
 	cells := ps.meters[mi.id]
 	if cells == nil {
-		cells = map[int64]*MeterConfig{}
+		cells = map[int64]*pipeline.MeterConfig{}
 		ps.meters[mi.id] = cells
 	}
 	for i := lo; i < hi; i++ {

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/terrapin/terrapin/toolchain/engine"
+	"github.com/terrapin/terrapin/toolchain/pipeline"
 )
 
 // Program is one compiled test program.
@@ -33,13 +34,13 @@ type OutPacket struct {
 type Backend interface {
 	// Start loads the program into a fresh switch.
 	Start(prog *Program) error
-	AddEntry(t engine.TableInfo, e engine.TableEntry) error
-	DeleteEntry(t engine.TableInfo, match []engine.Match, priority int32) error
-	SetDefault(t engine.TableInfo, a engine.ActionCall) error
-	SetCloneSession(id uint32, s engine.CloneSession) error
-	SetMulticastGroup(group uint32, replicas []engine.Replica) error
-	ReadCounter(c engine.CounterInfo, index int) (engine.CounterData, error)
-	ReadDirectCounter(t engine.TableInfo, match []engine.Match, priority int32) (engine.CounterData, error)
+	AddEntry(t pipeline.TableInfo, e pipeline.TableEntry) error
+	DeleteEntry(t pipeline.TableInfo, match []pipeline.Match, priority int32) error
+	SetDefault(t pipeline.TableInfo, a pipeline.ActionCall) error
+	SetCloneSession(id uint32, s pipeline.CloneSession) error
+	SetMulticastGroup(group uint32, replicas []pipeline.Replica) error
+	ReadCounter(c pipeline.CounterInfo, index int) (pipeline.CounterData, error)
+	ReadDirectCounter(t pipeline.TableInfo, match []pipeline.Match, priority int32) (pipeline.CounterData, error)
 	// Send injects a frame on a port.
 	Send(port uint32, frame []byte) error
 	// Wait returns once the switch has finished with every frame sent so
@@ -74,37 +75,37 @@ func (b *EngineBackend) Start(prog *Program) error {
 }
 
 // AddEntry implements Backend.
-func (b *EngineBackend) AddEntry(t engine.TableInfo, e engine.TableEntry) error {
+func (b *EngineBackend) AddEntry(t pipeline.TableInfo, e pipeline.TableEntry) error {
 	return b.pl.AddEntry(t.ID, e)
 }
 
 // DeleteEntry implements Backend.
-func (b *EngineBackend) DeleteEntry(t engine.TableInfo, match []engine.Match, priority int32) error {
+func (b *EngineBackend) DeleteEntry(t pipeline.TableInfo, match []pipeline.Match, priority int32) error {
 	return b.pl.DeleteEntry(t.ID, match, priority)
 }
 
 // SetDefault implements Backend.
-func (b *EngineBackend) SetDefault(t engine.TableInfo, a engine.ActionCall) error {
+func (b *EngineBackend) SetDefault(t pipeline.TableInfo, a pipeline.ActionCall) error {
 	return b.pl.SetDefaultAction(t.ID, a)
 }
 
 // SetCloneSession implements Backend.
-func (b *EngineBackend) SetCloneSession(id uint32, s engine.CloneSession) error {
+func (b *EngineBackend) SetCloneSession(id uint32, s pipeline.CloneSession) error {
 	return b.pl.SetCloneSession(id, s)
 }
 
 // SetMulticastGroup implements Backend.
-func (b *EngineBackend) SetMulticastGroup(group uint32, replicas []engine.Replica) error {
+func (b *EngineBackend) SetMulticastGroup(group uint32, replicas []pipeline.Replica) error {
 	return b.pl.SetMulticastGroup(group, replicas)
 }
 
 // ReadCounter implements Backend.
-func (b *EngineBackend) ReadCounter(c engine.CounterInfo, index int) (engine.CounterData, error) {
+func (b *EngineBackend) ReadCounter(c pipeline.CounterInfo, index int) (pipeline.CounterData, error) {
 	return b.pl.ReadCounter(c.ID, index)
 }
 
 // ReadDirectCounter implements Backend.
-func (b *EngineBackend) ReadDirectCounter(t engine.TableInfo, match []engine.Match, priority int32) (engine.CounterData, error) {
+func (b *EngineBackend) ReadDirectCounter(t pipeline.TableInfo, match []pipeline.Match, priority int32) (pipeline.CounterData, error) {
 	return b.pl.ReadDirectCounter(t.ID, match, priority)
 }
 

@@ -4,6 +4,7 @@ import (
 	p4configv1 "github.com/p4lang/p4runtime/go/p4/config/v1"
 
 	"github.com/terrapin/terrapin/toolchain/engine"
+	"github.com/terrapin/terrapin/toolchain/pipeline"
 )
 
 // P4Info id prefixes (P4Runtime spec §6.3, p4info.proto P4Ids).
@@ -57,7 +58,7 @@ func P4InfoFromModel(pl *engine.Pipeline) *p4configv1.P4Info {
 	for _, m := range pl.Meters() {
 		meterID[m.Name] = m.ID
 		spec := &p4configv1.MeterSpec{Unit: p4configv1.MeterSpec_BYTES}
-		if m.Unit == engine.MeterPackets {
+		if m.Unit == pipeline.MeterPackets {
 			spec.Unit = p4configv1.MeterSpec_PACKETS
 		}
 		if m.Direct {
@@ -86,13 +87,13 @@ func P4InfoFromModel(pl *engine.Pipeline) *p4configv1.P4Info {
 		}
 		info.ActionProfiles = append(info.ActionProfiles, prof)
 	}
-	kinds := map[engine.MatchKind]p4configv1.MatchField_MatchType{
-		engine.MatchExact:    p4configv1.MatchField_EXACT,
-		engine.MatchLPM:      p4configv1.MatchField_LPM,
-		engine.MatchTernary:  p4configv1.MatchField_TERNARY,
-		engine.MatchRange:    p4configv1.MatchField_RANGE,
-		engine.MatchOptional: p4configv1.MatchField_OPTIONAL,
-		engine.MatchValid:    p4configv1.MatchField_EXACT,
+	kinds := map[pipeline.MatchKind]p4configv1.MatchField_MatchType{
+		pipeline.MatchExact:    p4configv1.MatchField_EXACT,
+		pipeline.MatchLPM:      p4configv1.MatchField_LPM,
+		pipeline.MatchTernary:  p4configv1.MatchField_TERNARY,
+		pipeline.MatchRange:    p4configv1.MatchField_RANGE,
+		pipeline.MatchOptional: p4configv1.MatchField_OPTIONAL,
+		pipeline.MatchValid:    p4configv1.MatchField_EXACT,
 	}
 	for _, t := range pl.Tables() {
 		if t.Hidden {

@@ -15,22 +15,23 @@ import (
 	"strings"
 
 	"github.com/terrapin/terrapin/toolchain/engine"
+	"github.com/terrapin/terrapin/toolchain/pipeline"
 )
 
 // lookupTable finds a table by the STF's name for it.
-func lookupTable(tables []engine.TableInfo, name string) (engine.TableInfo, error) {
+func lookupTable(tables []pipeline.TableInfo, name string) (pipeline.TableInfo, error) {
 	for _, t := range tables {
 		if t.Name == name {
 			return t, nil
 		}
 	}
 	// A unique suffix: prefer visible tables and dot boundaries.
-	for _, pass := range []func(t engine.TableInfo) bool{
-		func(t engine.TableInfo) bool { return !t.Hidden && strings.HasSuffix(t.Name, "."+name) },
-		func(t engine.TableInfo) bool { return !t.Hidden && strings.HasSuffix(t.Name, name) },
-		func(t engine.TableInfo) bool { return strings.HasSuffix(t.Name, name) },
+	for _, pass := range []func(t pipeline.TableInfo) bool{
+		func(t pipeline.TableInfo) bool { return !t.Hidden && strings.HasSuffix(t.Name, "."+name) },
+		func(t pipeline.TableInfo) bool { return !t.Hidden && strings.HasSuffix(t.Name, name) },
+		func(t pipeline.TableInfo) bool { return strings.HasSuffix(t.Name, name) },
 	} {
-		var found []engine.TableInfo
+		var found []pipeline.TableInfo
 		for _, t := range tables {
 			if pass(t) {
 				found = append(found, t)
@@ -40,15 +41,15 @@ func lookupTable(tables []engine.TableInfo, name string) (engine.TableInfo, erro
 			return found[0], nil
 		}
 		if len(found) > 1 {
-			return engine.TableInfo{}, fmt.Errorf("table name %s is ambiguous between %s and %s", name, found[0].Name, found[1].Name)
+			return pipeline.TableInfo{}, fmt.Errorf("table name %s is ambiguous between %s and %s", name, found[0].Name, found[1].Name)
 		}
 	}
-	return engine.TableInfo{}, fmt.Errorf("no table %s", name)
+	return pipeline.TableInfo{}, fmt.Errorf("no table %s", name)
 }
 
 // lookupAction finds one of the table's actions by the STF's name for it.
-func lookupAction(pl *engine.Pipeline, t engine.TableInfo, name string) (engine.ActionInfo, error) {
-	var acts []engine.ActionInfo
+func lookupAction(pl *engine.Pipeline, t pipeline.TableInfo, name string) (pipeline.ActionInfo, error) {
+	var acts []pipeline.ActionInfo
 	for _, id := range t.ActionIDs {
 		a, err := pl.Action(id)
 		if err == nil {
@@ -60,11 +61,11 @@ func lookupAction(pl *engine.Pipeline, t engine.TableInfo, name string) (engine.
 			return a, nil
 		}
 	}
-	for _, pass := range []func(a engine.ActionInfo) bool{
-		func(a engine.ActionInfo) bool { return strings.HasSuffix(a.Name, "."+name) },
-		func(a engine.ActionInfo) bool { return strings.HasSuffix(a.Name, name) },
+	for _, pass := range []func(a pipeline.ActionInfo) bool{
+		func(a pipeline.ActionInfo) bool { return strings.HasSuffix(a.Name, "."+name) },
+		func(a pipeline.ActionInfo) bool { return strings.HasSuffix(a.Name, name) },
 	} {
-		var found []engine.ActionInfo
+		var found []pipeline.ActionInfo
 		for _, a := range acts {
 			if pass(a) {
 				found = append(found, a)
@@ -74,20 +75,20 @@ func lookupAction(pl *engine.Pipeline, t engine.TableInfo, name string) (engine.
 			return found[0], nil
 		}
 		if len(found) > 1 {
-			return engine.ActionInfo{}, fmt.Errorf("action name %s is ambiguous in table %s", name, t.Name)
+			return pipeline.ActionInfo{}, fmt.Errorf("action name %s is ambiguous in table %s", name, t.Name)
 		}
 	}
-	return engine.ActionInfo{}, fmt.Errorf("no action %s in table %s", name, t.Name)
+	return pipeline.ActionInfo{}, fmt.Errorf("no action %s in table %s", name, t.Name)
 }
 
 var stackIndexRE = regexp.MustCompile(`^(.*)\$([0-9]+)(.*)$`)
 
 // lookupKey returns the index of the key field the STF names.
-func lookupKey(t engine.TableInfo, name string) (int, error) {
+func lookupKey(t pipeline.TableInfo, name string) (int, error) {
 	if m := stackIndexRE.FindStringSubmatch(name); m != nil {
 		name = m[1] + "[" + m[2] + "]" + m[3]
 	}
-	names := func(k engine.KeyFieldInfo) []string {
+	names := func(k pipeline.KeyFieldInfo) []string {
 		if k.Name == k.Target {
 			return []string{k.Name}
 		}
@@ -220,47 +221,47 @@ func hexVal(c rune) int {
 }
 
 // keyMatch converts an STF key value for key field k.
-func keyMatch(k engine.KeyFieldInfo, value string) (engine.Match, error) {
+func keyMatch(k pipeline.KeyFieldInfo, value string) (pipeline.Match, error) {
 	w := k.Bitwidth
-	if value == "*" && k.Kind != engine.MatchExact {
-		return engine.Match{Wildcard: true}, nil
+	if value == "*" && k.Kind != pipeline.MatchExact {
+		return pipeline.Match{Wildcard: true}, nil
 	}
 	switch k.Kind {
-	case engine.MatchTernary:
+	case pipeline.MatchTernary:
 		if i := strings.Index(value, "&&&"); i >= 0 {
 			v, err := parseNumber(value[:i], w)
 			if err != nil {
-				return engine.Match{}, err
+				return pipeline.Match{}, err
 			}
 			m, err := parseNumber(value[i+3:], w)
 			if err != nil {
-				return engine.Match{}, err
+				return pipeline.Match{}, err
 			}
-			return engine.Match{Value: v, Mask: m}, nil
+			return pipeline.Match{Value: v, Mask: m}, nil
 		}
 		v, m, err := parseDigits(value)
 		if err != nil {
-			return engine.Match{}, err
+			return pipeline.Match{}, err
 		}
 		if m == nil { // decimal: exact
-			return engine.Match{Value: toWidth(v, w), Mask: toWidth(big.NewInt(-1), w)}, nil
+			return pipeline.Match{Value: toWidth(v, w), Mask: toWidth(big.NewInt(-1), w)}, nil
 		}
-		return engine.Match{Value: toWidth(v, w), Mask: toWidth(m, w)}, nil
-	case engine.MatchLPM:
+		return pipeline.Match{Value: toWidth(v, w), Mask: toWidth(m, w)}, nil
+	case pipeline.MatchLPM:
 		if i := strings.IndexByte(value, '/'); i >= 0 {
 			v, err := parseNumber(value[:i], w)
 			if err != nil {
-				return engine.Match{}, err
+				return pipeline.Match{}, err
 			}
 			var plen int
 			if _, err := fmt.Sscanf(value[i+1:], "%d", &plen); err != nil {
-				return engine.Match{}, fmt.Errorf("bad prefix length in %q", value)
+				return pipeline.Match{}, fmt.Errorf("bad prefix length in %q", value)
 			}
-			return engine.Match{Value: v, PrefixLen: plen}, nil
+			return pipeline.Match{Value: v, PrefixLen: plen}, nil
 		}
 		v, m, err := parseDigits(value)
 		if err != nil {
-			return engine.Match{}, err
+			return pipeline.Match{}, err
 		}
 		plen := w
 		if m != nil {
@@ -279,29 +280,29 @@ func keyMatch(k engine.KeyFieldInfo, value string) (engine.Match, error) {
 				plen = w
 			}
 		}
-		return engine.Match{Value: toWidth(v, w), PrefixLen: plen}, nil
-	case engine.MatchRange:
+		return pipeline.Match{Value: toWidth(v, w), PrefixLen: plen}, nil
+	case pipeline.MatchRange:
 		if i := strings.Index(value, "->"); i >= 0 {
 			lo, err := parseNumber(value[:i], w)
 			if err != nil {
-				return engine.Match{}, err
+				return pipeline.Match{}, err
 			}
 			hi, err := parseNumber(value[i+2:], w)
 			if err != nil {
-				return engine.Match{}, err
+				return pipeline.Match{}, err
 			}
-			return engine.Match{Value: lo, High: hi}, nil
+			return pipeline.Match{Value: lo, High: hi}, nil
 		}
 		v, err := parseNumber(value, w)
 		if err != nil {
-			return engine.Match{}, err
+			return pipeline.Match{}, err
 		}
-		return engine.Match{Value: v, High: v}, nil
+		return pipeline.Match{Value: v, High: v}, nil
 	default: // exact, optional, valid
 		v, err := parseNumber(value, w)
 		if err != nil {
-			return engine.Match{}, err
+			return pipeline.Match{}, err
 		}
-		return engine.Match{Value: v}, nil
+		return pipeline.Match{Value: v}, nil
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/terrapin/terrapin/toolchain/engine"
+	"github.com/terrapin/terrapin/toolchain/pipeline"
 )
 
 // Run executes an STF script on a started backend and compares the output
@@ -145,8 +146,8 @@ func hexBytes(s string) []byte {
 }
 
 type entryRef struct {
-	table engine.TableInfo
-	match []engine.Match
+	table pipeline.TableInfo
+	match []pipeline.Match
 	prio  int32
 }
 
@@ -157,7 +158,7 @@ type runState struct {
 	handles map[string]entryRef
 	added   []entryRef
 	nodes   []mcNode
-	groups  map[uint32][]engine.Replica
+	groups  map[uint32][]pipeline.Replica
 	log     io.Writer
 }
 
@@ -185,7 +186,7 @@ func (st *runState) control(c Command) error {
 		if c.Priority != nil {
 			prio = *c.Priority
 		}
-		e := engine.TableEntry{Match: match, Priority: prio, Action: act}
+		e := pipeline.TableEntry{Match: match, Priority: prio, Action: act}
 		if err := st.b.AddEntry(t, e); err != nil {
 			return err
 		}
@@ -250,7 +251,7 @@ func (st *runState) control(c Command) error {
 		if err1 != nil || err2 != nil {
 			return fmt.Errorf("bad session or port")
 		}
-		return st.b.SetCloneSession(uint32(id), engine.CloneSession{Replicas: []engine.Replica{{Port: uint32(port)}}})
+		return st.b.SetCloneSession(uint32(id), pipeline.CloneSession{Replicas: []pipeline.Replica{{Port: uint32(port)}}})
 	case "mc_mgrp_create":
 		if len(c.Args) < 1 {
 			return fmt.Errorf("usage: mc_mgrp_create GROUP")
@@ -260,7 +261,7 @@ func (st *runState) control(c Command) error {
 			return fmt.Errorf("bad group %q", c.Args[0])
 		}
 		if st.groups == nil {
-			st.groups = map[uint32][]engine.Replica{}
+			st.groups = map[uint32][]pipeline.Replica{}
 		}
 		st.groups[uint32(g)] = nil
 		return st.b.SetMulticastGroup(uint32(g), nil)
@@ -295,10 +296,10 @@ func (st *runState) control(c Command) error {
 			return fmt.Errorf("bad group or node handle")
 		}
 		if st.groups == nil {
-			st.groups = map[uint32][]engine.Replica{}
+			st.groups = map[uint32][]pipeline.Replica{}
 		}
 		for _, p := range st.nodes[h].ports {
-			st.groups[uint32(g)] = append(st.groups[uint32(g)], engine.Replica{Port: p, Rid: st.nodes[h].rid})
+			st.groups[uint32(g)] = append(st.groups[uint32(g)], pipeline.Replica{Port: p, Rid: st.nodes[h].rid})
 		}
 		return st.b.SetMulticastGroup(uint32(g), st.groups[uint32(g)])
 	case "check_counter":
@@ -309,8 +310,8 @@ func (st *runState) control(c Command) error {
 	return fmt.Errorf("unsupported STF command %q", c.Op)
 }
 
-func (st *runState) matchOf(t engine.TableInfo, keys []KeyArg) ([]engine.Match, error) {
-	match := make([]engine.Match, len(t.Keys))
+func (st *runState) matchOf(t pipeline.TableInfo, keys []KeyArg) ([]pipeline.Match, error) {
+	match := make([]pipeline.Match, len(t.Keys))
 	set := make([]bool, len(t.Keys))
 	for _, k := range keys {
 		i, err := lookupKey(t, k.Name)
@@ -331,19 +332,19 @@ func (st *runState) matchOf(t engine.TableInfo, keys []KeyArg) ([]engine.Match, 
 			continue
 		}
 		switch k.Kind {
-		case engine.MatchExact, engine.MatchValid:
-			match[i] = engine.Match{Value: []byte{0}}
+		case pipeline.MatchExact, pipeline.MatchValid:
+			match[i] = pipeline.Match{Value: []byte{0}}
 		default:
-			match[i] = engine.Match{Wildcard: true}
+			match[i] = pipeline.Match{Wildcard: true}
 		}
 	}
 	return match, nil
 }
 
-func (st *runState) actionCall(t engine.TableInfo, name string, params []ParamArg) (engine.ActionCall, error) {
+func (st *runState) actionCall(t pipeline.TableInfo, name string, params []ParamArg) (pipeline.ActionCall, error) {
 	a, err := lookupAction(st.pl, t, name)
 	if err != nil {
-		return engine.ActionCall{}, err
+		return pipeline.ActionCall{}, err
 	}
 	vals := make([][]byte, len(a.Params))
 	given := map[string]string{}
@@ -358,25 +359,25 @@ func (st *runState) actionCall(t engine.TableInfo, name string, params []ParamAr
 			}
 		}
 		if !ok {
-			return engine.ActionCall{}, fmt.Errorf("action %s has no parameter %s", a.Name, p.Name)
+			return pipeline.ActionCall{}, fmt.Errorf("action %s has no parameter %s", a.Name, p.Name)
 		}
 	}
 	for i, ap := range a.Params {
 		v, ok := given[ap.Name]
 		if !ok {
-			return engine.ActionCall{}, fmt.Errorf("action %s: missing parameter %s", a.Name, ap.Name)
+			return pipeline.ActionCall{}, fmt.Errorf("action %s: missing parameter %s", a.Name, ap.Name)
 		}
 		b, err := parseNumber(v, ap.Bitwidth)
 		if err != nil {
-			return engine.ActionCall{}, fmt.Errorf("parameter %s: %v", ap.Name, err)
+			return pipeline.ActionCall{}, fmt.Errorf("parameter %s: %v", ap.Name, err)
 		}
 		vals[i] = b
 	}
-	return engine.ActionCall{ActionID: a.ID, Params: vals}, nil
+	return pipeline.ActionCall{ActionID: a.ID, Params: vals}, nil
 }
 
 func (st *runState) checkCounter(c Command) error {
-	var d engine.CounterData
+	var d pipeline.CounterData
 	if strings.HasPrefix(c.Index, "$") {
 		ref, ok := st.handles[c.Index[1:]]
 		if !ok {
@@ -388,7 +389,7 @@ func (st *runState) checkCounter(c Command) error {
 			return err
 		}
 	} else {
-		var ci *engine.CounterInfo
+		var ci *pipeline.CounterInfo
 		cs := st.pl.Counters()
 		for i := range cs {
 			if cs[i].Name == c.Counter {

@@ -12,6 +12,7 @@ import (
 	p4configv1 "github.com/p4lang/p4runtime/go/p4/config/v1"
 
 	"github.com/terrapin/terrapin/toolchain/engine"
+	"github.com/terrapin/terrapin/toolchain/pipeline"
 )
 
 func TestParseScript(t *testing.T) {
@@ -59,25 +60,25 @@ mirroring_add 5 4
 
 func TestKeyMatch(t *testing.T) {
 	cases := []struct {
-		kind  engine.MatchKind
+		kind  pipeline.MatchKind
 		width int
 		in    string
-		want  engine.Match
+		want  pipeline.Match
 	}{
-		{engine.MatchTernary, 32, "0x****0101", engine.Match{Value: []byte{0, 0, 1, 1}, Mask: []byte{0, 0, 0xff, 0xff}}},
-		{engine.MatchTernary, 16, "0x25**", engine.Match{Value: []byte{0x25, 0}, Mask: []byte{0xff, 0}}},
-		{engine.MatchTernary, 8, "0x10&&&0xf0", engine.Match{Value: []byte{0x10}, Mask: []byte{0xf0}}},
-		{engine.MatchTernary, 8, "0b1*1", engine.Match{Value: []byte{5}, Mask: []byte{5}}},
-		{engine.MatchLPM, 32, "0x0a010065", engine.Match{Value: []byte{10, 1, 0, 0x65}, PrefixLen: 32}},
-		{engine.MatchLPM, 32, "0x0a01****", engine.Match{Value: []byte{10, 1, 0, 0}, PrefixLen: 16}},
-		{engine.MatchLPM, 32, "0x0a000000/8", engine.Match{Value: []byte{10, 0, 0, 0}, PrefixLen: 8}},
-		{engine.MatchRange, 16, "5->10", engine.Match{Value: []byte{0, 5}, High: []byte{0, 10}}},
-		{engine.MatchExact, 9, "511", engine.Match{Value: []byte{1, 0xff}}},
-		{engine.MatchExact, 8, "-1", engine.Match{Value: []byte{0xff}}},
-		{engine.MatchOptional, 8, "*", engine.Match{Wildcard: true}},
+		{pipeline.MatchTernary, 32, "0x****0101", pipeline.Match{Value: []byte{0, 0, 1, 1}, Mask: []byte{0, 0, 0xff, 0xff}}},
+		{pipeline.MatchTernary, 16, "0x25**", pipeline.Match{Value: []byte{0x25, 0}, Mask: []byte{0xff, 0}}},
+		{pipeline.MatchTernary, 8, "0x10&&&0xf0", pipeline.Match{Value: []byte{0x10}, Mask: []byte{0xf0}}},
+		{pipeline.MatchTernary, 8, "0b1*1", pipeline.Match{Value: []byte{5}, Mask: []byte{5}}},
+		{pipeline.MatchLPM, 32, "0x0a010065", pipeline.Match{Value: []byte{10, 1, 0, 0x65}, PrefixLen: 32}},
+		{pipeline.MatchLPM, 32, "0x0a01****", pipeline.Match{Value: []byte{10, 1, 0, 0}, PrefixLen: 16}},
+		{pipeline.MatchLPM, 32, "0x0a000000/8", pipeline.Match{Value: []byte{10, 0, 0, 0}, PrefixLen: 8}},
+		{pipeline.MatchRange, 16, "5->10", pipeline.Match{Value: []byte{0, 5}, High: []byte{0, 10}}},
+		{pipeline.MatchExact, 9, "511", pipeline.Match{Value: []byte{1, 0xff}}},
+		{pipeline.MatchExact, 8, "-1", pipeline.Match{Value: []byte{0xff}}},
+		{pipeline.MatchOptional, 8, "*", pipeline.Match{Wildcard: true}},
 	}
 	for _, tc := range cases {
-		got, err := keyMatch(engine.KeyFieldInfo{Kind: tc.kind, Bitwidth: tc.width}, tc.in)
+		got, err := keyMatch(pipeline.KeyFieldInfo{Kind: tc.kind, Bitwidth: tc.width}, tc.in)
 		if err != nil {
 			t.Errorf("%s: %v", tc.in, err)
 			continue

@@ -15,6 +15,7 @@ import (
 	"github.com/terrapin/terrapin/toolchain/engine"
 	"github.com/terrapin/terrapin/toolchain/p4rt"
 	"github.com/terrapin/terrapin/toolchain/p4rt/enginetarget"
+	"github.com/terrapin/terrapin/toolchain/pipeline"
 )
 
 // Compiled is one pipeline compiled from BMv2 JSON.
@@ -23,7 +24,7 @@ type Compiled struct {
 	Control  p4rt.PipelineControl
 	// Digests delivers the pipeline's digest messages; nil if none. It is
 	// drained while the pipeline forwards.
-	Digests <-chan engine.Digest
+	Digests <-chan pipeline.Digest
 	// Close releases the pipeline (optional).
 	Close func()
 }
@@ -54,7 +55,7 @@ type Target struct {
 
 	mu         sync.Mutex
 	current    *prepared
-	digestSink atomic.Pointer[func(p4rt.Digest)]
+	digestSink atomic.Pointer[func(pipeline.Digest)]
 	ctlCancel  func()
 }
 
@@ -124,7 +125,7 @@ func (p *prepared) forwardDigests() {
 				return
 			}
 			if sink := p.t.digestSink.Load(); sink != nil {
-				(*sink)(enginetarget.DigestOf(dg))
+				(*sink)(dg)
 			}
 		}
 	}
@@ -163,7 +164,7 @@ func (t *Target) SetControllerSink(sink func(frame []byte)) {
 }
 
 // SetDigestSink implements p4rt.Target.
-func (t *Target) SetDigestSink(sink func(p4rt.Digest)) {
+func (t *Target) SetDigestSink(sink func(pipeline.Digest)) {
 	if sink == nil {
 		t.digestSink.Store(nil)
 		return

@@ -10,10 +10,12 @@ import (
 	"errors"
 	"sync"
 
-	"github.com/terrapin/terrapin/toolchain/engine"
-	"github.com/terrapin/terrapin/toolchain/p4rt"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/terrapin/terrapin/toolchain/engine"
+	"github.com/terrapin/terrapin/toolchain/p4rt"
+	"github.com/terrapin/terrapin/toolchain/pipeline"
 )
 
 // Control adapts pl to the control interface the P4Runtime server uses.
@@ -101,24 +103,15 @@ func (c *control) action(table int, name string) (int, error) {
 	return aid, nil
 }
 
-func matches(key []p4rt.KeyField) []engine.Match {
-	out := make([]engine.Match, len(key))
-	for i, k := range key {
-		out[i] = engine.Match{Value: k.Value, Mask: k.Mask, High: k.High, PrefixLen: k.PrefixLen,
-			Wildcard: k.Wildcard && k.Kind != p4rt.MatchExact}
-	}
-	return out
-}
-
-func (c *control) call(table int, action string, args [][]byte) (engine.ActionCall, error) {
+func (c *control) call(table int, action string, args [][]byte) (pipeline.ActionCall, error) {
 	aid, err := c.action(table, action)
 	if err != nil {
-		return engine.ActionCall{}, err
+		return pipeline.ActionCall{}, err
 	}
-	return engine.ActionCall{ActionID: aid, Params: args}, nil
+	return pipeline.ActionCall{ActionID: aid, Params: args}, nil
 }
 
-func (c *control) AddEntry(table string, key []p4rt.KeyField, priority int32, action string, args [][]byte) error {
+func (c *control) AddEntry(table string, key []pipeline.Match, priority int32, action string, args [][]byte) error {
 	tid, err := c.id(engine.KindTable, "table", table)
 	if err != nil {
 		return err
@@ -127,10 +120,10 @@ func (c *control) AddEntry(table string, key []p4rt.KeyField, priority int32, ac
 	if err != nil {
 		return err
 	}
-	return wrap(c.pl.AddEntry(tid, engine.TableEntry{Match: matches(key), Priority: priority, Action: a}))
+	return wrap(c.pl.AddEntry(tid, pipeline.TableEntry{Match: key, Priority: priority, Action: a}))
 }
 
-func (c *control) ModifyEntry(table string, key []p4rt.KeyField, priority int32, action string, args [][]byte) error {
+func (c *control) ModifyEntry(table string, key []pipeline.Match, priority int32, action string, args [][]byte) error {
 	tid, err := c.id(engine.KindTable, "table", table)
 	if err != nil {
 		return err
@@ -139,15 +132,15 @@ func (c *control) ModifyEntry(table string, key []p4rt.KeyField, priority int32,
 	if err != nil {
 		return err
 	}
-	return wrap(c.pl.ModifyEntry(tid, engine.TableEntry{Match: matches(key), Priority: priority, Action: a}))
+	return wrap(c.pl.ModifyEntry(tid, pipeline.TableEntry{Match: key, Priority: priority, Action: a}))
 }
 
-func (c *control) DeleteEntry(table string, key []p4rt.KeyField, priority int32) error {
+func (c *control) DeleteEntry(table string, key []pipeline.Match, priority int32) error {
 	tid, err := c.id(engine.KindTable, "table", table)
 	if err != nil {
 		return err
 	}
-	return wrap(c.pl.DeleteEntry(tid, matches(key), priority))
+	return wrap(c.pl.DeleteEntry(tid, key, priority))
 }
 
 func (c *control) SetDefaultAction(table string, action string, args [][]byte) error {
@@ -170,49 +163,49 @@ func (c *control) ResetDefaultAction(table string) error {
 	return wrap(c.pl.ResetDefaultAction(tid))
 }
 
-func (c *control) ReadDirectCounter(table string, key []p4rt.KeyField, priority int32) (p4rt.CounterValue, error) {
+func (c *control) ReadDirectCounter(table string, key []pipeline.Match, priority int32) (pipeline.CounterData, error) {
 	tid, err := c.id(engine.KindTable, "table", table)
 	if err != nil {
-		return p4rt.CounterValue{}, err
+		return pipeline.CounterData{}, err
 	}
-	d, err := c.pl.ReadDirectCounter(tid, matches(key), priority)
-	return counterValue(d), wrap(err)
+	d, err := c.pl.ReadDirectCounter(tid, key, priority)
+	return d, wrap(err)
 }
 
-func (c *control) WriteDirectCounter(table string, key []p4rt.KeyField, priority int32, v p4rt.CounterValue) error {
-	tid, err := c.id(engine.KindTable, "table", table)
-	if err != nil {
-		return err
-	}
-	return wrap(c.pl.WriteDirectCounter(tid, matches(key), priority, counterData(v)))
-}
-
-func (c *control) SetDirectMeter(table string, key []p4rt.KeyField, priority int32, m *p4rt.MeterConfig) error {
+func (c *control) WriteDirectCounter(table string, key []pipeline.Match, priority int32, v pipeline.CounterData) error {
 	tid, err := c.id(engine.KindTable, "table", table)
 	if err != nil {
 		return err
 	}
-	return wrap(c.pl.SetDirectMeter(tid, matches(key), priority, meterConfig(m)))
+	return wrap(c.pl.WriteDirectCounter(tid, key, priority, v))
 }
 
-func (c *control) ReadCounter(counter string, index int64) (p4rt.CounterValue, error) {
+func (c *control) SetDirectMeter(table string, key []pipeline.Match, priority int32, m *pipeline.MeterConfig) error {
+	tid, err := c.id(engine.KindTable, "table", table)
+	if err != nil {
+		return err
+	}
+	return wrap(c.pl.SetDirectMeter(tid, key, priority, m))
+}
+
+func (c *control) ReadCounter(counter string, index int64) (pipeline.CounterData, error) {
 	id, err := c.id(engine.KindCounter, "counter", counter)
 	if err != nil {
-		return p4rt.CounterValue{}, err
+		return pipeline.CounterData{}, err
 	}
 	d, err := c.pl.ReadCounter(id, int(index))
-	return counterValue(d), wrap(err)
+	return d, wrap(err)
 }
 
-func (c *control) WriteCounter(counter string, index int64, v p4rt.CounterValue) error {
+func (c *control) WriteCounter(counter string, index int64, v pipeline.CounterData) error {
 	id, err := c.id(engine.KindCounter, "counter", counter)
 	if err != nil {
 		return err
 	}
-	return wrap(c.pl.WriteCounter(id, int(index), counterData(v)))
+	return wrap(c.pl.WriteCounter(id, int(index), v))
 }
 
-func (c *control) SetMeter(meter string, index int64, m *p4rt.MeterConfig) error {
+func (c *control) SetMeter(meter string, index int64, m *pipeline.MeterConfig) error {
 	id, err := c.id(engine.KindMeter, "meter", meter)
 	if err != nil {
 		return err
@@ -220,7 +213,7 @@ func (c *control) SetMeter(meter string, index int64, m *p4rt.MeterConfig) error
 	if index < 0 {
 		return status.Errorf(codes.InvalidArgument, "negative meter index %d", index)
 	}
-	return wrap(c.pl.SetMeter(id, int(index), meterConfig(m)))
+	return wrap(c.pl.SetMeter(id, int(index), m))
 }
 
 func (c *control) ReadRegister(register string, index int64) ([]byte, error) {
@@ -240,25 +233,16 @@ func (c *control) WriteRegister(register string, index int64, value []byte) erro
 	return wrap(c.pl.WriteRegister(id, int(index), value))
 }
 
-func replicas(rs []p4rt.Replica) []engine.Replica {
-	out := make([]engine.Replica, len(rs))
-	for i, r := range rs {
-		out[i] = engine.Replica{Port: r.Port, Rid: r.Instance}
-	}
-	return out
-}
-
-func (c *control) SetMulticastGroup(group uint32, rs []p4rt.Replica) error {
-	return wrap(c.pl.SetMulticastGroup(group, replicas(rs)))
+func (c *control) SetMulticastGroup(group uint32, rs []pipeline.Replica) error {
+	return wrap(c.pl.SetMulticastGroup(group, rs))
 }
 
 func (c *control) DeleteMulticastGroup(group uint32) error {
 	return wrap(c.pl.DeleteMulticastGroup(group))
 }
 
-func (c *control) SetCloneSession(session uint32, s p4rt.CloneSession) error {
-	return wrap(c.pl.SetCloneSession(session, engine.CloneSession{
-		Replicas: replicas(s.Replicas), TruncateLength: int(s.TruncateBytes), ClassOfService: s.ClassOfService}))
+func (c *control) SetCloneSession(session uint32, s pipeline.CloneSession) error {
+	return wrap(c.pl.SetCloneSession(session, s))
 }
 
 func (c *control) DeleteCloneSession(session uint32) error {
@@ -290,7 +274,7 @@ func (c *control) SetProfileMember(profile string, member uint32, action string,
 	if err != nil {
 		return err
 	}
-	return wrap(c.pl.SetProfileMember(pid, member, engine.ActionCall{ActionID: aid, Params: args}))
+	return wrap(c.pl.SetProfileMember(pid, member, pipeline.ActionCall{ActionID: aid, Params: args}))
 }
 
 func (c *control) DeleteProfileMember(profile string, member uint32) error {
@@ -317,60 +301,26 @@ func (c *control) DeleteProfileGroup(profile string, group uint32) error {
 	return wrap(c.pl.DeleteProfileGroup(pid, group))
 }
 
-func indirectRef(ref p4rt.IndirectRef) engine.IndirectRef {
-	switch ref.Kind {
-	case p4rt.IndirectMember:
-		return engine.IndirectRef{Kind: engine.IndirectMember, ID: ref.ID}
-	case p4rt.IndirectGroup:
-		return engine.IndirectRef{Kind: engine.IndirectGroup, ID: ref.ID}
-	}
-	return engine.IndirectRef{}
-}
-
-func (c *control) AddIndirectEntry(table string, key []p4rt.KeyField, priority int32, ref p4rt.IndirectRef) error {
+func (c *control) AddIndirectEntry(table string, key []pipeline.Match, priority int32, ref pipeline.IndirectRef) error {
 	tid, err := c.id(engine.KindTable, "table", table)
 	if err != nil {
 		return err
 	}
-	return wrap(c.pl.AddEntry(tid, engine.TableEntry{Match: matches(key), Priority: priority, Indirect: indirectRef(ref)}))
+	return wrap(c.pl.AddEntry(tid, pipeline.TableEntry{Match: key, Priority: priority, Indirect: ref}))
 }
 
-func (c *control) ModifyIndirectEntry(table string, key []p4rt.KeyField, priority int32, ref p4rt.IndirectRef) error {
+func (c *control) ModifyIndirectEntry(table string, key []pipeline.Match, priority int32, ref pipeline.IndirectRef) error {
 	tid, err := c.id(engine.KindTable, "table", table)
 	if err != nil {
 		return err
 	}
-	return wrap(c.pl.ModifyEntry(tid, engine.TableEntry{Match: matches(key), Priority: priority, Indirect: indirectRef(ref)}))
+	return wrap(c.pl.ModifyEntry(tid, pipeline.TableEntry{Match: key, Priority: priority, Indirect: ref}))
 }
 
-func (c *control) SetValueSet(valueSet string, members []p4rt.ValueSetMember) error {
+func (c *control) SetValueSet(valueSet string, members []pipeline.ValueSetMember) error {
 	id, err := c.id(engine.KindValueSet, "value set", valueSet)
 	if err != nil {
 		return err
 	}
-	ms := make([]engine.ValueSetMember, len(members))
-	for i, m := range members {
-		ms[i] = engine.ValueSetMember{Value: m.Value, Mask: m.Mask}
-	}
-	return wrap(c.pl.SetValueSet(id, ms))
-}
-
-func counterValue(d engine.CounterData) p4rt.CounterValue {
-	return p4rt.CounterValue{Bytes: int64(d.Bytes), Packets: int64(d.Packets)}
-}
-
-func counterData(v p4rt.CounterValue) engine.CounterData {
-	return engine.CounterData{Bytes: uint64(v.Bytes), Packets: uint64(v.Packets)}
-}
-
-func meterConfig(m *p4rt.MeterConfig) *engine.MeterConfig {
-	if m == nil {
-		return nil
-	}
-	return &engine.MeterConfig{CIR: uint64(m.CIR), CBurst: uint64(m.CBurst), PIR: uint64(m.PIR), PBurst: uint64(m.PBurst)}
-}
-
-// DigestOf converts an engine digest for the server's digest sink.
-func DigestOf(d engine.Digest) p4rt.Digest {
-	return p4rt.Digest{Name: d.Name, Fields: d.Fields}
+	return wrap(c.pl.SetValueSet(id, members))
 }

@@ -4,10 +4,11 @@ import (
 	"os"
 	"testing"
 
-	"github.com/terrapin/terrapin/toolchain/engine"
-	"github.com/terrapin/terrapin/toolchain/p4rt"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/terrapin/terrapin/toolchain/engine"
+	"github.com/terrapin/terrapin/toolchain/pipeline"
 )
 
 // ternary2-bmv2 from p4c's corpus: p4c's own JSON, where "ingress.noop"
@@ -28,8 +29,8 @@ func loadCorpus(t *testing.T, name string) *engine.Pipeline {
 func TestControl(t *testing.T) {
 	pl := loadCorpus(t, "ternary2-bmv2")
 	c := Control(pl)
-	key := func(v, m byte) []p4rt.KeyField {
-		return []p4rt.KeyField{{Kind: p4rt.MatchTernary, Value: []byte{0, 0, 1, v}, Mask: []byte{0, 0, 0xff, m}}}
+	key := func(v, m byte) []pipeline.Match {
+		return []pipeline.Match{{Value: []byte{0, 0, 1, v}, Mask: []byte{0, 0, 0xff, m}}}
 	}
 	tests := []struct {
 		name string
@@ -40,7 +41,7 @@ func TestControl(t *testing.T) {
 			return c.AddEntry("ingress.test1", key(1, 0xff), 5, "ingress.setb1", [][]byte{{0, 2}, {0x7f}})
 		}, codes.OK},
 		{"add with the table's copy of a shared action name", func() error {
-			return c.AddEntry("ingress.ex1", []p4rt.KeyField{{Kind: p4rt.MatchTernary, Value: []byte{0x25, 0}, Mask: []byte{0xff, 0}}}, 5, "ingress.noop", nil)
+			return c.AddEntry("ingress.ex1", []pipeline.Match{{Value: []byte{0x25, 0}, Mask: []byte{0xff, 0}}}, 5, "ingress.noop", nil)
 		}, codes.OK},
 		{"duplicate", func() error {
 			return c.AddEntry("ingress.test1", key(1, 0xff), 5, "ingress.setb1", [][]byte{{0, 3}, {0x7f}})
@@ -53,8 +54,10 @@ func TestControl(t *testing.T) {
 		{"default action", func() error { return c.SetDefaultAction("ingress.test1", "ingress.setb1", [][]byte{{0, 1}, {1}}) }, codes.OK},
 		{"reset default", func() error { return c.ResetDefaultAction("ingress.test1") }, codes.OK},
 		{"unknown counter", func() error { _, err := c.ReadCounter("nosuch", 0); return err }, codes.NotFound},
-		{"multicast group", func() error { return c.SetMulticastGroup(3, []p4rt.Replica{{Port: 1, Instance: 1}}) }, codes.OK},
-		{"clone session", func() error { return c.SetCloneSession(4, p4rt.CloneSession{Replicas: []p4rt.Replica{{Port: 2}}}) }, codes.OK},
+		{"multicast group", func() error { return c.SetMulticastGroup(3, []pipeline.Replica{{Port: 1, Rid: 1}}) }, codes.OK},
+		{"clone session", func() error {
+			return c.SetCloneSession(4, pipeline.CloneSession{Replicas: []pipeline.Replica{{Port: 2}}})
+		}, codes.OK},
 	}
 	for _, tc := range tests {
 		if got := status.Code(tc.run()); got != tc.code {
@@ -76,8 +79,7 @@ func TestLoopbackPacketPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := pp.Control().AddEntry("ingress.test1", []p4rt.KeyField{{Kind: p4rt.MatchTernary,
-		Value: []byte{0, 0, 1, 1}, Mask: []byte{0, 0, 0xff, 0xff}}}, 1, "ingress.setb1", [][]byte{{0, 2}, {0x7f}}); err != nil {
+	if err := pp.Control().AddEntry("ingress.test1", []pipeline.Match{{Value: []byte{0, 0, 1, 1}, Mask: []byte{0, 0, 0xff, 0xff}}}, 1, "ingress.setb1", [][]byte{{0, 2}, {0x7f}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := pp.Commit(); err != nil {

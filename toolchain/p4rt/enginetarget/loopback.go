@@ -7,6 +7,7 @@ import (
 
 	"github.com/terrapin/terrapin/toolchain/engine"
 	"github.com/terrapin/terrapin/toolchain/p4rt"
+	"github.com/terrapin/terrapin/toolchain/pipeline"
 )
 
 // CPUPort is the port PacketOut enters on and PacketIn leaves by, as
@@ -24,7 +25,7 @@ type Loopback struct {
 	current  *engine.Pipeline
 	stopDig  chan struct{}
 	toCPU    func([]byte)
-	digests  func(p4rt.Digest)
+	digests  func(pipeline.Digest)
 	received map[uint32][][]byte
 }
 
@@ -75,7 +76,7 @@ func (lb *Loopback) forwardDigests(pl *engine.Pipeline, stop chan struct{}) {
 			sink := lb.digests
 			lb.mu.Unlock()
 			if sink != nil {
-				sink(DigestOf(d))
+				sink(d)
 			}
 		}
 	}
@@ -102,7 +103,7 @@ func (lb *Loopback) SetControllerSink(sink func(frame []byte)) {
 }
 
 // SetDigestSink implements p4rt.Target.
-func (lb *Loopback) SetDigestSink(sink func(p4rt.Digest)) {
+func (lb *Loopback) SetDigestSink(sink func(pipeline.Digest)) {
 	lb.mu.Lock()
 	defer lb.mu.Unlock()
 	lb.digests = sink

@@ -13,9 +13,10 @@ import (
 
 	p4configv1 "github.com/p4lang/p4runtime/go/p4/config/v1"
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
-	"github.com/terrapin/terrapin/toolchain/engine"
-	"github.com/terrapin/terrapin/toolchain/stf"
 	"google.golang.org/protobuf/encoding/prototext"
+
+	"github.com/terrapin/terrapin/toolchain/pipeline"
+	"github.com/terrapin/terrapin/toolchain/stf"
 )
 
 // maxSettle bounds how long one batch of packets may take to come out.
@@ -164,7 +165,7 @@ func (b *Backend) settle() {
 	b.burst = 0
 }
 
-func (b *Backend) table(t engine.TableInfo) (*p4configv1.Table, error) {
+func (b *Backend) table(t pipeline.TableInfo) (*p4configv1.Table, error) {
 	for _, pt := range b.info.GetTables() {
 		if n := pt.GetPreamble().GetName(); n == t.Name || "."+n == t.Name {
 			return pt, nil
@@ -179,7 +180,7 @@ func canonicalBytes(v []byte) []byte {
 
 // match converts the engine form of a key to P4Runtime's (don't-care
 // fields omitted).
-func (b *Backend) match(pt *p4configv1.Table, ms []engine.Match) ([]*p4v1.FieldMatch, error) {
+func (b *Backend) match(pt *p4configv1.Table, ms []pipeline.Match) ([]*p4v1.FieldMatch, error) {
 	fs := pt.GetMatchFields()
 	if len(ms) != len(fs) {
 		return nil, fmt.Errorf("table %s: %d key values for %d fields", pt.GetPreamble().GetName(), len(ms), len(fs))
@@ -243,7 +244,7 @@ func priority(pt *p4configv1.Table, p int32) int32 {
 	return p + 1
 }
 
-func (b *Backend) action(pt *p4configv1.Table, a engine.ActionCall) (*p4v1.TableAction, error) {
+func (b *Backend) action(pt *p4configv1.Table, a pipeline.ActionCall) (*p4v1.TableAction, error) {
 	ai, err := b.prog.Model.Action(a.ActionID)
 	if err != nil {
 		return nil, err
@@ -306,7 +307,7 @@ func tableEntity(te *p4v1.TableEntry) *p4v1.Entity {
 }
 
 // AddEntry implements stf.Backend.
-func (b *Backend) AddEntry(t engine.TableInfo, e engine.TableEntry) error {
+func (b *Backend) AddEntry(t pipeline.TableInfo, e pipeline.TableEntry) error {
 	pt, err := b.table(t)
 	if err != nil {
 		return err
@@ -324,7 +325,7 @@ func (b *Backend) AddEntry(t engine.TableInfo, e engine.TableEntry) error {
 }
 
 // DeleteEntry implements stf.Backend.
-func (b *Backend) DeleteEntry(t engine.TableInfo, match []engine.Match, prio int32) error {
+func (b *Backend) DeleteEntry(t pipeline.TableInfo, match []pipeline.Match, prio int32) error {
 	pt, err := b.table(t)
 	if err != nil {
 		return err
@@ -338,7 +339,7 @@ func (b *Backend) DeleteEntry(t engine.TableInfo, match []engine.Match, prio int
 }
 
 // SetDefault implements stf.Backend.
-func (b *Backend) SetDefault(t engine.TableInfo, call engine.ActionCall) error {
+func (b *Backend) SetDefault(t pipeline.TableInfo, call pipeline.ActionCall) error {
 	pt, err := b.table(t)
 	if err != nil {
 		return err
@@ -351,7 +352,7 @@ func (b *Backend) SetDefault(t engine.TableInfo, call engine.ActionCall) error {
 		TableId: pt.GetPreamble().GetId(), IsDefaultAction: true, Action: a}))
 }
 
-func replicas(rs []engine.Replica) []*p4v1.Replica {
+func replicas(rs []pipeline.Replica) []*p4v1.Replica {
 	out := make([]*p4v1.Replica, len(rs))
 	for i, r := range rs {
 		out[i] = &p4v1.Replica{PortKind: &p4v1.Replica_Port{Port: bytesOf(new(big.Int).SetUint64(uint64(r.Port)))}, Instance: r.Rid}
@@ -361,7 +362,7 @@ func replicas(rs []engine.Replica) []*p4v1.Replica {
 
 // SetCloneSession implements stf.Backend (INSERT, or MODIFY when the
 // session exists).
-func (b *Backend) SetCloneSession(id uint32, s engine.CloneSession) error {
+func (b *Backend) SetCloneSession(id uint32, s pipeline.CloneSession) error {
 	typ := p4v1.Update_INSERT
 	if b.dev.clones[id] {
 		typ = p4v1.Update_MODIFY
@@ -377,7 +378,7 @@ func (b *Backend) SetCloneSession(id uint32, s engine.CloneSession) error {
 
 // SetMulticastGroup implements stf.Backend (INSERT, or MODIFY when the
 // group exists).
-func (b *Backend) SetMulticastGroup(group uint32, rs []engine.Replica) error {
+func (b *Backend) SetMulticastGroup(group uint32, rs []pipeline.Replica) error {
 	typ := p4v1.Update_INSERT
 	if _, ok := b.dev.groups[group]; ok {
 		typ = p4v1.Update_MODIFY
@@ -405,7 +406,7 @@ func (b *Backend) readOne(e *p4v1.Entity) (*p4v1.Entity, error) {
 }
 
 // ReadCounter implements stf.Backend.
-func (b *Backend) ReadCounter(c engine.CounterInfo, index int) (engine.CounterData, error) {
+func (b *Backend) ReadCounter(c pipeline.CounterInfo, index int) (pipeline.CounterData, error) {
 	var id uint32
 	for _, pc := range b.info.GetCounters() {
 		if n := pc.GetPreamble().GetName(); n == c.Name || "."+n == c.Name {
@@ -413,34 +414,34 @@ func (b *Backend) ReadCounter(c engine.CounterInfo, index int) (engine.CounterDa
 		}
 	}
 	if id == 0 {
-		return engine.CounterData{}, fmt.Errorf("counter %s is not in the P4Info", c.Name)
+		return pipeline.CounterData{}, fmt.Errorf("counter %s is not in the P4Info", c.Name)
 	}
 	got, err := b.readOne(&p4v1.Entity{Entity: &p4v1.Entity_CounterEntry{CounterEntry: &p4v1.CounterEntry{
 		CounterId: id, Index: &p4v1.Index{Index: int64(index)}}}})
 	if err != nil {
-		return engine.CounterData{}, err
+		return pipeline.CounterData{}, err
 	}
 	d := got.GetCounterEntry().GetData()
-	return engine.CounterData{Packets: uint64(d.GetPacketCount()), Bytes: uint64(d.GetByteCount())}, nil
+	return pipeline.CounterData{Packets: uint64(d.GetPacketCount()), Bytes: uint64(d.GetByteCount())}, nil
 }
 
 // ReadDirectCounter implements stf.Backend.
-func (b *Backend) ReadDirectCounter(t engine.TableInfo, match []engine.Match, prio int32) (engine.CounterData, error) {
+func (b *Backend) ReadDirectCounter(t pipeline.TableInfo, match []pipeline.Match, prio int32) (pipeline.CounterData, error) {
 	pt, err := b.table(t)
 	if err != nil {
-		return engine.CounterData{}, err
+		return pipeline.CounterData{}, err
 	}
 	m, err := b.match(pt, match)
 	if err != nil {
-		return engine.CounterData{}, err
+		return pipeline.CounterData{}, err
 	}
 	got, err := b.readOne(&p4v1.Entity{Entity: &p4v1.Entity_DirectCounterEntry{DirectCounterEntry: &p4v1.DirectCounterEntry{
 		TableEntry: &p4v1.TableEntry{TableId: pt.GetPreamble().GetId(), Match: m, Priority: priority(pt, prio)}}}})
 	if err != nil {
-		return engine.CounterData{}, err
+		return pipeline.CounterData{}, err
 	}
 	d := got.GetDirectCounterEntry().GetData()
-	return engine.CounterData{Packets: uint64(d.GetPacketCount()), Bytes: uint64(d.GetByteCount())}, nil
+	return pipeline.CounterData{Packets: uint64(d.GetPacketCount()), Bytes: uint64(d.GetByteCount())}, nil
 }
 
 // maxBurst is how many frames the runner sends before it lets the switch

@@ -5,9 +5,10 @@ import (
 
 	p4configv1 "github.com/p4lang/p4runtime/go/p4/config/v1"
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
-	"github.com/terrapin/terrapin/toolchain/engine"
 	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/terrapin/terrapin/toolchain/pipeline"
 )
 
 func table(t *testing.T, text string) *p4configv1.Table {
@@ -31,10 +32,10 @@ func TestMatchConversion(t *testing.T) {
 	b := &Backend{}
 	tests := []struct {
 		name string
-		ms   []engine.Match
+		ms   []pipeline.Match
 		want string
 	}{
-		{"all given", []engine.Match{
+		{"all given", []pipeline.Match{
 			{Value: []byte{0, 5}},
 			{Value: []byte{10, 0, 0, 0}, PrefixLen: 8},
 			{Value: []byte{0x12, 0x34}, Mask: []byte{0xff, 0}},
@@ -43,7 +44,7 @@ func TestMatchConversion(t *testing.T) {
 		}, `field_id:1 exact:{value:"\x05"} field_id:2 lpm:{value:"\n\x00\x00\x00" prefix_len:8}
 			field_id:3 ternary:{value:"\x12\x00" mask:"\xff\x00"} field_id:4 range:{low:"\x01" high:"\x09"}
 			field_id:5 optional:{value:"\x03"}`},
-		{"don't cares omitted", []engine.Match{
+		{"don't cares omitted", []pipeline.Match{
 			{Value: []byte{0}},
 			{Value: []byte{0, 0, 0, 0}, PrefixLen: 0},
 			{Value: []byte{0, 0}, Mask: []byte{0, 0}},
@@ -64,7 +65,7 @@ func TestMatchConversion(t *testing.T) {
 			t.Errorf("%s: %v, want %v", tc.name, got, want.GetMatch())
 		}
 	}
-	if _, err := b.match(tb, []engine.Match{{Value: []byte{1}}}); err == nil {
+	if _, err := b.match(tb, []pipeline.Match{{Value: []byte{1}}}); err == nil {
 		t.Error("a key with too few fields was converted")
 	}
 }
