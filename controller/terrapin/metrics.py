@@ -31,9 +31,9 @@ from terrapin.admission import AdmissionLedger, Allocation, Denial
 from terrapin.admission.ledger import COMMITTED, HELD
 from terrapin.monitor.checks import NETWORK, SOURCE, PollVerdict
 from terrapin.monitor.events import Event
+from terrapin.p4program import DELAY_BAND_NAMES
 from terrapin.reservations import ChannelRequest, Conflict, ReservationService
 from terrapin.store import Reservation
-from terrapin.switches import DELAY_BAND_NAMES
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # No `_created` sample beside every counter and histogram: terrapin-switch has none either, and

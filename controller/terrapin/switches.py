@@ -1,4 +1,4 @@
-"""The only module that speaks P4Runtime. Table, meter, counter and register names live here.
+"""The only module that speaks P4Runtime. The names and numbers of p4src it uses are in p4program.
 
 Built on finsy (asyncio P4Runtime client: one gRPC stream per switch, arbitration, P4Info-aware
 entities, packet I/O, reconnection). Only standard P4Runtime is used, so the same code drives
@@ -6,7 +6,8 @@ terrapin-switch and p4lang's simple_switch_grpc. docs/controller.md explains the
 exception: simple_switch_grpc does not implement P4Runtime register reads and writes, so for a
 `kind: bmv2` switch the telemetry registers go through BMv2's Thrift CLI (terrapin/bmv2.py).
 
-Names and units come from docs/dataplane.md ("Controller-facing names").
+Names and units come from docs/dataplane.md ("Controller-facing names"), by way of
+terrapin/p4program.py, which is tested against the compiled P4Info and constants.p4.
 """
 
 from __future__ import annotations
@@ -26,6 +27,36 @@ from terrapin.admission.policers import moving_ring
 from terrapin.bmv2 import Bmv2Cli
 from terrapin.config import Config
 from terrapin.constants import ETHERNET_HEADER
+from terrapin.p4program import (
+    A_ADMIT,
+    A_ADMIT_JUMPING,
+    A_ADMIT_MOVING,
+    A_ANSWER_ARP,
+    A_ROUTE,
+    A_SET_DELAY_BOUND,
+    A_SET_SOURCE_MAC,
+    C_CHANNEL_RED,
+    C_CHANNEL_YELLOW,
+    C_DROPS,
+    C_QUEUE_DELAY_BANDS,
+    C_QUEUE_TRAFFIC,
+    CHANNEL_KEY,
+    DELAY_BANDS,
+    DROP_REASONS,
+    EXCESS_DEMOTE,
+    EXCESS_DROP,
+    PACKET_OUT_DIRECT,
+    PACKET_OUT_PIPELINE,
+    QUEUES_PER_PORT,
+    R_MAX_DELAY,
+    R_MAX_DEPTH,
+    T_ARP,
+    T_CHANNELS,
+    T_PORT_MACS,
+    T_QUEUE_BOUNDS,
+    T_ROUTES,
+    queue_cell,
+)
 from terrapin.paths import (
     ChannelEntry,
     ChannelSelector,
@@ -36,44 +67,6 @@ from terrapin.paths import (
 )
 
 LOG = logging.getLogger("terrapin.switches")
-
-# ---- names from p4src (docs/dataplane.md) ----------------------------------------------------
-T_ROUTES = "TerrapinIngress.routes"
-T_ARP = "TerrapinIngress.arp_replies"
-T_CHANNELS = "TerrapinIngress.channels"
-T_PORT_MACS = "TerrapinEgress.port_macs"
-A_ROUTE = "TerrapinIngress.route"
-A_ANSWER_ARP = "TerrapinIngress.answer_arp"
-A_ADMIT = "TerrapinIngress.admit"
-A_ADMIT_JUMPING = "TerrapinIngress.admit_jumping_window"
-A_ADMIT_MOVING = "TerrapinIngress.admit_moving_window"
-A_SET_SOURCE_MAC = "TerrapinEgress.set_source_mac"
-C_CHANNEL_YELLOW = "TerrapinIngress.channel_yellow"
-C_CHANNEL_RED = "TerrapinIngress.channel_red"
-C_QUEUE_TRAFFIC = "TerrapinEgress.queue_traffic"
-C_DROPS = "TerrapinIngress.drops"
-R_MAX_DEPTH = "TerrapinEgress.max_queue_depth"
-R_MAX_DELAY = "TerrapinEgress.max_queue_delay"
-T_QUEUE_BOUNDS = "TerrapinEgress.queue_bounds"
-A_SET_DELAY_BOUND = "TerrapinEgress.set_delay_bound"
-C_QUEUE_DELAY_BANDS = "TerrapinEgress.queue_delay_bands"
-# queue_delay_bands: (port * 8 + priority) * DELAY_BANDS + band (p4src/include/constants.p4).
-DELAY_BANDS = 4
-DELAY_BAND_NAMES = ("quarter", "half", "within", "over")
-PACKET_OUT_PIPELINE = 1
-PACKET_OUT_DIRECT = 0
-EXCESS_DROP = 0
-EXCESS_DEMOTE = 1
-QUEUES_PER_PORT = 8
-DROP_REASONS = (
-    "malformed",
-    "bad_checksum",
-    "unsupported",
-    "no_route",
-    "ttl_expired",
-    "arp_unanswered",
-    "policed",
-)
 
 PacketHandler = Callable[[str, int, bytes], Awaitable[None]]
 DesiredChannels = Callable[[str], Sequence[ChannelEntry]]
@@ -138,12 +131,7 @@ def window_entry(env: ChannelEnvelope, tag: int) -> JumpingWindowEntry | MovingW
 
 def _channel_table_entry(entry: ChannelEntry) -> fy.P4TableEntry:
     excess = EXCESS_DEMOTE if entry.demote_excess else EXCESS_DROP
-    match = fy.P4TableMatch(
-        src_addr=entry.selector.src,
-        dst_addr=entry.selector.dst,
-        protocol=entry.selector.protocol,
-        flow_key=entry.selector.flow_key,
-    )
+    match = _channel_match(entry.selector)
     if entry.window is not None:
         # The entries' field names are the actions' parameter names (docs/dataplane.md).
         name = A_ADMIT_JUMPING if isinstance(entry.window, JumpingWindowEntry) else A_ADMIT_MOVING
@@ -154,12 +142,7 @@ def _channel_table_entry(entry: ChannelEntry) -> fy.P4TableEntry:
         return fy.P4TableEntry(T_CHANNELS, match=match, action=action)
     return fy.P4TableEntry(
         T_CHANNELS,
-        match=fy.P4TableMatch(
-            src_addr=entry.selector.src,
-            dst_addr=entry.selector.dst,
-            protocol=entry.selector.protocol,
-            flow_key=entry.selector.flow_key,
-        ),
+        match=match,
         action=fy.P4TableAction(
             A_ADMIT,
             channel_id=entry.channel_id,
@@ -408,12 +391,7 @@ class SwitchFabric:
 
     async def remove_channel(self, entry: ChannelEntry) -> None:
         sw = self._switch(entry.switch)
-        match = fy.P4TableMatch(
-            src_addr=entry.selector.src,
-            dst_addr=entry.selector.dst,
-            protocol=entry.selector.protocol,
-            flow_key=entry.selector.flow_key,
-        )
+        match = _channel_match(entry.selector)
         # Not strict: an entry already gone (a switch restarted empty) is not an error.
         await sw.write([-fy.P4TableEntry(T_CHANNELS, match=match)], strict=False)
 
@@ -445,7 +423,7 @@ class SwitchFabric:
     async def queue_telemetry(self, name: str, ports: Iterable[int]) -> list[QueueTelemetry]:
         sw = self._switch(name)
         cells = [(port, prio) for port in ports for prio in range(QUEUES_PER_PORT)]
-        indices = [port * QUEUES_PER_PORT + prio for port, prio in cells]
+        indices = [queue_cell(port, prio) for port, prio in cells]
         cli = self._bmv2_cli.get(name)
         if cli is None:
             depth = await _read_registers(sw, R_MAX_DEPTH, indices)
@@ -477,7 +455,7 @@ class SwitchFabric:
         updates = []
         for port in ports:
             for prio in range(QUEUES_PER_PORT):
-                i = port * QUEUES_PER_PORT + prio
+                i = queue_cell(port, prio)
                 updates.append(~fy.P4RegisterEntry(R_MAX_DEPTH, index=i, data=0))
                 updates.append(~fy.P4RegisterEntry(R_MAX_DELAY, index=i, data=0))
         await sw.write(updates)
@@ -486,12 +464,7 @@ class SwitchFabric:
         self, name: str, selector: ChannelSelector, channel_id: int
     ) -> ChannelCounters:
         sw = self._switch(name)
-        match = fy.P4TableMatch(
-            src_addr=selector.src,
-            dst_addr=selector.dst,
-            protocol=selector.protocol,
-            flow_key=selector.flow_key,
-        )
+        match = _channel_match(selector)
         packets = byte_count = 0
         async for entry in _read(
             sw, fy.P4DirectCounterEntry(table_entry=fy.P4TableEntry(T_CHANNELS, match=match))
@@ -570,7 +543,7 @@ class SwitchFabric:
         yellow = await _read_counters(sw, C_CHANNEL_YELLOW, list(channel_ids))
         red = await _read_counters(sw, C_CHANNEL_RED, list(channel_ids))
         excess = {cid: (*yellow.get(cid, (0, 0)), *red.get(cid, (0, 0))) for cid in channel_ids}
-        queue_index = [port * QUEUES_PER_PORT + prio for port, prio in cells]
+        queue_index = [queue_cell(port, prio) for port, prio in cells]
         traffic = await _read_counters(sw, C_QUEUE_TRAFFIC, queue_index)
         band_index = [i * DELAY_BANDS + band for i in queue_index for band in range(DELAY_BANDS)]
         band_counts = await _read_counters(sw, C_QUEUE_DELAY_BANDS, band_index)
@@ -656,13 +629,18 @@ def _queue_bound_entry(cell: tuple[int, int], bound_us: int | None) -> fy.P4Tabl
     )
 
 
+def _channel_match(selector: ChannelSelector) -> fy.P4TableMatch:
+    """T_CHANNELS's key for a selector: every write, delete and read of a channel's entry."""
+    values = (selector.src, selector.dst, selector.protocol, selector.flow_key)
+    return fy.P4TableMatch(dict(zip(CHANNEL_KEY, values, strict=True)))
+
+
 def _selector(match: Any) -> ChannelSelector:
+    """The selector of a channel entry read back (the inverse of _channel_match)."""
     match = match or fy.P4TableMatch()
+    src, dst, protocol, flow_key = (match[name] for name in CHANNEL_KEY)
     return ChannelSelector(
-        src=str(_as_ip(match["src_addr"])),
-        dst=str(_as_ip(match["dst_addr"])),
-        protocol=int(match["protocol"]),
-        flow_key=int(match["flow_key"]),
+        src=str(_as_ip(src)), dst=str(_as_ip(dst)), protocol=int(protocol), flow_key=int(flow_key)
     )
 
 

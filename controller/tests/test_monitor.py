@@ -32,10 +32,11 @@ from terrapin.monitor.checks import (
 )
 from terrapin.monitor.events import EventLog
 from terrapin.monitor.service import GuaranteeMonitor
+from terrapin.p4program import DELAY_BAND_NAMES, DELAY_BANDS
 from terrapin.paths import ChannelSelector, Topology
 from terrapin.reservations import ReservationService
 from terrapin.store import ReservationStore
-from terrapin.switches import DELAY_BAND_NAMES, DELAY_BANDS, MonitorSample
+from terrapin.switches import MonitorSample
 
 REPO = Path(__file__).resolve().parents[2]
 SELECTOR = ChannelSelector("10.0.1.2", "10.0.2.2", 17, 5000 << 16 | 6000)

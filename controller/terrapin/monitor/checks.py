@@ -26,9 +26,10 @@ from terrapin.admission.checks import level_backlog_bound, level_delay_bound_us
 from terrapin.admission.ledger import AdmissionLedger
 from terrapin.admission.model import ChannelKey, PortId
 from terrapin.constants import ADMITTED_PRIORITIES
+from terrapin.p4program import DELAY_BAND_NAMES
 from terrapin.paths import ChannelEntry, ChannelSelector
 from terrapin.store import Reservation
-from terrapin.switches import DELAY_BAND_NAMES, MonitorSample
+from terrapin.switches import MonitorSample
 
 NETWORK = "network"
 SOURCE = "source"
