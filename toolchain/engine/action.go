@@ -163,7 +163,7 @@ func exportActionData(params []pipeline.ParamInfo, ad *actionData) [][]byte {
 	return out
 }
 
-func (c *compiler) compileAction(ja *jAction) (*action, error) {
+func (c *closureBuilder) compileAction(ja *jAction) (*action, error) {
 	a := &action{name: ja.Name, id: ja.ID}
 	for _, rd := range ja.RuntimeData {
 		a.params = append(a.params, pipeline.ParamInfo{Name: rd.Name, Bitwidth: rd.Bitwidth})
@@ -217,10 +217,10 @@ func (c *compiler) compileAction(ja *jAction) (*action, error) {
 }
 
 // registersIn lists the register arrays a primitive touches.
-func (c *compiler) registersIn(op string, params []*ast) []*registerArray {
+func (c *closureBuilder) registersIn(op string, params []*jsonExpr) []*registerArray {
 	var out []*registerArray
-	var walk func(a *ast)
-	walk = func(a *ast) {
+	var walk func(a *jsonExpr)
+	walk = func(a *jsonExpr) {
 		if a == nil {
 			return
 		}
@@ -242,7 +242,7 @@ func (c *compiler) registersIn(op string, params []*ast) []*registerArray {
 	return out
 }
 
-func (c *compiler) nparams(op string, params []*ast, n ...int) error {
+func (c *closureBuilder) nparams(op string, params []*jsonExpr, n ...int) error {
 	for _, k := range n {
 		if len(params) == k {
 			return nil
@@ -253,7 +253,7 @@ func (c *compiler) nparams(op string, params []*ast, n ...int) error {
 
 // stdField resolves a standard_metadata field on a given header instance
 // (mark_to_drop takes the standard metadata header as a parameter).
-func (c *compiler) stdFieldOn(h *headerInst, name string) (int, bool) {
+func (c *closureBuilder) stdFieldOn(h *headerInst, name string) (int, bool) {
 	fi, ok := h.typ.byName[name]
 	if !ok || !h.typ.fields[fi].narrow {
 		return 0, false
@@ -261,7 +261,7 @@ func (c *compiler) stdFieldOn(h *headerInst, name string) (int, bool) {
 	return h.wordBase + h.typ.fields[fi].slot, true
 }
 
-func (c *compiler) primitive(op string, params []*ast, nprims int) (*prim, error) {
+func (c *closureBuilder) primitive(op string, params []*jsonExpr, nprims int) (*prim, error) {
 	next := func(f func(p *Packet)) *prim { return &prim{do: f} }
 	stopping := func(f func(p *Packet)) *prim { return &prim{do: f, stop: true} }
 	switch op {
@@ -644,7 +644,7 @@ func (c *compiler) primitive(op string, params []*ast, nprims int) (*prim, error
 		if err != nil {
 			return nil, err
 		}
-		rd := &ast{kind: "register", name: params[1].name, right: params[2]}
+		rd := &jsonExpr{kind: "register", name: params[1].name, right: params[2]}
 		val, err := c.registerRead(rd)
 		if err != nil {
 			return nil, err
@@ -826,20 +826,20 @@ func (c *compiler) primitive(op string, params []*ast, nprims int) (*prim, error
 		if op == "subtract_from_field" {
 			o = "-"
 		}
-		return c.primitive("assign", []*ast{params[0], {kind: "op", op: o, left: params[0], right: params[1]}}, nprims)
+		return c.primitive("assign", []*jsonExpr{params[0], {kind: "op", op: o, left: params[0], right: params[1]}}, nprims)
 	case "add", "subtract", "bit_and", "bit_or", "bit_xor", "shift_left", "shift_right":
 		if err := c.nparams(op, params, 3); err != nil {
 			return nil, err
 		}
 		o := map[string]string{"add": "+", "subtract": "-", "bit_and": "&", "bit_or": "|", "bit_xor": "^", "shift_left": "<<", "shift_right": ">>"}[op]
-		return c.primitive("assign", []*ast{params[0], {kind: "op", op: o, left: params[1], right: params[2]}}, nprims)
+		return c.primitive("assign", []*jsonExpr{params[0], {kind: "op", op: o, left: params[1], right: params[2]}}, nprims)
 	case "no_op":
 		return next(func(*Packet) {}), nil
 	}
 	return nil, c.errorf("unsupported primitive %q", op)
 }
 
-func (c *compiler) jumpTarget(a *ast, nprims int) (int, error) {
+func (c *closureBuilder) jumpTarget(a *jsonExpr, nprims int) (int, error) {
 	d, err := c.data(a)
 	if err != nil {
 		return 0, err
@@ -850,7 +850,7 @@ func (c *compiler) jumpTarget(a *ast, nprims int) (int, error) {
 	return int(d.cval.Int64()), nil
 }
 
-func (c *compiler) fieldListID(a *ast) (int, error) {
+func (c *closureBuilder) fieldListID(a *jsonExpr) (int, error) {
 	d, err := c.data(a)
 	if err != nil {
 		return 0, err

@@ -333,7 +333,7 @@ func lookupAlgo(name string) (hashAlgo, bool) {
 	return nil, false
 }
 
-func (c *compiler) compileCalculation(jc *jCalculation, deparseOrder []int) (*calculation, error) {
+func (c *closureBuilder) compileCalculation(jc *jCalculation, deparseOrder []int) (*calculation, error) {
 	algo, ok := lookupAlgo(jc.Algo)
 	if !ok {
 		return nil, fmt.Errorf("calculation %s: unsupported algorithm %q", jc.Name, jc.Algo)

@@ -85,14 +85,17 @@ func (d *dexpr) exact() u64Fn {
 	return nil
 }
 
-type compiler struct {
+// closureBuilder turns a loaded program's BMv2 JSON (expressions,
+// primitives, parser ops, tables' keys) into the closures that run per
+// packet; it lives only while Load runs.
+type closureBuilder struct {
 	pl     *Pipeline
 	lay    *layout
 	params []pipeline.ParamInfo // action parameters while compiling an action body
 	where  string               // for error messages
 }
 
-func (c *compiler) errorf(format string, args ...any) error {
+func (c *closureBuilder) errorf(format string, args ...any) error {
 	if c.where != "" {
 		return fmt.Errorf("%s: %s", c.where, fmt.Sprintf(format, args...))
 	}
@@ -101,21 +104,21 @@ func (c *compiler) errorf(format string, args ...any) error {
 
 // markRead records that the program reads PHV word w; the architecture
 // skips producing values (timestamps) nobody reads.
-func (c *compiler) markRead(w int) {
+func (c *closureBuilder) markRead(w int) {
 	if c.pl.readWords == nil {
 		c.pl.readWords = map[int]bool{}
 	}
 	c.pl.readWords[w] = true
 }
 
-func (c *compiler) markHeaderRead(h int) {
+func (c *closureBuilder) markHeaderRead(h int) {
 	hi := c.lay.headers[h]
 	for i := 0; i < hi.typ.nwords; i++ {
 		c.markRead(hi.wordBase + i)
 	}
 }
 
-func (c *compiler) newBig() int {
+func (c *closureBuilder) newBig() int {
 	n := c.pl.nbig
 	c.pl.nbig++
 	return n
@@ -130,7 +133,7 @@ func infoOfConst(v *big.Int) vinfo {
 }
 
 // constExpr makes a constant.
-func (c *compiler) constExpr(v *big.Int) *dexpr {
+func (c *closureBuilder) constExpr(v *big.Int) *dexpr {
 	v = new(big.Int).Set(v)
 	lo := low64(v)
 	d := &dexpr{info: infoOfConst(v), cval: v, fieldSlot: -1}
@@ -170,7 +173,7 @@ func lowBits64(x *big.Int) uint64 {
 }
 
 // isBoolAST reports whether a produces a boolean in BMv2's typing.
-func isBoolAST(a *ast) bool {
+func isBoolAST(a *jsonExpr) bool {
 	if a == nil {
 		return false
 	}
@@ -190,7 +193,7 @@ func isBoolAST(a *ast) bool {
 
 // ---- data expressions ----
 
-func (c *compiler) data(a *ast) (*dexpr, error) {
+func (c *closureBuilder) data(a *jsonExpr) (*dexpr, error) {
 	if a == nil {
 		return nil, c.errorf("missing expression operand")
 	}
@@ -241,7 +244,7 @@ func (c *compiler) data(a *ast) (*dexpr, error) {
 	return nil, c.errorf("unsupported operand type %q in expression", a.kind)
 }
 
-func (c *compiler) b2d(b boolFn) *dexpr {
+func (c *closureBuilder) b2d(b boolFn) *dexpr {
 	d := &dexpr{info: vinfo{bits: 1}, fieldSlot: -1, isBool: b}
 	d.mod = func() u64Fn {
 		return func(p *Packet) uint64 {
@@ -264,7 +267,7 @@ func (c *compiler) b2d(b boolFn) *dexpr {
 	return d
 }
 
-func (c *compiler) param(idx int) (*dexpr, error) {
+func (c *closureBuilder) param(idx int) (*dexpr, error) {
 	if idx < 0 || idx >= len(c.params) {
 		return nil, c.errorf("action parameter %d out of range", idx)
 	}
@@ -296,7 +299,7 @@ func (c *compiler) param(idx int) (*dexpr, error) {
 }
 
 // fieldRead compiles a read of a statically known field.
-func (c *compiler) fieldRead(r fieldRef) *dexpr {
+func (c *closureBuilder) fieldRead(r fieldRef) *dexpr {
 	h := c.lay.headers[r.hdr]
 	if r.fld < 0 { // $valid$
 		hid := r.hdr
@@ -313,7 +316,7 @@ func (c *compiler) fieldRead(r fieldRef) *dexpr {
 }
 
 // dynFieldRead compiles a read of field fi of a header chosen at run time.
-func (c *compiler) dynFieldRead(h hdrFn, ht *headerType, fi int) *dexpr {
+func (c *closureBuilder) dynFieldRead(h hdrFn, ht *headerType, fi int) *dexpr {
 	fd := &ht.fields[fi]
 	hs := c.lay.headers
 	if fd.narrow {
@@ -329,7 +332,7 @@ func (c *compiler) dynFieldRead(h hdrFn, ht *headerType, fi int) *dexpr {
 	return c.wideRead(fd, func(p *Packet) int { return hs[h(p)].wideBase + fd.woff })
 }
 
-func (c *compiler) narrowRead(fd *fieldDef, slotOf func(*Packet) int, static int) *dexpr {
+func (c *closureBuilder) narrowRead(fd *fieldDef, slotOf func(*Packet) int, static int) *dexpr {
 	w := fd.width
 	if fd.signed && w > 0 {
 		sh := uint(64 - w)
@@ -364,7 +367,7 @@ func (c *compiler) narrowRead(fd *fieldDef, slotOf func(*Packet) int, static int
 	return d
 }
 
-func (c *compiler) wideRead(fd *fieldDef, offOf func(*Packet) int) *dexpr {
+func (c *closureBuilder) wideRead(fd *fieldDef, offOf func(*Packet) int) *dexpr {
 	n := fd.wlen
 	w := fd.width
 	info := vinfo{bits: w}
@@ -397,7 +400,7 @@ func (c *compiler) wideRead(fd *fieldDef, offOf func(*Packet) int) *dexpr {
 }
 
 // dataOp compiles an arithmetic operator node.
-func (c *compiler) dataOp(a *ast) (*dexpr, error) {
+func (c *closureBuilder) dataOp(a *jsonExpr) (*dexpr, error) {
 	switch a.op {
 	case "b2d":
 		b, err := c.boolean(a.right)
@@ -524,11 +527,11 @@ func (c *compiler) dataOp(a *ast) (*dexpr, error) {
 
 // shiftCap bounds big shifts: anything beyond every field width plus a
 // margin is masked off by the consumer anyway (p4c masks shift results).
-func (c *compiler) shiftCap() uint {
+func (c *closureBuilder) shiftCap() uint {
 	return uint(2*c.lay.maxWidth + 128)
 }
 
-func (c *compiler) binary(op string, l, r *dexpr) (*dexpr, error) {
+func (c *closureBuilder) binary(op string, l, r *dexpr) (*dexpr, error) {
 	if l.cval != nil && r.cval != nil {
 		v, err := foldConst(op, l.cval, r.cval, c.shiftCap())
 		if err != nil {
@@ -726,7 +729,7 @@ func (c *compiler) binary(op string, l, r *dexpr) (*dexpr, error) {
 
 // exactOrBigLow returns a closure giving a non-negative shift amount,
 // saturated at 2^64-1 when the exact value does not fit.
-func (c *compiler) exactOrBigLow(d *dexpr) u64Fn {
+func (c *closureBuilder) exactOrBigLow(d *dexpr) u64Fn {
 	if f := d.exact(); f != nil && !d.info.neg {
 		return f
 	}
@@ -848,7 +851,7 @@ func foldConst(op string, x, y *big.Int, cap uint) (*big.Int, error) {
 }
 
 // castOp compiles two_comp_mod, sat_cast and usat_cast to width w.
-func (c *compiler) castOp(op string, x *dexpr, w int) *dexpr {
+func (c *closureBuilder) castOp(op string, x *dexpr, w int) *dexpr {
 	pw := bigPow2(w)
 	half := bigPow2(w - 1)
 	maskW := new(big.Int).Sub(pw, big.NewInt(1))
@@ -957,7 +960,7 @@ func castBig(op string, z, x *big.Int, w int, pw, half, maskW *big.Int) *big.Int
 // validityOf returns the header whose validity the condition a is, when it
 // is just that (p4c's d2b($valid$) and valid(header) shapes), else -1;
 // such conditions are tested inline.
-func (c *compiler) validityOf(a *ast) int {
+func (c *closureBuilder) validityOf(a *jsonExpr) int {
 	if a == nil || a.kind != "op" {
 		return -1
 	}
@@ -974,7 +977,7 @@ func (c *compiler) validityOf(a *ast) int {
 	return -1
 }
 
-func (c *compiler) boolean(a *ast) (boolFn, error) {
+func (c *closureBuilder) boolean(a *jsonExpr) (boolFn, error) {
 	if a == nil {
 		return nil, c.errorf("missing condition")
 	}
@@ -1082,7 +1085,7 @@ func (c *compiler) boolean(a *ast) (boolFn, error) {
 	return c.nonZero(d), nil
 }
 
-func (c *compiler) nonZero(d *dexpr) boolFn {
+func (c *closureBuilder) nonZero(d *dexpr) boolFn {
 	if d.isBool != nil {
 		return d.isBool
 	}
@@ -1093,7 +1096,7 @@ func (c *compiler) nonZero(d *dexpr) boolFn {
 	return func(p *Packet) bool { return bf(p).Sign() != 0 }
 }
 
-func (c *compiler) unionValid(a *ast) (boolFn, error) {
+func (c *closureBuilder) unionValid(a *jsonExpr) (boolFn, error) {
 	u, err := c.unionRef(a)
 	if err != nil {
 		return nil, err
@@ -1125,7 +1128,7 @@ func cmpResult(op string, c int) bool {
 	return c >= 0
 }
 
-func (c *compiler) compare(op string, l, r *dexpr) boolFn {
+func (c *closureBuilder) compare(op string, l, r *dexpr) boolFn {
 	lf, rf := l.exact(), r.exact()
 	if lf != nil && rf != nil {
 		unsigned := !l.info.neg && !r.info.neg
@@ -1189,7 +1192,7 @@ func (c *compiler) compare(op string, l, r *dexpr) boolFn {
 
 // header resolves an expression denoting a header instance: a static
 // header, a stack element chosen at run time, or a union member.
-func (c *compiler) header(a *ast) (hdrFn, *headerType, error) {
+func (c *closureBuilder) header(a *jsonExpr) (hdrFn, *headerType, error) {
 	if a == nil {
 		return nil, nil, c.errorf("missing header operand")
 	}
@@ -1255,7 +1258,7 @@ func (c *compiler) header(a *ast) (hdrFn, *headerType, error) {
 
 // exactIndex returns a closure giving a run-time index; values that do not
 // fit in 64 bits (or are negative) map to an out-of-range index.
-func (c *compiler) exactIndex(d *dexpr) u64Fn {
+func (c *closureBuilder) exactIndex(d *dexpr) u64Fn {
 	if f := d.exact(); f != nil {
 		if d.info.neg {
 			return func(p *Packet) uint64 {
@@ -1278,7 +1281,7 @@ func (c *compiler) exactIndex(d *dexpr) u64Fn {
 	}
 }
 
-func (c *compiler) stackOf(a *ast) (*headerStack, error) {
+func (c *closureBuilder) stackOf(a *jsonExpr) (*headerStack, error) {
 	if a == nil {
 		return nil, c.errorf("missing header stack operand")
 	}
@@ -1294,7 +1297,7 @@ func (c *compiler) stackOf(a *ast) (*headerStack, error) {
 
 // stackLast returns the last extracted element of a stack (its sink when
 // the stack is empty).
-func (c *compiler) stackLast(name string) (hdrFn, *headerType, error) {
+func (c *closureBuilder) stackLast(name string) (hdrFn, *headerType, error) {
 	s, ok := c.lay.stkByName[name]
 	if !ok {
 		return nil, nil, c.errorf("unknown header stack %s", name)
@@ -1311,7 +1314,7 @@ func (c *compiler) stackLast(name string) (hdrFn, *headerType, error) {
 }
 
 // unionRef resolves an expression denoting a header union instance.
-func (c *compiler) unionRef(a *ast) (func(p *Packet) int, error) {
+func (c *closureBuilder) unionRef(a *jsonExpr) (func(p *Packet) int, error) {
 	if a == nil {
 		return nil, c.errorf("missing header union operand")
 	}
@@ -1359,7 +1362,7 @@ type lvalue struct {
 	valid  bool
 }
 
-func (c *compiler) lvalue(a *ast) (*lvalue, error) {
+func (c *closureBuilder) lvalue(a *jsonExpr) (*lvalue, error) {
 	if a == nil {
 		return nil, c.errorf("missing assignment destination")
 	}
@@ -1405,7 +1408,7 @@ func (c *compiler) lvalue(a *ast) (*lvalue, error) {
 // assign compiles "dst = src" with BMv2's truncation to the field width.
 // Stores into packet headers also mark the field dirty (Packet.dmask), so
 // that an unmoved header is deparsed by rewriting only its changed fields.
-func (c *compiler) assign(dst *lvalue, src *dexpr) func(p *Packet) {
+func (c *closureBuilder) assign(dst *lvalue, src *dexpr) func(p *Packet) {
 	fd := dst.fd
 	hs := c.lay.headers
 	bit := fd.dirtyBit()
@@ -1522,7 +1525,7 @@ func maskTop(b []byte, w int) {
 }
 
 // registerRead compiles a "register" operand: [array, index].
-func (c *compiler) registerRead(a *ast) (*dexpr, error) {
+func (c *closureBuilder) registerRead(a *jsonExpr) (*dexpr, error) {
 	ra, ok := c.pl.registerByName[a.name]
 	if !ok {
 		return nil, c.errorf("unknown register array %s", a.name)

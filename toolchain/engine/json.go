@@ -2,7 +2,7 @@ package engine
 
 // The BMv2 JSON input (docs/JSON_format.md, version 2.x) as Go types. Only
 // what the engine needs is decoded; "type/value" objects are kept raw and
-// turned into an ast by parseTV, once, at load time.
+// turned into a jsonExpr by parseTV, once, at load time.
 
 import (
 	"bytes"
@@ -266,23 +266,24 @@ type jChecksum struct {
 	IfCond      json.RawMessage `json:"if_cond"`
 }
 
-// ast is a decoded BMv2 "type/value" object or expression operator.
-type ast struct {
+// jsonExpr is a decoded BMv2 "type/value" object or expression operator:
+// one parameter of a primitive, or one node of an expression tree.
+type jsonExpr struct {
 	kind string // the JSON "type"; "op" for an operator node
 	op   string
 
-	left, right, cond *ast
+	left, right, cond *jsonExpr
 
-	name  string   // header, stack, calculation, extern... name; string value
-	names []string // field: [header, field]; stack_field; union_stack_field
-	val   *big.Int // hexstr
-	b     bool     // bool
-	idx   int      // runtime_data / local index; access_field offset; lookahead offset
-	width int      // lookahead width; hexstr "bitwidth" when given
-	list  []*ast   // parameters_vector
+	name  string      // header, stack, calculation, extern... name; string value
+	names []string    // field: [header, field]; stack_field; union_stack_field
+	val   *big.Int    // hexstr
+	b     bool        // bool
+	idx   int         // runtime_data / local index; access_field offset; lookahead offset
+	width int         // lookahead width; hexstr "bitwidth" when given
+	list  []*jsonExpr // parameters_vector
 }
 
-func (a *ast) String() string {
+func (a *jsonExpr) String() string {
 	if a == nil {
 		return "<nil>"
 	}
@@ -319,8 +320,8 @@ func parseHexstr(s string) (*big.Int, error) {
 }
 
 // parseTV decodes a type/value object (or, inside expressions, an operator
-// object) into an ast.
-func parseTV(raw json.RawMessage) (*ast, error) {
+// object) into a jsonExpr.
+func parseTV(raw json.RawMessage) (*jsonExpr, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
@@ -337,7 +338,7 @@ func parseTV(raw json.RawMessage) (*ast, error) {
 		return nil, fmt.Errorf("type/value object without a type: %.60s", string(raw))
 	}
 	val := obj["value"]
-	a := &ast{kind: typ}
+	a := &jsonExpr{kind: typ}
 	switch typ {
 	case "expression":
 		// Either an operator object or another type/value object.
@@ -429,8 +430,8 @@ func parseTV(raw json.RawMessage) (*ast, error) {
 	return a, nil
 }
 
-func parseOp(opRaw json.RawMessage, obj map[string]json.RawMessage) (*ast, error) {
-	a := &ast{kind: "op"}
+func parseOp(opRaw json.RawMessage, obj map[string]json.RawMessage) (*jsonExpr, error) {
+	a := &jsonExpr{kind: "op"}
 	if err := json.Unmarshal(opRaw, &a.op); err != nil {
 		return nil, fmt.Errorf("bad op %s", string(opRaw))
 	}
@@ -508,8 +509,8 @@ func checkActionData(raw json.RawMessage, inExpr bool) error {
 	return nil
 }
 
-func parseTVs(raws []json.RawMessage) ([]*ast, error) {
-	out := make([]*ast, len(raws))
+func parseTVs(raws []json.RawMessage) ([]*jsonExpr, error) {
+	out := make([]*jsonExpr, len(raws))
 	for i, r := range raws {
 		a, err := parseTV(r)
 		if err != nil {

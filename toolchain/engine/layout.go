@@ -35,7 +35,7 @@ type headerType struct {
 	fixedBits int // sum of fixed-width fields
 	vlField   int // index of the varbit field, -1 if none
 	maxBytes  int // max_length (bytes) when the type has a varbit field
-	lengthExp *ast
+	lengthExp *jsonExpr
 	// plan extracts a fixed-size header with one 64-bit load per field
 	// (nil for headers with a varbit field or fields wider than 56 bits
 	// at an unaligned offset).

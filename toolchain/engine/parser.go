@@ -93,7 +93,7 @@ func (pl *Pipeline) coreErrorValue(errs [][]any, k int) uint64 {
 	return uint64(k)
 }
 
-func (c *compiler) compileParser(jp *jParser, errs [][]any) (*parser, error) {
+func (c *closureBuilder) compileParser(jp *jParser, errs [][]any) (*parser, error) {
 	ps := &parser{name: jp.Name, names: map[string]*parseState{}}
 	for k := range ps.errs {
 		ps.errs[k] = c.pl.coreErrorValue(errs, k)
@@ -202,7 +202,7 @@ func (c *compiler) compileParser(jp *jParser, errs [][]any) (*parser, error) {
 // compress turns a byte-padded transition value (each key part padded to
 // whole bytes, as JSON_format.md specifies) into the concatenation of the
 // parts' bits.
-func (c *compiler) compress(st *parseState, v *big.Int) *big.Int {
+func (c *closureBuilder) compress(st *parseState, v *big.Int) *big.Int {
 	out := new(big.Int)
 	rest := new(big.Int).Set(v)
 	shift := 0
@@ -218,7 +218,7 @@ func (c *compiler) compress(st *parseState, v *big.Int) *big.Int {
 	return out
 }
 
-func (c *compiler) selectKey(st *parseState, raws []json.RawMessage) error {
+func (c *closureBuilder) selectKey(st *parseState, raws []json.RawMessage) error {
 	keys, err := parseTVs(raws)
 	if err != nil {
 		return c.errorf("%v", err)
@@ -437,7 +437,7 @@ func extractInto(p *Packet, h *headerInst, data []byte, vlBits int) int {
 	return (off + 7) / 8
 }
 
-func (c *compiler) parserOp(ps *parser, op jParserOp) (parserOp, error) {
+func (c *closureBuilder) parserOp(ps *parser, op jParserOp) (parserOp, error) {
 	params, err := parseTVs(op.Parameters)
 	if err != nil {
 		return nil, c.errorf("%v", err)

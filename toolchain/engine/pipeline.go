@@ -226,7 +226,7 @@ func load(jsonText []byte, opts Options, reference bool) (pl *Pipeline, err erro
 	for k := KindTable; k <= KindActionProfile; k++ {
 		pl.names[k] = map[string]int{}
 	}
-	c := &compiler{pl: pl, lay: lay}
+	c := &closureBuilder{pl: pl, lay: lay}
 	pl.lazyEx = make([]*lazyExtract, len(lay.headers))
 
 	for _, jr := range jp.RegisterArrays {
@@ -264,7 +264,7 @@ func load(jsonText []byte, opts Options, reference bool) (pl *Pipeline, err erro
 			ma.cells = make([]meterCell, jm.Size)
 		}
 		if jm.IsDirect && len(jm.ResultTarget) == 2 {
-			lv, err := c.lvalue(&ast{kind: "field", names: jm.ResultTarget})
+			lv, err := c.lvalue(&jsonExpr{kind: "field", names: jm.ResultTarget})
 			if err != nil {
 				return nil, fmt.Errorf("meter %s result: %v", jm.Name, err)
 			}
@@ -472,7 +472,7 @@ func load(jsonText []byte, opts Options, reference bool) (pl *Pipeline, err erro
 	return pl, nil
 }
 
-func (c *compiler) fieldListRefs(fl jFieldList) ([]fieldRef, error) {
+func (c *closureBuilder) fieldListRefs(fl jFieldList) ([]fieldRef, error) {
 	els, err := parseTVs(fl.Elements)
 	if err != nil {
 		return nil, fmt.Errorf("field list %s: %v", fl.Name, err)
@@ -506,7 +506,7 @@ func (c *compiler) fieldListRefs(fl jFieldList) ([]fieldRef, error) {
 	return refs, nil
 }
 
-func (c *compiler) compileChecksum(jc *jChecksum) (*checksum, error) {
+func (c *closureBuilder) compileChecksum(jc *jChecksum) (*checksum, error) {
 	calc, ok := c.pl.calcByName[jc.Calculation]
 	if !ok {
 		return nil, fmt.Errorf("checksum %s: unknown calculation %s", jc.Name, jc.Calculation)
@@ -516,7 +516,7 @@ func (c *compiler) compileChecksum(jc *jChecksum) (*checksum, error) {
 	}
 	c.where = "checksum " + jc.Name
 	defer func() { c.where = "" }()
-	lv, err := c.lvalue(&ast{kind: "field", names: jc.Target})
+	lv, err := c.lvalue(&jsonExpr{kind: "field", names: jc.Target})
 	if err != nil {
 		return nil, err
 	}
@@ -713,7 +713,7 @@ func runControl(p *Packet, n cfNode) {
 	}
 }
 
-func (c *compiler) compileFlow(jpp *jPipeline, jp *jProgram) (cfNode, error) {
+func (c *closureBuilder) compileFlow(jpp *jPipeline, jp *jProgram) (cfNode, error) {
 	if jpp == nil {
 		return nil, nil
 	}

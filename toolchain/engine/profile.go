@@ -32,7 +32,7 @@ type actionProfile struct {
 	state    atomic.Pointer[profileState]
 }
 
-func (c *compiler) compileProfile(jap *jActionProfile) (*actionProfile, error) {
+func (c *closureBuilder) compileProfile(jap *jActionProfile) (*actionProfile, error) {
 	ap := &actionProfile{name: jap.Name, id: jap.ID, maxSize: jap.MaxSize, actions: map[int]*action{}}
 	if jap.Selector != nil {
 		calc, err := c.compileCalculation(&jCalculation{Name: jap.Name + "$selector", Algo: jap.Selector.Algo, Input: jap.Selector.Input}, nil)

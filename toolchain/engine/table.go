@@ -184,7 +184,7 @@ func matchKindOf(s string) (pipeline.MatchKind, error) {
 	return 0, fmt.Errorf("unsupported match kind %q", s)
 }
 
-func (c *compiler) compileTable(jt *jTable) (*table, error) {
+func (c *closureBuilder) compileTable(jt *jTable) (*table, error) {
 	t := &table{
 		pl:           c.pl,
 		actions:      map[int]*action{},
