@@ -261,3 +261,34 @@ func TestTypeInfoText(t *testing.T) {
 		t.Errorf("type_info:\n%s\nwant:\n%s", txt, want)
 	}
 }
+
+// IDs gives what Build gives for the same names: p4c's hash-based ids with
+// the kind's prefix, and the shortest unique suffix as alias.
+func TestIDsAllocation(t *testing.T) {
+	x := NewIDs()
+	x.Add(p4v1.P4Ids_TABLE, "ingress.a.t")
+	x.Add(p4v1.P4Ids_TABLE, "ingress.b.t")
+	x.Add(p4v1.P4Ids_ACTION, "ingress.fwd")
+	if id := x.ID(p4v1.P4Ids_TABLE, "ingress.a.t"); id != 0 {
+		t.Errorf("before Assign: id %#x, want 0", id)
+	}
+	if err := x.Assign(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		kind        p4v1.P4Ids_Prefix
+		name, alias string
+	}{
+		{p4v1.P4Ids_TABLE, "ingress.a.t", "a.t"},
+		{p4v1.P4Ids_TABLE, "ingress.b.t", "b.t"},
+		{p4v1.P4Ids_ACTION, "ingress.fwd", "fwd"},
+	} {
+		want := uint32(tc.kind)<<24 | jenkinsOneAtATime(tc.name)&0xffffff
+		if got := x.ID(tc.kind, tc.name); got != want {
+			t.Errorf("%s: id %#x, want %#x", tc.name, got, want)
+		}
+		if got := x.Alias(tc.name); got != tc.alias {
+			t.Errorf("%s: alias %q, want %q", tc.name, got, tc.alias)
+		}
+	}
+}

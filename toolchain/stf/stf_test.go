@@ -246,3 +246,62 @@ func TestCorpusSample(t *testing.T) {
 }
 
 func mustRE(s string) *regexp.Regexp { return regexp.MustCompile(s) }
+
+// The P4Info made from a program's JSON gives tables, actions, counters,
+// meters and registers the ids p4c gave them: for every corpus program with
+// p4c's P4Info and JSON beside it, each object both name has one id.
+func TestP4InfoFromModelHasP4cIDs(t *testing.T) {
+	dir := filepath.Join("..", "..", "..", "shared", "conformance", "p4c-stf")
+	infos, _ := filepath.Glob(filepath.Join(dir, "*.p4info.txtpb"))
+	if len(infos) == 0 {
+		t.Skip("corpus not present beside the repository")
+	}
+	compared := 0
+	for _, path := range infos {
+		name := strings.TrimSuffix(filepath.Base(path), ".p4info.txtpb")
+		data, err := os.ReadFile(filepath.Join(dir, name+".p4c.json"))
+		if err != nil {
+			continue
+		}
+		pl, err := engine.Load(data, engine.Options{})
+		if err != nil {
+			continue // programs the engine refuses are xfail elsewhere
+		}
+		want, err := ReadP4Info(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := func(info *p4configv1.P4Info) map[string]uint32 {
+			m := map[string]uint32{}
+			for _, p := range info.GetTables() {
+				m["table "+p.GetPreamble().GetName()] = p.GetPreamble().GetId()
+			}
+			for _, p := range info.GetActions() {
+				m["action "+p.GetPreamble().GetName()] = p.GetPreamble().GetId()
+			}
+			for _, p := range info.GetCounters() {
+				m["counter "+p.GetPreamble().GetName()] = p.GetPreamble().GetId()
+			}
+			for _, p := range info.GetMeters() {
+				m["meter "+p.GetPreamble().GetName()] = p.GetPreamble().GetId()
+			}
+			for _, p := range info.GetRegisters() {
+				m["register "+p.GetPreamble().GetName()] = p.GetPreamble().GetId()
+			}
+			return m
+		}
+		got, ref := ids(P4InfoFromModel(pl)), ids(want)
+		for obj, id := range got {
+			if wantID, ok := ref[obj]; ok {
+				compared++
+				if id != wantID {
+					t.Errorf("%s: %s has id %#x, p4c gave %#x", name, obj, id, wantID)
+				}
+			}
+		}
+	}
+	if compared == 0 {
+		t.Fatal("no object compared")
+	}
+	t.Logf("%d objects of %d programs compared", compared, len(infos))
+}
