@@ -437,299 +437,336 @@ func extractInto(p *Packet, h *headerInst, data []byte, vlBits int) int {
 	return (off + 7) / 8
 }
 
+// parserOps are the parser operations the engine runs, by BMv2 JSON name
+// (read-only after package initialization), as primitives are registered.
+var parserOps = map[string]func(c *closureBuilder, ps *parser, op jParserOp, params []*jsonExpr) (parserOp, error){
+	"extract":    (*closureBuilder).parseOpExtract,
+	"extract_VL": (*closureBuilder).parseOpExtract,
+	"set":        (*closureBuilder).parseOpSet,
+	"verify":     (*closureBuilder).parseOpVerify,
+	"advance":    (*closureBuilder).parseOpAdvance,
+	"shift":      (*closureBuilder).parseOpAdvance,
+	"primitive":  (*closureBuilder).parseOpPrimitive,
+}
+
 func (c *closureBuilder) parserOp(ps *parser, op jParserOp) (parserOp, error) {
 	params, err := parseTVs(op.Parameters)
 	if err != nil {
 		return nil, c.errorf("%v", err)
 	}
-	E := func(k int) uint64 { return ps.errs[k] + 1 }
-	switch op.Op {
-	case "extract", "extract_VL":
-		if len(params) < 1 {
-			return nil, c.errorf("%s without a target", op.Op)
+	build, ok := parserOps[op.Op]
+	if !ok {
+		return nil, c.errorf("unsupported parser op %q", op.Op)
+	}
+	return build(c, ps, op, params)
+}
+
+// errorValue is the parser_error value (plus one: 0 is "no error") of the
+// error numbered k among the architecture's errors.
+func (ps *parser) errorValue(k int) uint64 { return ps.errs[k] + 1 }
+
+// parseOpExtract is extract and extract_VL: a header (or the next element of a
+// stack or union stack) from the packet at the cursor.
+func (c *closureBuilder) parseOpExtract(ps *parser, op jParserOp, params []*jsonExpr) (parserOp, error) {
+	E := ps.errorValue
+	if len(params) < 1 {
+		return nil, c.errorf("%s without a target", op.Op)
+	}
+	var lenFn u64Fn
+	vl := op.Op == "extract_VL"
+	if vl {
+		if len(params) != 2 {
+			return nil, c.errorf("extract_VL needs a length expression")
 		}
-		var lenFn u64Fn
-		vl := op.Op == "extract_VL"
-		if vl {
-			if len(params) != 2 {
-				return nil, c.errorf("extract_VL needs a length expression")
-			}
-			d, err := c.data(params[1])
-			if err != nil {
-				return nil, err
-			}
-			lenFn = c.exactIndex(d)
+		d, err := c.data(params[1])
+		if err != nil {
+			return nil, err
 		}
-		t := params[0]
-		// target header chooser
-		var pick func(p *Packet) (int, bool)
-		var ht *headerType
-		switch t.kind {
-		case "regular", "header":
-			h, ok := c.lay.hdrByName[t.name]
-			if !ok {
-				return nil, c.errorf("extract: unknown header %s", t.name)
-			}
-			ht = c.lay.headers[h].typ
-			pick = func(*Packet) (int, bool) { return h, true }
-		case "stack", "header_stack":
-			s, ok := c.lay.stkByName[t.name]
-			if !ok {
-				return nil, c.errorf("extract: unknown header stack %s", t.name)
-			}
-			st := c.lay.stacks[s]
-			ht = st.typ
-			pick = func(p *Packet) (int, bool) {
-				n := p.stkNxt[st.id]
-				if int(n) >= len(st.headers) {
-					return 0, false
-				}
-				p.stkNxt[st.id] = n + 1
-				return st.headers[n], true
-			}
-		case "union_stack":
-			if len(t.names) != 2 {
-				return nil, c.errorf("extract: bad union_stack %v", t.names)
-			}
-			s, ok := c.lay.ustByName[t.names[0]]
-			if !ok {
-				return nil, c.errorf("extract: unknown header union stack %s", t.names[0])
-			}
-			us := c.lay.ustacks[s]
-			un0 := c.lay.unions[us.unions[0]]
-			mi, ok := un0.members[t.names[1]]
-			if !ok {
-				return nil, c.errorf("extract: union stack %s has no member %s", t.names[0], t.names[1])
-			}
-			ht = c.lay.headers[un0.headers[mi]].typ
-			uns := c.lay.unions
-			pick = func(p *Packet) (int, bool) {
-				n := p.ustNxt[us.id]
-				if int(n) >= len(us.unions) {
-					return 0, false
-				}
-				p.ustNxt[us.id] = n + 1
-				return uns[us.unions[n]].headers[mi], true
-			}
-		default:
-			return nil, c.errorf("extract: unsupported target %q", t.kind)
+		lenFn = c.exactIndex(d)
+	}
+	t := params[0]
+	// target header chooser
+	var pick func(p *Packet) (int, bool)
+	var ht *headerType
+	switch t.kind {
+	case "regular", "header":
+		h, ok := c.lay.hdrByName[t.name]
+		if !ok {
+			return nil, c.errorf("extract: unknown header %s", t.name)
 		}
-		if !vl && ht.vlField >= 0 && ht.lengthExp != nil {
-			// P4_14 style: the header type carries its varbit length.
-			d, err := c.data(ht.lengthExp)
-			if err != nil {
-				return nil, err
+		ht = c.lay.headers[h].typ
+		pick = func(*Packet) (int, bool) { return h, true }
+	case "stack", "header_stack":
+		s, ok := c.lay.stkByName[t.name]
+		if !ok {
+			return nil, c.errorf("extract: unknown header stack %s", t.name)
+		}
+		st := c.lay.stacks[s]
+		ht = st.typ
+		pick = func(p *Packet) (int, bool) {
+			n := p.stkNxt[st.id]
+			if int(n) >= len(st.headers) {
+				return 0, false
 			}
-			lf := c.exactIndex(d)
-			lenFn = func(p *Packet) uint64 { return lf(p) * 8 }
-			vl = true
+			p.stkNxt[st.id] = n + 1
+			return st.headers[n], true
 		}
-		hs := c.lay.headers
-		fixedBytes := (ht.fixedBits + 7) / 8
-		maxBytes := ht.maxBytes
-		if !vl && (t.kind == "regular" || t.kind == "header") && ht.plan != nil && c.lay.headers[c.lay.hdrByName[t.name]].union < 0 {
-			// The common case, specialised: a fixed header, not in a
-			// union or stack.
-			hi := c.lay.headers[c.lay.hdrByName[t.name]]
-			h := hi.id
-			wb, we := hi.wordBase, hi.wordBase+ht.nwords
-			tooShort := E(errPacketTooShort)
-			ex := c.pl.lazyExtractOf(hi)
-			small := fixedBytes <= 64
-			return func(p *Packet) uint64 {
-				cur := p.cur
-				if p.end-cur < fixedBytes {
-					return tooShort
-				}
-				hs := &p.hs[h]
-				hs.hoff, hs.valid, hs.dmask = int32(cur), true, 0
-				p.cur = cur + fixedBytes
-				if w := window(p.buf, cur); w != nil && small {
-					words := p.words[wb:we]
-					for _, st := range ex.eager {
-						v := binary.BigEndian.Uint64(w[st.byteOff&(windowBytes-9):])
-						words[st.slot] = v << (st.shl & 63) >> (st.shr & 63)
-					}
-					hs.lazy = ex.lazy
-					return 0
-				}
-				extractInto(p, hi, p.buf[cur:], 0)
-				hs.lazy = false
-				return 0
-			}, nil
+	case "union_stack":
+		if len(t.names) != 2 {
+			return nil, c.errorf("extract: bad union_stack %v", t.names)
 		}
-		if !vl {
-			return func(p *Packet) uint64 {
-				if p.end-p.cur < fixedBytes {
-					return E(errPacketTooShort)
-				}
-				h, ok := pick(p)
-				if !ok {
-					return E(errStackOutOfBounds)
-				}
-				extractInto(p, hs[h], p.buf[p.cur:], 0)
-				p.hs[h].lazy = false
-				p.setValid(h)
-				p.hs[h].hoff = int32(p.cur)
-				p.hs[h].dmask = 0
-				p.cur += fixedBytes
-				return 0
-			}, nil
+		s, ok := c.lay.ustByName[t.names[0]]
+		if !ok {
+			return nil, c.errorf("extract: unknown header union stack %s", t.names[0])
 		}
+		us := c.lay.ustacks[s]
+		un0 := c.lay.unions[us.unions[0]]
+		mi, ok := un0.members[t.names[1]]
+		if !ok {
+			return nil, c.errorf("extract: union stack %s has no member %s", t.names[0], t.names[1])
+		}
+		ht = c.lay.headers[un0.headers[mi]].typ
+		uns := c.lay.unions
+		pick = func(p *Packet) (int, bool) {
+			n := p.ustNxt[us.id]
+			if int(n) >= len(us.unions) {
+				return 0, false
+			}
+			p.ustNxt[us.id] = n + 1
+			return uns[us.unions[n]].headers[mi], true
+		}
+	default:
+		return nil, c.errorf("extract: unsupported target %q", t.kind)
+	}
+	if !vl && ht.vlField >= 0 && ht.lengthExp != nil {
+		// P4_14 style: the header type carries its varbit length.
+		d, err := c.data(ht.lengthExp)
+		if err != nil {
+			return nil, err
+		}
+		lf := c.exactIndex(d)
+		lenFn = func(p *Packet) uint64 { return lf(p) * 8 }
+		vl = true
+	}
+	hs := c.lay.headers
+	fixedBytes := (ht.fixedBits + 7) / 8
+	maxBytes := ht.maxBytes
+	if !vl && (t.kind == "regular" || t.kind == "header") && ht.plan != nil && c.lay.headers[c.lay.hdrByName[t.name]].union < 0 {
+		// The common case, specialised: a fixed header, not in a
+		// union or stack.
+		hi := c.lay.headers[c.lay.hdrByName[t.name]]
+		h := hi.id
+		wb, we := hi.wordBase, hi.wordBase+ht.nwords
+		tooShort := E(errPacketTooShort)
+		ex := c.pl.lazyExtractOf(hi)
+		small := fixedBytes <= 64
 		return func(p *Packet) uint64 {
-			nbits := lenFn(p)
-			if nbits%8 != 0 {
-				return E(errParserInvalidArgument)
+			cur := p.cur
+			if p.end-cur < fixedBytes {
+				return tooShort
 			}
-			if nbits > 1<<30 {
+			hs := &p.hs[h]
+			hs.hoff, hs.valid, hs.dmask = int32(cur), true, 0
+			p.cur = cur + fixedBytes
+			if w := window(p.buf, cur); w != nil && small {
+				words := p.words[wb:we]
+				for _, st := range ex.eager {
+					v := binary.BigEndian.Uint64(w[st.byteOff&(windowBytes-9):])
+					words[st.slot] = v << (st.shl & 63) >> (st.shr & 63)
+				}
+				hs.lazy = ex.lazy
+				return 0
+			}
+			extractInto(p, hi, p.buf[cur:], 0)
+			hs.lazy = false
+			return 0
+		}, nil
+	}
+	if !vl {
+		return func(p *Packet) uint64 {
+			if p.end-p.cur < fixedBytes {
 				return E(errPacketTooShort)
-			}
-			n := fixedBytes + int(nbits/8)
-			if p.end-p.cur < n {
-				return E(errPacketTooShort)
-			}
-			if maxBytes != 0 && maxBytes < n {
-				return E(errHeaderTooShort)
 			}
 			h, ok := pick(p)
 			if !ok {
 				return E(errStackOutOfBounds)
 			}
-			if int(nbits) > ht.fields[ht.vlField].width {
-				return E(errHeaderTooShort)
-			}
-			extractInto(p, hs[h], p.buf[p.cur:], int(nbits))
+			extractInto(p, hs[h], p.buf[p.cur:], 0)
 			p.hs[h].lazy = false
 			p.setValid(h)
-			p.hs[h].hoff = -1 // varbit headers are always deparsed in full
-			p.cur += n
+			p.hs[h].hoff = int32(p.cur)
+			p.hs[h].dmask = 0
+			p.cur += fixedBytes
 			return 0
 		}, nil
-	case "set":
-		if len(params) != 2 {
-			return nil, c.errorf("set needs two parameters")
+	}
+	return func(p *Packet) uint64 {
+		nbits := lenFn(p)
+		if nbits%8 != 0 {
+			return E(errParserInvalidArgument)
 		}
-		dst, err := c.lvalue(params[0])
-		if err != nil {
-			return nil, err
+		if nbits > 1<<30 {
+			return E(errPacketTooShort)
 		}
-		if params[1].kind == "lookahead" {
-			off, w := params[1].idx, params[1].width
-			need := off/8 + (w+7)/8
-			la := &dexpr{info: vinfo{bits: w}, fieldSlot: -1}
-			// The lookahead value is read by a closure that needs the
-			// parser cursor; we stash it in p.keyU[0] before assigning.
-			if w <= 64 {
-				la.mod = func() u64Fn { return func(p *Packet) uint64 { return p.laVal } }
-				la.big = func() bigFn {
-					s := c.newBig()
-					return func(p *Packet) *big.Int { return p.bigs[s].SetUint64(p.laVal) }
-				}
-				asg := c.assign(dst, la)
-				return func(p *Packet) uint64 {
-					if p.end-p.cur < need {
-						return E(errPacketTooShort)
-					}
-					p.laVal = readBits(p.buf[p.cur:], off, w)
-					asg(p)
-					return 0
-				}, nil
-			}
-			nb := (w + 7) / 8
+		n := fixedBytes + int(nbits/8)
+		if p.end-p.cur < n {
+			return E(errPacketTooShort)
+		}
+		if maxBytes != 0 && maxBytes < n {
+			return E(errHeaderTooShort)
+		}
+		h, ok := pick(p)
+		if !ok {
+			return E(errStackOutOfBounds)
+		}
+		if int(nbits) > ht.fields[ht.vlField].width {
+			return E(errHeaderTooShort)
+		}
+		extractInto(p, hs[h], p.buf[p.cur:], int(nbits))
+		p.hs[h].lazy = false
+		p.setValid(h)
+		p.hs[h].hoff = -1 // varbit headers are always deparsed in full
+		p.cur += n
+		return 0
+	}, nil
+}
+
+// parseOpSet assigns a field, from an expression or from a lookahead of the
+// packet at the cursor.
+func (c *closureBuilder) parseOpSet(ps *parser, op jParserOp, params []*jsonExpr) (parserOp, error) {
+	E := ps.errorValue
+	if len(params) != 2 {
+		return nil, c.errorf("set needs two parameters")
+	}
+	dst, err := c.lvalue(params[0])
+	if err != nil {
+		return nil, err
+	}
+	if params[1].kind == "lookahead" {
+		off, w := params[1].idx, params[1].width
+		need := off/8 + (w+7)/8
+		la := &dexpr{info: vinfo{bits: w}, fieldSlot: -1}
+		// The lookahead value is read by a closure that needs the
+		// parser cursor; we stash it in p.keyU[0] before assigning.
+		if w <= 64 {
+			la.mod = func() u64Fn { return func(p *Packet) uint64 { return p.laVal } }
 			la.big = func() bigFn {
 				s := c.newBig()
-				return func(p *Packet) *big.Int { return p.bigs[s].SetBytes(p.laBuf[:nb]) }
+				return func(p *Packet) *big.Int { return p.bigs[s].SetUint64(p.laVal) }
 			}
-			la.mod = func() u64Fn { return bigToMod(la.big()) }
 			asg := c.assign(dst, la)
 			return func(p *Packet) uint64 {
 				if p.end-p.cur < need {
 					return E(errPacketTooShort)
 				}
-				if cap(p.laBuf) < nb {
-					p.laBuf = make([]byte, nb)
-				}
-				p.laBuf = p.laBuf[:nb]
-				clear(p.laBuf)
-				copyBits(p.laBuf, nb*8-w, p.buf[p.cur:], off, w)
+				p.laVal = readBits(p.buf[p.cur:], off, w)
 				asg(p)
 				return 0
 			}, nil
 		}
-		src, err := c.data(params[1])
-		if err != nil {
-			return nil, err
+		nb := (w + 7) / 8
+		la.big = func() bigFn {
+			s := c.newBig()
+			return func(p *Packet) *big.Int { return p.bigs[s].SetBytes(p.laBuf[:nb]) }
 		}
-		asg := c.assign(dst, src)
-		return func(p *Packet) uint64 { asg(p); return 0 }, nil
-	case "verify":
-		if len(params) != 2 {
-			return nil, c.errorf("verify needs two parameters")
-		}
-		cond, err := c.boolean(params[0])
-		if err != nil {
-			return nil, err
-		}
-		ev, err := c.data(params[1])
-		if err != nil {
-			return nil, err
-		}
-		ef := c.exactIndex(ev)
+		la.mod = func() u64Fn { return bigToMod(la.big()) }
+		asg := c.assign(dst, la)
 		return func(p *Packet) uint64 {
-			if !cond(p) {
-				return ef(p) + 1
-			}
-			return 0
-		}, nil
-	case "advance", "shift":
-		if len(params) != 1 {
-			return nil, c.errorf("%s needs one parameter", op.Op)
-		}
-		d, err := c.data(params[0])
-		if err != nil {
-			return nil, err
-		}
-		nf := c.exactIndex(d)
-		bitsUnit := op.Op == "advance"
-		return func(p *Packet) uint64 {
-			n := nf(p)
-			if bitsUnit {
-				if n%8 != 0 {
-					return E(errParserInvalidArgument)
-				}
-				n /= 8
-			}
-			if n > uint64(p.end-p.cur) {
+			if p.end-p.cur < need {
 				return E(errPacketTooShort)
 			}
-			p.cur += int(n)
+			if cap(p.laBuf) < nb {
+				p.laBuf = make([]byte, nb)
+			}
+			p.laBuf = p.laBuf[:nb]
+			clear(p.laBuf)
+			copyBits(p.laBuf, nb*8-w, p.buf[p.cur:], off, w)
+			asg(p)
 			return 0
 		}, nil
-	case "primitive":
-		if len(op.Parameters) != 1 {
-			return nil, c.errorf("primitive op needs one parameter")
-		}
-		var prim jPrimitive
-		if err := json.Unmarshal(op.Parameters[0], &prim); err != nil {
-			return nil, c.errorf("bad primitive: %v", err)
-		}
-		pp, err := parseTVs(prim.Parameters)
-		if err != nil {
-			return nil, c.errorf("%v", err)
-		}
-		pr, err := c.primitive(prim.Op, pp, 1)
-		if err != nil {
-			return nil, err
-		}
-		s := pr.stmt()
-		regs := c.registersIn(prim.Op, pp)
-		if len(regs) > 0 {
-			r := regs[0]
-			return func(p *Packet) uint64 { r.mu.Lock(); s(p); r.mu.Unlock(); return 0 }, nil
-		}
-		return func(p *Packet) uint64 { s(p); return 0 }, nil
 	}
-	return nil, c.errorf("unsupported parser op %q", op.Op)
+	src, err := c.data(params[1])
+	if err != nil {
+		return nil, err
+	}
+	asg := c.assign(dst, src)
+	return func(p *Packet) uint64 { asg(p); return 0 }, nil
+}
+
+// parseOpVerify ends parsing with the given error when its condition is false.
+func (c *closureBuilder) parseOpVerify(ps *parser, op jParserOp, params []*jsonExpr) (parserOp, error) {
+	if len(params) != 2 {
+		return nil, c.errorf("verify needs two parameters")
+	}
+	cond, err := c.boolean(params[0])
+	if err != nil {
+		return nil, err
+	}
+	ef, err := c.indexValue(params[1])
+	if err != nil {
+		return nil, err
+	}
+	return func(p *Packet) uint64 {
+		if !cond(p) {
+			return ef(p) + 1
+		}
+		return 0
+	}, nil
+}
+
+// parseOpAdvance is advance (in bits) and P4_14's shift (in bytes): the
+// cursor moves on.
+func (c *closureBuilder) parseOpAdvance(ps *parser, op jParserOp, params []*jsonExpr) (parserOp, error) {
+	E := ps.errorValue
+	if len(params) != 1 {
+		return nil, c.errorf("%s needs one parameter", op.Op)
+	}
+	nf, err := c.indexValue(params[0])
+	if err != nil {
+		return nil, err
+	}
+	bitsUnit := op.Op == "advance"
+	return func(p *Packet) uint64 {
+		n := nf(p)
+		if bitsUnit {
+			if n%8 != 0 {
+				return E(errParserInvalidArgument)
+			}
+			n /= 8
+		}
+		if n > uint64(p.end-p.cur) {
+			return E(errPacketTooShort)
+		}
+		p.cur += int(n)
+		return 0
+	}, nil
+}
+
+// parseOpPrimitive runs an action primitive inside a parser state (p4c's
+// lowering of assignments and method calls there).
+func (c *closureBuilder) parseOpPrimitive(ps *parser, op jParserOp, params []*jsonExpr) (parserOp, error) {
+	if len(op.Parameters) != 1 {
+		return nil, c.errorf("primitive op needs one parameter")
+	}
+	var prim jPrimitive
+	if err := json.Unmarshal(op.Parameters[0], &prim); err != nil {
+		return nil, c.errorf("bad primitive: %v", err)
+	}
+	pp, err := parseTVs(prim.Parameters)
+	if err != nil {
+		return nil, c.errorf("%v", err)
+	}
+	pr, err := c.primitive(prim.Op, pp, 1)
+	if err != nil {
+		return nil, err
+	}
+	s := pr.stmt()
+	regs := c.registersIn(prim.Op, pp)
+	if len(regs) > 0 {
+		r := regs[0]
+		return func(p *Packet) uint64 { r.mu.Lock(); s(p); r.mu.Unlock(); return 0 }, nil
+	}
+	return func(p *Packet) uint64 { s(p); return 0 }, nil
 }
 
 // run parses the packet bytes buf[p.start:p.end]. It returns the value for
