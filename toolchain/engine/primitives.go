@@ -513,12 +513,22 @@ func (c *closureBuilder) primTruncate(_ string, params []*jsonExpr, _ int) (*pri
 
 // ---- externs: counters, meters, registers, hashes, random numbers ----
 
-func (c *closureBuilder) primCount(_ string, params []*jsonExpr, _ int) (*prim, error) {
-	ca, ok := c.pl.counterByName[params[0].name]
+// arrayCell resolves the (array, index) pair a counter, meter or register
+// primitive starts with: params[0] names the array, params[1] is the index.
+func arrayCell[A any](c *closureBuilder, byName map[string]*A, kind string, params []*jsonExpr) (*A, u64Fn, error) {
+	a, ok := byName[params[0].name]
 	if !ok {
-		return nil, c.errorf("unknown counter array %s", params[0].name)
+		return nil, nil, c.errorf("unknown %s array %s", kind, params[0].name)
 	}
 	idx, err := c.indexValue(params[1])
+	if err != nil {
+		return nil, nil, err
+	}
+	return a, idx, nil
+}
+
+func (c *closureBuilder) primCount(_ string, params []*jsonExpr, _ int) (*prim, error) {
+	ca, idx, err := arrayCell(c, c.pl.counterByName, "counter", params)
 	if err != nil {
 		return nil, err
 	}
@@ -531,11 +541,7 @@ func (c *closureBuilder) primCount(_ string, params []*jsonExpr, _ int) (*prim, 
 }
 
 func (c *closureBuilder) primExecuteMeter(_ string, params []*jsonExpr, _ int) (*prim, error) {
-	ma, ok := c.pl.meterByName[params[0].name]
-	if !ok {
-		return nil, c.errorf("unknown meter array %s", params[0].name)
-	}
-	idx, err := c.indexValue(params[1])
+	ma, idx, err := arrayCell(c, c.pl.meterByName, "meter", params)
 	if err != nil {
 		return nil, err
 	}
@@ -566,11 +572,7 @@ func (c *closureBuilder) primRegisterRead(_ string, params []*jsonExpr, _ int) (
 }
 
 func (c *closureBuilder) primRegisterWrite(_ string, params []*jsonExpr, _ int) (*prim, error) {
-	ra, ok := c.pl.registerByName[params[0].name]
-	if !ok {
-		return nil, c.errorf("unknown register array %s", params[0].name)
-	}
-	idx, err := c.indexValue(params[1])
+	ra, idx, err := arrayCell(c, c.pl.registerByName, "register", params)
 	if err != nil {
 		return nil, err
 	}
