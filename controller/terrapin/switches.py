@@ -155,31 +155,17 @@ def _channel_table_entry(entry: ChannelEntry) -> fy.P4TableEntry:
 
 
 def _forwarding_entries(fwd: Forwarding) -> list[fy.P4TableEntry]:
-    entries = [
-        fy.P4TableEntry(
-            T_ROUTES,
-            match=fy.P4TableMatch(dst_addr=r.prefix),
-            action=fy.P4TableAction(A_ROUTE, port=r.port, next_hop_mac=r.next_hop_mac),
-        )
+    # (table, key, action, action arguments) of every routing, ARP and port MAC entry
+    rows: list[tuple[str, dict[str, Any], str, dict[str, Any]]] = [
+        (T_ROUTES, {"dst_addr": r.prefix}, A_ROUTE, {"port": r.port, "next_hop_mac": r.next_hop_mac})
         for r in fwd.routes
     ]
-    entries += [
-        fy.P4TableEntry(
-            T_ARP,
-            match=fy.P4TableMatch(target_ip=ip),
-            action=fy.P4TableAction(A_ANSWER_ARP, mac=mac),
-        )
-        for ip, mac in fwd.arp_answers
+    rows += [(T_ARP, {"target_ip": ip}, A_ANSWER_ARP, {"mac": mac}) for ip, mac in fwd.arp_answers]
+    rows += [(T_PORT_MACS, {"port": port}, A_SET_SOURCE_MAC, {"mac": mac}) for port, mac in fwd.port_macs]
+    return [
+        fy.P4TableEntry(table, match=fy.P4TableMatch(key), action=fy.P4TableAction(action, **args))
+        for table, key, action, args in rows
     ]
-    entries += [
-        fy.P4TableEntry(
-            T_PORT_MACS,
-            match=fy.P4TableMatch(port=port),
-            action=fy.P4TableAction(A_SET_SOURCE_MAC, mac=mac),
-        )
-        for port, mac in fwd.port_macs
-    ]
-    return entries
 
 
 @dataclass(frozen=True)
