@@ -553,6 +553,20 @@ def _malformed_json(exc: RequestValidationError) -> JSONResponse | None:
     return None
 
 
+def token_required(token: str) -> Callable[[BearerCredentials], None]:
+    """The dependency of every mutating call: 401 unless `Authorization: Bearer <token>`."""
+
+    def require_token(credentials: BearerCredentials) -> None:
+        if credentials is None or not hmac.compare_digest(credentials.credentials.encode(), token.encode()):
+            raise HTTPException(
+                status_code=401,
+                detail="a valid bearer token is required",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+
+    return require_token
+
+
 def create_app(
     service: ReservationService,
     telemetry: Telemetry,
@@ -569,13 +583,7 @@ def create_app(
         swagger_ui_parameters={"validatorUrl": None},
     )
 
-    def require_token(credentials: BearerCredentials) -> None:
-        if credentials is None or not hmac.compare_digest(credentials.credentials.encode(), token.encode()):
-            raise HTTPException(
-                status_code=401,
-                detail="a valid bearer token is required",
-                headers={"WWW-Authenticate": "Bearer"},
-            )
+    require_token = token_required(token)
 
     # Registered for Starlette's base class so the router's own 404 and 405 are flat JSON too.
     @app.exception_handler(StarletteHTTPException)

@@ -1,8 +1,9 @@
 """The operator's view: the dashboard at `/`, the guarantee monitor's REST and live stream, and
 `/metrics` (docs/operations.md).
 
-Everything here reads; the dashboard's writes go through the reservation API (api.py) with the
-bearer token the operator enters once. The page's assets are package data of `terrapin`
+Everything here reads, except clearing a switch's queue maxima (with the bearer token); the
+dashboard's writes go through the reservation API (api.py) with the bearer token the operator
+enters once. The page's assets are package data of `terrapin`
 (`terrapin/static/`): no CDN, nothing fetched at run time.
 """
 
@@ -14,10 +15,11 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import FileResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 
+from terrapin.api import RETRY_AFTER_SECONDS, ErrorOut, SwitchErrorOut, token_required
 from terrapin.config import Config
 from terrapin.metrics import CONTENT_TYPE, ControllerMetrics
 from terrapin.monitor import GuaranteeMonitor
@@ -38,8 +40,10 @@ def operator_router(
     metrics: ControllerMetrics,
     config: Config,
     stopping: asyncio.Event,
+    token: str,
 ) -> APIRouter:
     router = APIRouter()
+    switch_names = {s.name for s in config.switches}
 
     @router.get("/", include_in_schema=False)
     async def dashboard() -> FileResponse:
@@ -103,6 +107,39 @@ def operator_router(
             limit=limit,
         )
         return [e.as_dict() for e in found]
+
+    @router.delete(
+        "/status/switches/{name}/maxima",
+        tags=["status"],
+        status_code=204,
+        dependencies=[Depends(token_required(token))],
+        responses={
+            401: {"model": ErrorOut, "description": "no valid bearer token"},
+            404: {"model": ErrorOut},
+            503: {"model": SwitchErrorOut, "description": "the switch could not be written"},
+        },
+    )
+    async def clear_maxima(name: str) -> Response:
+        """Clears the switch's telemetry maxima (every port and queue's largest depth and delay
+        in `GET /status/switches/{name}`), so that the next reading covers only what comes
+        after: an experiment reads each of its phases on its own. The monitor's windows go on
+        unaffected."""
+        if name not in switch_names:
+            raise HTTPException(404, detail={"error": f"no switch {name}"})
+        try:
+            await monitor.clear_maxima(name)
+        except Exception as exc:
+            raise HTTPException(
+                503,
+                detail={
+                    "error": "switch unavailable",
+                    "switch": name,
+                    "message": str(exc) or type(exc).__name__,
+                    "retry_after": RETRY_AFTER_SECONDS,
+                },
+                headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+            ) from None
+        return Response(status_code=204)
 
     @router.get("/events/stream", tags=["monitor"], response_class=StreamingResponse)
     async def stream(request: Request) -> StreamingResponse:

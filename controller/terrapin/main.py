@@ -110,7 +110,9 @@ class Controller:
         restored = self.service.restore()
         LOG.info("restored %d reservations from %s", restored, config.store)
         self.app = create_app(self.service, self.fabric, self.token, self._health_extra)
-        self.app.include_router(operator_router(self.monitor, self.metrics, config, self.stopping))
+        self.app.include_router(
+            operator_router(self.monitor, self.metrics, config, self.stopping, self.token)
+        )
         self.app.mount("/static", static_files(), name="static")
         self.app.router.lifespan_context = self._lifespan
 

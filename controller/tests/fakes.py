@@ -38,6 +38,7 @@ class FakeFabric:
     vanish_on_install: set[str] = field(default_factory=set)  # the connection breaks mid-write
     fail_remove_on: set[str] = field(default_factory=set)
     down: set[str] = field(default_factory=set)
+    maxima_cleared: list[tuple[str, list[int]]] = field(default_factory=list)
     sent: list[tuple[str, bytes]] = field(default_factory=list)
     writes: int = 0
     reconciled: dict[str, Any] = field(default_factory=dict)
@@ -127,7 +128,9 @@ class FakeFabric:
         return MonitorSample(name, 0.0, 0.0, {}, {}, None, None, {}, {})
 
     async def reset_queue_telemetry(self, name: str, ports: list[int]) -> None:
-        pass
+        if name in self.down:
+            raise InjectedFault(f"{name} is down")
+        self.maxima_cleared.append((name, list(ports)))
 
     def reads_registers(self, name: str) -> bool:
         return self.registers

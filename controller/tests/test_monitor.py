@@ -329,6 +329,29 @@ def test_rest_views_and_metrics_after_a_violation() -> None:
     assert "terrapin_monitor_network_alarm 1.0" in text
 
 
+def test_clearing_a_switchs_maxima_restarts_the_reading_of_them() -> None:
+    config = chain_config(2, rate_bps=10_000_000).model_copy(update={"monitor": MonitorConfig(enabled=False)})
+    controller, fabric = controller_with_fake(config)
+    auth = {"Authorization": "Bearer secret-token"}
+    with TestClient(controller.app) as client:
+        assert client.delete("/status/switches/s1/maxima").status_code == 401
+        assert client.delete("/status/switches/s9/maxima", headers=auth).status_code == 404
+        assert client.post("/reservations", json=RESERVATION, headers=auth).status_code == 201
+        fabric.samples["s1"] = [sample("s1", 0.0, max_delay=50_000)]
+        asyncio.run(controller.monitor.poll())  # the baseline: 50 ms since the switch started
+        assert client.delete("/status/switches/s1/maxima", headers=auth).status_code == 204
+        # A window whose maximum is below the old one is reported: the baseline starts over.
+        fabric.samples["s1"] = [sample("s1", 1.0, max_delay=20_000)]
+        asyncio.run(controller.monitor.poll())
+        (queue,) = [q for q in client.get("/monitor").json()["queues"] if q["switch"] == "s1"]
+        fabric.down.add("s2")
+        refused = client.delete("/status/switches/s2/maxima", headers=auth)
+    assert fabric.maxima_cleared == [("s1", [1, 2, 3])]  # every port of s1
+    assert queue["max_delay_us"] == 20_000
+    assert refused.status_code == 503 and refused.json()["switch"] == "s2"
+    assert refused.headers["Retry-After"] == "10"
+
+
 def test_metric_names_follow_the_switchs_style() -> None:
     config = chain_config(2)
     controller, _fabric = controller_with_fake(config)

@@ -105,6 +105,7 @@ class GuaranteeMonitor:
         self._fresh: dict[str, dict[int, tuple[int, int, int, int]]] = {}
         self._bounds_lock = asyncio.Lock()
         self._cleared_maxima: set[str] = set()
+        self._polling = False
         self._polls = 0
         self._last_poll_at: float | None = None
         self._verdict = PollVerdict([], [], [])
@@ -137,6 +138,25 @@ class GuaranteeMonitor:
             await asyncio.sleep(max(0.0, self._config.interval_s - elapsed))
 
     async def poll(self) -> PollVerdict:
+        self._polling = True
+        try:
+            return await self._poll()
+        finally:
+            self._polling = False
+
+    async def clear_maxima(self, name: str) -> None:
+        """Clears a switch's max-depth and max-delay registers (`DELETE
+        /status/switches/{name}/maxima`: an experiment reads each phase's maxima on their own).
+        The monitor's baseline for them starts at 0 as after its own clearing; a poll in flight
+        may have read them before the clearing, so its sample is zeroed once it lands."""
+        ports = sorted(pid.port for pid in self._ledger.ports if pid.switch == name)
+        await self._fabric.reset_queue_telemetry(name, ports)
+        if self._polling:
+            self._cleared_maxima.add(name)
+        elif name in self._samples:
+            self._samples[name] = _without_maxima(self._samples[name])
+
+    async def _poll(self) -> PollVerdict:
         self._polls += 1
         started = time.perf_counter()
         queues = queue_expectations(self._ledger)
@@ -173,14 +193,9 @@ class GuaranteeMonitor:
         )
         self._recent_excess = first_hop_excess(self._samples, samples, hops)
         self._samples.update(samples)
-        for name in self._cleared_maxima & set(samples):
+        for name in self._cleared_maxima & set(self._samples):
             # The registers were cleared after this read: the next window's maxima start at 0.
-            sample = self._samples[name]
-            self._samples[name] = replace(
-                sample,
-                max_delay_us=dict.fromkeys(sample.max_delay_us or {}, 0),
-                max_depth_packets=dict.fromkeys(sample.max_depth_packets or {}, 0),
-            )
+            self._samples[name] = _without_maxima(self._samples[name])
         self._cleared_maxima.clear()
         now = self._clock()
         self._last_poll_at = now
@@ -368,3 +383,12 @@ class BoundsFirstProgrammer:
 
     async def remove_channel(self, entry: ChannelEntry) -> None:
         await self._inner.remove_channel(entry)
+
+
+def _without_maxima(sample: MonitorSample) -> MonitorSample:
+    """The sample as if read just after its switch's maxima registers were cleared."""
+    return replace(
+        sample,
+        max_delay_us=dict.fromkeys(sample.max_delay_us or {}, 0),
+        max_depth_packets=dict.fromkeys(sample.max_depth_packets or {}, 0),
+    )
