@@ -18,8 +18,17 @@ from topo.plan import NetworkPlan
 
 
 def controller_config(
-    plan: NetworkPlan, state_dir: Path, *, rest_port: int, token: str, switch_kind: str = "terrapin"
+    plan: NetworkPlan,
+    state_dir: Path,
+    *,
+    rest_port: int,
+    token: str,
+    switch_kind: str = "terrapin",
+    admission: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """`admission` overrides keys of the admission defaults below (the controller validates
+    them), `extra` adds top-level sections."""
     switches = []
     for sw in plan.switches.values():
         ports = []
@@ -62,19 +71,36 @@ def controller_config(
         "admission": {
             "queue_capacity": plan.queue_capacity * plan.mtu,
             "largest_packet": plan.mtu,
+            **(admission or {}),
         },
         "switches": switches,
         "hosts": [
             {"name": h.name, "ip": h.address, "mac": h.mac, "switch": h.switch, "port": h.port}
             for h in sorted(plan.hosts.values(), key=lambda h: h.name)
         ],
+        **(extra or {}),
     }
 
 
 def write_config(
-    plan: NetworkPlan, state_dir: Path, *, rest_port: int, token: str, switch_kind: str = "terrapin"
+    plan: NetworkPlan,
+    state_dir: Path,
+    *,
+    rest_port: int,
+    token: str,
+    switch_kind: str = "terrapin",
+    admission: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> Path:
     path = state_dir / "controller.yaml"
-    data = controller_config(plan, state_dir, rest_port=rest_port, token=token, switch_kind=switch_kind)
+    data = controller_config(
+        plan,
+        state_dir,
+        rest_port=rest_port,
+        token=token,
+        switch_kind=switch_kind,
+        admission=admission,
+        extra=extra,
+    )
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path

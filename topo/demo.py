@@ -39,7 +39,7 @@ from pathlib import Path
 import yaml
 
 from topo import christie
-from topo.experiment import VIDEO_PORT, VideoRun, video_under_flood
+from topo.experiment import VIDEO_PORT, VideoRun, queue_reading, video_under_flood
 from topo.network import (
     PID_DIR,
     RUN_DIR,
@@ -75,19 +75,11 @@ class RunResult:
     monitor: MonitorVerdict | None = None  # what the guarantee monitor saw during the run
 
     def percentile(self, p: float, application: bool = False) -> float:
-        """Frame delay through the network (or, with `application`, as the receiving application saw
-        it, the sender's own lateness included; see FrameTiming)."""
-        values = sorted(t.latency_ms if application else t.network_ms for t in self.video.timings)
-        if not values:
-            return math.nan
-        return values[min(len(values) - 1, max(0, math.ceil(p / 100 * len(values)) - 1))]
+        return self.video.percentile(p, application)
 
     def frames_over(self, application: bool = False) -> int:
         """Frames that missed the bound; a frame that never arrived whole missed it too."""
-        late = sum(
-            1 for t in self.video.timings if (t.latency_ms if application else t.network_ms) > self.bound_ms
-        )
-        return late + self.video.frames_sent - self.video.frames_whole
+        return self.video.frames_over(self.bound_ms, application)
 
     @property
     def over_bound(self) -> int:
@@ -131,30 +123,6 @@ class MonitorVerdict:
                 f" within_two_intervals={int(within)}"
             )
         return text
-
-
-def admitted_burst_packets(run: RunningNetwork, port: int) -> int:
-    """Σσ admitted at PRIORITY on `port`, in packets of the MTU (the queue depth's unit)."""
-    status = rest(run, "GET", "/status/switches/terrapin")
-    for entry in status["ports"]:
-        if entry["port"] == port:
-            return math.ceil((entry["queues"][PRIORITY]["allocated_burst"] or 0) / run.plan.mtu)
-    raise KeyError(port)
-
-
-def queue_telemetry(run: RunningNetwork, port: int) -> tuple[int, float]:
-    """The PRIORITY queue of `port` as the P4 program's telemetry registers saw it (through the
-    controller, which reads them over P4Runtime, or on BMv2 through its CLI): the deepest the
-    queue was when one of its packets joined it (enq_qdepth, that queue only), and its longest
-    enqueue-to-dequeue wait in ms."""
-    status = rest(run, "GET", "/status/switches/terrapin")
-    if "telemetry_error" in status:
-        raise RuntimeError(f"the controller could not read the telemetry: {status['telemetry_error']}")
-    for entry in status["ports"]:
-        if entry["port"] == port:
-            queue = entry["queues"][PRIORITY]
-            return int(queue["max_depth_packets"]), queue["max_delay_us"] / 1000
-    raise KeyError(port)
 
 
 def monitor_counts(run: RunningNetwork, port: int) -> tuple[int, dict[str, int], dict[str, int]]:
@@ -225,7 +193,7 @@ def one_run(
         )
         reservation_id = granted["id"]
         bound_ms = granted["allocation"]["worst_case_delay_us"] / 1000
-        sum_bursts = admitted_burst_packets(run, b1.port)
+        sum_bursts = queue_reading(run, "terrapin", b1.port, PRIORITY).burst_packets
         allocation = granted["allocation"]
         print(
             f"  reservation {reservation_id}: {allocation['rate']} B/s, {allocation['burst']} B;"
@@ -253,8 +221,8 @@ def one_run(
     if monitor is not None:
         monitor.interval_s = interval
         print(f"  {monitor.line()}")
-    max_depth, max_wait_ms = queue_telemetry(run, b1.port)
-    return RunResult(label, video, bound_ms, max_depth, sum_bursts, max_wait_ms, monitor)
+    queue = queue_reading(run, "terrapin", b1.port, PRIORITY)
+    return RunResult(label, video, bound_ms, queue.max_depth_packets, sum_bursts, queue.max_delay_ms, monitor)
 
 
 def broken_run(run: RunningNetwork, seconds: float, work: Path) -> RunResult:
@@ -369,8 +337,10 @@ def main(argv: list[str] | None = None) -> int:
 
     rate_mbps = args.rate_mbps or DEFAULT_RATE_MBPS[args.switch]
     if args.switch == "bmv2" and args.rate_mbps is None:
-        print(f"BMv2: links at {rate_mbps:g} Mbit/s, not the seed's 100 (docs/bmv2.md: simple_switch is"
-              " slower; at 100 Mbit/s the flood loads its one ingress thread past what it keeps up with)")
+        print(
+            f"BMv2: links at {rate_mbps:g} Mbit/s, not the seed's 100 (docs/bmv2.md: simple_switch is"
+            " slower; at 100 Mbit/s the flood loads its one ingress thread past what it keeps up with)"
+        )
     plan = christie.plan(rate_mbps=rate_mbps)
     work = RESULTS / "demo"
     work.mkdir(parents=True, exist_ok=True)

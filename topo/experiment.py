@@ -1,24 +1,42 @@
-"""Traffic for the demo and the end-to-end test: the video channel against best-effort floods.
+"""Traffic and measurements on a running network, shared by the experiments (experiments/, `make
+experiments`; E1 is `make demo`) and the end-to-end test.
 
-`video_under_flood` runs the seed 000 scenario on a running network — iperf3 floods from some
-hosts to the sink at their line rate, the video (topo/video.py) from the source to the same sink —
-and returns what the receiver saw, frame by frame.
+`Traffic` starts what a run needs in the Mininet hosts — receivers that timestamp every packet,
+video senders and senders of scheduled flows (topo/video.py), iperf3 floods — and stops it all
+again, receivers last, once the switches' queues have drained. `read_video_logs` and
+`read_flow_logs` turn the logs into frames and packets with their delays. The rest reads the
+controller: reservations (`reserve`, `largest_admitted`) and the switches' queue telemetry
+(`queue_reading`, `clear_maxima`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
+import subprocess
 import time
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
-from topo.network import RunningNetwork
+from topo.network import RestError, RunningNetwork, call, rest
 from topo.p4switch import REPO
+from topo.plan import NetworkPlan
+from topo.video import VideoShape
 
 PYTHON = str(REPO / "build" / "venv" / "bin" / "python")
 VIDEO_PORT = 5004
 FLOOD_PORT_BASE = 5201
+# The senders run at a real-time priority, like the seed's dedicated video PC: asleep between
+# packets, and once awake not preempted by the floods' processes halfway through a frame, which
+# would count as network latency. Below the switch's forwarding threads (topo/p4switch.py).
+SENDER_RT_PRIORITY = 10
+
+
+# ---- what the receivers saw ----------------------------------------------------------------------
 
 
 @dataclass
@@ -30,8 +48,9 @@ class FrameTiming:
     each packet including its wait behind the frame's earlier packets. `latency_ms` is what the
     application saw, from the frame's start to its last packet's arrival; it adds the sender's own
     lateness in handing the packets over (`sending_ms`: a sending host preempted or its vCPU
-    stalled between two packets), which no network can promise anything about. When the packets
-    leave back to back, the two differ by the ~0.1 ms the sender takes to write them."""
+    stalled between two packets, or a paced sender waiting for its credit), which no network can
+    promise anything about. When the packets leave back to back, the two differ by the ~0.1 ms
+    the sender takes to write them."""
 
     frame: int
     at_s: float  # frame start, seconds after the first frame's
@@ -47,6 +66,7 @@ class VideoRun:
     packets_received: int
     timings: list[FrameTiming]  # whole frames, in frame order
     broken: list[FrameTiming]  # frames that lost packets: the timing of those that arrived
+    first_start_ns: int = 0  # the first frame's start (CLOCK_REALTIME)
 
     def slowest(self, count: int) -> list[FrameTiming]:
         return sorted(self.timings, key=lambda t: t.latency_ms, reverse=True)[:count]
@@ -59,65 +79,35 @@ class VideoRun:
     def packet_loss(self) -> float:
         return 1 - self.packets_received / self.packets_sent if self.packets_sent else 0.0
 
+    def frames_over(self, bound_ms: float, application: bool = False) -> int:
+        """Frames that missed `bound_ms`; a frame that never arrived whole missed it too."""
+        late = sum(1 for t in self.timings if (t.latency_ms if application else t.network_ms) > bound_ms)
+        return late + self.frames_sent - self.frames_whole
 
-def video_under_flood(
-    run: RunningNetwork,
-    *,
-    source: str,
-    sink: str,
-    flooders: tuple[str, ...],
-    seconds: float,
-    work: Path,
-    shape: tuple[int, int] | None = None,
-) -> VideoRun:
-    """Each flooder sends UDP to `sink` at its access rate while `source` sends the video.
-    `shape` = (bytes/s, bytes) makes the video sender keep to a reservation's envelope."""
-    plan = run.plan
-    destination = plan.hosts[sink]
-    sink_node = run.host(sink)
-    sender_log, receiver_log = work / "video-sender.json", work / "video-receiver.json"
-    video = f"{PYTHON} -m topo.video"
-    receiver = sink_node.popen(
-        f"{video} receive --port {VIDEO_PORT} --seconds {seconds + 4} --log {receiver_log}".split(),
-        cwd=str(REPO),
-    )
-    ports = [FLOOD_PORT_BASE + i for i in range(len(flooders))]
-    servers = [sink_node.popen(["iperf3", "-s", "-1", "-p", str(p)]) for p in ports]
-    time.sleep(1)
-    datagram = str(plan.mtu - 100)
-    floods = [
-        run.host(name).popen(
-            f"iperf3 -c {destination.address} -u -b {plan.hosts[name].rate_bps} -l {datagram}"
-            f" -t {int(seconds + 2)} -p {port}".split()
-        )
-        for name, port in zip(flooders, ports, strict=True)
-    ]
-    time.sleep(1)
-    send = f"{video} send --dst {destination.address} --port {VIDEO_PORT} --seconds {seconds}"
-    send += f" --log {sender_log}"
-    if shape:
-        send += f" --shape-rate {shape[0]} --shape-burst {shape[1]}"
-    # The sender runs at a real-time priority, like the seed's dedicated video PC: it sleeps
-    # between frames, and once awake it must not be preempted by the floods' processes halfway
-    # through a frame, which would count as network latency.
-    sender = run.host(source).popen(["chrt", "-f", "10", *send.split()], cwd=str(REPO))
-    try:
-        if sender.wait(timeout=seconds + 60) != 0:
-            raise RuntimeError("the video sender failed")
-        if receiver.wait(timeout=60) != 0:
-            raise RuntimeError("the video receiver failed")
-    finally:
-        for process in (sender, receiver, *floods, *servers):
-            if process.poll() is None:
-                process.terminate()
-            process.wait()
-    return read_video_logs(sender_log, receiver_log)
+    def percentile(self, p: float, application: bool = False) -> float:
+        """Frame delay through the network (or, with `application`, as the receiving application
+        saw it, the sender's own lateness included; see FrameTiming)."""
+        return percentile([t.latency_ms if application else t.network_ms for t in self.timings], p)
 
 
-def read_video_logs(sender_log: Path, receiver_log: Path) -> VideoRun:
-    """What topo/video.py's sender and receiver logged, frame by frame."""
+def percentile(values: Iterable[float], p: float) -> float:
+    """The nearest-rank percentile (p in 0..100; 100 is the maximum); NaN for no values."""
+    ordered = sorted(values)
+    if not ordered:
+        return math.nan
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(p / 100 * len(ordered)) - 1))]
+
+
+def _received_frames(receiver_log: Path, port: int | None) -> dict[int, dict[str, Any]]:
+    frames = json.loads(receiver_log.read_text())["frames"]
+    return {f["frame"]: f for f in frames if port is None or f.get("port", port) == port}
+
+
+def read_video_logs(sender_log: Path, receiver_log: Path, port: int | None = None) -> VideoRun:
+    """What topo/video.py's sender and receiver logged, frame by frame (`port`: the video's, when
+    the receiver listened on several)."""
     sent = json.loads(sender_log.read_text())["frames"]
-    got = {f["frame"]: f for f in json.loads(receiver_log.read_text())["frames"]}
+    got = _received_frames(receiver_log, port)
     t0 = sent[0]["start_ns"]
 
     def timing(f: dict[str, Any], r: dict[str, Any]) -> FrameTiming:
@@ -136,4 +126,372 @@ def read_video_logs(sender_log: Path, receiver_log: Path) -> VideoRun:
         packets_received=sum(min(r["received"], r["packets"]) for r in got.values()),
         timings=[timing(f, r) for f, r in arrived if r["received"] == f["packets"]],
         broken=[timing(f, r) for f, r in arrived if r["received"] < f["packets"]],
+        first_start_ns=t0,
     )
+
+
+@dataclass
+class PacketTiming:
+    """One packet of a flow: when its frame started, and, if it arrived, when it was sent (by
+    its own timestamp) and when the receiver's kernel had it."""
+
+    frame: int
+    index: int
+    start_ns: int
+    sent_ns: int | None = None
+    arrival_ns: int | None = None
+
+    @property
+    def delay_ms(self) -> float | None:
+        if self.sent_ns is None or self.arrival_ns is None:
+            return None
+        return (self.arrival_ns - self.sent_ns) / 1e6
+
+
+@dataclass
+class FlowRun:
+    """Every packet a flow sent, in send order, with what arrived."""
+
+    port: int
+    packet_bytes: int
+    packets: list[PacketTiming] = field(default_factory=list)
+
+    @property
+    def sent(self) -> int:
+        return len(self.packets)
+
+    @property
+    def received(self) -> int:
+        return sum(1 for p in self.packets if p.arrival_ns is not None)
+
+    @property
+    def loss(self) -> float:
+        return 1 - self.received / self.sent if self.sent else 0.0
+
+    def delays_ms(self) -> list[float]:
+        return [d for p in self.packets if (d := p.delay_ms) is not None]
+
+    def arrivals_ns(self) -> list[int]:
+        return sorted(p.arrival_ns for p in self.packets if p.arrival_ns is not None)
+
+    def received_between(self, start_ns: int, end_ns: int) -> int:
+        """IPv4 bytes that arrived in [start_ns, end_ns)."""
+        return self.packet_bytes * sum(
+            1 for p in self.packets if p.arrival_ns is not None and start_ns <= p.arrival_ns < end_ns
+        )
+
+    @property
+    def first_start_ns(self) -> int:
+        return self.packets[0].start_ns if self.packets else 0
+
+
+def read_flow_logs(sender_log: Path, receiver_log: Path) -> dict[int, FlowRun]:
+    """Per UDP port, what `topo.video flows` sent and what the receiver got of it."""
+    flows = json.loads(sender_log.read_text())["flows"]
+    received = json.loads(receiver_log.read_text())["frames"]
+    got: dict[tuple[int, int], dict[int, tuple[int, int]]] = {}
+    for record in received:
+        times = got.setdefault((record["port"], record["frame"]), {})
+        for index, sent_ns, arrival_ns in record["packet_times"]:
+            times.setdefault(index, (sent_ns, arrival_ns))
+    runs = {}
+    for flow in flows:
+        run = FlowRun(flow["port"], flow["packet_bytes"])
+        for frame in flow["frames"]:
+            arrived = got.get((flow["port"], frame["frame"]), {})
+            for index in range(frame["packets"]):
+                sent_ns, arrival_ns = arrived.get(index, (None, None))
+                run.packets.append(
+                    PacketTiming(frame["frame"], index, frame["start_ns"], sent_ns, arrival_ns)
+                )
+        runs[flow["port"]] = run
+    return runs
+
+
+def flow(
+    port: int,
+    packet_bytes: int,
+    times_s: Sequence[float],
+    *,
+    dscp: int = 46,
+    shape: tuple[int, int] | None = None,
+) -> dict[str, Any]:
+    """One flow of `topo.video flows`: a packet at each time (s from the start), each its own
+    frame, shaped by the sender's token bucket (rate B/s, burst B) if given."""
+    return {
+        "port": port,
+        "dscp": dscp,
+        "packet_bytes": packet_bytes,
+        "frames": [[t] for t in times_s],
+        "shape": list(shape) if shape else None,
+    }
+
+
+def evenly(rate: float, packet_bytes: int, seconds: float, start_s: float = 0.0) -> list[float]:
+    """Send times of packets of `packet_bytes` at `rate` bytes/s for `seconds`."""
+    gap = packet_bytes / rate
+    return [start_s + i * gap for i in range(int(seconds / gap))]
+
+
+# ---- running traffic ------------------------------------------------------------------------------
+
+
+def drain_seconds(plan: NetworkPlan) -> float:
+    """How long after the last packet was sent the slowest path still delivers: every queue on it
+    full, at its port's rate (at most the plan's longest path of them)."""
+    worst = max(
+        (
+            plan.queue_capacity * plan.mtu * 8 / port.rate_bps
+            for sw in plan.switches.values()
+            for port in sw.ports.values()
+        ),
+        default=0.0,
+    )
+    return min(5.0, 0.3 + worst * len(plan.switches))
+
+
+class Traffic:
+    """Receivers, senders and floods of one run, in `work`; on leaving the `with` block the floods
+    stop, the queues drain, and the receivers write their logs and end (also on an exception)."""
+
+    def __init__(self, run: RunningNetwork, work: Path) -> None:
+        self.run = run
+        self.work = work
+        work.mkdir(parents=True, exist_ok=True)
+        self._receivers: list[subprocess.Popen[bytes]] = []
+        self._senders: list[tuple[str, subprocess.Popen[bytes]]] = []
+        # (server, client, when the client is due to end) of each flood
+        self._floods: list[tuple[subprocess.Popen[bytes], subprocess.Popen[bytes], float]] = []
+        self._flood_port = FLOOD_PORT_BASE
+
+    def __enter__(self) -> Traffic:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def receiver(self, host: str, ports: Sequence[int], name: str = "receiver") -> Path:
+        """A receiver on `host` for `ports`; its log is written when the run stops."""
+        log = self.work / f"{name}.json"
+        ports_arg = ",".join(str(p) for p in ports)
+        command = f"{PYTHON} -m topo.video receive --ports {ports_arg} --log {log}"
+        self._receivers.append(self.run.host(host).popen(command.split(), cwd=str(REPO)))
+        return log
+
+    def _sender(self, host: str, name: str, command: list[str]) -> None:
+        process = self.run.host(host).popen(["chrt", "-f", str(SENDER_RT_PRIORITY), *command], cwd=str(REPO))
+        self._senders.append((name, process))
+
+    def video(
+        self,
+        source: str,
+        sink: str,
+        *,
+        seconds: float,
+        port: int = VIDEO_PORT,
+        shape: tuple[int, int] | None = None,
+        pace: bool = False,
+        video: VideoShape | None = None,
+        dscp: int = 46,
+        seed: int = 1995,
+        name: str = "video",
+    ) -> Path:
+        """topo/video.py's video from `source` to `sink`; the sender's log."""
+        log = self.work / f"{name}-sender.json"
+        command = [PYTHON, "-m", "topo.video", "send", "--dst", self.run.plan.hosts[sink].address]
+        command += [f"--port={port}", f"--seconds={seconds}", f"--seed={seed}", f"--dscp={dscp}"]
+        command += [f"--log={log}", *(video or VideoShape()).args()]
+        if shape:
+            command += [f"--shape-rate={shape[0]}", f"--shape-burst={shape[1]}"]
+        if pace:
+            command.append("--pace")
+        self._sender(source, name, command)
+        return log
+
+    def flows(self, source: str, sink: str, flows: list[dict[str, Any]], name: str = "flows") -> Path:
+        """Scheduled flows (see `flow`) from `source` to `sink` in one sender; its log."""
+        spec, log = self.work / f"{name}.json", self.work / f"{name}-sender.json"
+        spec.write_text(json.dumps({"flows": flows}))
+        command = [PYTHON, "-m", "topo.video", "flows", "--dst", self.run.plan.hosts[sink].address]
+        self._sender(source, name, [*command, f"--flows={spec}", f"--log={log}"])
+        return log
+
+    def flood(
+        self, source: str, sink: str, *, rate_bps: float, packet_bytes: int, seconds: float, dscp: int = 0
+    ) -> Path:
+        """Best-effort UDP (iperf3) from `source` to `sink` at `rate_bps` in IPv4 packets of
+        `packet_bytes`, starting now, for `seconds`; the server's JSON report (`flood_received`
+        reads it once the run has stopped)."""
+        port = self._flood_port
+        self._flood_port += 1
+        log = self.work / f"flood-{port}.json"
+        log.unlink(missing_ok=True)
+        server = self.run.host(sink).popen(
+            ["iperf3", "-s", "-1", "-J", "--logfile", str(log), "-p", str(port)]
+        )
+        time.sleep(0.3)  # the server listens before the client connects
+        datagram = packet_bytes - 28
+        client = (
+            f"iperf3 -c {self.run.plan.hosts[sink].address} -u -b {int(rate_bps)} -l {datagram}"
+            f" -t {max(1, math.ceil(seconds))} -p {port} --tos {dscp << 2}"
+        )
+        self._floods.append((server, self.run.host(source).popen(client.split()), time.monotonic() + seconds))
+        return log
+
+    def wait(self, timeout: float) -> None:
+        """Until every sender has finished; one that fails or overruns is an error."""
+        deadline = time.monotonic() + timeout
+        for name, process in self._senders:
+            try:
+                code = process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                raise RuntimeError(f"sender {name} did not finish within {timeout:.0f} s") from None
+            if code != 0:
+                raise RuntimeError(f"sender {name} failed with exit code {code}")
+        self._senders.clear()
+
+    def stop(self) -> None:
+        for _, process in self._senders:
+            _end(process)
+        self._senders.clear()
+        for server, client, end_at in self._floods:
+            # A flood that ran its course writes its report; one cut short (an error) is ended.
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                client.wait(timeout=max(0.0, end_at - time.monotonic()) + 3)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                server.wait(timeout=3)
+            _end(client)
+            _end(server)
+        self._floods.clear()
+        if self._receivers:
+            time.sleep(drain_seconds(self.run.plan))
+        for process in self._receivers:
+            _end(process, grace=10)
+        self._receivers.clear()
+
+
+def flood_received(log: Path) -> tuple[int, int]:
+    """(datagrams sent, datagrams lost) of a finished flood, from its iperf3 server's report."""
+    try:
+        report = json.loads(log.read_text())
+        total = report["end"]["sum"]
+        return int(total["packets"]), int(total["lost_packets"])
+    except (OSError, ValueError, KeyError) as error:
+        raise RuntimeError(f"the flood's report {log} is unreadable: {error}") from None
+
+
+def _end(process: subprocess.Popen[bytes], grace: float = 5) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            process.kill()
+    process.wait()
+
+
+def video_under_flood(
+    run: RunningNetwork,
+    *,
+    source: str,
+    sink: str,
+    flooders: tuple[str, ...],
+    seconds: float,
+    work: Path,
+    shape: tuple[int, int] | None = None,
+) -> VideoRun:
+    """Seed 000's scenario: each flooder sends UDP to `sink` at its access rate while `source`
+    sends the video. `shape` = (bytes/s, bytes) makes the video sender keep to a reservation's
+    envelope."""
+    plan = run.plan
+    with Traffic(run, work) as traffic:
+        received = traffic.receiver(sink, [VIDEO_PORT])
+        for name in flooders:
+            rate = plan.hosts[name].rate_bps
+            traffic.flood(name, sink, rate_bps=rate, packet_bytes=plan.mtu - 72, seconds=seconds + 2)
+        time.sleep(1)  # the floods are up
+        sent = traffic.video(source, sink, seconds=seconds, shape=shape)
+        traffic.wait(seconds + 60)
+    return read_video_logs(sent, received)
+
+
+# ---- the controller ---------------------------------------------------------------------------------
+
+
+def reserve(run: RunningNetwork, body: dict[str, Any]) -> dict[str, Any]:
+    """POST /reservations; the reservation (RestError with the denial otherwise)."""
+    granted: dict[str, Any] = rest(run, "POST", "/reservations", body)
+    return granted
+
+
+def release(run: RunningNetwork, reservation: dict[str, Any]) -> None:
+    rest(run, "DELETE", f"/reservations/{reservation['id']}")
+
+
+def largest_admitted(run: RunningNetwork, body: dict[str, Any], asked: int) -> dict[str, Any]:
+    """The reservation of `body` at the largest rate the controller admits: it asks for `asked`
+    bytes/s and takes each denial's largest shortfall off (a denial names every constraint that
+    failed and by how much), until one is granted."""
+    rate = asked
+    for _ in range(8):
+        status, reply = call(run, "POST", "/reservations", {**body, "rate": rate})
+        if status == 201:
+            granted: dict[str, Any] = reply
+            return granted
+        if status != 409 or reply.get("error") != "admission denied":
+            raise RestError("POST", "/reservations", status, reply)
+        shortfall = max(v["excess"] for v in reply["violations"] if v["unit"] == "bytes/s")
+        rate -= max(1, shortfall)
+    raise RuntimeError(f"no rate below {asked} B/s was admitted for {body}")
+
+
+def switch_status(run: RunningNetwork, switch: str) -> dict[str, Any]:
+    status: dict[str, Any] = rest(run, "GET", f"/status/switches/{switch}")
+    if "telemetry_error" in status:
+        raise RuntimeError(f"the controller could not read {switch}'s telemetry: {status['telemetry_error']}")
+    return status
+
+
+@dataclass(frozen=True)
+class QueueReading:
+    """One priority queue of a port as the P4 program's telemetry registers saw it, through the
+    controller (which reads them over P4Runtime, or on BMv2 through its CLI), since the switch
+    started or its maxima were last cleared: the deepest the queue was when one of its packets
+    joined it (enq_qdepth, that queue only) and its longest enqueue-to-dequeue wait; with what is
+    admitted at that level."""
+
+    max_depth_packets: int
+    max_delay_ms: float
+    allocated_rate: int
+    allocated_burst: int
+    worst_case_delay_ms: float | None
+    mtu: int
+
+    @property
+    def burst_packets(self) -> int:
+        """Σσ admitted at the level, in packets of the MTU (the queue depth's unit)."""
+        return math.ceil(self.allocated_burst / self.mtu)
+
+
+def queue_reading(run: RunningNetwork, switch: str, port: int, priority: int) -> QueueReading:
+    for entry in switch_status(run, switch)["ports"]:
+        if entry["port"] == port:
+            queue = entry["queues"][priority]
+            worst = queue["worst_case_delay_us"]
+            return QueueReading(
+                int(queue["max_depth_packets"] or 0),
+                (queue["max_delay_us"] or 0) / 1000,
+                int(queue["allocated_rate"] or 0),
+                int(queue["allocated_burst"] or 0),
+                None if worst is None else worst / 1000,
+                run.plan.mtu,
+            )
+    raise KeyError(f"{switch} has no port {port}")
+
+
+def clear_maxima(run: RunningNetwork, switches: Iterable[str] | None = None) -> None:
+    """Clears the queue maxima registers, so that the next reading is of what follows."""
+    for name in switches if switches is not None else run.plan.switches:
+        rest(run, "DELETE", f"/status/switches/{name}/maxima")

@@ -52,27 +52,54 @@ class RunningNetwork:
         return self.net.get(name)
 
 
-def rest(run: RunningNetwork, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-    """A call to the running controller's REST API with its token; the decoded JSON reply."""
+class RestError(Exception):
+    """A REST call answered with an error status; `body` is its decoded JSON."""
+
+    def __init__(self, method: str, path: str, status: int, body: Any) -> None:
+        super().__init__(f"{method} {path}: {status} {json.dumps(body)}")
+        self.status, self.body = status, body
+
+
+def call(
+    run: RunningNetwork, method: str, path: str, body: object = None, token: bool = True
+) -> tuple[int, Any]:
+    """A call to the running controller's REST API (with its token unless `token` is False):
+    the status and the decoded JSON reply, errors included."""
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(f"{run.rest_url}{path}", data=data, method=method)
     request.add_header("Content-Type", "application/json")
-    request.add_header("Authorization", f"Bearer {run.token}")
-    with urllib.request.urlopen(request, timeout=10) as reply:
-        text = reply.read()
-    return json.loads(text) if text else None
+    if token:
+        request.add_header("Authorization", f"Bearer {run.token}")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as reply:
+            text = reply.read()
+            return reply.status, json.loads(text) if text else None
+    except urllib.error.HTTPError as error:
+        text = error.read()
+        try:
+            return error.code, json.loads(text) if text else None
+        except ValueError:
+            return error.code, text.decode(errors="replace")
+
+
+def rest(run: RunningNetwork, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    """A call to the running controller's REST API with its token; the decoded JSON reply, or
+    RestError for an error status."""
+    status, reply = call(run, method, path, body)
+    if status >= 400:
+        raise RestError(method, path, status, reply)
+    return reply
 
 
 def wait_ready(run: RunningNetwork, timeout: float = 60) -> None:
     """Until the controller reports every switch connected and reconciled."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        try:
-            rest(run, "GET", "/health")
-            return  # 200: every switch is ready (503 while one is not)
-        except urllib.error.HTTPError as error:
-            if error.code != 503:
-                raise
+        status, _ = call(run, "GET", "/health")
+        if status == 200:
+            return
+        if status != 503:  # 503 while a switch is not ready yet
+            raise RuntimeError(f"/health answered {status}")
         time.sleep(0.5)
     raise TimeoutError("the controller never reported its switches ready")
 
@@ -234,16 +261,28 @@ def running(
     intf_prefix: str | None = None,
     supervise: bool = False,
     pid_dir: Path | None = None,
+    admission: dict[str, Any] | None = None,
+    controller_extra: dict[str, Any] | None = None,
 ) -> Iterator[RunningNetwork]:
     """Brings the whole network up and guarantees it is torn down again (`intf_prefix`: see
     `build`). With `supervise`, a switch or controller that dies is restarted (topo/supervise.py);
-    `pid_dir` records every PID there (`make stop` stops what it lists)."""
+    `pid_dir` records every PID there (`make stop` stops what it lists). `admission` overrides
+    keys of the controller's admission defaults (an experiment's service classes or best-effort
+    floor), `controller_extra` adds top-level sections (`monitor:`)."""
     setLogLevel(os.environ.get("MININET_LOG", "warning"))
     RUN_DIR.mkdir(parents=True, exist_ok=True)
     state = state_dir or RUN_DIR / plan.name
     state.mkdir(parents=True, exist_ok=True)
     rest_url = f"http://127.0.0.1:{rest_port}"
-    config_path = write_config(plan, state, rest_port=rest_port, token=token, switch_kind=switch_kind)
+    config_path = write_config(
+        plan,
+        state,
+        rest_port=rest_port,
+        token=token,
+        switch_kind=switch_kind,
+        admission=admission,
+        extra=controller_extra,
+    )
     net = build(plan, switch_kind, intf_prefix)
     controller = None
     supervisor = Supervisor(state / "supervisor.log") if supervise else None

@@ -1,33 +1,51 @@
-"""A video-like UDP stream for the demo: seed 000 §4.3's motion-JPEG transmission, resynthesised.
-
-The seed sent a ten-minute clip at 30 frames/s, JPEG Q=60, whose frame buffers (its Figure 17)
-peaked at 21,680 bytes, a peak rate of 21,680 B / 33 ms ≈ 5.25 Mbit/s; XTP segmented each frame
-into packets of at most 4,500 bytes. We draw frame sizes from a Beta(4, 3) shape between 8,000
-and 21,680 bytes — a single-mode spread with a long low tail like the histogram — from a seeded
-generator, so both demo runs send the same frames.
+"""The host side of the experiments: a video-like sender, a sender of scheduled packet flows, and
+a receiver that timestamps every packet. Run inside Mininet hosts:
 
     python -m topo.video send --dst 10.0.2.1 --port 5004 --seconds 20 --log sender.json
-    python -m topo.video receive --port 5004 --seconds 25 --log receiver.json
-    python -m topo.video pattern --dst 10.0.2.1 --port 5010 --pattern p.json --log sender.json
+    python -m topo.video flows --dst 10.0.2.1 --flows flows.json --log sender.json
+    python -m topo.video receive --ports 5004,5010 --log receiver.json   # until SIGTERM
+
+**Video** (seed 000 §4.3's motion-JPEG transmission, resynthesised). The seed sent a ten-minute
+clip at 30 frames/s, JPEG Q=60, whose frame buffers (its Figure 17) peaked at 21,680 bytes, a peak
+rate of 21,680 B / 33 ms ≈ 5.25 Mbit/s; XTP segmented each frame into packets of at most 4,500
+bytes. Frame sizes come from a Beta(4, 3) shape between 8,000 and 21,680 bytes — a single-mode
+spread with a long low tail like the histogram — from a seeded generator, so every run sends the
+same frames. `--fps`, `--smallest`, `--peak` and `--max-packet` make other videos (seed 001's vic:
+10 frames/s of at most 7,200 bytes in 1,000-byte packets). With `--shape-rate/--shape-burst` the
+sender keeps to a reservation's envelope with its own token bucket, either handing each frame
+over whole once the bucket holds it (the default: latency counts from then, so it measures the
+network) or, with `--pace`, each packet as its tokens arrive, the frame's latency counting from
+its capture (seed 000's XTP sender, whose credits came one packet per credit period).
+
+**Flows**: packets of one size per flow at times a JSON file gives, several flows (each its own
+UDP port, DSCP and optional token bucket) from one process:
+
+    {"flows": [{"port": 5010, "dscp": 46, "packet_bytes": 4500, "frames": [[0.0], [0.0045, 0.0046]],
+                "shape": [rate B/s, burst B] or null}]}
+
+each inner list the send times (s from the start) of one frame's packets. A packet whose time
+has passed (the sender was descheduled) leaves at once, unless its flow's token bucket holds it.
 
 Every packet carries (frame number, index, count, frame start time, its own send time); the
-receiver records when the kernel received each packet (SO_TIMESTAMPNS). A frame's latency is its
-last packet's arrival minus the frame start; the per-packet send times tell the sender's share of
-it (a sender preempted between packets) from the network's. Sender and receiver run in
-Mininet hosts on one machine, so they share CLOCK_REALTIME and one-way latency is simply arrival
-minus frame start.
+receiver records when the kernel received each packet (SO_TIMESTAMPNS). Sender and receiver run
+in Mininet hosts on one machine, so they share CLOCK_REALTIME and one-way delay is simply
+arrival minus send time.
 """
 
 from __future__ import annotations
 
 import argparse
+import heapq
 import json
 import random
+import selectors
+import signal
 import socket
 import struct
 import sys
 import time
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 FRAMES_PER_SECOND = 30
 PEAK_FRAME_BYTES = 21_680
@@ -36,12 +54,16 @@ MAX_PACKET_BYTES = 4_500  # IPv4 total length, the FDDI-era packet of the seed
 UDP_IP_OVERHEAD = 28
 HEADER = struct.Struct("!4sIHHIQQ")  # magic, frame, index, count, frame bytes, frame start, sent ns
 MAGIC = b"TVID"
+# A packet due this close is sent now rather than after a sleep the kernel would overshoot.
+SPIN_NS = 50_000
 
 
-def frame_sizes(count: int, seed: int = 1995) -> list[int]:
+def frame_sizes(
+    count: int, seed: int = 1995, smallest: int = SMALLEST_FRAME_BYTES, peak: int = PEAK_FRAME_BYTES
+) -> list[int]:
     rng = random.Random(seed)
-    span = PEAK_FRAME_BYTES - SMALLEST_FRAME_BYTES
-    return [SMALLEST_FRAME_BYTES + round(rng.betavariate(4, 3) * span) for _ in range(count)]
+    span = peak - smallest
+    return [smallest + round(rng.betavariate(4, 3) * span) for _ in range(count)]
 
 
 def segment(frame_bytes: int, max_packet: int = MAX_PACKET_BYTES) -> list[int]:
@@ -61,6 +83,7 @@ class FrameRecord:
     bytes: int
     packets: int
     start_ns: int
+    port: int = 0
     received: int = 0
     last_arrival_ns: int = 0
     # per packet received: (index, sent ns, kernel arrival ns)
@@ -83,15 +106,26 @@ class TokenBucket:
         self.rate, self.burst = rate, burst
         self.tokens, self.stamp = burst, time.monotonic()
 
+    def _refill(self) -> None:
+        now = time.monotonic()
+        self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
+        self.stamp = now
+
+    def ready_in(self, amount: float) -> float:
+        """Seconds until `amount` can be taken (0: now)."""
+        self._refill()
+        return 0.0 if self.tokens >= amount else (amount - self.tokens) / self.rate
+
+    def take(self, amount: float) -> None:
+        self._refill()
+        self.tokens -= amount
+
     def wait_for(self, amount: float) -> None:
-        while True:
-            now = time.monotonic()
-            self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
-            self.stamp = now
-            if self.tokens >= amount:
-                self.tokens -= amount
-                return
-            time.sleep((amount - self.tokens) / self.rate)
+        if amount > self.burst:
+            raise ValueError(f"{amount} bytes can never fit a bucket of {self.burst}")
+        while (wait := self.ready_in(amount)) > 0:
+            time.sleep(wait)
+        self.take(amount)
 
 
 def sender_socket(port: int, dscp: int) -> socket.socket:
@@ -104,92 +138,193 @@ def sender_socket(port: int, dscp: int) -> socket.socket:
 
 
 def wait_until(due_ns: int) -> None:
-    while (now := time.time_ns()) < due_ns:
-        time.sleep(min(0.002, (due_ns - now) / 1e9))
+    while (left := due_ns - time.time_ns()) > SPIN_NS:
+        time.sleep(min(0.002, (left - SPIN_NS) / 1e9))
+
+
+@dataclass(frozen=True)
+class VideoShape:
+    fps: float = FRAMES_PER_SECOND
+    smallest: int = SMALLEST_FRAME_BYTES
+    peak: int = PEAK_FRAME_BYTES
+    max_packet: int = MAX_PACKET_BYTES
+
+    def args(self) -> list[str]:
+        return [
+            f"--fps={self.fps:g}",
+            f"--smallest={self.smallest}",
+            f"--peak={self.peak}",
+            f"--max-packet={self.max_packet}",
+        ]
 
 
 def send(
-    dst: str, port: int, seconds: float, seed: int, log: str, dscp: int, shape: tuple[int, int] | None
+    dst: str,
+    port: int,
+    seconds: float,
+    seed: int,
+    log: str,
+    dscp: int,
+    shape: tuple[int, int] | None,
+    video: VideoShape = VideoShape(),
+    pace: bool = False,
 ) -> None:
-    sizes = frame_sizes(int(seconds * FRAMES_PER_SECOND), seed)
+    sizes = frame_sizes(int(seconds * video.fps), seed, video.smallest, video.peak)
     sock = sender_socket(port, dscp)
-    filler = bytes(MAX_PACKET_BYTES)
-    period_ns = 1_000_000_000 // FRAMES_PER_SECOND
+    filler = bytes(video.max_packet)
+    period_ns = round(1e9 / video.fps)
     first = time.time_ns() + 100_000_000
     bucket = TokenBucket(*shape) if shape else None
     sent = []
     for number, size in enumerate(sizes):
-        wait_until(first + number * period_ns)
-        payloads = segment(size)
-        if bucket:
+        due = first + number * period_ns
+        wait_until(due)
+        payloads = segment(size, video.max_packet)
+        wire = [p + HEADER.size + UDP_IP_OVERHEAD for p in payloads]
+        if bucket and not pace:
             # The whole frame leaves as one burst once the bucket holds it; its latency is
             # counted from then, so it measures the network, not the sender's own shaping.
-            bucket.wait_for(sum(p + HEADER.size + UDP_IP_OVERHEAD for p in payloads))
-        start = time.time_ns()
+            bucket.wait_for(sum(wire))
+        # Paced, the frame was captured when it was due and its packets wait for their credit.
+        start = due if pace else time.time_ns()
         for index, payload in enumerate(payloads):
+            if bucket and pace:
+                bucket.wait_for(wire[index])
             head = HEADER.pack(MAGIC, number, index, len(payloads), size, start, time.time_ns())
             sock.sendto(head + filler[:payload], (dst, port))
         sent.append({"frame": number, "bytes": size, "packets": len(payloads), "start_ns": start})
     with open(log, "w") as out:
-        json.dump({"frames": sent, "peak_bps": PEAK_FRAME_BYTES * 8 * FRAMES_PER_SECOND}, out)
+        json.dump({"frames": sent, "peak_bps": video.peak * 8 * video.fps}, out)
 
 
-def send_pattern(dst: str, port: int, pattern: str, log: str, dscp: int) -> None:
-    """Packets of one size at given times, in this module's packet format so that `receive`
-    logs them: the pattern file is {"packet_bytes": IPv4 bytes, "frames": [[offset_s, ...],
-    ...]}, each inner list the send times of one frame's packets, in seconds from the start.
-    A packet whose time has passed (the sender was descheduled) leaves at once: the source
-    is not shaped, whatever it sends is what the network must police."""
-    with open(pattern) as spec_file:
-        spec = json.load(spec_file)
-    payload = int(spec["packet_bytes"]) - UDP_IP_OVERHEAD - HEADER.size
-    sock = sender_socket(port, dscp)
-    filler = bytes(payload)
-    first = time.time_ns() + 100_000_000
-    sent = []
-    for number, offsets in enumerate(spec["frames"]):
-        start = first + int(offsets[0] * 1e9)
-        for index, offset in enumerate(offsets):
-            wait_until(first + int(offset * 1e9))
-            head = HEADER.pack(
-                MAGIC, number, index, len(offsets), len(offsets) * payload, start, time.time_ns()
+@dataclass
+class _Flow:
+    port: int
+    sock: socket.socket
+    payload: int
+    frames: list[list[float]]
+    bucket: TokenBucket | None
+    starts: dict[int, int] = field(default_factory=dict)
+
+
+def send_flows(dst: str, spec: dict[str, Any], log: str) -> None:
+    """Every flow of `spec` (see the module's doc) from one process, in time order. A packet its
+    flow's bucket cannot take yet goes back into the schedule at the time it can, so one flow's
+    shaping never holds another flow's packets."""
+    flows = []
+    for f in spec["flows"]:
+        payload = int(f["packet_bytes"]) - UDP_IP_OVERHEAD - HEADER.size
+        if payload < 0:
+            raise ValueError(f"port {f['port']}: packets of {f['packet_bytes']} B cannot hold the header")
+        shape = f.get("shape")
+        flows.append(
+            _Flow(
+                int(f["port"]),
+                sender_socket(int(f["port"]), int(f.get("dscp", 46))),
+                payload,
+                f["frames"],
+                TokenBucket(*shape) if shape else None,
             )
-            sock.sendto(head + filler, (dst, port))
-        sent.append(
-            {"frame": number, "bytes": len(offsets) * payload, "packets": len(offsets), "start_ns": start}
         )
+    first = time.time_ns() + 100_000_000
+    # (due ns, flow, frame, index): the packets' scheduled times, earliest first.
+    schedule = [
+        (first + round(offset * 1e9), i, number, index)
+        for i, flow in enumerate(flows)
+        for number, offsets in enumerate(flow.frames)
+        for index, offset in enumerate(offsets)
+    ]
+    heapq.heapify(schedule)
+    filler = bytes(max((f.payload for f in flows), default=0))
+    while schedule:
+        due, i, number, index = schedule[0]
+        wait_until(due)
+        heapq.heappop(schedule)
+        flow = flows[i]
+        size = flow.payload + HEADER.size + UDP_IP_OVERHEAD
+        if flow.bucket is not None:
+            wait = flow.bucket.ready_in(size)
+            if wait > 0:
+                heapq.heappush(schedule, (time.time_ns() + round(wait * 1e9), i, number, index))
+                continue
+            flow.bucket.take(size)
+        count = len(flow.frames[number])
+        start = flow.starts.setdefault(number, first + round(flow.frames[number][0] * 1e9))
+        head = HEADER.pack(MAGIC, number, index, count, count * flow.payload, start, time.time_ns())
+        flow.sock.sendto(head + filler[: flow.payload], (dst, flow.port))
     with open(log, "w") as out:
-        json.dump({"frames": sent, "packet_bytes": spec["packet_bytes"]}, out)
+        json.dump(
+            {
+                "flows": [
+                    {
+                        "port": flow.port,
+                        "packet_bytes": flow.payload + HEADER.size + UDP_IP_OVERHEAD,
+                        "frames": [
+                            {
+                                "frame": number,
+                                "bytes": len(offsets) * flow.payload,
+                                "packets": len(offsets),
+                                "start_ns": flow.starts.get(number, first + round(offsets[0] * 1e9)),
+                            }
+                            for number, offsets in enumerate(flow.frames)
+                        ],
+                    }
+                    for flow in flows
+                ]
+            },
+            out,
+        )
 
 
-def receive(port: int, seconds: float, log: str) -> None:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
-    # The kernel's receive time, not when this process got round to reading: on a busy machine
-    # the receiver's own scheduling delay would otherwise count as network latency.
-    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-    sock.bind(("0.0.0.0", port))
-    sock.settimeout(0.2)
-    frames: dict[int, FrameRecord] = {}
-    deadline = time.monotonic() + seconds
+class _Stop(Exception):
+    pass
+
+
+def _stop(_signum: int, _frame: object) -> None:
+    raise _Stop
+
+
+def receive(ports: list[int], seconds: float, log: str) -> None:
+    """Until SIGTERM (or `seconds`, if positive), then the log: every frame of every port."""
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    selector = selectors.DefaultSelector()
+    for port in ports:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+        # The kernel's receive time, not when this process got round to reading: on a busy
+        # machine the receiver's own scheduling delay would otherwise count as network latency.
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        sock.bind(("0.0.0.0", port))
+        sock.setblocking(False)
+        selector.register(sock, selectors.EVENT_READ, port)
+    frames: dict[tuple[int, int], FrameRecord] = {}
+    deadline = time.monotonic() + seconds if seconds > 0 else None
     control_size = socket.CMSG_SPACE(TIMESPEC.size)
-    while time.monotonic() < deadline:
-        try:
-            data, ancillary, _flags, _addr = sock.recvmsg(65536, control_size)
-        except TimeoutError:
-            continue
-        arrival = kernel_timestamp(ancillary) or time.time_ns()
-        if len(data) < HEADER.size:
-            continue
-        magic, number, index, count, size, start, sent = HEADER.unpack_from(data)
-        if magic != MAGIC:
-            continue
-        record = frames.setdefault(number, FrameRecord(number, size, count, start))
-        record.received += 1
-        record.last_arrival_ns = max(record.last_arrival_ns, arrival)
-        record.packet_times.append((index, sent, arrival))
+    try:
+        while deadline is None or time.monotonic() < deadline:
+            for key, _ in selector.select(timeout=0.2):
+                ready, port = key.fileobj, key.data
+                assert isinstance(ready, socket.socket)  # only sockets were registered
+                while True:
+                    try:
+                        data, ancillary, _flags, _addr = ready.recvmsg(65536, control_size)
+                    except BlockingIOError:
+                        break
+                    arrival = kernel_timestamp(ancillary) or time.time_ns()
+                    if len(data) < HEADER.size:
+                        continue
+                    magic, number, index, count, size, start, sent = HEADER.unpack_from(data)
+                    if magic != MAGIC:
+                        continue
+                    record = frames.setdefault((port, number), FrameRecord(number, size, count, start, port))
+                    record.received += 1
+                    record.last_arrival_ns = max(record.last_arrival_ns, arrival)
+                    record.packet_times.append((index, sent, arrival))
+    except _Stop:
+        pass
     with open(log, "w") as out:
-        json.dump({"frames": [asdict(r) for r in sorted(frames.values(), key=lambda r: r.frame)]}, out)
+        json.dump({"frames": [asdict(r) for _, r in sorted(frames.items())]}, out)
 
 
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux value; CPython may not export it
@@ -205,9 +340,9 @@ def kernel_timestamp(ancillary: list[tuple[int, int, bytes]]) -> int | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     sub = parser.add_subparsers(dest="mode", required=True)
-    s = sub.add_parser("send")
+    s = sub.add_parser("send", help="the video")
     s.add_argument("--dst", required=True)
     s.add_argument("--port", type=int, default=5004)
     s.add_argument("--seconds", type=float, default=20)
@@ -216,24 +351,29 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--log", required=True)
     s.add_argument("--shape-rate", type=int, default=0, help="token bucket rate, IP bytes/s (0 = none)")
     s.add_argument("--shape-burst", type=int, default=0, help="token bucket depth, IP bytes")
-    pt = sub.add_parser("pattern", help="packets of one size at the times a pattern file gives")
-    pt.add_argument("--dst", required=True)
-    pt.add_argument("--port", type=int, default=5004)
-    pt.add_argument("--pattern", required=True, help='{"packet_bytes": N, "frames": [[offset_s, ...], ...]}')
-    pt.add_argument("--dscp", type=int, default=46)
-    pt.add_argument("--log", required=True)
+    s.add_argument("--pace", action="store_true", help="shape each packet, not each frame")
+    s.add_argument("--fps", type=float, default=FRAMES_PER_SECOND)
+    s.add_argument("--smallest", type=int, default=SMALLEST_FRAME_BYTES, help="smallest frame, bytes")
+    s.add_argument("--peak", type=int, default=PEAK_FRAME_BYTES, help="largest frame, bytes")
+    s.add_argument("--max-packet", type=int, default=MAX_PACKET_BYTES, help="largest IPv4 packet")
+    fl = sub.add_parser("flows", help="flows of fixed-size packets at the times a file gives")
+    fl.add_argument("--dst", required=True)
+    fl.add_argument("--flows", required=True, help="JSON file, see the module's doc")
+    fl.add_argument("--log", required=True)
     r = sub.add_parser("receive")
-    r.add_argument("--port", type=int, default=5004)
-    r.add_argument("--seconds", type=float, default=25)
+    r.add_argument("--ports", default="5004", help="comma-separated UDP ports")
+    r.add_argument("--seconds", type=float, default=0, help="stop after this long (0: at SIGTERM)")
     r.add_argument("--log", required=True)
     args = parser.parse_args(argv)
     if args.mode == "send":
         shape = (args.shape_rate, args.shape_burst) if args.shape_rate else None
-        send(args.dst, args.port, args.seconds, args.seed, args.log, args.dscp, shape)
-    elif args.mode == "pattern":
-        send_pattern(args.dst, args.port, args.pattern, args.log, args.dscp)
+        video = VideoShape(args.fps, args.smallest, args.peak, args.max_packet)
+        send(args.dst, args.port, args.seconds, args.seed, args.log, args.dscp, shape, video, args.pace)
+    elif args.mode == "flows":
+        with open(args.flows) as spec:
+            send_flows(args.dst, json.load(spec), args.log)
     else:
-        receive(args.port, args.seconds, args.log)
+        receive([int(p) for p in args.ports.split(",")], args.seconds, args.log)
     return 0
 
 

@@ -15,8 +15,6 @@ import os
 import signal
 import subprocess
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +23,7 @@ import pytest
 
 from topo import christie
 from topo.experiment import VIDEO_PORT, VideoRun, video_under_flood
-from topo.network import RunningNetwork, running
+from topo.network import RunningNetwork, call, running
 from topo.p4switch import REPO, SWITCH_KINDS, switch_binary
 
 RATE_MBPS = 20
@@ -37,23 +35,6 @@ pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or not (REPO / "build/p4/terrapin.json").exists(),
     reason="needs root and build/p4 (make setup)",
 )
-
-
-def rest(
-    run: RunningNetwork, method: str, path: str, body: object = None, token: bool = True
-) -> tuple[int, Any]:
-    request = urllib.request.Request(
-        f"{run.rest_url}{path}", data=None if body is None else json.dumps(body).encode(), method=method
-    )
-    request.add_header("Content-Type", "application/json")
-    if token:
-        request.add_header("Authorization", f"Bearer {run.token}")
-    try:
-        with urllib.request.urlopen(request, timeout=10) as reply:
-            text = reply.read()
-            return reply.status, json.loads(text) if text else None
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read() or b"null")
 
 
 @pytest.fixture(scope="module", params=SWITCH_KINDS)
@@ -78,7 +59,7 @@ def net(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     ) as run:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            _, health = rest(run, "GET", "/health")
+            _, health = call(run, "GET", "/health")
             if all(s["ready"] for s in health["switches"].values()):
                 break
             time.sleep(0.5)
@@ -116,19 +97,19 @@ def test_routing_between_and_within_subnets(net: RunningNetwork) -> None:
 
 
 def test_rest_reservation_lifecycle(net: RunningNetwork) -> None:
-    status, body = rest(net, "POST", "/reservations", reservation_body(net, "a2", "b2"))
+    status, body = call(net, "POST", "/reservations", reservation_body(net, "a2", "b2"))
     assert status == 201, body
     hops = body["allocation"]["hops"]
     assert [(h["switch"], h["port"]) for h in hops] == [("terrapin", net.plan.hosts["b2"].port)]
     assert body["allocation"]["worst_case_delay_us"] > 0
-    status, listed = rest(net, "GET", "/reservations")
+    status, listed = call(net, "GET", "/reservations")
     assert status == 200 and [r["id"] for r in listed] == [body["id"]]
     # Mutating calls need the token; bad bodies name the field.
-    assert rest(net, "DELETE", f"/reservations/{body['id']}", token=False)[0] == 401
-    status, error = rest(net, "POST", "/reservations", {**reservation_body(net, "a2", "b2"), "rate": -1})
+    assert call(net, "DELETE", f"/reservations/{body['id']}", token=False)[0] == 401
+    status, error = call(net, "POST", "/reservations", {**reservation_body(net, "a2", "b2"), "rate": -1})
     assert status in (400, 422) and "rate" in json.dumps(error)
-    assert rest(net, "DELETE", f"/reservations/{body['id']}")[0] == 204
-    assert rest(net, "GET", "/reservations")[1] == []
+    assert call(net, "DELETE", f"/reservations/{body['id']}")[0] == 204
+    assert call(net, "GET", "/reservations")[1] == []
 
 
 def test_in_band_reservation_with_host_agent(net: RunningNetwork) -> None:
@@ -150,13 +131,13 @@ def _request_and_close(net: RunningNetwork, destination: str) -> None:
     )
     outcome = json.loads(output.strip().splitlines()[-1])
     assert outcome["outcome"] == "ACCEPTED", output
-    status, listed = rest(net, "GET", "/reservations")
+    status, listed = call(net, "GET", "/reservations")
     assert status == 200
     mine = [r for r in listed if r["src"] == net.plan.hosts["a3"].address]
     assert len(mine) == 1 and mine[0]["origin"] != "rest"
     closed = net.host("a3").cmd(f"terrapin-host close --dst {destination} --context {outcome['context']}")
     assert json.loads(closed.strip().splitlines()[-1])["outcome"] == "CLOSED", closed
-    assert rest(net, "GET", "/reservations")[1] == []
+    assert call(net, "GET", "/reservations")[1] == []
 
 
 def test_reserved_video_is_protected_from_a_flood(net: RunningNetwork, tmp_path: Path) -> None:
@@ -171,13 +152,13 @@ def test_reserved_video_is_protected_from_a_flood(net: RunningNetwork, tmp_path:
     assert unreserved.frames_whole < unreserved.frames_sent * 0.9, "the flood did not congest the port"
 
     body = reservation_body(net, "a1", "b1")
-    status, granted = rest(net, "POST", "/reservations", body)
+    status, granted = call(net, "POST", "/reservations", body)
     assert status == 201, granted
     bound_ms = granted["allocation"]["worst_case_delay_us"] / 1000
     try:
         reserved = video(6, (int(str(body["rate"])), int(str(body["burst"]))), tmp_path / "reserved")
     finally:
-        rest(net, "DELETE", f"/reservations/{granted['id']}")
+        call(net, "DELETE", f"/reservations/{granted['id']}")
     assert reserved.packet_loss == 0, f"reserved video lost {reserved.packet_loss:.2%} of its packets"
     assert reserved.frames_whole == reserved.frames_sent
     # The bound covers the network: each frame's delay from the sender's socket (FrameTiming).
@@ -198,7 +179,7 @@ def test_a_switch_or_controller_that_dies_is_restarted_and_says_why(net: Running
     # Last in this module: it kills the network's processes (make run's supervisor brings them back).
     supervisor = net.supervisor
     assert supervisor is not None and supervisor.log_path is not None
-    status, channel = rest(net, "POST", "/reservations", reservation_body(net, "a2", "b1"))
+    status, channel = call(net, "POST", "/reservations", reservation_body(net, "a2", "b1"))
     assert status == 201, channel
     for name in ("switch terrapin", "controller"):
         process = supervisor.process(name)
@@ -211,7 +192,7 @@ def test_a_switch_or_controller_that_dies_is_restarted_and_says_why(net: Running
             # every switch must have been reconciled again since the kill.
             now = supervisor.process(name)
             try:
-                status, health = rest(net, "GET", "/health")
+                status, health = call(net, "GET", "/health")
             except OSError:  # the controller is not listening yet
                 return False
             restored = [report["finished_at"] > killed_at for report in health.get("reconciled", {}).values()]
@@ -222,6 +203,6 @@ def test_a_switch_or_controller_that_dies_is_restarted_and_says_why(net: Running
         assert f"{name} (pid {process.pid}) exited killed by signal 9 (SIGKILL)" in log, log
         assert f"{name} restarted (pid {supervisor.process(name).pid}" in log, log  # type: ignore[union-attr]
         # the channel is back on the new switch (reconciled from the controller's store)
-        hops = rest(net, "GET", f"/reservations/{channel['id']}/counters")[1]
+        hops = call(net, "GET", f"/reservations/{channel['id']}/counters")[1]
         assert hops and all("telemetry_error" not in hop for hop in hops), hops
-    assert rest(net, "DELETE", f"/reservations/{channel['id']}")[0] == 204
+    assert call(net, "DELETE", f"/reservations/{channel['id']}")[0] == 204
