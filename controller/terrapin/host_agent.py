@@ -183,6 +183,7 @@ def cmd_request(args: argparse.Namespace) -> int:
         policer=policer,
     )
     endpoint = Endpoint()
+    started = time.perf_counter()  # the set-up latency the initiator sees (docs/protocol.md)
     try:
         reply = exchange(
             endpoint,
@@ -199,7 +200,8 @@ def cmd_request(args: argparse.Namespace) -> int:
         print(json.dumps({"outcome": "TIMEOUT", "context": msg.context}))
         return 2
     outcome = "ACCEPTED" if reply.code == MessageCode.REQUEST_ACCEPT else "DENIED"
-    print(json.dumps({"outcome": outcome, **message_json(reply)}))
+    elapsed_ms = round((time.perf_counter() - started) * 1000, 3)
+    print(json.dumps({"outcome": outcome, "elapsed_ms": elapsed_ms, **message_json(reply)}))
     return 0 if outcome == "ACCEPTED" else 1
 
 
