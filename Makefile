@@ -2,6 +2,7 @@
 #
 #   make run      bring up the christie topology, the controller and its REST API
 #   make test     every test suite, ending with one "N passed, M failed" line
+#   make experiments [ONLY=E3] [SHORT=1]   the seeds' results E1-E10 and build/results/report.html
 #
 # Both run `make setup` first, which installs what a fresh Debian machine lacks.
 # p4lang's switch instead of the bundled one: `make bmv2` once, then SWITCH=bmv2
@@ -36,7 +37,7 @@ P4_JSON  := $(P4_OUT)/terrapin.json
 P4_INFO  := $(P4_OUT)/terrapin.p4info.txtpb
 
 .PHONY: help setup toolchain p4 controller conformance ptf shell test test-go \
-        bench bench-engine bench-switch bench-controller run stop demo clean bmv2
+        bench bench-engine bench-switch bench-controller run stop demo experiments clean bmv2
 
 help:
 	@sed '/^$$/q' Makefile | sed 's/^# \{0,1\}//'
@@ -108,6 +109,9 @@ stop:
 
 demo:
 	@SWITCH=$(SWITCH) bash scripts/demo.sh
+
+experiments:
+	@ONLY="$(ONLY)" SHORT="$(SHORT)" SWITCH=$(SWITCH) bash scripts/experiments.sh
 
 clean:
 	rm -rf $(BUILD)

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -45,17 +44,13 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-# Run as a script, so the repository root (topo/) is put on the path by hand.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
+from experiments.harness import Experiment, most_over_envelope
 from terrapin.admission.model import ChannelEnvelope, Policer
 from terrapin.admission.policers import arrival_bytes, moving_ring
 from topo import christie
-from topo.network import RunningNetwork, rest, running, wait_ready
-from topo.p4switch import REPO
+from topo.experiment import Traffic, release, reserve
+from topo.network import RunningNetwork
 
-RESULTS = REPO / "build" / "results"
-PYTHON = str(REPO / "build" / "venv" / "bin" / "python")
 PORT = 5010
 PRIORITY = 6
 PACKET = 4500  # IPv4 bytes, the seed's FDDI packet
@@ -126,14 +121,7 @@ class Run:
     def over_bound(self) -> int:
         """The most the received traffic exceeds A*(t) over any interval, in bytes (≤ 0: kept),
         each interval allowed TOLERANCE_US for the receive-side jitter."""
-        env = envelope(self.policer)
-        worst = -(10**12)
-        times = self.arrivals_us
-        for i, start in enumerate(times):
-            for j in range(i, len(times)):
-                excess = (j - i + 1) * PACKET - arrival_bytes(env, times[j] - start + TOLERANCE_US)
-                worst = max(worst, excess)
-        return worst
+        return most_over_envelope(self.arrivals_us, PACKET, envelope(self.policer), TOLERANCE_US)
 
     def most_within(self, span_us: int) -> int:
         """The most bytes received within any interval shorter than span_us."""
@@ -152,9 +140,6 @@ class Run:
 def one_run(net: RunningNetwork, policer: str, source: str, frames: list[list[float]], work: Path) -> Run:
     plan = net.plan
     a1, b1 = plan.hosts["a1"], plan.hosts["b1"]
-    work.mkdir(parents=True, exist_ok=True)
-    pattern, sender_log, receiver_log = work / "pattern.json", work / "sender.json", work / "receiver.json"
-    pattern.write_text(json.dumps({"packet_bytes": PACKET, "frames": frames}))
     body = {
         "src": a1.address,
         "dst": b1.address,
@@ -166,24 +151,21 @@ def one_run(net: RunningNetwork, policer: str, source: str, frames: list[list[fl
         "excess": "drop",
         **POLICERS[policer],
     }
-    granted = rest(net, "POST", "/reservations", body)
+    granted = reserve(net, body)
     seconds = frames[-1][-1] + 0.2
     try:
-        video = f"{PYTHON} -m topo.video"
-        receiver = net.host("b1").popen(
-            f"{video} receive --port {PORT} --seconds {seconds + 3} --log {receiver_log}".split(),
-            cwd=str(REPO),
-        )
-        time.sleep(1)
-        send = f"{video} pattern --dst {b1.address} --port {PORT} --pattern {pattern} --log {sender_log}"
-        # A real-time sender, as in make demo: a source descheduled mid-pattern would bunch
-        # its packets and be policed for it.
-        sender = net.host("a1").popen(["chrt", "-f", "10", *send.split()], cwd=str(REPO))
-        if sender.wait(timeout=seconds + 60) != 0 or receiver.wait(timeout=60) != 0:
-            raise RuntimeError(f"{policer}/{source}: the sender or the receiver failed")
+        # An unshaped source: whatever it sends is what the switch must police. The sender runs
+        # at a real-time priority (Traffic): descheduled mid-pattern it would bunch its packets
+        # and be policed for it.
+        with Traffic(net, work) as traffic:
+            received = traffic.receiver("b1", [PORT])
+            time.sleep(0.5)
+            flows = [{"port": PORT, "dscp": 46, "packet_bytes": PACKET, "frames": frames, "shape": None}]
+            sent = traffic.flows("a1", "b1", flows)
+            traffic.wait(seconds + 60)
     finally:
-        rest(net, "DELETE", f"/reservations/{granted['id']}")
-    return read_run(policer, source, granted["allocation"], frames, sender_log, receiver_log)
+        release(net, granted)
+    return read_run(policer, source, granted["allocation"], frames, sent, received)
 
 
 def read_run(
@@ -194,7 +176,7 @@ def read_run(
     sender_log: Path,
     receiver_log: Path,
 ) -> Run:
-    sent = json.loads(sender_log.read_text())["frames"]
+    sent = json.loads(sender_log.read_text())["flows"][0]["frames"]
     t0 = sent[0]["start_ns"]
     got = {f["frame"]: f for f in json.loads(receiver_log.read_text())["frames"]}
     offered, arrivals, lost = [], [], []
@@ -288,72 +270,65 @@ def verdict(runs: dict[str, dict[str, Run]]) -> list[str]:
     return problems
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description="E10: the meter, jumping window and moving window side by side."
-    )
-    parser.add_argument("--seconds", type=float, default=3.0, help="length of each source")
-    parser.add_argument(
-        "--switch", choices=("terrapin", "bmv2"), default=os.environ.get("SWITCH", "terrapin")
-    )
-    args = parser.parse_args(argv)
+EXPERIMENT = Experiment(
+    10,
+    "policers",
+    title="the data plane's policers on the same conforming, greedy and window-edge sources",
+    seed_ref="seed 000 §2.2.2 Figs 3-5 and 10; §4.1.1.1 Figs 11-14",
+    seed_numbers=[
+        "XTP policed at 10 Mbit/s with a 22,500 B burst (five 4,500 B packets); window 18 ms",
+        "leaky bucket A*(t) = σ + ρt; jumping window up to 2B within T at a window edge (Fig. 10);"
+        " moving window never more than n packets within I",
+    ],
+)
 
-    work = RESULTS / "E10"
-    work.mkdir(parents=True, exist_ok=True)
-    patterns = sources(args.seconds)
+
+def main(argv: list[str] | None = None) -> int:
+    experiment = EXPERIMENT
+
+    def add(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--seconds", type=float, default=None, help="length of each source (3; 1 short)")
+
+    args = experiment.parse(argv, add)
+    seconds = args.seconds or (1.0 if experiment.short else 3.0)
+    experiment.note_scale(
+        f"each source {seconds:g} s (the seed's runs were minutes); 4,500 B packets at the seed's 10 Mbit/s"
+        " on christie's 100 Mbit/s links, as in the seed"
+    )
+    patterns = sources(seconds)
     runs: dict[str, dict[str, Run]] = {}
-    with running(christie.plan(), switch_kind=args.switch, rest_port=18081, state_dir=work) as net:
-        wait_ready(net)
+    with experiment.network(christie.plan()) as net:
         for policer in POLICERS:
             runs[policer] = {}
             for source, frames in patterns.items():
-                print(f"running {policer} / {source}", flush=True)
-                runs[policer][source] = one_run(net, policer, source, frames, work / f"{policer}-{source}")
+                experiment.phase(f"{policer} / {source}")
+                runs[policer][source] = one_run(
+                    net, policer, source, frames, experiment.work / f"{policer}-{source}"
+                )
 
-    figures: dict[str, Any] = {}
     for policer, by_source in runs.items():
         alloc = by_source["conforming"].allocation
-        figures[f"{policer}.admitted_rate_Bps"] = alloc["rate"]
-        figures[f"{policer}.admitted_burst_B"] = alloc["burst"]
+        experiment.figure(f"{policer}.admitted_rate_Bps", alloc["rate"], seed="1,250,000 (10 Mbit/s)")
+        experiment.figure(f"{policer}.admitted_burst_B", alloc["burst"], seed="22,500")
         for source, run in by_source.items():
             key = f"{policer}.{source}"
-            figures[f"{key}.sent"] = run.sent
-            figures[f"{key}.received"] = run.received
-            figures[f"{key}.loss"] = round(run.loss, 4)
-            figures[f"{key}.received_Bps"] = round(run.rate)
-            figures[f"{key}.most_bytes_within_T"] = run.most_within(WINDOW_US - TOLERANCE_US)
+            experiment.figure(f"{key}.sent", run.sent)
+            experiment.figure(f"{key}.received", run.received)
+            experiment.figure(f"{key}.loss", round(run.loss, 4), seed="0" if source == "conforming" else None)
+            experiment.figure(f"{key}.received_Bps", round(run.rate))
+            experiment.figure(f"{key}.most_bytes_within_T", run.most_within(WINDOW_US - TOLERANCE_US))
             if source != "conforming":
-                figures[f"{key}.over_bound_B"] = run.over_bound
-                figures[f"{key}.first_cut_ms"] = run.first_cut_ms
-    for key, value in figures.items():
-        print(f"{key}: {value}")
+                experiment.figure(f"{key}.over_bound_B", run.over_bound, seed="<= 0 (A*(t) kept)")
+                experiment.figure(f"{key}.first_cut_ms", run.first_cut_ms)
     for source, span in (("conforming", 200.0), ("greedy", 200.0), ("edge", 130.0)):
-        png = RESULTS / f"E10-{source}.png"
-        plot(runs, source, span, png)
-        print(f"plot: {png.relative_to(REPO)}")
-    problems = verdict(runs)
-    (RESULTS / "E10.json").write_text(
-        json.dumps(
-            {
-                "experiment": "E10",
-                "seed": "000 §2.2.2 Figs 3-5, 10; §4.1.1.1 Figs 11-14",
-                "command": " ".join(
-                    ["sudo build/venv/bin/python experiments/e10_policers.py", *(argv or sys.argv[1:])]
-                ),
-                "switch": args.switch,
-                "seconds": args.seconds,
-                "tolerance_us": TOLERANCE_US,
-                "policers": POLICERS,
-                "figures": figures,
-                "runs": {p: {s: asdict(r) for s, r in by.items()} for p, by in runs.items()},
-                "verdict": "pass" if not problems else "FAIL",
-                "problems": problems,
-            },
-            indent=1,
-        )
-    )
-    print("E10 policers: " + ("pass" if not problems else "FAIL " + "; ".join(problems)))
-    return 0 if not problems else 1
+        plot(runs, source, span, experiment.plot_path(source))
+    data = {
+        "seconds": seconds,
+        "tolerance_us": TOLERANCE_US,
+        "policers": POLICERS,
+        "runs": {p: {s: asdict(r) for s, r in by.items()} for p, by in runs.items()},
+    }
+    return experiment.finish(verdict(runs), data)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,228 @@
+"""What every experiment script shares (docs/experiments.md): its command line, its network, the
+`key: value` figures it prints beside the seed's, the phases `make experiments` shows as
+progress, its plots, build/results/E<n>.json and the last line, `E<n> <name>: pass` or
+`E<n> <name>: FAIL <reason>`.
+
+    experiment = Experiment(5, "sequoia", title=..., seed_ref=..., seed_numbers=[...])
+    args = experiment.parse(argv)                 # --switch, --short, --intf-prefix (+ its own)
+    with experiment.network(plan) as run:         # REST on 127.0.0.1:(18080 + n)
+        experiment.phase("reserved video under load")
+        ...
+    experiment.figure("reserved.loss", 0.0, seed="0 (Fig. 5b)")
+    return experiment.finish(problems)            # the exit code
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import json
+import os
+import shlex
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from topo.network import PID_DIR, RunningNetwork, running, wait_ready
+from topo.p4switch import REPO
+from topo.plan import NetworkPlan
+from topo.supervise import write_pid
+
+RESULTS = REPO / "build" / "results"
+PHASE = "phase: "  # the progress lines make experiments reads
+REST_PORT_BASE = 18080
+SWITCHES = ("terrapin", "bmv2")
+
+
+@dataclass
+class Figure:
+    key: str
+    value: Any
+    seed: str | None = None  # the seed's figure for the same quantity, as the seed gives it
+
+
+@dataclass
+class Experiment:
+    number: int
+    name: str
+    title: str
+    seed_ref: str  # the seed's section and figure
+    seed_numbers: list[str]  # what the seed reports, quoted
+    figures: list[Figure] = field(default_factory=list)
+    plots: list[str] = field(default_factory=list)
+    scale: list[str] = field(default_factory=list)  # how this run was scaled, and why
+    args: argparse.Namespace = field(default_factory=argparse.Namespace)
+    started: float = field(default_factory=time.time)
+
+    @property
+    def tag(self) -> str:
+        return f"E{self.number}"
+
+    @property
+    def work(self) -> Path:
+        """Logs and state of this experiment's runs."""
+        path = RESULTS / self.tag
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    # ---- command line --------------------------------------------------------------------------
+
+    def parse(
+        self, argv: list[str] | None, add_arguments: Callable[[argparse.ArgumentParser], None] | None = None
+    ) -> argparse.Namespace:
+        parser = argparse.ArgumentParser(description=f"{self.tag}: {self.title} ({self.seed_ref})")
+        parser.add_argument("--switch", choices=SWITCHES, default=os.environ.get("SWITCH") or "terrapin")
+        parser.add_argument(
+            "--short",
+            action="store_true",
+            default=os.environ.get("SHORT", "") not in ("", "0"),
+            help="the shortened run (make test): fewer or shorter runs, the same verdict",
+        )
+        parser.add_argument(
+            "--intf-prefix",
+            default=os.environ.get("TERRAPIN_INTF_PREFIX") or None,
+            help="name the switches' veths <prefix><device>p<port> (make test judges its leftovers by it)",
+        )
+        if add_arguments is not None:
+            add_arguments(parser)
+        self.args = parser.parse_args(argv)
+        self._argv = list(sys.argv[1:] if argv is None else argv)
+        print(f"{self.tag} {self.name}: {self.title}; {self.seed_ref}", flush=True)
+        print(f"switch: {self.args.switch}{' (short run)' if self.args.short else ''}", flush=True)
+        return self.args
+
+    @property
+    def switch(self) -> str:
+        return str(self.args.switch)
+
+    @property
+    def short(self) -> bool:
+        return bool(self.args.short)
+
+    def command(self) -> str:
+        """This run, as a command to repeat it."""
+        return shlex.join(["sudo", "build/venv/bin/python", "-m", f"experiments.{self.module}", *self._argv])
+
+    @property
+    def module(self) -> str:
+        return Path(sys.modules["__main__"].__file__ or f"e{self.number}").stem
+
+    # ---- the network ---------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def network(
+        self,
+        plan: NetworkPlan,
+        *,
+        admission: dict[str, Any] | None = None,
+        controller_extra: dict[str, Any] | None = None,
+    ) -> Iterator[RunningNetwork]:
+        """The plan running with the controller (REST on 127.0.0.1:(18080 + n)), ready; torn down
+        on leaving. `make stop` ends it as it ends `make run`: by the PIDs in build/run/pids."""
+        self.phase(f"starting {plan.name} on {self.switch}")
+        signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(143))
+        runner_pid = PID_DIR / "runner.pid"
+        write_pid(runner_pid, os.getpid())
+        try:
+            with running(
+                plan,
+                switch_kind=self.switch,
+                rest_port=REST_PORT_BASE + self.number,
+                state_dir=self.work / "state",
+                intf_prefix=self.args.intf_prefix,
+                pid_dir=PID_DIR,
+                admission=admission,
+                controller_extra=controller_extra,
+            ) as run:
+                wait_ready(run)
+                yield run
+        finally:
+            runner_pid.unlink(missing_ok=True)
+
+    # ---- reporting -------------------------------------------------------------------------------
+
+    def phase(self, what: str) -> None:
+        print(f"{PHASE}{what}", flush=True)
+
+    def note_scale(self, text: str) -> None:
+        """How this run departs from the seed's setting, and why; printed and reported."""
+        self.scale.append(text)
+        print(f"scale: {text}", flush=True)
+
+    def figure(self, key: str, value: Any, seed: str | None = None) -> Any:
+        """Prints `key: value` (and the seed's figure beside it) and keeps it for the report."""
+        if isinstance(value, float):
+            value = round(value, 4)
+        self.figures.append(Figure(key, value, seed))
+        print(f"{key}: {value}" + (f"    seed: {seed}" if seed is not None else ""), flush=True)
+        return value
+
+    def plot_path(self, what: str) -> Path:
+        path = RESULTS / f"{self.tag}-{what}.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.plots.append(path.name)
+        print(f"plot: {path.relative_to(REPO)}", flush=True)
+        return path
+
+    def finish(self, problems: list[str], data: dict[str, Any] | None = None) -> int:
+        """Writes build/results/E<n>.json, prints the verdict line; the exit code."""
+        verdict = "pass" if not problems else "FAIL"
+        record = {
+            "experiment": self.tag,
+            "name": self.name,
+            "title": self.title,
+            "seed_ref": self.seed_ref,
+            "seed_numbers": self.seed_numbers,
+            "switch": self.switch,
+            "short": self.short,
+            "scale": self.scale,
+            "command": self.command(),
+            "make_command": " ".join(
+                ["make experiments", f"ONLY={self.tag}"]
+                + (["SHORT=1"] if self.short else [])
+                + ([f"SWITCH={self.switch}"] if self.switch != "terrapin" else [])
+            ),
+            "finished": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            "elapsed_s": round(time.time() - self.started, 1),
+            "figures": [asdict(f) for f in self.figures],
+            "plots": self.plots,
+            "verdict": verdict,
+            "problems": problems,
+            "data": data or {},
+        }
+        (RESULTS / f"{self.tag}.json").write_text(json.dumps(record, indent=1, default=str))
+        line = f"{self.tag} {self.name}: {verdict}"
+        print(line if not problems else f"{line} {'; '.join(problems)}", flush=True)
+        return 0 if not problems else 1
+
+
+def pyplot() -> Any:
+    """matplotlib's pyplot without a display."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def most_over_envelope(arrivals_us: list[int], packet_bytes: int, envelope: Any, tolerance_us: int) -> int:
+    """The most that packets of `packet_bytes` arriving at `arrivals_us` (sorted) exceed the
+    policer's A*(t) (terrapin.admission.policers.arrival_bytes of `envelope`, a ChannelEnvelope)
+    over any interval, in bytes (≤ 0: kept). Each interval is allowed `tolerance_us` longer, for
+    the jitter between the switch's policing and the receiver's timestamps."""
+    from terrapin.admission.policers import arrival_bytes
+
+    worst = -(10**12)
+    for i, start in enumerate(arrivals_us):
+        for j in range(i, len(arrivals_us)):
+            excess = (j - i + 1) * packet_bytes - arrival_bytes(
+                envelope, arrivals_us[j] - start + tolerance_us
+            )
+            worst = max(worst, excess)
+    return worst

@@ -1,0 +1,241 @@
+"""`make experiments`: runs the seeds' experiments one after another, shows which one is running,
+its phase, the time spent and an estimate of the time left, and writes build/results/report.html
+from what each wrote to build/results/E<n>.json.
+
+    make experiments [ONLY=E3,E5] [SHORT=1] [SWITCH=bmv2]
+
+Each experiment is its own process (experiments/e<n>_*.py, started as a module from the
+repository root), so one that crashes or hangs is reported as FAIL and the rest still run. Its
+whole output goes to build/results/E<n>.log. The last line printed is `N passed, M failed`
+(make test counts it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from experiments.harness import PHASE, RESULTS, SWITCHES
+from topo.p4switch import REPO
+
+
+@dataclass(frozen=True)
+class Entry:
+    tag: str
+    module: str
+    seconds: dict[bool, float]  # the expected run time, full and short (for the estimate)
+    bmv2: bool = True  # runs on BMv2 as well (docs/experiments.md says why not)
+
+
+EXPERIMENTS = (
+    Entry("E1", "e1_demo", {False: 110, True: 45}),
+    Entry("E2", "e2_priority_throughput", {False: 150, True: 60}),
+    Entry("E3", "e3_allocated_rate", {False: 130, True: 55}),
+    Entry("E4", "e4_queue_depth", {False: 90, True: 45}),
+    Entry("E5", "e5_sequoia", {False: 100, True: 55}),
+    Entry("E6", "e6_setup_latency", {False: 50, True: 30}),
+    Entry("E7", "e7_classes", {False: 80, True: 45}),
+    Entry("E8", "e8_rate_control", {False: 70, True: 40}),
+    Entry("E9", "e9_best_effort", {False: 110, True: 55}),
+    Entry("E10", "e10_policers", {False: 75, True: 40}),
+)
+TIMEOUT_FACTOR = 4  # an experiment taking this many times its estimate (+ 2 min) is stopped
+
+
+def select(only: str) -> list[Entry]:
+    if not only.strip():
+        return list(EXPERIMENTS)
+    wanted = [w.strip().upper() for w in only.replace(" ", ",").split(",") if w.strip()]
+    known = {e.tag: e for e in EXPERIMENTS}
+    unknown = [w for w in wanted if w not in known]
+    if unknown:
+        raise SystemExit(f"ONLY: no experiment {', '.join(unknown)} (known: {', '.join(known)})")
+    return [known[w] for w in wanted]
+
+
+class Progress:
+    """One status line: experiment i/n, its phase, elapsed and estimated time left."""
+
+    def __init__(self, entries: list[Entry], short: bool) -> None:
+        self.entries, self.short = entries, short
+        self.started = time.monotonic()
+        self.index, self.phase, self.entry_started = 0, "", self.started
+        self.tty = sys.stderr.isatty()
+        self._lock = threading.Lock()
+
+    def remaining(self) -> float:
+        now = time.monotonic()
+        current = self.entries[self.index].seconds[self.short]
+        left = max(0.0, current - (now - self.entry_started))
+        return left + sum(e.seconds[self.short] for e in self.entries[self.index + 1 :])
+
+    def show(self, phase: str | None = None) -> None:
+        with self._lock:
+            if phase is not None:
+                self.phase = phase
+            entry = self.entries[self.index]
+            elapsed = time.monotonic() - self.started
+            line = (
+                f"[{entry.tag} {self.index + 1}/{len(self.entries)}] {self.phase}"
+                f"  elapsed {clock(elapsed)}, about {clock(self.remaining())} left"
+            )
+            if self.tty:
+                sys.stderr.write("\r\033[K" + line[:150])
+            else:
+                sys.stderr.write(line + "\n")
+            sys.stderr.flush()
+
+    def tick(self, stop: threading.Event) -> None:
+        while not stop.wait(5 if self.tty else 60):
+            self.show()
+
+    def done(self) -> None:
+        if self.tty:
+            sys.stderr.write("\r\033[K")
+
+
+def clock(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes}:{secs:02d}"
+
+
+def run_one(entry: Entry, progress: Progress, extra: list[str]) -> tuple[str, str]:
+    """(verdict line, log path) of one experiment."""
+    log = RESULTS / f"{entry.tag}.log"
+    stale = RESULTS / f"{entry.tag}.json"
+    stale.unlink(missing_ok=True)  # a crash must not leave the last run's verdict standing
+    command = [sys.executable, "-u", "-m", f"experiments.{entry.module}", *extra]
+    progress.show(f"starting {entry.module}")
+    verdict = ""
+    timeout = entry.seconds[False] * TIMEOUT_FACTOR + 120
+    with log.open("w") as out:
+        process = subprocess.Popen(
+            command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+        )
+        timer = threading.Timer(timeout, process.terminate)
+        timer.start()
+        try:
+            assert process.stdout is not None
+            for line in process.stdout:
+                out.write(line)
+                text = line.rstrip("\n")
+                if text.startswith(PHASE):
+                    progress.show(text[len(PHASE) :])
+                elif text.startswith(f"{entry.tag} ") and (": pass" in text or ": FAIL" in text):
+                    verdict = text
+            code = process.wait()
+        finally:
+            timer.cancel()
+    if not verdict or (code != 0 and ": pass" in verdict):
+        verdict = (
+            f"{entry.tag}: FAIL exited with status {code} before its verdict (log {log.relative_to(REPO)})"
+        )
+    return verdict, str(log.relative_to(REPO))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--only", default=os.environ.get("ONLY", ""))
+    parser.add_argument("--short", action="store_true", default=os.environ.get("SHORT", "") not in ("", "0"))
+    parser.add_argument("--switch", choices=SWITCHES, default=os.environ.get("SWITCH") or "terrapin")
+    args = parser.parse_args(argv)
+    entries = select(args.only)
+    if args.switch == "bmv2":
+        skipped = [e.tag for e in entries if not e.bmv2]
+        if skipped:
+            print(f"not on BMv2 (docs/experiments.md says why): {', '.join(skipped)}", flush=True)
+        entries = [e for e in entries if e.bmv2]
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    extra = [f"--switch={args.switch}", *(["--short"] if args.short else [])]
+    progress = Progress(entries, args.short)
+    stop = threading.Event()
+    threading.Thread(target=progress.tick, args=(stop,), daemon=True).start()
+    verdicts = []
+    for index, entry in enumerate(entries):
+        progress.index, progress.entry_started = index, time.monotonic()
+        verdict, _log = run_one(entry, progress, extra)
+        progress.done()
+        print(verdict, flush=True)
+        verdicts.append(verdict)
+    stop.set()
+    report = write_report([e.tag for e in entries], args)
+    print(f"report: {report.relative_to(REPO)}")
+    passed = sum(1 for v in verdicts if ": pass" in v)
+    print(f"{passed} passed, {len(verdicts) - passed} failed")
+    return 0 if passed == len(verdicts) else 1
+
+
+# ---- the report ----------------------------------------------------------------------------------
+
+
+def write_report(tags: list[str], args: argparse.Namespace) -> Path:
+    """build/results/report.html: one section per experiment that left its E<n>.json."""
+    sections = []
+    for tag in tags:
+        path = RESULTS / f"{tag}.json"
+        if not path.exists():
+            sections.append(f"<h2>{tag}</h2><p class=fail>no result: see build/results/{tag}.log</p>")
+            continue
+        sections.append(section(json.loads(path.read_text())))
+    title = "Terrapin: the seeds' experiments"
+    command = "make experiments" + "".join(
+        f" {k}={v}"
+        for k, v in (("ONLY", args.only), ("SHORT", "1" if args.short else ""), ("SWITCH", args.switch))
+        if v and not (k == "SWITCH" and v == "terrapin")
+    )
+    page = f"""<!doctype html><html><head><meta charset="utf-8"><title>{title}</title><style>
+body {{ font-family: sans-serif; max-width: 70em; margin: 2em auto; }}
+table {{ border-collapse: collapse; }}
+td, th {{ border: 1px solid #ccc; padding: 2px 8px; text-align: left; }}
+.pass {{ color: #070; font-weight: bold; }} .fail {{ color: #b00; font-weight: bold; }}
+img {{ max-width: 100%; border: 1px solid #ddd; }} code {{ background: #f4f4f4; }}
+</style></head><body><h1>{title}</h1>
+<p>{html.escape(command)} — {time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}.
+docs/experiments.md says how each was scaled to a 2-core machine.</p>
+{"".join(sections)}</body></html>"""
+    report = RESULTS / "report.html"
+    report.write_text(page)
+    return report
+
+
+def section(record: dict[str, object]) -> str:
+    def esc(value: object) -> str:
+        return html.escape(str(value))
+
+    verdict = str(record["verdict"])
+    problems = record.get("problems") or []
+    assert isinstance(problems, list)
+    figures = record.get("figures") or []
+    assert isinstance(figures, list)
+    rows = "".join(
+        f"<tr><td>{esc(f['key'])}</td><td>{esc(f['value'])}</td><td>{esc(f.get('seed') or '')}</td></tr>"
+        for f in figures
+    )
+    seed_numbers = record.get("seed_numbers") or []
+    scale = record.get("scale") or []
+    plots = record.get("plots") or []
+    assert isinstance(seed_numbers, list) and isinstance(scale, list) and isinstance(plots, list)
+    css = "pass" if verdict == "pass" else "fail"
+    return f"""<h2>{esc(record["experiment"])} {esc(record["name"])}: {esc(record["title"])}</h2>
+<p>Seed: {esc(record["seed_ref"])}. Verdict: <span class="{css}">{esc(verdict)}</span>
+{esc("; ".join(str(p) for p in problems))}</p>
+<p>The seed reports:</p><ul>{"".join(f"<li>{esc(n)}</li>" for n in seed_numbers)}</ul>
+<p>How this run was scaled:</p><ul>{"".join(f"<li>{esc(s)}</li>" for s in scale)}</ul>
+<table><tr><th>figure</th><th>ours</th><th>the seed's</th></tr>{rows}</table>
+{"".join(f'<p><img src="{esc(p)}" alt="{esc(p)}"></p>' for p in plots)}
+<p>Command: <code>{esc(record["make_command"])}</code> (alone: <code>{esc(record["command"])}</code>);
+switch {esc(record["switch"])}{", short run" if record.get("short") else ""},
+{esc(record["elapsed_s"])} s.</p>
+"""
+
+
+if __name__ == "__main__":
+    sys.exit(main())
