@@ -3,10 +3,10 @@
 Everything the suites create on the host carries the prefix PREFIX ("trpt", Terrapin test):
 the Go device tests' namespaces (trptdev…, trptperf…), the STF-through-P4Runtime and p4rt
 tests' namespaces (trptp4rt…), the PTF veths (trptptf…), the controller's integration lab
-(trptctl…) and the topology tests' switch interfaces (trptmn…). Only those are judged, so a
-namespace or switch that someone else creates or deletes beside the run (another experiment,
-`ip netns add tzzprobe`, Mininet's own) is never taken for a leftover, and one that disappears
-during the run is never reported either.
+(trptctl…), the topology tests' switch interfaces (trptmn…) and the experiments' (trptex…).
+Only those are judged, so a namespace or switch that someone else creates or deletes beside
+the run (another experiment, `ip netns add tzzprobe`, Mininet's own) is never taken for a
+leftover, and one that disappears during the run is never reported either.
 
     python scripts/leftovers.py snapshot > before.json
     ... run the suites ...
