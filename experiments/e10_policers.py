@@ -25,7 +25,7 @@ conforming source whole; the greedy source is cut to each policer's A*(t) and no
 90% of ρ; across a window edge the jumping window lets more than B through within less than T
 and the moving window never more than its n packets within I.
 
-    sudo build/venv/bin/python experiments/e10_policers.py [--seconds 3] [--switch bmv2]
+    sudo build/venv/bin/python -m experiments.e10_policers [--seconds 3] [--short] [--switch bmv2]
 
 Timing: the switch polices at its own ingress time; the receiver's kernel timestamps come after
 the egress port's queue (a burst of five packets takes 1.8 ms at 100 Mbit/s), so an interval
