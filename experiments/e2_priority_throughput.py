@@ -91,7 +91,7 @@ def one_point(run: RunningNetwork, background: int, size: int, seconds: float, l
     result = read_flow_logs(sent, received)[PORT]
     arrivals = result.arrivals_ns()
     span = (arrivals[-1] - arrivals[0]) / 1e9 if len(arrivals) > 1 else 0.0
-    background_sent, background_lost = flood_received(flood)
+    report = flood_received(flood)
     return Point(
         background,
         size,
@@ -99,8 +99,8 @@ def one_point(run: RunningNetwork, background: int, size: int, seconds: float, l
         result.sent,
         result.received,
         (len(arrivals) - 1) * size / span if span else 0.0,
-        background_sent,
-        background_lost,
+        report.packets,
+        report.lost,
     )
 
 

@@ -94,7 +94,9 @@ def videos(run: RunningNetwork, name: str, seconds: float, load: tuple[float, fl
     with Traffic(run, work) as traffic:
         received = traffic.receiver("paola", list(PORTS.values()))
         logs = {
-            host: traffic.video(host, "paola", seconds=seconds, port=port, video=VIC, name=f"video-{host}")
+            host: traffic.video(
+                host, "paola", seconds=seconds, port=port, video=VIC, seed=port, name=f"video-{host}"
+            )
             for host, port in PORTS.items()
         }
         started = time.monotonic()

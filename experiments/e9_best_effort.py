@@ -93,14 +93,13 @@ def one_step(run: RunningNetwork, channels: int, rate: int, line_bps: int, secon
         traffic.wait(seconds + 30)
     runs = read_flow_logs(sent, received)
     probe = runs[PROBE_PORT]
-    be_sent, be_lost = flood_received(flood)
-    duration = seconds + 1.5
+    report = flood_received(flood)
     return Step(
         channels,
         sum(runs[p].sent for p in ports),
         sum(runs[p].received for p in ports),
-        be_sent * PACKET / duration,
-        (be_sent - be_lost) * PACKET / duration,
+        report.packets * PACKET / report.seconds if report.seconds else 0.0,
+        report.received_Bps(PACKET),
         median(probe.delays_ms()) if probe.delays_ms() else float("nan"),
         probe.loss,
     )

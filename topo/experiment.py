@@ -372,12 +372,24 @@ class Traffic:
         self._receivers.clear()
 
 
-def flood_received(log: Path) -> tuple[int, int]:
-    """(datagrams sent, datagrams lost) of a finished flood, from its iperf3 server's report."""
+@dataclass(frozen=True)
+class FloodReport:
+    """A finished flood as its iperf3 server counted it (by the datagrams' sequence numbers)."""
+
+    packets: int  # datagrams the client sent
+    lost: int
+    seconds: float  # from the first datagram's arrival to the test's end
+
+    def received_Bps(self, packet_bytes: int) -> float:
+        """IPv4 bytes per second that arrived (packet_bytes: the flood's IPv4 packet size)."""
+        return (self.packets - self.lost) * packet_bytes / self.seconds if self.seconds > 0 else 0.0
+
+
+def flood_received(log: Path) -> FloodReport:
+    """What a finished flood delivered, from its iperf3 server's report."""
     try:
-        report = json.loads(log.read_text())
-        total = report["end"]["sum"]
-        return int(total["packets"]), int(total["lost_packets"])
+        total = json.loads(log.read_text())["end"]["sum"]
+        return FloodReport(int(total["packets"]), int(total["lost_packets"]), float(total["seconds"]))
     except (OSError, ValueError, KeyError) as error:
         raise RuntimeError(f"the flood's report {log} is unreadable: {error}") from None
 
