@@ -48,7 +48,7 @@ from experiments.harness import Experiment, most_over_envelope
 from terrapin.admission.model import ChannelEnvelope, Policer
 from terrapin.admission.policers import arrival_bytes, moving_ring
 from topo import christie
-from topo.experiment import Traffic, release, reserve
+from topo.experiment import Traffic, channel, release, reserve
 from topo.network import RunningNetwork
 
 PORT = 5010
@@ -138,19 +138,7 @@ class Run:
 
 
 def one_run(net: RunningNetwork, policer: str, source: str, frames: list[list[float]], work: Path) -> Run:
-    plan = net.plan
-    a1, b1 = plan.hosts["a1"], plan.hosts["b1"]
-    body = {
-        "src": a1.address,
-        "dst": b1.address,
-        "protocol": "udp",
-        "src_port": PORT,
-        "dst_port": PORT,
-        "priority": PRIORITY,
-        "max_packet": PACKET,
-        "excess": "drop",
-        **POLICERS[policer],
-    }
+    body = channel(net, "a1", "b1", PORT, PRIORITY, PACKET, excess="drop", **POLICERS[policer])
     granted = reserve(net, body)
     seconds = frames[-1][-1] + 0.2
     try:

@@ -23,7 +23,16 @@ from dataclasses import asdict, dataclass
 
 from experiments.harness import Experiment, pyplot
 from topo import christie
-from topo.experiment import Traffic, evenly, flood_received, flow, largest_admitted, read_flow_logs, release
+from topo.experiment import (
+    Traffic,
+    channel,
+    evenly,
+    flood_received,
+    flow,
+    largest_admitted,
+    read_flow_logs,
+    release,
+)
 from topo.network import RunningNetwork
 
 BACKGROUND_SIZES = (128, 1024, 2048, 4500)
@@ -60,18 +69,7 @@ class Point:
 
 
 def one_point(run: RunningNetwork, background: int, size: int, seconds: float, line_bps: int) -> Point:
-    plan = run.plan
-    a1, b1 = plan.hosts["a1"], plan.hosts["b1"]
-    body = {
-        "src": a1.address,
-        "dst": b1.address,
-        "protocol": "udp",
-        "src_port": PORT,
-        "dst_port": PORT,
-        "priority": PRIORITY,
-        "burst": 4 * size,
-        "max_packet": size,
-    }
+    body = channel(run, "a1", "b1", PORT, PRIORITY, size, burst=4 * size)
     granted = largest_admitted(run, body, line_bps // 8)
     rate = int(granted["allocation"]["rate"])
     try:

@@ -33,7 +33,7 @@ from statistics import fmean
 
 from experiments.harness import Experiment, pyplot
 from topo import christie
-from topo.experiment import VIDEO_PORT, Traffic, VideoRun, read_video_logs, release, reserve
+from topo.experiment import VIDEO_PORT, Traffic, VideoRun, channel, read_video_logs, release, reserve
 from topo.network import RunningNetwork
 from topo.video import FRAMES_PER_SECOND, MAX_PACKET_BYTES, UDP_IP_OVERHEAD
 
@@ -98,22 +98,8 @@ def buffer_occupancy(video: VideoRun) -> dict[int, float]:
 
 def one_rate(run: RunningNetwork, mbps: float, seconds: float, work: Path) -> RateRun:
     plan = run.plan
-    a1, b1 = plan.hosts["a1"], plan.hosts["b1"]
     rate = int(mbps * 1e6 / 8)
-    granted = reserve(
-        run,
-        {
-            "src": a1.address,
-            "dst": b1.address,
-            "protocol": "udp",
-            "src_port": VIDEO_PORT,
-            "dst_port": VIDEO_PORT,
-            "priority": PRIORITY,
-            "rate": rate,
-            "burst": BURST,
-            "max_packet": plan.mtu,
-        },
-    )
+    granted = reserve(run, channel(run, "a1", "b1", VIDEO_PORT, PRIORITY, plan.mtu, rate=rate, burst=BURST))
     try:
         with Traffic(run, work) as traffic:
             received = traffic.receiver("b1", [VIDEO_PORT])

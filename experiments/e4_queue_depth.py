@@ -32,6 +32,7 @@ from topo.experiment import (
     QueueReading,
     Traffic,
     VideoRun,
+    channel,
     clear_maxima,
     evenly,
     flow,
@@ -94,17 +95,7 @@ class Test:
 
 
 def body(run: RunningNetwork, source: str, port: int, envelope: tuple[int, int]) -> dict[str, object]:
-    return {
-        "src": run.plan.hosts[source].address,
-        "dst": run.plan.hosts["b1"].address,
-        "protocol": "udp",
-        "src_port": port,
-        "dst_port": port,
-        "priority": PRIORITY,
-        "rate": envelope[0],
-        "burst": envelope[1],
-        "max_packet": run.plan.mtu,
-    }
+    return channel(run, source, "b1", port, PRIORITY, run.plan.mtu, rate=envelope[0], burst=envelope[1])
 
 
 def one_test(

@@ -33,7 +33,7 @@ from statistics import fmean
 
 from experiments.harness import Experiment, pyplot
 from topo import sequoia
-from topo.experiment import Traffic, read_video_logs, release, reserve
+from topo.experiment import Traffic, channel, read_video_logs, release, reserve
 from topo.network import RestError, RunningNetwork
 from topo.video import HEADER, UDP_IP_OVERHEAD, VideoShape
 
@@ -75,17 +75,7 @@ class Session:
 
 
 def body(run: RunningNetwork, source: str, port: int) -> dict[str, object]:
-    return {
-        "src": run.plan.hosts[source].address,
-        "dst": run.plan.hosts["paola"].address,
-        "protocol": "udp",
-        "src_port": port,
-        "dst_port": port,
-        "priority": PRIORITY,
-        "rate": RATE,
-        "burst": BURST,
-        "max_packet": VIC.max_packet,
-    }
+    return channel(run, source, "paola", port, PRIORITY, VIC.max_packet, rate=RATE, burst=BURST)
 
 
 def videos(run: RunningNetwork, name: str, seconds: float, load: tuple[float, float]) -> dict[str, Session]:

@@ -30,7 +30,7 @@ from typing import Any
 
 from experiments.harness import Experiment, pyplot
 from topo import sequoia
-from topo.experiment import release, reserve
+from topo.experiment import channel, release, reserve
 from topo.network import RunningNetwork
 
 SOURCE = "faith"
@@ -69,17 +69,7 @@ def decision_seconds(run: RunningNetwork) -> tuple[float, float]:
 
 
 def body(run: RunningNetwork, destination: str, port: int) -> dict[str, Any]:
-    return {
-        "src": run.plan.hosts[SOURCE].address,
-        "dst": run.plan.hosts[destination].address,
-        "protocol": "udp",
-        "src_port": port,
-        "dst_port": port,
-        "priority": PRIORITY,
-        "rate": RATE,
-        "burst": BURST,
-        "max_packet": MAX_PACKET,
-    }
+    return channel(run, SOURCE, destination, port, PRIORITY, MAX_PACKET, rate=RATE, burst=BURST)
 
 
 def rest_setups(run: RunningNetwork, destination: str, reps: int) -> tuple[list[float], float]:

@@ -38,6 +38,7 @@ from topo.experiment import (
     FlowRun,
     Traffic,
     VideoRun,
+    channel,
     evenly,
     flood_received,
     flow,
@@ -76,18 +77,7 @@ EXPERIMENT = Experiment(
 def body(
     run: RunningNetwork, source: str, port: int, priority: int, rate: int, burst: int, packet: int
 ) -> dict[str, Any]:
-    return {
-        "src": run.plan.hosts[source].address,
-        "dst": run.plan.hosts["sink"].address,
-        "protocol": "udp",
-        "src_port": port,
-        "dst_port": port,
-        "priority": priority,
-        "rate": rate,
-        "burst": burst,
-        "max_packet": packet,
-        "excess": "drop",
-    }
+    return channel(run, source, "sink", port, priority, packet, rate=rate, burst=burst, excess="drop")
 
 
 def refused(run: RunningNetwork, request: dict[str, Any]) -> str:

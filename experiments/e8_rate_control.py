@@ -32,7 +32,17 @@ from typing import Any
 from experiments.harness import Experiment, most_over_envelope, pyplot
 from terrapin.admission.model import ChannelEnvelope, Policer
 from topo import christie
-from topo.experiment import FlowRun, Traffic, evenly, flow, percentile, read_flow_logs, release, reserve
+from topo.experiment import (
+    FlowRun,
+    Traffic,
+    channel,
+    evenly,
+    flow,
+    percentile,
+    read_flow_logs,
+    release,
+    reserve,
+)
 from topo.network import RunningNetwork
 
 PACKET = 1000
@@ -70,20 +80,10 @@ def envelope(name: str) -> ChannelEnvelope:
 
 def body(run: RunningNetwork, source: str, port: int, name: str) -> dict[str, Any]:
     xmin, xave, interval = ENVELOPES[name]
-    return {
-        "src": run.plan.hosts[source].address,
-        "dst": run.plan.hosts["b1"].address,
-        "protocol": "udp",
-        "src_port": port,
-        "dst_port": port,
-        "priority": PRIORITY,
-        "policer": "moving_window",
-        "xmin_us": xmin,
-        "xave_us": xave,
-        "interval_us": interval,
-        "max_packet": PACKET,
-        "excess": "drop",
-    }
+    window = {"xmin_us": xmin, "xave_us": xave, "interval_us": interval}
+    return channel(
+        run, source, "b1", port, PRIORITY, PACKET, policer="moving_window", excess="drop", **window
+    )
 
 
 @dataclass

@@ -28,7 +28,7 @@ from statistics import median
 
 from experiments.harness import Experiment, pyplot
 from topo import christie
-from topo.experiment import Traffic, evenly, flood_received, flow, read_flow_logs, release, reserve
+from topo.experiment import Traffic, channel, evenly, flood_received, flow, read_flow_logs, release, reserve
 from topo.network import RestError, RunningNetwork
 
 SHARE = 0.06  # of the line rate, per real-time channel
@@ -64,18 +64,7 @@ class Step:
 
 
 def channel_body(run: RunningNetwork, index: int, rate: int) -> dict[str, object]:
-    port = CHANNEL_PORT + index
-    return {
-        "src": run.plan.hosts["a1"].address,
-        "dst": run.plan.hosts["b1"].address,
-        "protocol": "udp",
-        "src_port": port,
-        "dst_port": port,
-        "priority": PRIORITY,
-        "rate": rate,
-        "burst": 2 * PACKET,
-        "max_packet": PACKET,
-    }
+    return channel(run, "a1", "b1", CHANNEL_PORT + index, PRIORITY, PACKET, rate=rate, burst=2 * PACKET)
 
 
 def one_step(run: RunningNetwork, channels: int, rate: int, line_bps: int, seconds: float) -> Step:

@@ -39,7 +39,7 @@ from pathlib import Path
 import yaml
 
 from topo import christie
-from topo.experiment import VIDEO_PORT, VideoRun, queue_reading, video_under_flood
+from topo.experiment import VIDEO_PORT, VideoRun, channel, queue_reading, video_under_flood
 from topo.network import (
     PID_DIR,
     RUN_DIR,
@@ -170,27 +170,15 @@ def one_run(
     flooders: tuple[str, ...] = ("a2", "a3"),
 ) -> RunResult:
     plan = run.plan
-    a1, b1 = plan.hosts["a1"], plan.hosts["b1"]
+    b1 = plan.hosts["b1"]
     bound_ms = math.nan
     reservation_id = None
     sum_bursts = 0
     if reserve:
-        granted = rest(
-            run,
-            "POST",
-            "/reservations",
-            {
-                "src": a1.address,
-                "dst": b1.address,
-                "protocol": "udp",
-                "src_port": VIDEO_PORT,
-                "dst_port": VIDEO_PORT,
-                "priority": PRIORITY,
-                "rate": RATE_BYTES_PER_S,
-                "burst": BURST_BYTES,
-                "max_packet": plan.mtu,
-            },
+        body = channel(
+            run, "a1", "b1", VIDEO_PORT, PRIORITY, plan.mtu, rate=RATE_BYTES_PER_S, burst=BURST_BYTES
         )
+        granted = rest(run, "POST", "/reservations", body)
         reservation_id = granted["id"]
         bound_ms = granted["allocation"]["worst_case_delay_us"] / 1000
         sum_bursts = queue_reading(run, "terrapin", b1.port, PRIORITY).burst_packets

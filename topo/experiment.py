@@ -432,6 +432,23 @@ def video_under_flood(
 # ---- the controller ---------------------------------------------------------------------------------
 
 
+def channel(
+    run: RunningNetwork, source: str, sink: str, port: int, priority: int, max_packet: int, **envelope: Any
+) -> dict[str, Any]:
+    """The POST /reservations body of a UDP channel from `source` to `sink` (host names), from
+    and to `port`; `envelope` adds the rest (rate, burst, policer, excess, ...)."""
+    return {
+        "src": run.plan.hosts[source].address,
+        "dst": run.plan.hosts[sink].address,
+        "protocol": "udp",
+        "src_port": port,
+        "dst_port": port,
+        "priority": priority,
+        "max_packet": max_packet,
+        **envelope,
+    }
+
+
 def reserve(run: RunningNetwork, body: dict[str, Any]) -> dict[str, Any]:
     """POST /reservations; the reservation (RestError with the denial otherwise)."""
     granted: dict[str, Any] = rest(run, "POST", "/reservations", body)
