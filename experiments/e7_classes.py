@@ -58,6 +58,10 @@ URGENT_PORT, VOICE_PORT, VIDEO_PORT = 5060, 5061, 5062
 VOICE_RATE = 8_000  # 64 kbit/s
 VIDEO = VideoShape(fps=30, smallest=4_000, peak=9_000, max_packet=1_500)  # 2.2 Mbit/s at its peak
 VIDEO_RESERVED = (300_000, 12_000)  # B/s, B
+# The urgent source sends at half its rate: policed at its peak with a one-packet burst, it must
+# not reach the meter two packets closer than one packet's time at the rate, and half the rate
+# leaves that much slack for the host's scheduling (at 90% one packet in 1,350 was dropped).
+URGENT_LOAD = 0.5
 FLOOD_SHARE = 0.35  # of the line rate, from each of the four sources
 
 EXPERIMENT = Experiment(
@@ -110,9 +114,12 @@ def main(argv: list[str] | None = None) -> int:
     }
     problems: list[str] = []
     with experiment.network(chain.plan(rate_mbps=line_mbps), admission=admission) as run:
+        # Highest priority first: a channel's bound counts the bursts of the levels above it that
+        # are admitted when it is, and one without a delay requirement is not protected against
+        # later ones (docs/controller.md), so voice is admitted after the video above it.
         urgent = reserve(run, body(run, "src1", URGENT_PORT, 6, urgent_rate, SMALL, SMALL))
-        voice = reserve(run, body(run, "src3", VOICE_PORT, 4, int(VOICE_RATE * 1.25), 2 * SMALL, SMALL))
         video = reserve(run, body(run, "src2", VIDEO_PORT, 5, *VIDEO_RESERVED, VIDEO.max_packet))
+        voice = reserve(run, body(run, "src3", VOICE_PORT, 4, int(VOICE_RATE * 1.25), 2 * SMALL, SMALL))
         bounds = {
             name: g["allocation"]["worst_case_delay_us"] / 1000
             for name, g in (("urgent", urgent), ("voice", voice), ("video", video))
@@ -138,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
                 urgent_log = traffic.flows(
                     "src1",
                     "sink",
-                    [flow(URGENT_PORT, SMALL, evenly(0.9 * urgent_rate, SMALL, seconds))],
+                    [flow(URGENT_PORT, SMALL, evenly(URGENT_LOAD * urgent_rate, SMALL, seconds))],
                     name="urgent",
                 )
                 voice_log = traffic.flows(
@@ -168,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
                 release(run, g)
     be_Bps = sum(report.received_Bps(1500) for report in be)
     video_Bps = video_run.packets_received * VIDEO.max_packet / seconds  # at most: packets of the MTU
-    used = 0.9 * urgent_rate + VOICE_RATE + video_Bps
+    used = URGENT_LOAD * urgent_rate + VOICE_RATE + video_Bps
     left = line_Bps - used
     for name, r in (("urgent", urgent_run), ("voice", voice_run)):
         check_flow(experiment, problems, name, r, bounds[name])

@@ -159,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     threading.Thread(target=progress.tick, args=(stop,), daemon=True).start()
     verdicts = []
+    started_at = time.time()
     for index, entry in enumerate(entries):
         progress.index, progress.entry_started = index, time.monotonic()
         verdict, _log = run_one(entry, progress, extra)
@@ -166,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         print(verdict, flush=True)
         verdicts.append(verdict)
     stop.set()
-    report = write_report([e.tag for e in entries], args)
+    report = write_report([e.tag for e in entries], args, started_at)
     print(f"report: {report.relative_to(REPO)}")
     passed = sum(1 for v in verdicts if ": pass" in v)
     print(f"{passed} passed, {len(verdicts) - passed} failed")
@@ -176,15 +177,20 @@ def main(argv: list[str] | None = None) -> int:
 # ---- the report ----------------------------------------------------------------------------------
 
 
-def write_report(tags: list[str], args: argparse.Namespace) -> Path:
-    """build/results/report.html: one section per experiment that left its E<n>.json."""
+def write_report(tags: list[str], args: argparse.Namespace, started_at: float) -> Path:
+    """build/results/report.html: one section per experiment, E1-E10. Those this run (`tags`)
+    did not run keep the result of their last run, if any, marked with its time (so that
+    `ONLY=E2` after a full run updates E2 in the full report)."""
     sections = []
-    for tag in tags:
+    for entry in EXPERIMENTS:
+        tag = entry.tag
         path = RESULTS / f"{tag}.json"
         if not path.exists():
-            sections.append(f"<h2>{tag}</h2><p class=fail>no result: see build/results/{tag}.log</p>")
+            if tag in tags:
+                sections.append(f"<h2>{tag}</h2><p class=fail>no result: see build/results/{tag}.log</p>")
             continue
-        sections.append(section(json.loads(path.read_text())))
+        earlier = tag not in tags or path.stat().st_mtime < started_at
+        sections.append(section(json.loads(path.read_text()), earlier))
     title = "Terrapin: the seeds' experiments"
     command = "make experiments" + "".join(
         f" {k}={v}"
@@ -206,7 +212,7 @@ docs/experiments.md says how each was scaled to a 2-core machine.</p>
     return report
 
 
-def section(record: dict[str, object]) -> str:
+def section(record: dict[str, object], earlier: bool = False) -> str:
     def esc(value: object) -> str:
         return html.escape(str(value))
 
@@ -224,7 +230,8 @@ def section(record: dict[str, object]) -> str:
     plots = record.get("plots") or []
     assert isinstance(seed_numbers, list) and isinstance(scale, list) and isinstance(plots, list)
     css = "pass" if verdict == "pass" else "fail"
-    return f"""<h2>{esc(record["experiment"])} {esc(record["name"])}: {esc(record["title"])}</h2>
+    when = f" (from an earlier run, {esc(record.get('finished'))})" if earlier else ""
+    return f"""<h2>{esc(record["experiment"])} {esc(record["name"])}: {esc(record["title"])}{when}</h2>
 <p>Seed: {esc(record["seed_ref"])}. Verdict: <span class="{css}">{esc(verdict)}</span>
 {esc("; ".join(str(p) for p in problems))}</p>
 <p>The seed reports:</p><ul>{"".join(f"<li>{esc(n)}</li>" for n in seed_numbers)}</ul>
