@@ -35,6 +35,7 @@ from typing import Any
 from experiments.harness import Experiment, pyplot
 from topo import chain
 from topo.experiment import (
+    WIRE_EXTRA,
     FlowRun,
     Traffic,
     VideoRun,
@@ -42,6 +43,7 @@ from topo.experiment import (
     evenly,
     flood_received,
     flow,
+    on_wire,
     percentile,
     read_flow_logs,
     read_video_logs,
@@ -173,10 +175,15 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             for g in (urgent, voice, video):
                 release(run, g)
-    be_Bps = sum(report.received_Bps(1500) for report in be)
+    # the floods' seconds while the channels sent (they start a second after them)
+    be_Bps = sum(report.received_Bps_within(2.0, 1.0 + seconds, 1500) for report in be)
     video_Bps = video_run.packets_received * VIDEO.max_packet / seconds  # at most: packets of the MTU
-    used = URGENT_LOAD * urgent_rate + VOICE_RATE + video_Bps
-    left = line_Bps - used
+    used = (
+        on_wire(URGENT_LOAD * urgent_rate, SMALL)
+        + on_wire(VOICE_RATE, SMALL)
+        + on_wire(video_Bps, VIDEO.max_packet)
+    )
+    left = (line_Bps - used) * 1500 / (1500 + WIRE_EXTRA)  # in the floods' IPv4 bytes
     for name, r in (("urgent", urgent_run), ("voice", voice_run)):
         check_flow(experiment, problems, name, r, bounds[name])
     check_video(experiment, problems, video_run, bounds["video"])

@@ -227,6 +227,16 @@ def flow(
     }
 
 
+# What a packet costs a port beyond its IPv4 bytes: the Ethernet header, and the FCS, preamble
+# and inter-frame gap the switch's port serializes too (docs/switch.md).
+WIRE_EXTRA = 14 + 24
+
+
+def on_wire(ip_bytes_per_s: float, packet_bytes: int) -> float:
+    """The line's bytes per second that IPv4 traffic of `packet_bytes` packets takes."""
+    return ip_bytes_per_s * (packet_bytes + WIRE_EXTRA) / packet_bytes
+
+
 def evenly(rate: float, packet_bytes: int, seconds: float, start_s: float = 0.0) -> list[float]:
     """Send times of packets of `packet_bytes` at `rate` bytes/s for `seconds`."""
     gap = packet_bytes / rate
@@ -379,17 +389,34 @@ class FloodReport:
     packets: int  # datagrams the client sent
     lost: int
     seconds: float  # from the first datagram's arrival to the test's end
+    # per second of the test: (start s, end s, UDP payload bytes received)
+    intervals: tuple[tuple[float, float, int], ...] = ()
 
     def received_Bps(self, packet_bytes: int) -> float:
         """IPv4 bytes per second that arrived (packet_bytes: the flood's IPv4 packet size)."""
         return (self.packets - self.lost) * packet_bytes / self.seconds if self.seconds > 0 else 0.0
 
+    def received_Bps_within(self, start_s: float, end_s: float, packet_bytes: int) -> float:
+        """IPv4 bytes per second that arrived in the test's whole seconds that lie within
+        [start_s, end_s] of it (the part of a run other traffic shared); NaN if none does."""
+        inside = [(a, b, n) for a, b, n in self.intervals if a >= start_s - 0.01 and b <= end_s + 0.01]
+        seconds = sum(b - a for a, b, _ in inside)
+        payload = sum(n for _, _, n in inside)
+        return payload * packet_bytes / (packet_bytes - 28) / seconds if seconds > 0 else math.nan
+
 
 def flood_received(log: Path) -> FloodReport:
     """What a finished flood delivered, from its iperf3 server's report."""
     try:
-        total = json.loads(log.read_text())["end"]["sum"]
-        return FloodReport(int(total["packets"]), int(total["lost_packets"]), float(total["seconds"]))
+        report = json.loads(log.read_text())
+        total = report["end"]["sum"]
+        intervals = tuple(
+            (float(i["sum"]["start"]), float(i["sum"]["end"]), int(i["sum"]["bytes"]))
+            for i in report["intervals"]
+        )
+        return FloodReport(
+            int(total["packets"]), int(total["lost_packets"]), float(total["seconds"]), intervals
+        )
     except (OSError, ValueError, KeyError) as error:
         raise RuntimeError(f"the flood's report {log} is unreadable: {error}") from None
 
