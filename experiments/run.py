@@ -35,17 +35,17 @@ class Entry:
     bmv2: bool = True  # runs on BMv2 as well (docs/experiments.md says why not)
 
 
-EXPERIMENTS = (
-    Entry("E1", "e1_demo", {False: 110, True: 45}),
-    Entry("E2", "e2_priority_throughput", {False: 150, True: 60}),
-    Entry("E3", "e3_allocated_rate", {False: 130, True: 55}),
-    Entry("E4", "e4_queue_depth", {False: 90, True: 45}),
-    Entry("E5", "e5_sequoia", {False: 100, True: 55}),
-    Entry("E6", "e6_setup_latency", {False: 50, True: 30}),
-    Entry("E7", "e7_classes", {False: 80, True: 45}),
-    Entry("E8", "e8_rate_control", {False: 70, True: 40}),
-    Entry("E9", "e9_best_effort", {False: 110, True: 55}),
-    Entry("E10", "e10_policers", {False: 75, True: 40}),
+EXPERIMENTS = (  # the estimates: one run of each on the 2-core VM
+    Entry("E1", "e1_demo", {False: 70, True: 40}),
+    Entry("E2", "e2_priority_throughput", {False: 105, True: 45}),
+    Entry("E3", "e3_allocated_rate", {False: 100, True: 45}),
+    Entry("E4", "e4_queue_depth", {False: 75, True: 35}),
+    Entry("E5", "e5_sequoia", {False: 90, True: 50}),
+    Entry("E6", "e6_setup_latency", {False: 35, True: 20}),
+    Entry("E7", "e7_classes", {False: 50, True: 35}),
+    Entry("E8", "e8_rate_control", {False: 45, True: 30}),
+    Entry("E9", "e9_best_effort", {False: 60, True: 40}),
+    Entry("E10", "e10_policers", {False: 45, True: 30}),
 )
 TIMEOUT_FACTOR = 4  # an experiment taking this many times its estimate (+ 2 min) is stopped
 
