@@ -13,7 +13,8 @@ with excess dropped:
 1. rate control: a1 sends 1,000-byte packets to b1 every 0.25 ms (4x and more what each
    envelope allows) through three envelopes; the packets that arrive must keep A*(t) of the
    envelope (at most n = I/Xave in any I, no closer than Xmin), measured at the receiver;
-2. load: one channel (a1, Xmin 1 ms, Xave 2 ms, I 200 ms, sent every 2.2 ms) alone and with
+2. load: one channel (a1, Xmin 1 ms, Xave 2 ms, I 200 ms, sent every 2.2 ms and, as RMTP's
+   rate control did, never two packets closer than Xmin) alone and with
    a2 and a3 flooding b1 at the line rate: no loss, every packet within the controller's bound;
 3. coexistence: channel 1 and a second (a2, Xmin 2, Xave 5, I 200, sent every 5.5 ms) alone and
    together: no loss, and each channel's 99th-percentile delay together within 1 ms of alone.
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -112,22 +114,29 @@ class Measured:
 def send(
     run: RunningNetwork,
     work: Path,
-    channels: list[tuple[str, int, float]],
+    channels: Sequence[tuple[str, int, float, str | None]],
     seconds: float,
     flood: bool = False,
 ) -> dict[int, FlowRun]:
-    """Each (source, port, gap) sends PACKET-byte packets every gap for `seconds`."""
+    """Each (source, port, gap, envelope) sends PACKET-byte packets every gap for `seconds`;
+    with an envelope, never two closer than its Xmin (RMTP's rate control at the source: a
+    sender late by a few ms would otherwise send its overdue packets back to back, and the
+    policer drops what comes closer than Xmin). Without one, unshaped."""
     with Traffic(run, work) as traffic:
-        received = traffic.receiver("b1", [port for _, port, _ in channels])
+        received = traffic.receiver("b1", [port for _, port, _, _ in channels])
         if flood:
             for name in ("a2", "a3"):
                 rate = run.plan.hosts[name].rate_bps
                 traffic.flood(name, "b1", rate_bps=rate, packet_bytes=run.plan.mtu - 72, seconds=seconds + 2)
         time.sleep(1)
         logs = []
-        for source, port, gap in channels:
+        for source, port, gap, envelope in channels:
             times = evenly(PACKET / gap, PACKET, seconds)
-            logs.append(traffic.flows(source, "b1", [flow(port, PACKET, times)], name=f"flow-{port}"))
+            # a bucket of one packet that refills in Xmin (IPv4 bytes, as the sender counts them)
+            shape = (round(PACKET * 1e6 / ENVELOPES[envelope][0]), PACKET) if envelope else None
+            logs.append(
+                traffic.flows(source, "b1", [flow(port, PACKET, times, shape=shape)], name=f"flow-{port}")
+            )
         traffic.wait(seconds + 30)
     runs: dict[int, FlowRun] = {}
     for log in logs:
@@ -153,7 +162,9 @@ def main(argv: list[str] | None = None) -> int:
             experiment.phase(f"rate control: greedy source through {name}")
             granted = reserve(run, body(run, "a1", 5050, name))
             try:
-                runs = send(run, experiment.work / f"greedy-{name}", [("a1", 5050, GREEDY_GAP_S)], seconds)
+                runs = send(
+                    run, experiment.work / f"greedy-{name}", [("a1", 5050, GREEDY_GAP_S, None)], seconds
+                )
             finally:
                 release(run, granted)
             greedy[name] = Measured(name, runs[5050])
@@ -164,12 +175,12 @@ def main(argv: list[str] | None = None) -> int:
             for label, flood in (("unloaded", False), ("loaded", True)):
                 experiment.phase(f"channel 1, router {label}")
                 runs = send(
-                    run, experiment.work / f"load-{label}", [(one[0], one[1], one[3])], seconds, flood
+                    run, experiment.work / f"load-{label}", [(one[0], one[1], one[3], one[2])], seconds, flood
                 )
                 load[label] = Measured(label, runs[one[1]])
             for label, members in (("1 alone", [1]), ("2 alone", [2]), ("together", [1, 2])):
                 experiment.phase(f"channels: {label}")
-                spec = [(CHANNELS[c][0], CHANNELS[c][1], CHANNELS[c][3]) for c in members]
+                spec = [(CHANNELS[c][0], CHANNELS[c][1], CHANNELS[c][3], CHANNELS[c][2]) for c in members]
                 runs = send(run, experiment.work / f"coexist-{label.replace(' ', '-')}", spec, seconds)
                 for c in members:
                     together[f"{c} {label}" if label == "together" else label] = Measured(
