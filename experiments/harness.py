@@ -34,6 +34,14 @@ from topo.plan import NetworkPlan
 from topo.supervise import write_pid
 
 RESULTS = REPO / "build" / "results"
+
+
+def results_dir(short: bool) -> Path:
+    """Where a run's results go: build/results, or build/results/short for the shortened runs
+    (make test's), so that these never overwrite a full run's figures and report."""
+    return RESULTS / "short" if short else RESULTS
+
+
 PHASE = "phase: "  # the progress lines make experiments reads
 REST_PORT_BASE = 18080
 SWITCHES = ("terrapin", "bmv2")
@@ -66,7 +74,7 @@ class Experiment:
     @property
     def work(self) -> Path:
         """Logs and state of this experiment's runs."""
-        path = RESULTS / self.tag
+        path = results_dir(self.short) / self.tag
         path.mkdir(parents=True, exist_ok=True)
         return path
 
@@ -163,7 +171,7 @@ class Experiment:
         return value
 
     def plot_path(self, what: str) -> Path:
-        path = RESULTS / f"{self.tag}-{what}.png"
+        path = results_dir(self.short) / f"{self.tag}-{what}.png"
         path.parent.mkdir(parents=True, exist_ok=True)
         self.plots.append(path.name)
         print(f"plot: {path.relative_to(REPO)}", flush=True)
@@ -195,7 +203,7 @@ class Experiment:
             "problems": problems,
             "data": data or {},
         }
-        (RESULTS / f"{self.tag}.json").write_text(json.dumps(record, indent=1, default=str))
+        (results_dir(self.short) / f"{self.tag}.json").write_text(json.dumps(record, indent=1, default=str))
         line = f"{self.tag} {self.name}: {verdict}"
         print(line if not problems else f"{line} {'; '.join(problems)}", flush=True)
         return 0 if not problems else 1

@@ -6,8 +6,9 @@ from what each wrote to build/results/E<n>.json.
 
 Each experiment is its own process (experiments/e<n>_*.py, started as a module from the
 repository root), so one that crashes or hangs is reported as FAIL and the rest still run. Its
-whole output goes to build/results/E<n>.log. The last line printed is `N passed, M failed`
-(make test counts it).
+whole output goes to build/results/E<n>.log. With SHORT=1 all of it goes to build/results/short/
+instead, so make test never overwrites a full run's figures. The last line printed is `N passed,
+M failed` (make test counts it).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.harness import PHASE, RESULTS, SWITCHES
+from experiments.harness import PHASE, SWITCHES, results_dir
 from topo.p4switch import REPO
 
 
@@ -107,10 +108,10 @@ def clock(seconds: float) -> str:
     return f"{minutes}:{secs:02d}"
 
 
-def run_one(entry: Entry, progress: Progress, extra: list[str]) -> tuple[str, str]:
+def run_one(entry: Entry, progress: Progress, extra: list[str], results: Path) -> tuple[str, str]:
     """(verdict line, log path) of one experiment."""
-    log = RESULTS / f"{entry.tag}.log"
-    stale = RESULTS / f"{entry.tag}.json"
+    log = results / f"{entry.tag}.log"
+    stale = results / f"{entry.tag}.json"
     stale.unlink(missing_ok=True)  # a crash must not leave the last run's verdict standing
     command = [sys.executable, "-u", "-m", f"experiments.{entry.module}", *extra]
     progress.show(f"starting {entry.module}")
@@ -153,7 +154,8 @@ def main(argv: list[str] | None = None) -> int:
         if skipped:
             print(f"not on BMv2 (docs/experiments.md says why): {', '.join(skipped)}", flush=True)
         entries = [e for e in entries if e.bmv2]
-    RESULTS.mkdir(parents=True, exist_ok=True)
+    results = results_dir(args.short)
+    results.mkdir(parents=True, exist_ok=True)
     extra = [f"--switch={args.switch}", *(["--short"] if args.short else [])]
     progress = Progress(entries, args.short)
     stop = threading.Event()
@@ -162,12 +164,12 @@ def main(argv: list[str] | None = None) -> int:
     started_at = time.time()
     for index, entry in enumerate(entries):
         progress.index, progress.entry_started = index, time.monotonic()
-        verdict, _log = run_one(entry, progress, extra)
+        verdict, _log = run_one(entry, progress, extra, results)
         progress.done()
         print(verdict, flush=True)
         verdicts.append(verdict)
     stop.set()
-    report = write_report([e.tag for e in entries], args, started_at)
+    report = write_report([e.tag for e in entries], args, started_at, results)
     print(f"report: {report.relative_to(REPO)}")
     passed = sum(1 for v in verdicts if ": pass" in v)
     print(f"{passed} passed, {len(verdicts) - passed} failed")
@@ -177,17 +179,18 @@ def main(argv: list[str] | None = None) -> int:
 # ---- the report ----------------------------------------------------------------------------------
 
 
-def write_report(tags: list[str], args: argparse.Namespace, started_at: float) -> Path:
+def write_report(tags: list[str], args: argparse.Namespace, started_at: float, results: Path) -> Path:
     """build/results/report.html: one section per experiment, E1-E10. Those this run (`tags`)
     did not run keep the result of their last run, if any, marked with its time (so that
     `ONLY=E2` after a full run updates E2 in the full report)."""
     sections = []
     for entry in EXPERIMENTS:
         tag = entry.tag
-        path = RESULTS / f"{tag}.json"
+        path = results / f"{tag}.json"
         if not path.exists():
             if tag in tags:
-                sections.append(f"<h2>{tag}</h2><p class=fail>no result: see build/results/{tag}.log</p>")
+                log = (results / f"{tag}.log").relative_to(REPO)
+                sections.append(f"<h2>{tag}</h2><p class=fail>no result: see {log}</p>")
             continue
         earlier = tag not in tags or path.stat().st_mtime < started_at
         sections.append(section(json.loads(path.read_text()), earlier))
@@ -207,7 +210,7 @@ img {{ max-width: 100%; border: 1px solid #ddd; }} code {{ background: #f4f4f4; 
 <p>{html.escape(command)} — {time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}.
 docs/experiments.md says how each was scaled to a 2-core machine.</p>
 {"".join(sections)}</body></html>"""
-    report = RESULTS / "report.html"
+    report = results / "report.html"
     report.write_text(page)
     return report
 
