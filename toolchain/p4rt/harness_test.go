@@ -146,7 +146,13 @@ func newHarness(tb testing.TB) *harness { return newHarnessFor(tb, mainProgram) 
 // newHarnessFor is a harness whose config is the program at path.
 func newHarnessFor(tb testing.TB, path string) *harness {
 	tb.Helper()
-	prog := testProgramFile(tb, path)
+	return newHarnessWith(tb, testProgramFile(tb, path))
+}
+
+// newHarnessWith is a harness whose config is prog (a program compiled
+// elsewhere, e.g. a corpus pair written by p4c).
+func newHarnessWith(tb testing.TB, prog program) *harness {
+	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	tb.Cleanup(cancel)
 	bugs := &bugLog{}
