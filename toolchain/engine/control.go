@@ -105,6 +105,24 @@ func (pl *Pipeline) ValueSets() []pipeline.ValueSetInfo { return pl.valueSetInfo
 // DigestLists returns the digests (learn lists) the program may send.
 func (pl *Pipeline) DigestLists() []pipeline.DigestInfo { return pl.digestInfos() }
 
+// Schema returns everything above in one value, with each table's declared
+// ("const") entries as the JSON gives them: what a control plane checks its
+// own description of the program against.
+func (pl *Pipeline) Schema() pipeline.Schema {
+	s := pipeline.Schema{
+		Tables: pl.tableInfos(), Actions: pl.actionInfos(), Counters: pl.counterInfos(),
+		Meters: pl.meterInfos(), Registers: pl.registerInfos(), ValueSets: pl.valueSetInfos(),
+		Digests: pl.digestInfos(), ActionProfiles: pl.ActionProfiles(),
+		ConstEntries: map[string][]pipeline.TableEntry{},
+	}
+	for _, t := range pl.tables {
+		if len(t.declared) > 0 {
+			s.ConstEntries[t.info.Name] = append([]pipeline.TableEntry(nil), t.declared...)
+		}
+	}
+	return s
+}
+
 // ObjectKind selects the namespace of Lookup.
 type ObjectKind uint8
 

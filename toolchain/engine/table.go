@@ -164,6 +164,11 @@ type table struct {
 	directCounter *counterArray
 	directMeter   *meterArray
 	profile       *actionProfile // indirect tables
+
+	// declared are the JSON "entries" with their values as the JSON writes
+	// them (before normalize masks them for matching): what a control
+	// plane reads back as the program's entries (Pipeline.Schema).
+	declared []pipeline.TableEntry
 }
 
 func matchKindOf(s string) (pipeline.MatchKind, error) {
@@ -488,13 +493,15 @@ func (t *table) constEntries(jt *jTable) error {
 		}
 		e.Action = pipeline.ActionCall{ActionID: a.id, Params: exportActionData(a.params, ad)}
 		// BMv2 JSON priorities: smaller is stronger. Ours: larger wins.
-		e.Priority = int32(1<<24 - je.Priority)
-		if je.Priority < 0 || je.Priority >= 1<<24 {
-			e.Priority = int32(1<<24 - n)
+		e.Priority = int32(pipeline.ConstPriorityBase - je.Priority)
+		if je.Priority < 0 || je.Priority >= pipeline.ConstPriorityBase {
+			e.Priority = int32(pipeline.ConstPriorityBase - n)
 		}
 		if err := t.insert(st, e, true); err != nil {
 			return fmt.Errorf("table %s entry %d: %v", t.info.Name, n, err)
 		}
+		e.Const = true
+		t.declared = append(t.declared, e)
 	}
 	if len(jt.Entries) > 0 {
 		t.info.Immutable = true

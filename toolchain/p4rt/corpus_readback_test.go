@@ -70,19 +70,7 @@ func TestCorpusReadBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got := b.String(); got != string(want) {
-		gl, wl := strings.Split(got, "\n"), strings.Split(string(want), "\n")
-		for i := 0; i < len(gl) || i < len(wl); i++ {
-			var g, w string
-			if i < len(gl) {
-				g = gl[i]
-			}
-			if i < len(wl) {
-				w = wl[i]
-			}
-			if g != w {
-				t.Fatalf("read-back differs from %s at line %d:\n got: %s\nwant: %s", readbackGolden, i+1, g, w)
-			}
-		}
+		t.Errorf("read-back differs from %s; got:\n%s", readbackGolden, got)
 	}
 }
 

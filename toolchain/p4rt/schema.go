@@ -1,14 +1,13 @@
 package p4rt
 
 import (
-	"encoding/json"
 	"fmt"
-	"math/big"
 	"sort"
-	"strings"
 
 	p4configv1 "github.com/p4lang/p4runtime/go/p4/config/v1"
 	"google.golang.org/grpc/codes"
+
+	"github.com/terrapin/terrapin/toolchain/pipeline"
 )
 
 // schema indexes one P4Info by id and ties each object to the BMv2 JSON
@@ -155,74 +154,14 @@ type controllerHeader struct {
 	bits   int
 }
 
-// constEntry is an entry from the program's "entries" table property, as
-// the BMv2 JSON lists it; it is read back to clients like any entry.
+// constEntry is an entry from the program's "entries" table property, in
+// the server's canonical form (addConstEntries); it is read back to clients
+// like any entry.
 type constEntry struct {
 	match    []fieldValue
 	priority int32
 	actionID uint32
 	params   [][]byte
-}
-
-// bmv2JSON is the part of a BMv2 JSON file the server needs.
-type bmv2JSON struct {
-	Actions []struct {
-		Name        string `json:"name"`
-		ID          int    `json:"id"`
-		RuntimeData []struct {
-			Name     string `json:"name"`
-			Bitwidth int    `json:"bitwidth"`
-		} `json:"runtime_data"`
-	} `json:"actions"`
-	Pipelines []struct {
-		Tables         []jsonTable `json:"tables"`
-		ActionProfiles []struct {
-			Name string `json:"name"`
-		} `json:"action_profiles"`
-	} `json:"pipelines"`
-	CounterArrays  []namedArray `json:"counter_arrays"`
-	MeterArrays    []namedArray `json:"meter_arrays"`
-	RegisterArrays []namedArray `json:"register_arrays"`
-	LearnLists     []namedArray `json:"learn_lists"`
-	ParseVsets     []struct {
-		Name               string `json:"name"`
-		CompressedBitwidth int    `json:"compressed_bitwidth"`
-	} `json:"parse_vsets"`
-}
-
-// jsonTable is a BMv2 JSON table, as far as the server reads it.
-type jsonTable struct {
-	Name      string   `json:"name"`
-	Actions   []string `json:"actions"`
-	ActionIDs []int    `json:"action_ids"`
-	Key       []struct {
-		MatchType string `json:"match_type"`
-	} `json:"key"`
-	Entries []struct {
-		MatchKey    []jsonMatch `json:"match_key"`
-		ActionEntry struct {
-			ActionID   int      `json:"action_id"`
-			ActionData []string `json:"action_data"`
-		} `json:"action_entry"`
-		Priority int `json:"priority"`
-	} `json:"entries"`
-}
-
-type jsonMatch struct {
-	MatchType    string `json:"match_type"`
-	Key          string `json:"key"`
-	Mask         string `json:"mask"`
-	Start        string `json:"start"`
-	End          string `json:"end"`
-	PrefixLength int    `json:"prefix_length"`
-}
-
-type namedArray struct {
-	Name     string `json:"name"`
-	IsDirect bool   `json:"is_direct"`
-	Binding  string `json:"binding"`
-	Size     int64  `json:"size"`
-	Bitwidth int    `json:"bitwidth"`
 }
 
 func invalid(format string, args ...any) error {
@@ -240,16 +179,12 @@ func jsonName(p4infoName string, names map[string]bool) (string, bool) {
 	return "", false
 }
 
-// newSchema checks that info describes the program in deviceConfig and
-// indexes it. Any mismatch is INVALID_ARGUMENT: the config "cannot be
-// realized" (spec §14).
-func newSchema(info *p4configv1.P4Info, deviceConfig []byte) (*schema, error) {
+// newSchema checks that info describes dev, the program the device loaded
+// from the device config, and indexes it. Any mismatch is
+// INVALID_ARGUMENT: the config "cannot be realized" (spec §14).
+func newSchema(info *p4configv1.P4Info, dev pipeline.Schema) (*schema, error) {
 	if info == nil {
 		return nil, invalid("config has no p4info")
-	}
-	var dev bmv2JSON
-	if err := json.Unmarshal(deviceConfig, &dev); err != nil {
-		return nil, invalid("p4_device_config is not BMv2 JSON: %v", err)
 	}
 	s := &schema{
 		info:           info,
@@ -284,7 +219,7 @@ func newSchema(info *p4configv1.P4Info, deviceConfig []byte) (*schema, error) {
 		jsonActions[a.Name] = true
 		jsonActionByID[a.ID] = a.Name
 		w := map[string]int{}
-		for _, p := range a.RuntimeData {
+		for _, p := range a.Params {
 			w[p.Name] = p.Bitwidth
 		}
 		jsonActionWidths[a.Name] = w
@@ -318,28 +253,22 @@ func newSchema(info *p4configv1.P4Info, deviceConfig []byte) (*schema, error) {
 		s.actions[ai.id] = ai
 	}
 
-	type tablePos = struct {
-		idx int
-		pi  int
-	}
 	jsonTables := map[string]bool{}
-	jsonTableAt := map[string]tablePos{}
-	for pi, p := range dev.Pipelines {
-		for i, t := range p.Tables {
-			jsonTables[t.Name] = true
-			jsonTableAt[t.Name] = tablePos{idx: i, pi: pi}
-		}
+	jsonTableOf := map[string]pipeline.TableInfo{}
+	for _, t := range dev.Tables {
+		jsonTables[t.Name] = true
+		jsonTableOf[t.Name] = t
 	}
 	directCounterOf := map[string]string{} // table name → direct counter name
-	for _, c := range dev.CounterArrays {
-		if c.IsDirect {
-			directCounterOf[c.Binding] = c.Name
+	for _, c := range dev.Counters {
+		if c.Direct {
+			directCounterOf[c.Table] = c.Name
 		}
 	}
 	directMeterOf := map[string]string{}
-	for _, m := range dev.MeterArrays {
-		if m.IsDirect {
-			directMeterOf[m.Binding] = m.Name
+	for _, m := range dev.Meters {
+		if m.Direct {
+			directMeterOf[m.Table] = m.Name
 		}
 	}
 
@@ -383,14 +312,9 @@ func newSchema(info *p4configv1.P4Info, deviceConfig []byte) (*schema, error) {
 			implementationID: t.GetImplementationId(),
 			size:             t.GetSize(),
 		}
-		var jt jsonTable
-		if inJSON {
-			at := jsonTableAt[jn]
-			jt = dev.Pipelines[at.pi].Tables[at.idx]
-		}
-		if inJSON && len(jt.Key) != len(t.GetMatchFields()) {
+		if jt := jsonTableOf[jn]; inJSON && len(jt.Keys) != len(t.GetMatchFields()) {
 			return nil, invalid("table %q has %d match fields in P4Info, %d in the device config",
-				pre.GetName(), len(t.GetMatchFields()), len(jt.Key))
+				pre.GetName(), len(t.GetMatchFields()), len(jt.Keys))
 		}
 		for i, f := range t.GetMatchFields() {
 			kind, ok := matchKindOf(f)
@@ -436,24 +360,11 @@ func newSchema(info *p4configv1.P4Info, deviceConfig []byte) (*schema, error) {
 			}
 			return nil, invalid("table %q has unknown direct resource %#x", pre.GetName(), rid)
 		}
-		// Entries the program declares: read back like any entry. BMv2
-		// numbers them 1..N with 1 the most urgent; P4Runtime wants the
-		// larger number to win, and p4c gives N..1 (spec §9.1.4).
-		maxPrio := 0
-		for _, e := range jt.Entries {
-			if e.Priority > maxPrio {
-				maxPrio = e.Priority
-			}
-		}
-		for _, e := range jt.Entries {
-			ce, err := s.constEntryFrom(ti, jsonActionByID, e.MatchKey, e.ActionEntry.ActionID, e.ActionEntry.ActionData)
-			if err != nil {
+		// Entries the program declares: read back like any entry.
+		if inJSON {
+			if err := s.addConstEntries(ti, jsonActionByID, dev.ConstEntries[jn]); err != nil {
 				return nil, invalid("table %q: initial entry: %v", pre.GetName(), err)
 			}
-			if ti.needsPriority {
-				ce.priority = int32(maxPrio + 1 - e.Priority)
-			}
-			ti.constEntries = append(ti.constEntries, ce)
 		}
 		s.tables[ti.id] = ti
 		s.tableIDs = append(s.tableIDs, ti.id)
@@ -483,29 +394,27 @@ func newSchema(info *p4configv1.P4Info, deviceConfig []byte) (*schema, error) {
 		}
 	}
 
-	arrays := func(kind string, names []namedArray) map[string]namedArray {
-		m := map[string]namedArray{}
-		for _, a := range names {
-			if !a.IsDirect {
-				m[a.Name] = a
-			}
+	jc, jm, jr := map[string]bool{}, map[string]bool{}, map[string]pipeline.RegisterInfo{}
+	for _, c := range dev.Counters {
+		if !c.Direct {
+			jc[c.Name] = true
 		}
-		return m
 	}
-	jc, jm, jr := arrays("counter", dev.CounterArrays), arrays("meter", dev.MeterArrays), arrays("register", dev.RegisterArrays)
-	present := func(m map[string]namedArray) map[string]bool {
-		out := map[string]bool{}
-		for k := range m {
-			out[k] = true
+	for _, m := range dev.Meters {
+		if !m.Direct {
+			jm[m.Name] = true
 		}
-		return out
+	}
+	registerNames := map[string]bool{}
+	for _, r := range dev.Registers {
+		jr[r.Name], registerNames[r.Name] = r, true
 	}
 	for _, c := range info.GetCounters() {
 		pre := c.GetPreamble()
 		if err := claim(pre.GetId(), pre.GetName()); err != nil {
 			return nil, err
 		}
-		jn, ok := jsonName(pre.GetName(), present(jc))
+		jn, ok := jsonName(pre.GetName(), jc)
 		if !ok {
 			return nil, invalid("P4Info counter %q is not in the device config", pre.GetName())
 		}
@@ -517,7 +426,7 @@ func newSchema(info *p4configv1.P4Info, deviceConfig []byte) (*schema, error) {
 		if err := claim(pre.GetId(), pre.GetName()); err != nil {
 			return nil, err
 		}
-		jn, ok := jsonName(pre.GetName(), present(jm))
+		jn, ok := jsonName(pre.GetName(), jm)
 		if !ok {
 			return nil, invalid("P4Info meter %q is not in the device config", pre.GetName())
 		}
@@ -529,7 +438,7 @@ func newSchema(info *p4configv1.P4Info, deviceConfig []byte) (*schema, error) {
 		if err := claim(pre.GetId(), pre.GetName()); err != nil {
 			return nil, err
 		}
-		jn, ok := jsonName(pre.GetName(), present(jr))
+		jn, ok := jsonName(pre.GetName(), registerNames)
 		if !ok {
 			return nil, invalid("P4Info register %q is not in the device config", pre.GetName())
 		}
@@ -604,10 +513,10 @@ func newSchema(info *p4configv1.P4Info, deviceConfig []byte) (*schema, error) {
 	for _, id := range []*[]uint32{&s.tableIDs, &s.counterIDs, &s.meterIDs, &s.registerIDs, &s.digestIDs} {
 		sort.Slice(*id, func(i, j int) bool { return (*id)[i] < (*id)[j] })
 	}
-	if err := s.addProfiles(info, &dev, claim); err != nil {
+	if err := s.addProfiles(info, dev, claim); err != nil {
 		return nil, err
 	}
-	if err := s.addValueSets(info, &dev, claim); err != nil {
+	if err := s.addValueSets(info, dev, claim); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -615,12 +524,10 @@ func newSchema(info *p4configv1.P4Info, deviceConfig []byte) (*schema, error) {
 
 // addProfiles indexes the action profiles and ties each indirect table to
 // its profile (spec §9.2).
-func (s *schema) addProfiles(info *p4configv1.P4Info, dev *bmv2JSON, claim func(uint32, string) error) error {
+func (s *schema) addProfiles(info *p4configv1.P4Info, dev pipeline.Schema, claim func(uint32, string) error) error {
 	jsonProfiles := map[string]bool{}
-	for _, p := range dev.Pipelines {
-		for _, ap := range p.ActionProfiles {
-			jsonProfiles[ap.Name] = true
-		}
+	for _, ap := range dev.ActionProfiles {
+		jsonProfiles[ap.Name] = true
 	}
 	for _, ap := range info.GetActionProfiles() {
 		pre := ap.GetPreamble()
@@ -664,11 +571,11 @@ func (s *schema) addProfiles(info *p4configv1.P4Info, dev *bmv2JSON, claim func(
 }
 
 // addValueSets indexes the parser value sets (spec §9.11).
-func (s *schema) addValueSets(info *p4configv1.P4Info, dev *bmv2JSON, claim func(uint32, string) error) error {
+func (s *schema) addValueSets(info *p4configv1.P4Info, dev pipeline.Schema, claim func(uint32, string) error) error {
 	widths := map[string]int{}
 	names := map[string]bool{}
-	for _, v := range dev.ParseVsets {
-		widths[v.Name] = v.CompressedBitwidth
+	for _, v := range dev.ValueSets {
+		widths[v.Name] = v.Bitwidth
 		names[v.Name] = true
 	}
 	for _, v := range info.GetValueSets() {
@@ -713,58 +620,66 @@ func (s *schema) addValueSets(info *p4configv1.P4Info, dev *bmv2JSON, claim func
 	return nil
 }
 
-// constEntryFrom converts a BMv2 JSON "entries" element.
-func (s *schema) constEntryFrom(ti *tableInfo, jsonActionByID map[int]string, keys []jsonMatch, actionID int, data []string) (constEntry, error) {
-	var ce constEntry
-	if len(keys) != len(ti.fields) {
-		return ce, fmt.Errorf("%d match values for %d fields", len(keys), len(ti.fields))
+// addConstEntries converts the table's declared entries, as the device
+// loaded them, into the form the server reads back. This is the one place
+// their priorities are renumbered: BMv2 JSON numbers them 1..N with 1 the
+// most urgent; P4Runtime wants the larger number to win, and p4c's
+// P4Runtime view gives N..1 (spec §9.1.4), i.e. max+1−p. The device keeps
+// p as pipeline.ConstPriorityBase − stored.
+func (s *schema) addConstEntries(ti *tableInfo, jsonActionByID map[int]string, entries []pipeline.TableEntry) error {
+	maxPrio := int32(0)
+	for _, e := range entries {
+		maxPrio = max(maxPrio, pipeline.ConstPriorityBase-e.Priority)
 	}
-	for i, k := range keys {
-		f := ti.fields[i]
-		fv := fieldValue{present: true}
-		var err error
-		num := func(h string) []byte {
-			if err != nil {
-				return nil
-			}
-			var v []byte
-			v, err = hexValue(h, f.width)
-			return v
+	for _, e := range entries {
+		ce, err := s.constEntryFrom(ti, jsonActionByID, e)
+		if err != nil {
+			return err
 		}
+		if ti.needsPriority {
+			ce.priority = maxPrio + 1 - (pipeline.ConstPriorityBase - e.Priority)
+		}
+		ti.constEntries = append(ti.constEntries, ce)
+	}
+	return nil
+}
+
+// constEntryFrom converts one declared entry: fixed-width values become
+// canonical strings of the P4Info widths, don't-care fields are omitted.
+func (s *schema) constEntryFrom(ti *tableInfo, jsonActionByID map[int]string, e pipeline.TableEntry) (constEntry, error) {
+	var ce constEntry
+	if len(e.Match) != len(ti.fields) {
+		return ce, fmt.Errorf("%d match values for %d fields", len(e.Match), len(ti.fields))
+	}
+	for i, m := range e.Match {
+		f := ti.fields[i]
+		num := func(v []byte) []byte { return andBytes(v, allOnes(f.width), f.width) }
+		fv := fieldValue{present: !m.Wildcard, value: num(m.Value)}
 		switch f.kind {
-		case matchExact:
-			fv.value = num(k.Key)
 		case matchLPM:
-			fv.value = num(k.Key)
-			fv.prefixLen = k.PrefixLength
-			fv.present = k.PrefixLength > 0
+			fv.prefixLen = m.PrefixLen
+			fv.present = m.PrefixLen > 0
 		case matchTernary, matchOptional:
-			fv.value = num(k.Key)
-			fv.mask = num(k.Mask)
-			if k.MatchType == "exact" || k.Mask == "" {
-				fv.mask = allOnes(f.width)
+			// The device keeps no mask for an exact-matched field.
+			fv.mask = allOnes(f.width)
+			if m.Mask != nil {
+				fv.mask = num(m.Mask)
 			}
-			if err == nil {
-				fv.value = andBytes(fv.value, fv.mask, f.width)
-				fv.present = !isZero(fv.mask)
-				if f.kind == matchOptional && fv.present && !equalValue(fv.mask, allOnes(f.width)) {
-					err = fmt.Errorf("optional field %q with a partial mask", f.name)
-				}
+			fv.value = andBytes(fv.value, fv.mask, f.width)
+			fv.present = fv.present && !isZero(fv.mask)
+			if f.kind == matchOptional && fv.present && !equalValue(fv.mask, allOnes(f.width)) {
+				return ce, fmt.Errorf("optional field %q with a partial mask", f.name)
 			}
 		case matchRange:
-			fv.value = num(k.Start)
-			fv.high = num(k.End)
-			fv.present = err == nil && !(isZero(fv.value) && equalValue(fv.high, allOnes(f.width)))
-		}
-		if err != nil {
-			return ce, err
+			fv.high = num(m.High)
+			fv.present = fv.present && !(isZero(fv.value) && equalValue(fv.high, allOnes(f.width)))
 		}
 		if !fv.present {
 			fv = fieldValue{}
 		}
 		ce.match = append(ce.match, fv)
 	}
-	jn := jsonActionByID[actionID]
+	jn := jsonActionByID[e.Action.ActionID]
 	for id, a := range s.actions {
 		if a.name == jn {
 			if _, ok := ti.actionScopes[id]; ok {
@@ -777,39 +692,13 @@ func (s *schema) constEntryFrom(ti *tableInfo, jsonActionByID map[int]string, ke
 		return ce, fmt.Errorf("action %q is not one of the table's actions in P4Info", jn)
 	}
 	a := s.actions[ce.actionID]
-	if len(data) != len(a.params) {
-		return ce, fmt.Errorf("action %q: %d arguments for %d parameters", jn, len(data), len(a.params))
+	if len(e.Action.Params) != len(a.params) {
+		return ce, fmt.Errorf("action %q: %d arguments for %d parameters", jn, len(e.Action.Params), len(a.params))
 	}
-	for i, d := range data {
-		v, err := hexValue(d, a.params[i].width)
-		if err != nil {
-			return ce, err
-		}
-		ce.params = append(ce.params, v)
+	for i, v := range e.Action.Params {
+		ce.params = append(ce.params, andBytes(v, allOnes(a.params[i].width), a.params[i].width))
 	}
 	return ce, nil
-}
-
-// hexValue parses a BMv2 JSON hex string into a canonical string, taking
-// the value modulo 2^width like BMv2 does for negative constants.
-func hexValue(h string, width int) ([]byte, error) {
-	neg := strings.HasPrefix(h, "-")
-	h = strings.TrimPrefix(h, "-")
-	h = strings.TrimPrefix(strings.TrimPrefix(h, "0x"), "0X")
-	v, ok := new(big.Int).SetString(h, 16)
-	if !ok {
-		return nil, fmt.Errorf("bad hex value %q", h)
-	}
-	if neg {
-		v.Neg(v)
-	}
-	mod := new(big.Int).Lsh(big.NewInt(1), uint(width))
-	v.Mod(v, mod)
-	b := v.Bytes()
-	if len(b) == 0 {
-		b = []byte{0}
-	}
-	return b, nil
 }
 
 // matchKindOf maps a P4Info match field's standard match kind onto the

@@ -8,6 +8,9 @@ import (
 
 	p4configv1 "github.com/p4lang/p4runtime/go/p4/config/v1"
 	"google.golang.org/protobuf/encoding/prototext"
+
+	"github.com/terrapin/terrapin/toolchain/engine"
+	"github.com/terrapin/terrapin/toolchain/pipeline"
 )
 
 // corpusDir is p4c's STF corpus: P4Info and BMv2 JSON both written by p4c,
@@ -27,6 +30,17 @@ func loadP4Info(t *testing.T, path string) *p4configv1.P4Info {
 	return info
 }
 
+// loaded is the schema of a BMv2 JSON program as the engine loads it: what
+// the server checks a P4Info against.
+func loaded(t *testing.T, js []byte) pipeline.Schema {
+	t.Helper()
+	pl, err := engine.Load(js, engine.Options{})
+	if err != nil {
+		t.Fatalf("loading the device config: %v", err)
+	}
+	return pl.Schema()
+}
+
 // Every p4c P4Info in the corpus must map onto its p4c BMv2 JSON: the name
 // correspondence the server relies on holds for the reference compiler.
 func TestSchemaMapsCorpus(t *testing.T) {
@@ -42,7 +56,7 @@ func TestSchemaMapsCorpus(t *testing.T) {
 			if err != nil {
 				t.Skip("no p4c JSON beside this P4Info")
 			}
-			s, err := newSchema(loadP4Info(t, p), js)
+			s, err := newSchema(loadP4Info(t, p), loaded(t, js))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -67,20 +81,21 @@ func TestSchemaRejectsMismatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := newSchema(info, js); err != nil {
+	if _, err := newSchema(info, loaded(t, js)); err != nil {
 		t.Fatalf("matching pair rejected: %v", err)
 	}
 	other, err := os.ReadFile(filepath.Join(corpusDir, "arith-inline-bmv2.p4c.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := newSchema(info, other); err == nil {
+	if _, err := newSchema(info, loaded(t, other)); err == nil {
 		t.Error("P4Info accepted with another program's JSON")
 	}
-	if _, err := newSchema(info, []byte("{not json")); err == nil {
+	// Broken JSON never reaches newSchema: the device refuses to load it.
+	if _, err := engine.Load([]byte("{not json"), engine.Options{}); err == nil {
 		t.Error("broken JSON accepted")
 	}
-	if _, err := newSchema(nil, js); err == nil {
+	if _, err := newSchema(nil, loaded(t, js)); err == nil {
 		t.Error("missing P4Info accepted")
 	}
 }
@@ -91,7 +106,7 @@ func TestSchemaConstEntryPriorities(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := newSchema(info, js)
+	s, err := newSchema(info, loaded(t, js))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -156,13 +156,19 @@ func (s *Server) setPipeline(ctx context.Context, req *p4v1.SetForwardingPipelin
 		if err != nil {
 			return nil, err
 		}
-		sch, err := newSchema(cfg.GetP4Info(), program)
-		if err != nil {
-			return nil, err
+		if cfg.GetP4Info() == nil {
+			return nil, invalid("config has no p4info")
 		}
 		prepared, err := s.target.PreparePipeline(ctx, program)
 		if err != nil {
 			return nil, invalid("device config cannot be realized: %v", err)
+		}
+		// The P4Info is checked against the program as the device loaded
+		// it, so the device config is parsed once.
+		sch, err := newSchema(cfg.GetP4Info(), prepared.Schema())
+		if err != nil {
+			prepared.Discard()
+			return nil, err
 		}
 		// The config is kept as sent (GetForwardingPipelineConfig returns
 		// it so, wrapper and all, as PI does).

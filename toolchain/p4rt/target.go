@@ -54,6 +54,10 @@ type Target interface {
 // the existing forwarding state into it, making the switch-over atomic.
 type PreparedPipeline interface {
 	Control() PipelineControl
+	// Schema describes the loaded program (its objects by JSON name and id,
+	// its declared entries). The server checks the P4Info against it, so
+	// the device config is parsed once, by the device.
+	Schema() pipeline.Schema
 	// Commit makes this pipeline the one forwarding packets, atomically
 	// replacing the previous one (packets in flight finish on the old one).
 	Commit() error

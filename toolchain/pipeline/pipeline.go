@@ -267,3 +267,30 @@ type ActionProfileInfo struct {
 	HasSelector bool
 	TableIDs    []int
 }
+
+// Schema is what a loaded program contains, as the engine produces it when
+// it loads BMv2 JSON: every object with its JSON name and id, in JSON order,
+// and the entries the program declares. A control plane checks its own
+// description of the program (P4Runtime's P4Info) against it instead of
+// reading the JSON a second time.
+type Schema struct {
+	Tables         []TableInfo // hidden tables included
+	Actions        []ActionInfo
+	Counters       []CounterInfo // arrays and direct counters
+	Meters         []MeterInfo   // arrays and direct meters
+	Registers      []RegisterInfo
+	ValueSets      []ValueSetInfo
+	Digests        []DigestInfo
+	ActionProfiles []ActionProfileInfo
+	// ConstEntries are the entries of each table's "entries" property, by
+	// table name, in the order the JSON lists them (only tables that have
+	// some). Their priorities are the engine's (see ConstPriorityBase).
+	ConstEntries map[string][]TableEntry
+}
+
+// ConstPriorityBase is where the engine numbers a table's declared entries
+// from. BMv2 JSON gives them priorities where the smaller wins (p4c writes
+// 1 for the most urgent); the engine, whose larger priority wins, stores
+// ConstPriorityBase − p (ConstPriorityBase − n, n the entry's position, when
+// p is outside [0, ConstPriorityBase)), so p = ConstPriorityBase − stored.
+const ConstPriorityBase = 1 << 24

@@ -22,6 +22,8 @@ import (
 type Compiled struct {
 	Pipeline device.Pipeline
 	Control  p4rt.PipelineControl
+	// Schema describes the compiled program (p4rt.PreparedPipeline.Schema).
+	Schema pipeline.Schema
 	// Digests delivers the pipeline's digest messages; nil if none. It is
 	// drained while the pipeline forwards.
 	Digests <-chan pipeline.Digest
@@ -43,6 +45,7 @@ func EngineCompiler(dev *device.Device, log func(string)) Compiler {
 		return Compiled{
 			Pipeline: device.NewEnginePipeline(pl),
 			Control:  enginetarget.Control(pl),
+			Schema:   pl.Schema(),
 			Digests:  pl.Digests(),
 		}, nil
 	}
@@ -90,6 +93,8 @@ func (t *Target) PreparePipeline(ctx context.Context, deviceConfig []byte) (p4rt
 }
 
 func (p *prepared) Control() p4rt.PipelineControl { return p.c.Control }
+
+func (p *prepared) Schema() pipeline.Schema { return p.c.Schema }
 
 // Commit swaps the pipeline into the device; packets already queued finish
 // on the old one.

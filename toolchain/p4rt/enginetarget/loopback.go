@@ -50,6 +50,8 @@ func (lb *Loopback) PreparePipeline(_ context.Context, deviceConfig []byte) (p4r
 
 func (p *loopbackPrepared) Control() p4rt.PipelineControl { return Control(p.pl) }
 
+func (p *loopbackPrepared) Schema() pipeline.Schema { return p.pl.Schema() }
+
 func (p *loopbackPrepared) Commit() error {
 	lb := p.lb
 	lb.mu.Lock()
