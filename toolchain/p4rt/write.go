@@ -470,16 +470,37 @@ func indexRange(idx *p4v1.Index, n int64) (int64, int64, error) {
 	return i, i + 1, nil
 }
 
-func (ps *pipelineState) writeCounterEntry(typ p4v1.Update_Type, c *p4v1.CounterEntry) error {
-	if err := onlyModify(typ, "CounterEntry"); err != nil {
-		return err
+// indexedExtern resolves the target of a write to a counter, meter or
+// register array: MODIFY only, and a P4Info id (0 is a read wildcard).
+func indexedExtern(typ p4v1.Update_Type, entity, kind string, arrays map[uint32]*arrayInfo, id uint32) (*arrayInfo, error) {
+	if err := onlyModify(typ, entity); err != nil {
+		return nil, err
 	}
-	if c.GetCounterId() == 0 {
-		return invalid("counter id 0 is only allowed as a read wildcard")
+	if id == 0 {
+		return nil, invalid("%s id 0 is only allowed as a read wildcard", kind)
 	}
-	ci, ok := ps.schema.counters[c.GetCounterId()]
+	a, ok := arrays[id]
 	if !ok {
-		return errorf(codes.NotFound, "no counter with id %#x", c.GetCounterId())
+		return nil, errorf(codes.NotFound, "no %s with id %#x", kind, id)
+	}
+	return a, nil
+}
+
+// eachCell applies set to cells [lo, hi), stopping at the device's first
+// refusal, which it reports as failing what.
+func eachCell(lo, hi int64, what string, set func(i int64) error) error {
+	for i := lo; i < hi; i++ {
+		if err := set(i); err != nil {
+			return engineErr(what, err)
+		}
+	}
+	return nil
+}
+
+func (ps *pipelineState) writeCounterEntry(typ p4v1.Update_Type, c *p4v1.CounterEntry) error {
+	ci, err := indexedExtern(typ, "CounterEntry", "counter", ps.schema.counters, c.GetCounterId())
+	if err != nil {
+		return err
 	}
 	lo, hi, err := indexRange(c.GetIndex(), ci.size)
 	if err != nil {
@@ -492,24 +513,13 @@ func (ps *pipelineState) writeCounterEntry(typ p4v1.Update_Type, c *p4v1.Counter
 	if err != nil {
 		return err
 	}
-	for i := lo; i < hi; i++ {
-		if err := ps.ctl.WriteCounter(ci.name, i, v); err != nil {
-			return engineErr("writing the counter", err)
-		}
-	}
-	return nil
+	return eachCell(lo, hi, "writing the counter", func(i int64) error { return ps.ctl.WriteCounter(ci.name, i, v) })
 }
 
 func (ps *pipelineState) writeMeterEntry(typ p4v1.Update_Type, m *p4v1.MeterEntry) error {
-	if err := onlyModify(typ, "MeterEntry"); err != nil {
+	mi, err := indexedExtern(typ, "MeterEntry", "meter", ps.schema.meters, m.GetMeterId())
+	if err != nil {
 		return err
-	}
-	if m.GetMeterId() == 0 {
-		return invalid("meter id 0 is only allowed as a read wildcard")
-	}
-	mi, ok := ps.schema.meters[m.GetMeterId()]
-	if !ok {
-		return errorf(codes.NotFound, "no meter with id %#x", m.GetMeterId())
 	}
 	if m.GetCounterData() != nil {
 		return errorf(codes.Unimplemented, "per-colour meter counters are not supported")
@@ -527,29 +537,23 @@ func (ps *pipelineState) writeMeterEntry(typ p4v1.Update_Type, m *p4v1.MeterEntr
 		cells = map[int64]*pipeline.MeterConfig{}
 		ps.meters[mi.id] = cells
 	}
-	for i := lo; i < hi; i++ {
+	return eachCell(lo, hi, "configuring the meter", func(i int64) error {
 		if err := ps.ctl.SetMeter(mi.name, i, mc); err != nil {
-			return engineErr("configuring the meter", err)
+			return err
 		}
 		if mc == nil {
 			delete(cells, i)
 		} else {
 			cells[i] = mc
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 func (ps *pipelineState) writeRegisterEntry(typ p4v1.Update_Type, r *p4v1.RegisterEntry) error {
-	if err := onlyModify(typ, "RegisterEntry"); err != nil {
+	ri, err := indexedExtern(typ, "RegisterEntry", "register", ps.schema.registers, r.GetRegisterId())
+	if err != nil {
 		return err
-	}
-	if r.GetRegisterId() == 0 {
-		return invalid("register id 0 is only allowed as a read wildcard")
-	}
-	ri, ok := ps.schema.registers[r.GetRegisterId()]
-	if !ok {
-		return errorf(codes.NotFound, "no register with id %#x", r.GetRegisterId())
 	}
 	lo, hi, err := indexRange(r.GetIndex(), ri.size)
 	if err != nil {
@@ -563,12 +567,7 @@ func (ps *pipelineState) writeRegisterEntry(typ p4v1.Update_Type, r *p4v1.Regist
 	if err != nil {
 		return invalid("register %q: %s", ri.name, messageOf(err))
 	}
-	for i := lo; i < hi; i++ {
-		if err := ps.ctl.WriteRegister(ri.name, i, padded(v, ri.width)); err != nil {
-			return engineErr("writing the register", err)
-		}
-	}
-	return nil
+	return eachCell(lo, hi, "writing the register", func(i int64) error { return ps.ctl.WriteRegister(ri.name, i, padded(v, ri.width)) })
 }
 
 // notDirectAction is the error for a TableAction that is not an Action
