@@ -177,8 +177,14 @@ func (ps *pipelineState) entryProto(t *tableInfo, e *tableEntry, q *p4v1.TableEn
 		}
 		te.CounterData = &p4v1.CounterData{ByteCount: int64(v.Bytes), PacketCount: int64(v.Packets)}
 	}
-	if t.directMeter != 0 && e.meter != nil && q.GetMeterConfig() != nil {
-		te.MeterConfig = meterProto(e.meter)
+	if t.directMeter != 0 && q.GetMeterConfig() != nil {
+		m, err := ps.ctl.DirectMeter(t.name, keyFields(t, e.match), e.priority)
+		if err != nil {
+			return nil, engineErr("reading the direct meter", err)
+		}
+		if m != nil {
+			te.MeterConfig = meterProto(m)
+		}
 	}
 	return te, nil
 }
@@ -277,9 +283,13 @@ func (ps *pipelineState) readDirectMeters(q *p4v1.DirectMeterEntry) ([]*p4v1.Ent
 	}
 	var out []*p4v1.Entity
 	for i, e := range es {
+		m, err := ps.ctl.DirectMeter(ts[i].name, keyFields(ts[i], e.match), e.priority)
+		if err != nil {
+			return nil, engineErr("reading the direct meter", err)
+		}
 		out = append(out, &p4v1.Entity{Entity: &p4v1.Entity_DirectMeterEntry{DirectMeterEntry: &p4v1.DirectMeterEntry{
 			TableEntry: ps.keyOnly(ts[i], e),
-			Config:     meterProto(e.meter),
+			Config:     meterProto(m),
 		}}})
 	}
 	return out, nil
@@ -341,8 +351,12 @@ func (ps *pipelineState) readMeters(q *p4v1.MeterEntry) ([]*p4v1.Entity, error) 
 			return nil, err
 		}
 		for i := lo; i < hi; i++ {
+			m, err := ps.ctl.Meter(mi.name, i)
+			if err != nil {
+				return nil, engineErr("reading the meter", err)
+			}
 			out = append(out, &p4v1.Entity{Entity: &p4v1.Entity_MeterEntry{MeterEntry: &p4v1.MeterEntry{
-				MeterId: id, Index: &p4v1.Index{Index: i}, Config: meterProto(ps.meters[id][i]),
+				MeterId: id, Index: &p4v1.Index{Index: i}, Config: meterProto(m),
 			}}})
 		}
 	}

@@ -81,8 +81,10 @@ func (s *Server) reconcile(old, next *pipelineState) {
 			}
 			ne.match, ne.priority = e.match, e.priority
 			ne.controllerMetadata, ne.metadata = e.controllerMetadata, clone(e.metadata)
-			if nt.directMeter != 0 && e.meter != nil && next.ctl.SetDirectMeter(nt.name, key, e.priority, e.meter) == nil {
-				ne.meter = e.meter
+			if ot.directMeter != 0 && nt.directMeter != 0 {
+				if m, err := old.ctl.DirectMeter(ot.name, keyFields(ot, e.match), e.priority); err == nil && m != nil {
+					_ = next.ctl.SetDirectMeter(nt.name, key, e.priority, m)
+				}
 			}
 			if ot.directCounter != 0 && nt.directCounter != 0 {
 				if v, err := old.ctl.ReadDirectCounter(ot.name, keyFields(ot, e.match), e.priority); err == nil {
@@ -114,17 +116,17 @@ func (s *Server) reconcile(old, next *pipelineState) {
 	for _, m := range next.schema.meters {
 		newMeters[m.name] = m
 	}
-	for id, cells := range old.meters {
-		nm := newMeters[old.schema.meters[id].name]
-		for i, c := range cells {
+	for _, id := range old.schema.meterIDs {
+		om := old.schema.meters[id]
+		nm := newMeters[om.name]
+		for i := range om.size {
+			c, err := old.ctl.Meter(om.name, i)
+			if err != nil || c == nil {
+				continue // unconfigured cells are the new pipeline's default too
+			}
 			if nm == nil || i >= nm.size || next.ctl.SetMeter(nm.name, i, c) != nil {
 				dropped++
-				continue
 			}
-			if next.meters[nm.id] == nil {
-				next.meters[nm.id] = map[int64]*pipeline.MeterConfig{}
-			}
-			next.meters[nm.id][i] = c
 		}
 	}
 	for id, c := range old.digestCfg {

@@ -2,8 +2,6 @@ package p4rt
 
 import (
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
-
-	"github.com/terrapin/terrapin/toolchain/pipeline"
 )
 
 // pipelineState is everything the server knows about one pipeline: the
@@ -18,7 +16,6 @@ type pipelineState struct {
 
 	tables    map[uint32]*tableState
 	seq       uint64
-	meters    map[uint32]map[int64]*pipeline.MeterConfig // indirect meters: non-default configs
 	mcast     map[uint32]*p4v1.MulticastGroupEntry
 	clones    map[uint32]*p4v1.CloneSessionEntry
 	digestCfg map[uint32]*p4v1.DigestEntry_Config
@@ -56,7 +53,6 @@ func newPipelineState(cfg *p4v1.ForwardingPipelineConfig, s *schema, prepared Pr
 		prepared:  prepared,
 		ctl:       prepared.Control(),
 		tables:    map[uint32]*tableState{},
-		meters:    map[uint32]map[int64]*pipeline.MeterConfig{},
 		mcast:     map[uint32]*p4v1.MulticastGroupEntry{},
 		clones:    map[uint32]*p4v1.CloneSessionEntry{},
 		digestCfg: map[uint32]*p4v1.DigestEntry_Config{},

@@ -300,8 +300,7 @@ type tableEntry struct {
 	oneShot            *oneShot              // set when ref is a one-shot action set's group
 	controllerMetadata uint64
 	metadata           []byte
-	meter              *pipeline.MeterConfig // nil: default (all GREEN)
-	isConst            bool                  // declared by a const table: only direct resources change
+	isConst            bool // declared by a const table: only direct resources change
 }
 
 // tableState is one table's entries and its default entry.

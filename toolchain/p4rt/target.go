@@ -12,8 +12,9 @@ import (
 //
 // The server is a thin translation: it validates P4Runtime messages against
 // the P4Info, resolves ids to the BMv2 JSON names the P4Info names, keeps
-// what P4Runtime needs to read back (cookies, metadata, meter configs), and
-// calls PipelineControl. It never touches packets beyond the controller
+// what only P4Runtime has to read back (cookies, metadata, entries' and
+// replicas' forms as written), and calls PipelineControl; meter
+// configurations it reads back from the device. It never touches packets beyond the controller
 // header of PacketIn/PacketOut.
 
 // Target is the device as the P4Runtime server sees it. Methods may be
@@ -98,11 +99,17 @@ type PipelineControl interface {
 	// SetDirectMeter configures the entry's meter; nil restores the default
 	// (every packet GREEN).
 	SetDirectMeter(table string, key []pipeline.Match, priority int32, c *pipeline.MeterConfig) error
+	// DirectMeter reads back the entry's meter configuration exactly as
+	// set (nil: the default).
+	DirectMeter(table string, key []pipeline.Match, priority int32) (*pipeline.MeterConfig, error)
 
 	// Indexed externs; index is within [0, size).
 	ReadCounter(counter string, index int64) (pipeline.CounterData, error)
 	WriteCounter(counter string, index int64, v pipeline.CounterData) error
 	SetMeter(meter string, index int64, c *pipeline.MeterConfig) error
+	// Meter reads back one cell's configuration exactly as set (nil: the
+	// default).
+	Meter(meter string, index int64) (*pipeline.MeterConfig, error)
 	ReadRegister(register string, index int64) ([]byte, error)
 	WriteRegister(register string, index int64, value []byte) error
 

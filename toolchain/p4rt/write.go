@@ -231,7 +231,7 @@ func (ps *pipelineState) writeTableEntry(typ p4v1.Update_Type, te *p4v1.TableEnt
 			}
 		}
 		e := &tableEntry{match: match, priority: prio, action: act, ref: ref, oneShot: os,
-			controllerMetadata: te.GetControllerMetadata(), metadata: clone(te.GetMetadata()), meter: meter}
+			controllerMetadata: te.GetControllerMetadata(), metadata: clone(te.GetMetadata())}
 		if meter != nil {
 			if err := ps.ctl.SetDirectMeter(t.name, ekey, prio, meter); err != nil {
 				_ = ps.ctl.DeleteEntry(t.name, ekey, prio)
@@ -294,7 +294,6 @@ func (ps *pipelineState) writeTableEntry(typ p4v1.Update_Type, te *p4v1.TableEnt
 		if err := ps.ctl.SetDirectMeter(t.name, ekey, prio, meter); err != nil {
 			return engineErr("configuring the direct meter", err)
 		}
-		old.meter = meter
 	}
 	if te.GetCounterData() != nil {
 		if err := ps.ctl.WriteDirectCounter(t.name, ekey, prio, counter); err != nil {
@@ -450,7 +449,6 @@ func (ps *pipelineState) writeDirectMeterEntry(typ p4v1.Update_Type, d *p4v1.Dir
 	if err := ps.ctl.SetDirectMeter(t.name, keyFields(t, e.match), e.priority, mc); err != nil {
 		return engineErr("configuring the direct meter", err)
 	}
-	e.meter = mc
 	return nil
 }
 
@@ -532,22 +530,7 @@ func (ps *pipelineState) writeMeterEntry(typ p4v1.Update_Type, m *p4v1.MeterEntr
 	if err != nil {
 		return err
 	}
-	cells := ps.meters[mi.id]
-	if cells == nil {
-		cells = map[int64]*pipeline.MeterConfig{}
-		ps.meters[mi.id] = cells
-	}
-	return eachCell(lo, hi, "configuring the meter", func(i int64) error {
-		if err := ps.ctl.SetMeter(mi.name, i, mc); err != nil {
-			return err
-		}
-		if mc == nil {
-			delete(cells, i)
-		} else {
-			cells[i] = mc
-		}
-		return nil
-	})
+	return eachCell(lo, hi, "configuring the meter", func(i int64) error { return ps.ctl.SetMeter(mi.name, i, mc) })
 }
 
 func (ps *pipelineState) writeRegisterEntry(typ p4v1.Update_Type, r *p4v1.RegisterEntry) error {

@@ -188,6 +188,15 @@ func (c *control) SetDirectMeter(table string, key []pipeline.Match, priority in
 	return wrap(c.pl.SetDirectMeter(tid, key, priority, m))
 }
 
+func (c *control) DirectMeter(table string, key []pipeline.Match, priority int32) (*pipeline.MeterConfig, error) {
+	tid, err := c.id(engine.KindTable, "table", table)
+	if err != nil {
+		return nil, err
+	}
+	m, err := c.pl.DirectMeter(tid, key, priority)
+	return m, wrap(err)
+}
+
 func (c *control) ReadCounter(counter string, index int64) (pipeline.CounterData, error) {
 	id, err := c.id(engine.KindCounter, "counter", counter)
 	if err != nil {
@@ -214,6 +223,15 @@ func (c *control) SetMeter(meter string, index int64, m *pipeline.MeterConfig) e
 		return status.Errorf(codes.InvalidArgument, "negative meter index %d", index)
 	}
 	return wrap(c.pl.SetMeter(id, int(index), m))
+}
+
+func (c *control) Meter(meter string, index int64) (*pipeline.MeterConfig, error) {
+	id, err := c.id(engine.KindMeter, "meter", meter)
+	if err != nil {
+		return nil, err
+	}
+	m, err := c.pl.Meter(id, int(index))
+	return m, wrap(err)
 }
 
 func (c *control) ReadRegister(register string, index int64) ([]byte, error) {
