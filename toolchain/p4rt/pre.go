@@ -58,14 +58,53 @@ func replicas(rs []*p4v1.Replica) ([]pipeline.Replica, error) {
 	return out, nil
 }
 
-// canonicalReplicas rewrites "port" bytes in their shortest form so a
-// read returns canonical strings.
-func canonicalReplicas(rs []*p4v1.Replica) {
-	for _, r := range rs {
-		if p, ok := r.GetPortKind().(*p4v1.Replica_Port); ok {
-			p.Port = trimmed(p.Port)
+// writtenAs is what a read of a multicast group or clone session returns
+// that the device does not hold: the group's metadata, and which replicas
+// named their port by the deprecated egress_port number instead of port
+// bytes (a read answers in the form written; port bytes canonical).
+type writtenAs struct {
+	metadata   []byte
+	egressPort []bool // by replica, in order
+}
+
+func writtenAsOf(rs []*p4v1.Replica, metadata []byte) writtenAs {
+	w := writtenAs{metadata: clone(metadata), egressPort: make([]bool, len(rs))}
+	for i, r := range rs {
+		_, w.egressPort[i] = r.GetPortKind().(*p4v1.Replica_EgressPort)
+	}
+	return w
+}
+
+// replicaProtos renders the device's replicas in the form they were written.
+func (w writtenAs) replicaProtos(rs []pipeline.Replica) []*p4v1.Replica {
+	out := make([]*p4v1.Replica, len(rs))
+	for i, r := range rs {
+		out[i] = &p4v1.Replica{Instance: r.Rid, PortKind: &p4v1.Replica_Port{Port: uintBytes(uint64(r.Port))}}
+		if i < len(w.egressPort) && w.egressPort[i] {
+			out[i].PortKind = &p4v1.Replica_EgressPort{EgressPort: r.Port}
 		}
 	}
+	return out
+}
+
+// multicastGroup reads group id back from the device (nil: no such group).
+func (ps *pipelineState) multicastGroup(id uint32) *p4v1.MulticastGroupEntry {
+	reps, ok := ps.ctl.MulticastGroup(id)
+	if !ok {
+		return nil
+	}
+	w := ps.mcastAs[id]
+	return &p4v1.MulticastGroupEntry{MulticastGroupId: id, Replicas: w.replicaProtos(reps), Metadata: clone(w.metadata)}
+}
+
+// cloneSession reads session id back from the device (nil: no such session).
+func (ps *pipelineState) cloneSession(id uint32) *p4v1.CloneSessionEntry {
+	s, ok := ps.ctl.CloneSession(id)
+	if !ok {
+		return nil
+	}
+	return &p4v1.CloneSessionEntry{SessionId: id, Replicas: ps.clonesAs[id].replicaProtos(s.Replicas),
+		ClassOfService: s.ClassOfService, PacketLengthBytes: int32(s.TruncateLength)}
 }
 
 func (ps *pipelineState) writePRE(typ p4v1.Update_Type, pre *p4v1.PacketReplicationEngineEntry) error {
@@ -87,7 +126,7 @@ func (ps *pipelineState) writeMulticastGroup(typ p4v1.Update_Type, m *p4v1.Multi
 	if id > maxMulticastGroup {
 		return invalid("multicast group id %d exceeds v1model's 16-bit mcast_grp", id)
 	}
-	_, exists := ps.mcast[id]
+	_, exists := ps.ctl.MulticastGroup(id)
 	switch typ {
 	case p4v1.Update_DELETE:
 		if !exists {
@@ -96,7 +135,7 @@ func (ps *pipelineState) writeMulticastGroup(typ p4v1.Update_Type, m *p4v1.Multi
 		if err := ps.ctl.DeleteMulticastGroup(id); err != nil {
 			return engineErr("deleting the multicast group", err)
 		}
-		delete(ps.mcast, id)
+		delete(ps.mcastAs, id)
 		return nil
 	case p4v1.Update_INSERT:
 		if exists {
@@ -114,9 +153,7 @@ func (ps *pipelineState) writeMulticastGroup(typ p4v1.Update_Type, m *p4v1.Multi
 	if err := ps.ctl.SetMulticastGroup(id, reps); err != nil {
 		return engineErr("setting the multicast group", err)
 	}
-	kept := proto.Clone(m).(*p4v1.MulticastGroupEntry)
-	canonicalReplicas(kept.Replicas)
-	ps.mcast[id] = kept
+	ps.mcastAs[id] = writtenAsOf(m.GetReplicas(), m.GetMetadata())
 	return nil
 }
 
@@ -125,7 +162,7 @@ func (ps *pipelineState) writeCloneSession(typ p4v1.Update_Type, c *p4v1.CloneSe
 	if id == 0 {
 		return invalid("clone session id 0 is only allowed as a read wildcard")
 	}
-	_, exists := ps.clones[id]
+	_, exists := ps.ctl.CloneSession(id)
 	switch typ {
 	case p4v1.Update_DELETE:
 		if !exists {
@@ -134,7 +171,7 @@ func (ps *pipelineState) writeCloneSession(typ p4v1.Update_Type, c *p4v1.CloneSe
 		if err := ps.ctl.DeleteCloneSession(id); err != nil {
 			return engineErr("deleting the clone session", err)
 		}
-		delete(ps.clones, id)
+		delete(ps.clonesAs, id)
 		return nil
 	case p4v1.Update_INSERT:
 		if exists {
@@ -159,9 +196,7 @@ func (ps *pipelineState) writeCloneSession(typ p4v1.Update_Type, c *p4v1.CloneSe
 	if err := ps.ctl.SetCloneSession(id, sess); err != nil {
 		return engineErr("setting the clone session", err)
 	}
-	kept := proto.Clone(c).(*p4v1.CloneSessionEntry)
-	canonicalReplicas(kept.Replicas)
-	ps.clones[id] = kept
+	ps.clonesAs[id] = writtenAsOf(c.GetReplicas(), nil)
 	return nil
 }
 

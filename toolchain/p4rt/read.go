@@ -404,10 +404,10 @@ func (ps *pipelineState) readPRE(q *p4v1.PacketReplicationEngineEntry) ([]*p4v1.
 	switch x := q.GetType().(type) {
 	case *p4v1.PacketReplicationEngineEntry_MulticastGroupEntry:
 		id := x.MulticastGroupEntry.GetMulticastGroupId()
-		for _, g := range sortedKeys(ps.mcast) {
+		for _, g := range ps.ctl.MulticastGroups() {
 			if id == 0 || id == g {
 				out = append(out, wrap(&p4v1.PacketReplicationEngineEntry{Type: &p4v1.PacketReplicationEngineEntry_MulticastGroupEntry{
-					MulticastGroupEntry: proto.Clone(ps.mcast[g]).(*p4v1.MulticastGroupEntry)}}))
+					MulticastGroupEntry: ps.multicastGroup(g)}}))
 			}
 		}
 		if id != 0 && len(out) == 0 {
@@ -415,10 +415,10 @@ func (ps *pipelineState) readPRE(q *p4v1.PacketReplicationEngineEntry) ([]*p4v1.
 		}
 	case *p4v1.PacketReplicationEngineEntry_CloneSessionEntry:
 		id := x.CloneSessionEntry.GetSessionId()
-		for _, c := range sortedKeys(ps.clones) {
+		for _, c := range ps.ctl.CloneSessions() {
 			if id == 0 || id == c {
 				out = append(out, wrap(&p4v1.PacketReplicationEngineEntry{Type: &p4v1.PacketReplicationEngineEntry_CloneSessionEntry{
-					CloneSessionEntry: proto.Clone(ps.clones[c]).(*p4v1.CloneSessionEntry)}}))
+					CloneSessionEntry: ps.cloneSession(c)}}))
 			}
 		}
 		if id != 0 && len(out) == 0 {

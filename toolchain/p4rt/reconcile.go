@@ -96,18 +96,16 @@ func (s *Server) reconcile(old, next *pipelineState) {
 			nts.entries[entryKey(ne.match, ne.priority)] = ne
 		}
 	}
-	for id, g := range old.mcast {
-		if reps, err := replicas(g.GetReplicas()); err == nil && next.ctl.SetMulticastGroup(id, reps) == nil {
-			next.mcast[id] = proto.Clone(g).(*p4v1.MulticastGroupEntry)
+	for _, id := range old.ctl.MulticastGroups() {
+		if reps, ok := old.ctl.MulticastGroup(id); ok && next.ctl.SetMulticastGroup(id, reps) == nil {
+			next.mcastAs[id] = old.mcastAs[id]
 		} else {
 			dropped++
 		}
 	}
-	for id, c := range old.clones {
-		reps, err := replicas(c.GetReplicas())
-		sess := pipeline.CloneSession{Replicas: reps, ClassOfService: c.GetClassOfService(), TruncateLength: int(c.GetPacketLengthBytes())}
-		if err == nil && next.ctl.SetCloneSession(id, sess) == nil {
-			next.clones[id] = proto.Clone(c).(*p4v1.CloneSessionEntry)
+	for _, id := range old.ctl.CloneSessions() {
+		if sess, ok := old.ctl.CloneSession(id); ok && next.ctl.SetCloneSession(id, sess) == nil {
+			next.clonesAs[id] = old.clonesAs[id]
 		} else {
 			dropped++
 		}

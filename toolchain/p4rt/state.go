@@ -14,10 +14,12 @@ type pipelineState struct {
 	prepared PreparedPipeline
 	ctl      PipelineControl
 
-	tables    map[uint32]*tableState
-	seq       uint64
-	mcast     map[uint32]*p4v1.MulticastGroupEntry
-	clones    map[uint32]*p4v1.CloneSessionEntry
+	tables map[uint32]*tableState
+	seq    uint64
+	// What P4Runtime reads back of multicast groups and clone sessions
+	// that the device does not hold (it holds their replicas and settings).
+	mcastAs   map[uint32]writtenAs
+	clonesAs  map[uint32]writtenAs
 	digestCfg map[uint32]*p4v1.DigestEntry_Config
 	profiles  map[uint32]*profileState
 	valueSets map[uint32][][]fieldValue // members' canonical matches, as written
@@ -53,8 +55,8 @@ func newPipelineState(cfg *p4v1.ForwardingPipelineConfig, s *schema, prepared Pr
 		prepared:  prepared,
 		ctl:       prepared.Control(),
 		tables:    map[uint32]*tableState{},
-		mcast:     map[uint32]*p4v1.MulticastGroupEntry{},
-		clones:    map[uint32]*p4v1.CloneSessionEntry{},
+		mcastAs:   map[uint32]writtenAs{},
+		clonesAs:  map[uint32]writtenAs{},
 		digestCfg: map[uint32]*p4v1.DigestEntry_Config{},
 		profiles:  map[uint32]*profileState{},
 		valueSets: map[uint32][][]fieldValue{},

@@ -14,7 +14,8 @@ import (
 // the P4Info, resolves ids to the BMv2 JSON names the P4Info names, keeps
 // what only P4Runtime has to read back (cookies, metadata, entries' and
 // replicas' forms as written), and calls PipelineControl; meter
-// configurations it reads back from the device. It never touches packets beyond the controller
+// configurations, multicast groups and clone sessions it reads back from
+// the device. It never touches packets beyond the controller
 // header of PacketIn/PacketOut.
 
 // Target is the device as the P4Runtime server sees it. Methods may be
@@ -118,6 +119,12 @@ type PipelineControl interface {
 	DeleteMulticastGroup(group uint32) error
 	SetCloneSession(session uint32, s pipeline.CloneSession) error
 	DeleteCloneSession(session uint32) error
+	// The groups and sessions as set (replicas in order), ok false when
+	// there is none; the ids of all of them, ascending.
+	MulticastGroup(group uint32) (replicas []pipeline.Replica, ok bool)
+	MulticastGroups() []uint32
+	CloneSession(session uint32) (s pipeline.CloneSession, ok bool)
+	CloneSessions() []uint32
 
 	// Action profiles and selectors (BMv2 JSON action_profiles). The
 	// server checks P4Runtime's rules (ids, sizes, references) first; the

@@ -263,6 +263,18 @@ func (c *control) SetCloneSession(session uint32, s pipeline.CloneSession) error
 	return wrap(c.pl.SetCloneSession(session, s))
 }
 
+func (c *control) MulticastGroup(group uint32) ([]pipeline.Replica, bool) {
+	return c.pl.MulticastGroup(group)
+}
+
+func (c *control) MulticastGroups() []uint32 { return c.pl.MulticastGroups() }
+
+func (c *control) CloneSession(session uint32) (pipeline.CloneSession, bool) {
+	return c.pl.CloneSessionConfig(session)
+}
+
+func (c *control) CloneSessions() []uint32 { return c.pl.CloneSessions() }
+
 func (c *control) DeleteCloneSession(session uint32) error {
 	return wrap(c.pl.DeleteCloneSession(session))
 }
