@@ -259,17 +259,26 @@ func newSchema(info *p4configv1.P4Info, dev pipeline.Schema) (*schema, error) {
 		jsonTables[t.Name] = true
 		jsonTableOf[t.Name] = t
 	}
-	directCounterOf := map[string]string{} // table name → direct counter name
+	// The arrays by name; direct counters and meters by their table's name.
+	jc, jm, jr := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	directCounterOf, directMeterOf := map[string]string{}, map[string]string{}
 	for _, c := range dev.Counters {
 		if c.Direct {
 			directCounterOf[c.Table] = c.Name
+		} else {
+			jc[c.Name] = true
 		}
 	}
-	directMeterOf := map[string]string{}
 	for _, m := range dev.Meters {
 		if m.Direct {
 			directMeterOf[m.Table] = m.Name
+		} else {
+			jm[m.Name] = true
 		}
+	}
+	registerWidth := map[string]int{}
+	for _, r := range dev.Registers {
+		jr[r.Name], registerWidth[r.Name] = true, r.Bitwidth
 	}
 
 	directCounterIDs := map[uint32]*p4configv1.DirectCounter{}
@@ -394,21 +403,6 @@ func newSchema(info *p4configv1.P4Info, dev pipeline.Schema) (*schema, error) {
 		}
 	}
 
-	jc, jm, jr := map[string]bool{}, map[string]bool{}, map[string]pipeline.RegisterInfo{}
-	for _, c := range dev.Counters {
-		if !c.Direct {
-			jc[c.Name] = true
-		}
-	}
-	for _, m := range dev.Meters {
-		if !m.Direct {
-			jm[m.Name] = true
-		}
-	}
-	registerNames := map[string]bool{}
-	for _, r := range dev.Registers {
-		jr[r.Name], registerNames[r.Name] = r, true
-	}
 	for _, c := range info.GetCounters() {
 		pre := c.GetPreamble()
 		if err := claim(pre.GetId(), pre.GetName()); err != nil {
@@ -438,7 +432,7 @@ func newSchema(info *p4configv1.P4Info, dev pipeline.Schema) (*schema, error) {
 		if err := claim(pre.GetId(), pre.GetName()); err != nil {
 			return nil, err
 		}
-		jn, ok := jsonName(pre.GetName(), registerNames)
+		jn, ok := jsonName(pre.GetName(), jr)
 		if !ok {
 			return nil, invalid("P4Info register %q is not in the device config", pre.GetName())
 		}
@@ -452,7 +446,7 @@ func newSchema(info *p4configv1.P4Info, dev pipeline.Schema) (*schema, error) {
 			}
 		}
 		if w == 0 {
-			w = jr[jn].Bitwidth
+			w = registerWidth[jn]
 		}
 		if w <= 0 {
 			return nil, invalid("register %q: only bit<W> registers are supported", pre.GetName())
