@@ -87,15 +87,24 @@ func compileProgram(path string) program {
 	if err != nil {
 		return program{err: err}
 	}
-	txt, err := os.ReadFile(infoPath)
+	info, err := readP4Info(infoPath)
 	if err != nil {
 		return program{err: err}
 	}
+	return program{json: js, info: info}
+}
+
+// readP4Info reads a P4Info text file.
+func readP4Info(path string) (*p4configv1.P4Info, error) {
+	txt, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
 	info := &p4configv1.P4Info{}
 	if err := prototext.Unmarshal(txt, info); err != nil {
-		return program{err: err}
+		return nil, err
 	}
-	return program{json: js, info: info}
+	return info, nil
 }
 
 // bugLog records log records at error level: the server logs a recovered
