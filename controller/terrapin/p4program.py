@@ -17,6 +17,7 @@ T_ARP = "TerrapinIngress.arp_replies"
 T_CHANNELS = "TerrapinIngress.channels"
 T_PORT_MACS = "TerrapinEgress.port_macs"
 T_QUEUE_BOUNDS = "TerrapinEgress.queue_bounds"
+T_AGGREGATES = "TerrapinIngress.aggregates"
 A_ROUTE = "TerrapinIngress.route"
 A_ANSWER_ARP = "TerrapinIngress.answer_arp"
 A_ADMIT = "TerrapinIngress.admit"
@@ -24,8 +25,11 @@ A_ADMIT_JUMPING = "TerrapinIngress.admit_jumping_window"
 A_ADMIT_MOVING = "TerrapinIngress.admit_moving_window"
 A_SET_SOURCE_MAC = "TerrapinEgress.set_source_mac"
 A_SET_DELAY_BOUND = "TerrapinEgress.set_delay_bound"
+A_SET_AGGREGATE = "TerrapinIngress.set_aggregate"
 # The key of T_CHANNELS, field by field (ChannelSelector's src, dst, protocol, flow_key).
 CHANNEL_KEY = ("src_addr", "dst_addr", "protocol", "flow_key")
+# The key of T_AGGREGATES (all ternary), field by field with its width in bits.
+AGGREGATE_KEY = {"dscp": 6, "protocol": 8, "l4_dst_port": 16}
 
 # ---- counters and registers --------------------------------------------------------------------
 C_CHANNEL_YELLOW = "TerrapinIngress.channel_yellow"
@@ -35,6 +39,8 @@ C_QUEUE_TRAFFIC = "TerrapinEgress.queue_traffic"
 C_QUEUE_DELAY_BANDS = "TerrapinEgress.queue_delay_bands"
 R_MAX_DEPTH = "TerrapinEgress.max_queue_depth"
 R_MAX_DELAY = "TerrapinEgress.max_queue_delay"
+# Indexed by aggregate id: the meter every entry of that aggregate shares.
+M_AGGREGATE_METERS = "TerrapinIngress.aggregate_meters"
 
 # ---- numbers (constants.p4) --------------------------------------------------------------------
 # queue_delay_bands: cell (port * QUEUES_PER_PORT + priority) * DELAY_BANDS + band.
@@ -44,6 +50,8 @@ PACKET_OUT_DIRECT = 0
 PACKET_OUT_PIPELINE = 1
 EXCESS_DROP = 0
 EXCESS_DEMOTE = 1
+# Entries of T_AGGREGATES and ids of M_AGGREGATE_METERS.
+MAX_AGGREGATES = 64
 # The `drops` counter's indices, in constants.p4's DROP_* order.
 DROP_REASONS = (
     "malformed",
@@ -56,11 +64,13 @@ DROP_REASONS = (
 )
 
 __all__ = [
+    "AGGREGATE_KEY",
     "A_ADMIT",
     "A_ADMIT_JUMPING",
     "A_ADMIT_MOVING",
     "A_ANSWER_ARP",
     "A_ROUTE",
+    "A_SET_AGGREGATE",
     "A_SET_DELAY_BOUND",
     "A_SET_SOURCE_MAC",
     "CHANNEL_KEY",
@@ -74,11 +84,14 @@ __all__ = [
     "DROP_REASONS",
     "EXCESS_DEMOTE",
     "EXCESS_DROP",
+    "MAX_AGGREGATES",
+    "M_AGGREGATE_METERS",
     "PACKET_OUT_DIRECT",
     "PACKET_OUT_PIPELINE",
     "QUEUES_PER_PORT",
     "R_MAX_DELAY",
     "R_MAX_DEPTH",
+    "T_AGGREGATES",
     "T_ARP",
     "T_CHANNELS",
     "T_PORT_MACS",

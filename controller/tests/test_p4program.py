@@ -40,6 +40,7 @@ def test_every_name_is_in_the_compiled_p4info() -> None:
         "A_": {a.preamble.name for a in info.actions},
         "C_": {c.preamble.name for c in info.counters},
         "R_": {r.preamble.name for r in info.registers},
+        "M_": {m.preamble.name for m in info.meters},
     }
     for prefix, known in kinds.items():
         assert names(prefix), prefix
@@ -48,6 +49,10 @@ def test_every_name_is_in_the_compiled_p4info() -> None:
     # the controller writes channel entries by these key fields, in this order
     key = tuple(f.name for f in tables[p4program.T_CHANNELS].match_fields)
     assert key == p4program.CHANNEL_KEY
+    # the aggregates' key: ternary fields of these widths (the configuration is checked against them)
+    fields = tables[p4program.T_AGGREGATES].match_fields
+    assert {f.name: f.bitwidth for f in fields} == p4program.AGGREGATE_KEY
+    assert all(f.match_type == p4i.MatchField.TERNARY for f in fields)
 
 
 def test_numbers_match_constants_p4() -> None:
@@ -62,7 +67,8 @@ def test_numbers_match_constants_p4() -> None:
     assert values["DELAY_BANDS"] == p4program.DELAY_BANDS == len(p4program.DELAY_BAND_NAMES)
     for index, band in enumerate(p4program.DELAY_BAND_NAMES):
         assert values[f"DELAY_BAND_{band.upper()}"] == index
-    for const in ("PACKET_OUT_DIRECT", "PACKET_OUT_PIPELINE", "EXCESS_DROP", "EXCESS_DEMOTE"):
+    named = ("PACKET_OUT_DIRECT", "PACKET_OUT_PIPELINE", "EXCESS_DROP", "EXCESS_DEMOTE", "MAX_AGGREGATES")
+    for const in named:
         assert values[const] == getattr(p4program, const), const
 
 

@@ -88,7 +88,7 @@ const bit<32> CLAIM_KINDS = 2;
 
 // ---- Sizes ---------------------------------------------------------------------------------
 const bit<32> MAX_CHANNELS = 8192;
-const bit<32> MAX_CLASSES = 64;
+const bit<32> MAX_AGGREGATES = 64;
 const bit<32> MAX_ROUTES = 4096;
 const bit<32> MAX_ARP_ANSWERS = 1024;
 const bit<32> MAX_PORTS = 512;

@@ -161,14 +161,14 @@ struct metadata_t {
     bit<16> l4_dst_port;
     // Set when ingress routed the packet, so egress rewrites its source MAC.
     bit<1> routed;
-    // What the matching channel or class entry said, and the colour its meter gave.
+    // What the matching channel or aggregate entry said, and the colour its meter gave.
     bit<2> color;
     bit<16> channel_id;
     bit<3> channel_priority;
     bit<1> on_yellow;
     bit<1> on_red;
-    bit<8> class_id;
-    bit<3> class_priority;
+    bit<8> aggregate_id;
+    bit<3> aggregate_priority;
 }
 
 // Parser errors of our own; any parser error drops the packet (ingress, DROP_MALFORMED).

@@ -41,12 +41,12 @@ control TerrapinIngress(inout headers_t hdr,
     register<bit<32>>(MOVING_RING_CELLS) moving_ring_tag;
     register<bit<48>>(MOVING_RING_CELLS) moving_ring;
 
-    // Per class entry (entries of `classes`): every packet that matched.
-    direct_counter(CounterType.packets_and_bytes) class_counter;
-    // Per class id: an aggregate meter shared by all entries naming that class, and the
+    // Per aggregate entry (entries of `aggregates`): every packet that matched.
+    direct_counter(CounterType.packets_and_bytes) aggregate_counter;
+    // Per aggregate id: a meter shared by all entries naming that aggregate, and the
     // packets it found in excess (demoted to best effort).
-    meter(MAX_CLASSES, MeterType.bytes) class_meters;
-    counter(MAX_CLASSES, CounterType.packets_and_bytes) class_excess;
+    meter(MAX_AGGREGATES, MeterType.bytes) aggregate_meters;
+    counter(MAX_AGGREGATES, CounterType.packets_and_bytes) aggregate_excess;
 
     // Unadmitted packets whose XTP SORT or DSCP asked for priority and got best effort,
     // indexed by CLAIM_*.
@@ -260,27 +260,27 @@ control TerrapinIngress(inout headers_t hdr,
         size = MAX_CHANNELS;
     }
 
-    // ---- Classes: the few unadmitted aggregates the controller lifts out of best effort
-    // (for example network control), each policed by its class's aggregate meter.
-    action set_class(bit<8> class_id, bit<3> priority) {
-        class_meters.execute_meter((bit<32>)class_id, meta.color);
-        meta.class_id = class_id;
-        meta.class_priority = priority;
+    // ---- Aggregates: the few unadmitted traffic aggregates the controller lifts out of best
+    // effort (for example network control), each policed by its aggregate meter.
+    action set_aggregate(bit<8> aggregate_id, bit<3> priority) {
+        aggregate_meters.execute_meter((bit<32>)aggregate_id, meta.color);
+        meta.aggregate_id = aggregate_id;
+        meta.aggregate_priority = priority;
     }
 
-    table classes {
+    table aggregates {
         key = {
             hdr.ipv4.dscp : ternary @name("dscp");
             hdr.ipv4.protocol : ternary @name("protocol");
             meta.l4_dst_port : ternary @name("l4_dst_port");
         }
         actions = {
-            set_class;
+            set_aggregate;
             @defaultonly NoAction;
         }
         const default_action = NoAction();
-        counters = class_counter;
-        size = MAX_CLASSES;
+        counters = aggregate_counter;
+        size = MAX_AGGREGATES;
     }
 
     apply {
@@ -333,12 +333,12 @@ control TerrapinIngress(inout headers_t hdr,
                         standard_metadata.priority = PRIORITY_BEST_EFFORT;
                     }
                 }
-            } else if (classes.apply().hit) {
+            } else if (aggregates.apply().hit) {
                 if (meta.color == METER_GREEN) {
-                    standard_metadata.priority = meta.class_priority;
+                    standard_metadata.priority = meta.aggregate_priority;
                 } else {
                     standard_metadata.priority = PRIORITY_BEST_EFFORT;
-                    class_excess.count((bit<32>)meta.class_id);
+                    aggregate_excess.count((bit<32>)meta.aggregate_id);
                 }
             } else {
                 // Unadmitted: best effort whatever the packet claims (seed 000 §3.2: ordinary

@@ -1,5 +1,5 @@
 """Queue selection for unadmitted traffic: XTP SORT and DSCP claims are demoted to best
-effort (seed 000 §3.2), except the aggregates the controller lists in `classes`."""
+effort (seed 000 §3.2), except the aggregates the controller lists in `aggregates`."""
 
 from __future__ import annotations
 
@@ -82,14 +82,14 @@ class DscpClaimIsDemoted(TerrapinTest):
         self.assertEqual(self.sw.counter("demoted_claims", C["CLAIM_DSCP"])[0], 1)
 
 
-class ClassTableLiftsListedDscp(TerrapinTest):
-    """A class entry (DSCP CS6, any protocol) serves matching traffic at its priority and
+class AggregateTableLiftsListedDscp(TerrapinTest):
+    """An aggregate entry (DSCP CS6, any protocol) serves matching traffic at its priority and
     counts it; other DSCPs stay best effort."""
 
     def runTest(self) -> None:
-        self.sw.set_meter("class_meters", 3, generous_envelope())
-        entry = self.sw.insert("classes", {"dscp": (CS6, 0x3F)}, "set_class",
-                               {"class_id": 3, "priority": 6}, priority=10)
+        self.sw.set_meter("aggregate_meters", 3, generous_envelope())
+        entry = self.sw.insert("aggregates", {"dscp": (CS6, 0x3F)}, "set_aggregate",
+                               {"aggregate_id": 3, "priority": 6}, priority=10)
         control = ipv4_packet(1, host_ip(2), tos=CS6 << 2, proto_layer=UDP(sport=179, dport=179))
         other = ipv4_packet(1, host_ip(2), tos=CS7 << 2)
         self.send(1, control, count=2)
@@ -103,19 +103,19 @@ class ClassTableLiftsListedDscp(TerrapinTest):
         self.assertEqual(self.sw.counter("demoted_claims", C["CLAIM_DSCP"])[0], 1)
 
 
-class ClassAggregateMeterDemotesExcess(TerrapinTest):
-    """Two class entries sharing class id 1 share its meter: once the aggregate burst is
-    spent, either entry's traffic is demoted to best effort and counted as class excess."""
+class AggregateMeterDemotesExcess(TerrapinTest):
+    """Two aggregate entries sharing aggregate id 1 share its meter: once the aggregate burst is
+    spent, either entry's traffic is demoted to best effort and counted as aggregate excess."""
 
     def runTest(self) -> None:
         frame = 200
         # Room for exactly two frames, refilled at 100 B/s: nothing refills during the test.
-        self.sw.set_meter("class_meters", 1, MeterEnvelope(cir=100, cburst=2 * frame,
+        self.sw.set_meter("aggregate_meters", 1, MeterEnvelope(cir=100, cburst=2 * frame,
                                                            pir=100, pburst=2 * frame))
-        self.sw.insert("classes", {"dscp": (CS6, 0x3F)}, "set_class",
-                       {"class_id": 1, "priority": 6}, priority=10)
-        self.sw.insert("classes", {"dscp": (CS7, 0x3F)}, "set_class",
-                       {"class_id": 1, "priority": 6}, priority=10)
+        self.sw.insert("aggregates", {"dscp": (CS6, 0x3F)}, "set_aggregate",
+                       {"aggregate_id": 1, "priority": 6}, priority=10)
+        self.sw.insert("aggregates", {"dscp": (CS7, 0x3F)}, "set_aggregate",
+                       {"aggregate_id": 1, "priority": 6}, priority=10)
         cs6 = sized_udp(1, 2, frame, tos=CS6 << 2)
         cs7 = sized_udp(1, 2, frame, tos=CS7 << 2)
         for pkt in (cs6, cs7, cs6, cs7):
@@ -123,4 +123,4 @@ class ClassAggregateMeterDemotesExcess(TerrapinTest):
             self.expect(routed(pkt, 2), 2)
         self.expect_nothing()
         self.assertEqual(queue_counts(self, 2), [2, 0, 0, 0, 0, 0, 2, 0])
-        self.assertEqual(self.sw.counter("class_excess", 1), (2, 2 * frame))
+        self.assertEqual(self.sw.counter("aggregate_excess", 1), (2, 2 * frame))

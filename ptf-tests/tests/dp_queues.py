@@ -33,7 +33,7 @@ HIGH_PRIORITY = 6
 class QueueTest(TerrapinTest):
     def overload(self) -> list[str]:
         """Offers LOW_FRAMES best-effort frames, then HIGH_FRAMES of an admitted channel, all
-        for the rate-limited port; returns the classes in the order they left it."""
+        for the rate-limited port; returns the kinds (low/high) in the order they left it."""
         out = self.rate_limited_port
         self.admit(2, out, 17, udp_flow_key(8000, 8001), channel_id=5, priority=HIGH_PRIORITY,
                    meter=generous_envelope())
