@@ -10,6 +10,7 @@ import ipaddress
 import re
 import secrets
 import tomllib
+from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Literal
@@ -17,8 +18,9 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from terrapin.admission.model import ALL_TESTS, PortId, PortModel, ServiceClass, ceil_div
-from terrapin.constants import ADMITTED_PRIORITIES, CONTROL_FRAME_BYTES, CPU_PORT
+from terrapin.admission.model import ALL_TESTS, PortId, PortModel, ServiceClass, StandingLoad, ceil_div
+from terrapin.constants import ADMITTED_PRIORITIES, CONTROL_FRAME_BYTES, CPU_PORT, PROTOCOL_PRIORITY
+from terrapin.p4program import AGGREGATE_KEY, MAX_AGGREGATES
 
 _MAC = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
 
@@ -79,6 +81,100 @@ class AdmissionConfig(_Strict):
             if level not in ADMITTED_PRIORITIES or budget <= 0:
                 raise ValueError(f"level {level}: budget {budget} (levels 1..6, budget > 0 µs)")
         return value
+
+
+AggregateField = Literal["dscp", "protocol", "l4_dst_port"]
+
+
+def ternary(value: int | str, bits: int) -> tuple[int, int]:
+    """A match value of the configuration as (value, mask): an integer matches exactly, a
+    "value/mask" string (each part decimal or 0x-hex) only the mask's bits."""
+    full = (1 << bits) - 1
+    if isinstance(value, int):
+        number, mask = value, full
+    else:
+        number_text, slash, mask_text = value.partition("/")
+        try:
+            number = int(number_text.strip(), 0)
+            mask = int(mask_text.strip(), 0) if slash else full
+        except ValueError:
+            raise ValueError(f"{value!r} is not a number or value/mask like 48/0x38") from None
+    if not 0 <= number <= full or not 0 <= mask <= full:
+        raise ValueError(f"{value!r} does not fit in {bits} bits")
+    if mask == 0:
+        raise ValueError(f"{value!r} has mask 0, which matches anything: leave the field out")
+    if number & ~mask:
+        raise ValueError(f"{value!r} sets bits outside its mask")
+    return number, mask
+
+
+class AggregatePeak(_Strict):
+    """The meter's peak bucket (RFC 2698 PIR/PBS); without it, peak = committed."""
+
+    rate: int = Field(gt=0)  # bytes/s
+    burst: int = Field(gt=0)  # bytes
+
+
+class AggregateConfig(_Strict):
+    """An unadmitted traffic aggregate (say network control by DSCP) lifted out of best effort
+    to `priority` and policed by one meter to (rate, burst); admission reserves that envelope
+    at that level on every port (docs/controller.md, "Aggregates")."""
+
+    name: str = Field(min_length=1)
+    # One mapping, or a list of them sharing the aggregate's meter; field → exact or value/mask.
+    match: list[dict[AggregateField, int | str]]
+    priority: int
+    rate: int = Field(gt=0)  # bytes/s, IPv4 bytes as a channel's ρ
+    burst: int = Field(gt=0)  # bytes
+    max_packet: int = Field(default=1500, gt=0)  # its largest packet (IPv4 total length)
+    peak: AggregatePeak | None = None
+
+    @field_validator("match", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: object) -> object:
+        return [value] if isinstance(value, dict) else value
+
+    @field_validator("match")
+    @classmethod
+    def _fields(cls, value: list[dict[AggregateField, int | str]]) -> list[dict[AggregateField, int | str]]:
+        if not value:
+            raise ValueError("needs at least one match")
+        for index, fields in enumerate(value):
+            if not fields:
+                raise ValueError(
+                    f"match {index} is empty, which lifts every IPv4 packet: give dscp, "
+                    "protocol or l4_dst_port"
+                )
+            for name, given in fields.items():
+                try:
+                    ternary(given, AGGREGATE_KEY[name])
+                except ValueError as exc:
+                    raise ValueError(f"match {index}, {name}: {exc}") from None
+        return value
+
+    @field_validator("priority")
+    @classmethod
+    def _level(cls, value: int) -> int:
+        if value not in ADMITTED_PRIORITIES and value != PROTOCOL_PRIORITY:
+            raise ValueError(f"priority {value} is not a level an aggregate can use (1..7)")
+        return value
+
+    @model_validator(mode="after")
+    def _envelope(self) -> AggregateConfig:
+        if self.burst < self.max_packet:
+            raise ValueError(
+                f"aggregate {self.name}: burst {self.burst} is below max_packet {self.max_packet}, "
+                "so its meter would never pass such a packet"
+            )
+        if self.peak is not None and (self.peak.rate < self.rate or self.peak.burst < self.max_packet):
+            raise ValueError(
+                f"aggregate {self.name}: peak needs rate >= rate ({self.rate}) and burst >= max_packet"
+            )
+        return self
+
+    def matches(self) -> list[dict[str, tuple[int, int]]]:
+        """Each match as field → (value, mask), as the aggregates table takes it."""
+        return [{f: ternary(v, AGGREGATE_KEY[f]) for f, v in m.items()} for m in self.match]
 
 
 class PortConfig(_Strict):
@@ -198,12 +294,19 @@ class Config(_Strict):
     switches: list[SwitchConfig]
     hosts: list[HostConfig] = Field(default_factory=list)
     monitor: MonitorConfig = Field(default_factory=MonitorConfig)
+    aggregates: list[AggregateConfig] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _consistent(self) -> Config:
         names = [s.name for s in self.switches]
         if len(set(names)) != len(names):
             raise ValueError("switch names must be unique")
+        aggregate_names = [a.name for a in self.aggregates]
+        if len(set(aggregate_names)) != len(aggregate_names):
+            raise ValueError("aggregates: names must be unique")
+        entries = sum(len(a.match) for a in self.aggregates)
+        if entries > MAX_AGGREGATES:
+            raise ValueError(f"aggregates: {entries} matches, the data plane holds {MAX_AGGREGATES}")
         switch_ports = {s.name: {p.number: p for p in s.ports} for s in self.switches}
         host_names = {h.name for h in self.hosts}
         for s in self.switches:
@@ -250,8 +353,27 @@ class Config(_Strict):
         for s in self.switches:
             for p in s.ports:
                 adm = AdmissionConfig.model_validate(self.admission.model_dump() | p.admission)
-                models.append(port_model(PortId(s.name, p.number), p.rate_bps, adm, p.rate_pps))
+                model = port_model(PortId(s.name, p.number), p.rate_bps, adm, p.rate_pps)
+                models.append(with_aggregates(model, self.aggregates))
         return models
+
+
+def with_aggregates(model: PortModel, aggregates: list[AggregateConfig]) -> PortModel:
+    """The port carrying every aggregate's envelope from the start: at levels 1..6 as standing
+    loads of their level; at level 7 added to the protocol's envelope, which the tests already
+    take as served above every admitted level."""
+    standing = [
+        StandingLoad(a.name, a.priority, a.rate, a.burst, a.max_packet)
+        for a in aggregates
+        if a.priority != PROTOCOL_PRIORITY
+    ]
+    top = [model.charge(a.rate, a.burst, a.max_packet) for a in aggregates if a.priority == PROTOCOL_PRIORITY]
+    return replace(
+        model,
+        standing=model.standing + tuple(standing),
+        control_rate=model.control_rate + sum(rate for rate, _ in top),
+        control_burst=model.control_burst + sum(burst for _, burst in top),
+    )
 
 
 def port_model(port: PortId, rate_bps: int, adm: AdmissionConfig, rate_pps: int | None = None) -> PortModel:

@@ -25,7 +25,7 @@ import finsy as fy
 from terrapin.admission.model import JUMPING_WINDOW, MOVING_WINDOW, ChannelEnvelope, HopAllocation, ceil_div
 from terrapin.admission.policers import moving_ring
 from terrapin.bmv2 import Bmv2Cli
-from terrapin.config import Config
+from terrapin.config import AggregateConfig, Config
 from terrapin.constants import ETHERNET_HEADER
 from terrapin.p4program import (
     A_ADMIT,
@@ -33,6 +33,7 @@ from terrapin.p4program import (
     A_ADMIT_MOVING,
     A_ANSWER_ARP,
     A_ROUTE,
+    A_SET_AGGREGATE,
     A_SET_DELAY_BOUND,
     A_SET_SOURCE_MAC,
     C_CHANNEL_RED,
@@ -45,11 +46,14 @@ from terrapin.p4program import (
     DROP_REASONS,
     EXCESS_DEMOTE,
     EXCESS_DROP,
+    M_AGGREGATE_METERS,
+    MAX_AGGREGATES,
     PACKET_OUT_DIRECT,
     PACKET_OUT_PIPELINE,
     QUEUES_PER_PORT,
     R_MAX_DELAY,
     R_MAX_DEPTH,
+    T_AGGREGATES,
     T_ARP,
     T_CHANNELS,
     T_PORT_MACS,
@@ -93,8 +97,8 @@ def entry_for_hop(
     bunched by the queues upstream, which the window would cut; their meter's (ρ, σ_k) is the
     window's arrival envelope with the burst grown hop by hop, so it never does. `tag` names
     this installation of the channel (the window ignores state another tag left behind)."""
-    rate = ceil_div(hop.rate * (hop.max_packet + ETHERNET_HEADER), hop.max_packet)
-    burst = ceil_div(hop.burst * (hop.max_packet + ETHERNET_HEADER), hop.max_packet)
+    rate = frame_bytes(hop.rate, hop.max_packet)
+    burst = frame_bytes(hop.burst, hop.max_packet)
     return ChannelEntry(
         switch=switch,
         selector=selector,
@@ -107,6 +111,13 @@ def entry_for_hop(
         demote_excess=demote_excess,
         window=None if edge is None else window_entry(edge, tag),
     )
+
+
+def frame_bytes(ipv4_bytes: int, max_packet: int) -> int:
+    """A rate or burst in IPv4 bytes as the meters count it, in frame bytes: each packet of up
+    to max_packet IPv4 bytes carries ETHERNET_HEADER more on the wire (rounded up, so the
+    meter never passes less than the envelope)."""
+    return ceil_div(ipv4_bytes * (max_packet + ETHERNET_HEADER), max_packet)
 
 
 def window_entry(env: ChannelEnvelope, tag: int) -> JumpingWindowEntry | MovingWindowEntry | None:
@@ -168,6 +179,37 @@ def _forwarding_entries(fwd: Forwarding) -> list[fy.P4TableEntry]:
     ]
 
 
+def _aggregate_entries(aggregates: Sequence[AggregateConfig]) -> list[fy.P4TableEntry]:
+    """The aggregates table: aggregate i's matches name aggregate id i (its meter's index). The
+    table is ternary, so each entry has a P4Runtime priority: the first match listed wins."""
+    entries: list[fy.P4TableEntry] = []
+    for aggregate_id, aggregate in enumerate(aggregates):
+        action = fy.P4TableAction(A_SET_AGGREGATE, aggregate_id=aggregate_id, priority=aggregate.priority)
+        for match in aggregate.matches():
+            entries.append(
+                fy.P4TableEntry(
+                    T_AGGREGATES,
+                    match=fy.P4TableMatch(match),
+                    action=action,
+                    priority=MAX_AGGREGATES - len(entries),
+                )
+            )
+    return entries
+
+
+def aggregate_meter(aggregate: AggregateConfig) -> fy.P4MeterConfig:
+    """The aggregate's (rate, burst) as its meter's committed bucket, in frame bytes as a
+    channel's; the peak bucket is `peak` when given, else the committed one (a strict trTCM)."""
+    peak = aggregate.peak
+    peak_rate, peak_burst = (aggregate.rate, aggregate.burst) if peak is None else (peak.rate, peak.burst)
+    return fy.P4MeterConfig(
+        cir=frame_bytes(aggregate.rate, aggregate.max_packet),
+        cburst=frame_bytes(aggregate.burst, aggregate.max_packet),
+        pir=frame_bytes(peak_rate, aggregate.max_packet),
+        pburst=frame_bytes(peak_burst, aggregate.max_packet),
+    )
+
+
 @dataclass(frozen=True)
 class QueueTelemetry:
     port: int
@@ -222,6 +264,7 @@ class ReconcileReport:
     modified: int
     deleted: int
     kept: int
+    meters: int = 0  # aggregate meters written (all of them, at every reconciliation)
     # Wall-clock end of this reconciliation: tells a restored switch's report from its predecessor's.
     finished_at: float = field(default_factory=time.time)
 
@@ -240,6 +283,7 @@ class SwitchFabric:
         self._topology = topology
         self._on_packet = on_packet
         self._desired = desired_channels
+        self._aggregates = tuple(config.aggregates)
         base = config_dir or Path.cwd()
         p4info = _resolve(base, config.p4.p4info)
         p4blob = _resolve(base, config.p4.json_path)
@@ -352,9 +396,10 @@ class SwitchFabric:
         schema = sw.p4info
         desired = _forwarding_entries(self._topology.forwarding(name))
         desired += [_channel_table_entry(e) for e in self._desired(name)]
+        desired += _aggregate_entries(self._aggregates)
         want = {_key(e, schema): e for e in desired}
         have: dict[tuple[Any, ...], fy.P4TableEntry] = {}
-        for table in (T_ROUTES, T_ARP, T_PORT_MACS, T_CHANNELS):
+        for table in (T_ROUTES, T_ARP, T_PORT_MACS, T_CHANNELS, T_AGGREGATES):
             async for entry in _read(sw, _read_request(table)):
                 have[_key(entry, schema)] = entry
         inserts = [e for k, e in want.items() if k not in have]
@@ -364,9 +409,20 @@ class SwitchFabric:
             await sw.delete(deletes)
         if modifies:
             await sw.modify(modifies)
+        # Meters before entries, so no aggregate packet meets an unconfigured meter (which
+        # colours everything green). A meter config cannot be inserted or deleted, only set;
+        # setting an unchanged one is harmless, so all are written.
+        meters = [
+            ~fy.P4MeterEntry(M_AGGREGATE_METERS, index=i, config=aggregate_meter(a))
+            for i, a in enumerate(self._aggregates)
+        ]
+        if meters:
+            await sw.write(meters)
         if inserts:
             await sw.insert(inserts)
-        return ReconcileReport(name, len(inserts), len(modifies), len(deletes), len(want) - len(inserts))
+        return ReconcileReport(
+            name, len(inserts), len(modifies), len(deletes), len(want) - len(inserts), len(meters)
+        )
 
     # ---- channels (paths.ChannelProgrammer) -----------------------------------------------
 

@@ -78,6 +78,7 @@ class Lab:
     # delay bound), for the guarantee monitor's induced-violation tests.
     believed_rate_bps: dict[tuple[int, int], int] = field(default_factory=dict)
     monitor: dict[str, Any] = field(default_factory=dict)  # the config's `monitor:` section
+    aggregates: list[dict[str, Any]] = field(default_factory=list)  # the config's `aggregates:`
 
     # ---- building ---------------------------------------------------------------------------
 
@@ -224,6 +225,7 @@ class Lab:
             "protocol": {"hold_seconds": 3.0},
             "admission": {"largest_packet": MTU, "queue_capacity": 64 * MTU},
             "monitor": self.monitor,
+            "aggregates": self.aggregates,
             "switches": switches,
             "hosts": [
                 {"name": "h1", "ip": "10.0.1.2", "mac": "0a:00:00:00:00:01", "switch": "s1", "port": 1},
@@ -354,6 +356,53 @@ class Lab:
             for reply in stub.Read(request, timeout=5):
                 entries.extend(e.table_entry for e in reply.entities)
             return entries
+        finally:
+            channel.close()
+
+    def read_aggregates(self, i: int) -> list[tuple[dict[str, tuple[int, int]], int, dict[str, int]]]:
+        """TerrapinIngress.aggregates of switch i: (field → (value, mask), P4Runtime priority,
+        action parameters by name) per entry."""
+        info = p4info_pb2.P4Info()
+        text_format.Parse(P4_INFO.read_text(), info)
+        table = next(t for t in info.tables if t.preamble.name == "TerrapinIngress.aggregates")
+        action = next(a for a in info.actions if a.preamble.name == "TerrapinIngress.set_aggregate")
+        fields = {f.id: f.name for f in table.match_fields}
+        params = {p.id: p.name for p in action.params}
+        entity = p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry(table_id=table.preamble.id))
+        found = []
+        for e in self._read(i, entity):
+            entry = e.table_entry
+            match = {
+                fields[m.field_id]: (
+                    int.from_bytes(m.ternary.value, "big"),
+                    int.from_bytes(m.ternary.mask, "big"),
+                )
+                for m in entry.match
+            }
+            args = {params[p.param_id]: int.from_bytes(p.value, "big") for p in entry.action.action.params}
+            found.append((match, entry.priority, args))
+        return found
+
+    def read_meter(self, i: int, name: str, index: int) -> tuple[int, int, int, int] | None:
+        """An indexed meter's config on switch i as (cir, cburst, pir, pburst); None if unset."""
+        info = p4info_pb2.P4Info()
+        text_format.Parse(P4_INFO.read_text(), info)
+        meter_id = next(m.preamble.id for m in info.meters if m.preamble.name == name)
+        entity = p4runtime_pb2.Entity(
+            meter_entry=p4runtime_pb2.MeterEntry(meter_id=meter_id, index=p4runtime_pb2.Index(index=index))
+        )
+        for e in self._read(i, entity):
+            if e.meter_entry.HasField("config"):
+                c = e.meter_entry.config
+                return (c.cir, c.cburst, c.pir, c.pburst)
+        return None
+
+    def _read(self, i: int, entity: p4runtime_pb2.Entity) -> list[p4runtime_pb2.Entity]:
+        channel = grpc.insecure_channel(f"127.0.0.1:{GRPC_BASE + i}")
+        try:
+            stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
+            request = p4runtime_pb2.ReadRequest(device_id=i, entities=[entity])
+            return [e for reply in stub.Read(request, timeout=5) for e in reply.entities]
         finally:
             channel.close()
 

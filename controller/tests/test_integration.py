@@ -23,6 +23,17 @@ from terrapin.protocol.messages import ReservationMessage
 pytestmark = pytest.mark.integration
 
 BODY = RESERVATION
+# An unadmitted aggregate every switch polices and lifts to level 6 (docs/controller.md,
+# "Aggregates"); admission charges its envelope on every port, so the tests below see it.
+AGGREGATE_RATE = 2000
+AGGREGATE = {
+    "name": "network-control",
+    "match": [{"dscp": 48}, {"protocol": 6, "l4_dst_port": "179/0xffff"}],
+    "priority": 6,
+    "rate": AGGREGATE_RATE,
+    "burst": 3000,
+    "peak": {"rate": 4000, "burst": 3000},
+}
 
 
 @pytest.fixture(scope="module", params=SWITCH_KINDS)
@@ -31,7 +42,7 @@ def lab(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     missing = missing_prerequisites(kind)
     if missing:
         pytest.skip(missing)
-    network = Lab(Path(tmp_path_factory.mktemp(f"trptctl-{kind}")), kind=kind)
+    network = Lab(Path(tmp_path_factory.mktemp(f"trptctl-{kind}")), kind=kind, aggregates=[AGGREGATE])
     try:
         network.up()
         network.start_controller()
@@ -142,7 +153,7 @@ def test_inband_request_is_accepted_then_denied_when_full(lab: Lab) -> None:
         for i in (1, 2, 3):
             assert len(lab.read_channels(i)) == 1
         # 10 Mbit/s ports, 90% reservable (terrapin-switch: 1,125,000 B/s; BMv2: 833 packets/s
-        # of 1,500-byte slots, 1,124,550 B/s): 600,000 + 600,000 does not fit
+        # of 1,500-byte slots, 1,124,550 B/s): 600,000 + 600,000 (+ the aggregate) does not fit
         reservable = lab.rest("GET", "/status/switches/s1")[1]["ports"][1]["reservable_rate"]
         assert reservable == (1_125_000 if lab.kind == "terrapin" else 1_124_550)
         code, out = lab.host(
@@ -164,7 +175,9 @@ def test_inband_request_is_accepted_then_denied_when_full(lab: Lab) -> None:
             "42",
         )
         assert code == 1 and out["outcome"] == "DENIED", out
-        assert out["reason_name"] == "RATE" and out["shortfall"] == 1_200_000 - (reservable - 1)
+        # the aggregate's 2,000 B/s (1,500-byte packets: also 2,000 B/s of BMv2 slots) is charged too
+        assert out["reason_name"] == "RATE"
+        assert out["shortfall"] == 1_200_000 + AGGREGATE_RATE - (reservable - 1)
         # status from the first router
         code, report = lab.host("h1", "status")
         assert code == 0 and report["device_id"] == 1
@@ -217,6 +230,40 @@ def test_switch_restart_gets_pipeline_and_entries_back(lab: Lab) -> None:
     assert lab.wait_healthy(5)["switches"]["s2"]["ready"]
     assert lab.rest("DELETE", f"/reservations/{res['id']}")[0] == 204
     assert wait_for(lambda: lab.read_channels(2) == [])
+
+
+def expected_aggregates() -> list[tuple[dict[str, tuple[int, int]], int, dict[str, int]]]:
+    """What every switch's aggregates table holds for AGGREGATE: its two matches, first listed
+    first (P4Runtime priority 64, then 63), both naming aggregate id 0 at level 6."""
+    args = {"aggregate_id": 0, "priority": 6}
+    return [
+        ({"dscp": (48, 0x3F)}, 64, args),
+        ({"protocol": (6, 0xFF), "l4_dst_port": (179, 0xFFFF)}, 63, args),
+    ]
+
+
+def test_aggregates_are_on_every_switch_after_start_and_after_a_switch_restart(lab: Lab) -> None:
+    # the meter in frame bytes, as a channel's: × (1500 + 14) / 1500, rounded up
+    meter = tuple(-(-v * 1514 // 1500) for v in (AGGREGATE_RATE, 3000, 4000, 3000))
+    for i in (1, 2, 3):
+        assert sorted(lab.read_aggregates(i), key=lambda e: -e[1]) == expected_aggregates()
+        assert lab.read_meter(i, "TerrapinIngress.aggregate_meters", 0) == meter
+    # admission holds the aggregate's envelope at level 6 of every port, with no channel
+    status, s2 = lab.rest("GET", "/status/switches/s2")
+    assert status == 200
+    level6 = next(p for p in s2["ports"] if p["port"] == 2)["queues"][6]
+    assert (level6["channels"], level6["allocated_rate"], level6["allocated_burst"]) == (
+        0,
+        AGGREGATE_RATE,
+        3000,
+    )
+    lab.stop_switch(3)
+    assert wait_for(lambda: lab.rest("GET", "/health")[0] == 503), lab.rest("GET", "/health")
+    lab.start_switch(3)  # empty: no pipeline, no entries, no meter config
+    assert wait_for(lambda: len(lab.read_aggregates(3)) == 2, timeout=20)
+    assert lab.wait_healthy(10)["switches"]["s3"]["ready"]
+    assert sorted(lab.read_aggregates(3), key=lambda e: -e[1]) == expected_aggregates()
+    assert lab.read_meter(3, "TerrapinIngress.aggregate_meters", 0) == meter
 
 
 def test_malformed_inputs_get_clear_errors_and_the_controller_carries_on(lab: Lab) -> None:

@@ -261,7 +261,8 @@ control TerrapinIngress(inout headers_t hdr,
     }
 
     // ---- Aggregates: the few unadmitted traffic aggregates the controller lifts out of best
-    // effort (for example network control), each policed by its aggregate meter.
+    // effort (for example network control), each policed by its aggregate meter. The controller
+    // reserves each one's envelope at its level on every port (docs/controller.md).
     action set_aggregate(bit<8> aggregate_id, bit<3> priority) {
         aggregate_meters.execute_meter((bit<32>)aggregate_id, meta.color);
         meta.aggregate_id = aggregate_id;

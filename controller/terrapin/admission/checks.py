@@ -151,7 +151,7 @@ def check_static_priority(port: PortModel, after: PortLoad, cand: Candidate) -> 
                 total,
                 total - (port.line_rate - 1),
                 "bytes/s",
-                "admitted rates plus protocol traffic must stay below the line rate",
+                "admitted rates (aggregates included) plus protocol traffic must stay below the line rate",
             )
         )
         return found

@@ -34,6 +34,7 @@ from terrapin.admission.model import (
     PortLoad,
     PortModel,
     Rounding,
+    StandingLoad,
     Violation,
     ceil_div,
 )
@@ -73,6 +74,14 @@ class _LevelBook:
         self.packets[hop.max_packet] += 1
         if hop.protected_delay_us is not None:
             self.protected[hop.protected_delay_us] += 1
+
+    def reserve(self, standing: StandingLoad, model: PortModel) -> None:
+        """A standing load: charged like a channel's hop, but not a channel (no promise to
+        keep, not counted in `channels`)."""
+        rate, burst = model.charge(standing.rate, standing.burst, standing.max_packet)
+        self.rate += rate
+        self.burst += burst
+        self.packets[standing.max_packet] += 1
 
     def remove(self, hop: HopAllocation, model: PortModel) -> None:
         rate, burst = model.charge(hop.rate, hop.burst, hop.max_packet)
@@ -130,6 +139,9 @@ class AdmissionLedger:
         self._books: dict[PortId, list[_LevelBook]] = {
             pid: [_LevelBook() for _ in range(8)] for pid in self._ports
         }
+        for pid, model in self._ports.items():
+            for standing in model.standing:
+                self._books[pid][standing.priority].reserve(standing, model)
         self._entries: dict[ChannelKey, _Entry] = {}
         self._held: dict[ChannelKey, float] = {}  # tentative holds only, so expiry is cheap
         self._lock = threading.Lock()

@@ -92,6 +92,20 @@ class ServiceClass:
     peak_policed: bool = False
 
 
+@dataclass(frozen=True)
+class StandingLoad:
+    """Traffic the port carries at an admitted level without being a channel: a configured
+    aggregate (docs/controller.md, "Aggregates"), lifted out of best effort and policed to
+    (rate, burst) by its meter. The ledger charges it at `priority` from the start, so every
+    test sees it as it sees admitted channels, and guarantees given hold with it present."""
+
+    name: str
+    priority: int
+    rate: int  # bytes/s
+    burst: int  # bytes
+    max_packet: int  # bytes: the size its packets are counted at (as a channel's)
+
+
 ALL_TESTS = ("rate_buffer", "static_priority", "class_shares", "best_effort_floor")
 
 
@@ -118,6 +132,8 @@ class PortModel:
     # Protocol messages ride level 7 above every admitted level; their envelope counts too.
     control_rate: int = 0
     control_burst: int = 0
+    # Aggregates at levels 1..6 (level 7's are in control_rate/control_burst, above every level).
+    standing: tuple[StandingLoad, ...] = ()
     # 0: the switch shapes the port in bytes/s. > 0: it shapes it in packets/s (BMv2), and every
     # packet takes one slot of this many bytes of line_rate whatever its size (see `charge`).
     packet_slot: int = 0
