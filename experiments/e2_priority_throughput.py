@@ -165,9 +165,7 @@ def plot(experiment: Experiment, points: list[Point], line_mbps: float) -> None:
     ax.set_ylim(0, line_mbps * 1.1)
     ax.set_title("E2: high priority under low-priority congestion (seed 000 Fig. 9)")
     ax.legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(experiment.plot_path("throughput"), dpi=110)
-    plt.close(fig)
+    experiment.save_plot(fig, "throughput")
 
 
 if __name__ == "__main__":

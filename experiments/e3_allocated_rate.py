@@ -192,9 +192,7 @@ def plot(experiment: Experiment, runs: list[RateRun]) -> None:
     right.set_ylabel("% of the time")
     right.set_title("receiver buffer (Table 1's analogue)")
     right.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(experiment.plot_path("latency"), dpi=110)
-    plt.close(fig)
+    experiment.save_plot(fig, "latency")
 
 
 if __name__ == "__main__":

@@ -198,9 +198,7 @@ def plot(experiment: Experiment, tests: list[Test]) -> None:
     right.set_ylabel("priority-6 queue towards b1 (packets)")
     right.set_title("max queue depth vs admitted bursts")
     right.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(experiment.plot_path("depth"), dpi=110)
-    plt.close(fig)
+    experiment.save_plot(fig, "depth")
 
 
 if __name__ == "__main__":

@@ -213,9 +213,7 @@ def plot(
         bottom.set_ylabel("receive inter-frame time (ms)")
         bottom.set_xlabel("time (s)")
         bottom.set_yscale("log")
-    fig.tight_layout()
-    fig.savefig(experiment.plot_path("video"), dpi=110)
-    plt.close(fig)
+    experiment.save_plot(fig, "video")
 
 
 if __name__ == "__main__":

@@ -185,9 +185,7 @@ def plot(experiment: Experiment, results: dict[str, dict[int, list[float]]]) -> 
     ax.set_ylabel("set-up latency (ms)")
     ax.set_title("E6: channel set-up latency per hop (seed 001 Table 1)")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(experiment.plot_path("setup"), dpi=110)
-    plt.close(fig)
+    experiment.save_plot(fig, "setup")
 
 
 if __name__ == "__main__":

@@ -268,9 +268,7 @@ def plot(
     ax.set_ylabel("end-to-end delay over four switches (ms)")
     ax.set_title("E7: service classes with cross traffic at every switch (seed 003 Figs 3-5)")
     ax.legend(fontsize=7, loc="upper right")
-    fig.tight_layout()
-    fig.savefig(experiment.plot_path("delay"), dpi=110)
-    plt.close(fig)
+    experiment.save_plot(fig, "delay")
 
 
 if __name__ == "__main__":

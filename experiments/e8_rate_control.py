@@ -252,9 +252,7 @@ def plot(
         ax.set_ylabel("packets received (sequence)")
         ax.legend(fontsize=8)
     fig.suptitle("E8: rate control and channel isolation")
-    fig.tight_layout()
-    fig.savefig(experiment.plot_path("sequence"), dpi=110)
-    plt.close(fig)
+    experiment.save_plot(fig, "sequence")
 
 
 if __name__ == "__main__":

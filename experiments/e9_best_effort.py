@@ -199,9 +199,7 @@ def plot(experiment: Experiment, steps: list[Step], line_mbps: float, admitted: 
     handles = left.get_legend_handles_labels()[0] + right.get_legend_handles_labels()[0]
     left.legend(handles=handles, fontsize=8, loc="center left")
     left.set_title("E9: best effort as real-time channels are admitted (seed 002 Figs 2-5)")
-    fig.tight_layout()
-    fig.savefig(experiment.plot_path("best-effort"), dpi=110)
-    plt.close(fig)
+    experiment.save_plot(fig, "best-effort")
 
 
 if __name__ == "__main__":

@@ -26,12 +26,15 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from topo.network import PID_DIR, RunningNetwork, running, wait_ready
 from topo.p4switch import REPO
 from topo.plan import NetworkPlan
 from topo.supervise import write_pid
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure as PlotFigure
 
 RESULTS = REPO / "build" / "results"
 
@@ -176,6 +179,14 @@ class Experiment:
         self.plots.append(path.name)
         print(f"plot: {path.relative_to(REPO)}", flush=True)
         return path
+
+    def save_plot(self, fig: PlotFigure, what: str) -> None:
+        """Lays the figure out, writes it as build/results/E<n>-<what>.png and lets pyplot forget it."""
+        import matplotlib.pyplot as plt  # only experiments that plot pay for pyplot
+
+        fig.tight_layout()
+        fig.savefig(self.plot_path(what), dpi=110)
+        plt.close(fig)
 
     def finish(self, problems: list[str], data: dict[str, Any] | None = None) -> int:
         """Writes build/results/E<n>.json, prints the verdict line; the exit code."""
