@@ -32,14 +32,22 @@ import os
 import signal
 import sys
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
 from topo import christie
-from topo.experiment import VIDEO_PORT, VideoRun, channel, queue_reading, video_under_flood
+from topo.experiment import (
+    VIDEO_PORT,
+    MonitorVerdict,
+    VideoRun,
+    channel,
+    monitor_counts,
+    queue_reading,
+    verdict_between,
+    video_under_flood,
+)
 from topo.network import (
     PID_DIR,
     RUN_DIR,
@@ -94,73 +102,6 @@ class RunResult:
         )
 
 
-@dataclass
-class MonitorVerdict:
-    """The guarantee monitor over one run: figures are differences of /metrics taken before and
-    after the video, for the reservation's queue towards b1."""
-
-    polls: int
-    network: int  # network violation episodes raised during the run
-    source: int
-    bands: dict[str, int]  # the queue's packets by their wait against the bound
-    alarm_s: float | None = None  # first network alarm after the first frame (broken run)
-    interval_s: float = 0.0
-
-    @property
-    def violations(self) -> int:
-        return self.network + self.source
-
-    def line(self) -> str:
-        bands = ",".join(f"{name}:{count}" for name, count in self.bands.items())
-        text = (
-            f"monitor: violations={self.violations} network={self.network} source={self.source}"
-            f" polls={self.polls} checked_packets={sum(self.bands.values())} bands={bands}"
-        )
-        if self.alarm_s is not None:
-            within = self.alarm_s <= 2 * self.interval_s
-            text += (
-                f" alarm_s={self.alarm_s:.3f} interval_s={self.interval_s:g}"
-                f" within_two_intervals={int(within)}"
-            )
-        return text
-
-
-def monitor_counts(run: RunningNetwork, port: int) -> tuple[int, dict[str, int], dict[str, int]]:
-    """(polls, packets of the reserved queue towards b1 by delay band, violations by cause)."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    with urllib.request.urlopen(f"{run.rest_url}/metrics", timeout=10) as reply:
-        text = reply.read().decode()
-    bands = {"quarter": 0, "half": 0, "within": 0, "over": 0}
-    causes = {"network": 0, "source": 0}
-    polls = 0
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            labels = sample.labels
-            if sample.name == "terrapin_monitor_polls_total":
-                polls = int(sample.value)
-            elif (
-                sample.name == "terrapin_monitor_queue_delay_band_packets_total"
-                and labels.get("port") == str(port)
-                and labels.get("queue") == str(PRIORITY)
-            ):
-                bands[labels["band"]] += int(sample.value)
-            elif sample.name == "terrapin_monitor_violations_total":
-                causes[labels["cause"]] = causes.get(labels["cause"], 0) + int(sample.value)
-    return polls, bands, causes
-
-
-def verdict_between(
-    before: tuple[int, dict[str, int], dict[str, int]], after: tuple[int, dict[str, int], dict[str, int]]
-) -> MonitorVerdict:
-    return MonitorVerdict(
-        polls=after[0] - before[0],
-        network=after[2]["network"] - before[2]["network"],
-        source=after[2]["source"] - before[2]["source"],
-        bands={band: after[1][band] - before[1][band] for band in after[1]},
-    )
-
-
 def one_run(
     run: RunningNetwork,
     label: str,
@@ -189,7 +130,7 @@ def one_run(
         )
     (work / label).mkdir(parents=True, exist_ok=True)
     interval = rest(run, "GET", "/monitor")["interval_s"]
-    before = monitor_counts(run, b1.port)
+    before = monitor_counts(run, b1.port, PRIORITY)
     try:
         video = video_under_flood(
             run,
@@ -202,7 +143,7 @@ def one_run(
         )
         # The last frames' window is checked at the next poll; wait for it to be counted.
         time.sleep(2 * interval)
-        monitor = verdict_between(before, monitor_counts(run, b1.port)) if reserve else None
+        monitor = verdict_between(before, monitor_counts(run, b1.port, PRIORITY)) if reserve else None
     finally:
         if reservation_id is not None:
             rest(run, "DELETE", f"/reservations/{reservation_id}")

@@ -16,6 +16,7 @@ import json
 import math
 import subprocess
 import time
+import urllib.request
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -545,6 +546,76 @@ def queue_reading(run: RunningNetwork, switch: str, port: int, priority: int) ->
                 run.plan.mtu,
             )
     raise KeyError(f"{switch} has no port {port}")
+
+
+@dataclass
+class MonitorVerdict:
+    """The guarantee monitor over one run: figures are differences of /metrics taken before and
+    after a run, for one reservation's queue."""
+
+    polls: int
+    network: int  # network violation episodes raised during the run
+    source: int
+    bands: dict[str, int]  # the queue's packets by their wait against the bound
+    alarm_s: float | None = None  # first network alarm after the first frame (broken run)
+    interval_s: float = 0.0
+
+    @property
+    def violations(self) -> int:
+        return self.network + self.source
+
+    def line(self) -> str:
+        bands = ",".join(f"{name}:{count}" for name, count in self.bands.items())
+        text = (
+            f"monitor: violations={self.violations} network={self.network} source={self.source}"
+            f" polls={self.polls} checked_packets={sum(self.bands.values())} bands={bands}"
+        )
+        if self.alarm_s is not None:
+            within = self.alarm_s <= 2 * self.interval_s
+            text += (
+                f" alarm_s={self.alarm_s:.3f} interval_s={self.interval_s:g}"
+                f" within_two_intervals={int(within)}"
+            )
+        return text
+
+
+# (polls, packets of one queue by their wait against the bound, violations by cause)
+MonitorCounts = tuple[int, dict[str, int], dict[str, int]]
+
+
+def monitor_counts(run: RunningNetwork, port: int, priority: int) -> MonitorCounts:
+    """The guarantee monitor's counters so far: (polls, packets of queue `priority` of `port` by
+    their wait against the bound, violations by cause)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"{run.rest_url}/metrics", timeout=10) as reply:
+        text = reply.read().decode()
+    bands = {"quarter": 0, "half": 0, "within": 0, "over": 0}
+    causes = {"network": 0, "source": 0}
+    polls = 0
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = sample.labels
+            if sample.name == "terrapin_monitor_polls_total":
+                polls = int(sample.value)
+            elif (
+                sample.name == "terrapin_monitor_queue_delay_band_packets_total"
+                and labels.get("port") == str(port)
+                and labels.get("queue") == str(priority)
+            ):
+                bands[labels["band"]] += int(sample.value)
+            elif sample.name == "terrapin_monitor_violations_total":
+                causes[labels["cause"]] = causes.get(labels["cause"], 0) + int(sample.value)
+    return polls, bands, causes
+
+
+def verdict_between(before: MonitorCounts, after: MonitorCounts) -> MonitorVerdict:
+    return MonitorVerdict(
+        polls=after[0] - before[0],
+        network=after[2]["network"] - before[2]["network"],
+        source=after[2]["source"] - before[2]["source"],
+        bands={band: after[1][band] - before[1][band] for band in after[1]},
+    )
 
 
 def clear_maxima(run: RunningNetwork, switches: Iterable[str] | None = None) -> None:

@@ -1,5 +1,5 @@
 """The pure parts of the experiments (no network): make experiments' selection and report, the
-envelope check E8 and E10 judge by, E3's receiver buffer, and how flow logs are read."""
+envelope check E8 and E10 judge by, E3's receiver buffer and delay verdict, and how flow logs are read."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from experiments.e3_allocated_rate import buffer_occupancy
+from experiments.e3_allocated_rate import RateRun, buffer_occupancy, judge_delay
 from experiments.harness import most_over_envelope
 from experiments.run import section, select
 from terrapin.admission.model import ChannelEnvelope
-from topo.experiment import FrameTiming, VideoRun, percentile, read_flow_logs
+from topo.experiment import FrameTiming, MonitorVerdict, VideoRun, percentile, read_flow_logs
 
 
 def test_select_names_experiments_in_the_order_given_and_refuses_unknown_ones() -> None:
@@ -75,6 +75,30 @@ def test_the_receiver_buffer_holds_fewer_frames_the_later_they_arrive() -> None:
     assert fast[4] > slow[4] and sum(fast.values()) == pytest.approx(1)
     late = buffer_occupancy(timings([5.0] * 30 + [200.0] + [5.0] * 29))  # one frame too late to show
     assert late[3] > fast[3]
+
+
+def rate_run(network_ms: list[float], switch_wait_ms: float, over_packets: int = 0) -> RateRun:
+    monitor = MonitorVerdict(polls=10, network=0, source=0, bands={"within": 500, "over": over_packets})
+    return RateRun(6.0, 2.5, timings(network_ms), switch_wait_ms, monitor)
+
+
+@pytest.mark.parametrize(
+    ("network_ms", "switch_wait_ms", "over_packets", "fails", "remarks"),
+    [
+        ([1.0] * 200, 0.5, 0, 0, False),  # all within
+        ([1.0] * 199 + [10.0], 0.5, 0, 0, True),  # one frame late by the hosts only: remarked
+        ([1.0] * 197 + [10.0] * 3, 0.5, 0, 1, False),  # 3 of 200 is above the 1% share
+        ([1.0] * 199 + [10.0], 3.0, 0, 2, False),  # the switch's queue itself held it too long
+        ([1.0] * 200, 0.5, 1, 1, False),  # the monitor counted a packet past the bound
+        ([1.0] * 199 + [10.0], 0.5, 1, 2, False),  # late frame and the switch saw one: no excuse
+    ],
+)
+def test_e3_judges_delay_by_the_switch_and_allows_hosts_little(
+    network_ms: list[float], switch_wait_ms: float, over_packets: int, fails: int, remarks: bool
+) -> None:
+    failed, remark = judge_delay(rate_run(network_ms, switch_wait_ms, over_packets))
+    assert len(failed) == fails
+    assert (remark is not None) == remarks
 
 
 def test_flow_logs_pair_each_sent_packet_with_its_arrival(tmp_path: Path) -> None:
