@@ -120,11 +120,18 @@ func (ps *pipelineState) readTableEntries(q *p4v1.TableEntry) ([]*p4v1.Entity, e
 			if err != nil {
 				return nil, err
 			}
-			if e := ts.entries[entryKey(match, q.GetPriority())]; e != nil {
+			e, err := ps.entry(t, match, q.GetPriority())
+			if err != nil {
+				return nil, err
+			}
+			if e != nil {
 				entries = append(entries, e)
 			}
 		} else {
-			entries = ts.sortedEntries()
+			var err error
+			if entries, err = ps.entries(t); err != nil {
+				return nil, err
+			}
 		}
 		for _, e := range entries {
 			if q.GetPriority() != 0 && e.priority != q.GetPriority() {
@@ -243,7 +250,11 @@ func (ps *pipelineState) directEntries(q *p4v1.TableEntry, has func(*tableInfo) 
 			ts, es = append(ts, t), append(es, e)
 			continue
 		}
-		for _, e := range ps.tables[id].sortedEntries() {
+		entries, err := ps.entries(t)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, e := range entries {
 			ts, es = append(ts, t), append(es, e)
 		}
 	}

@@ -35,10 +35,15 @@ func (s *Server) reconcile(old, next *pipelineState) {
 	dropped += reconcileValueSets(old, next)
 	for _, oid := range old.schema.tableIDs {
 		ot, ots := old.schema.tables[oid], old.tables[oid]
+		entries, err := old.entries(ot)
+		if err != nil {
+			s.log.Warn("RECONCILE_AND_COMMIT could not read the old entries", "table", ot.name, "error", messageOf(err))
+			continue
+		}
 		nt := newTables[ot.name]
 		if nt == nil || !sameKey(ot, nt) || nt.isConst || nt.indirect != ot.indirect ||
 			(nt.indirect && (nt.profile.name != ot.profile.name || nt.profile.missing)) {
-			for _, e := range ots.entries {
+			for _, e := range entries {
 				if !e.isConst {
 					dropped++
 				}
@@ -55,17 +60,19 @@ func (s *Server) reconcile(old, next *pipelineState) {
 				}
 			}
 		}
-		for _, e := range ots.sortedEntries() {
-			if e.isConst || next.tables[nt.id].entries[entryKey(e.match, e.priority)] != nil {
+		for _, e := range entries {
+			if _, declared := nt.constIndex[entryKey(e.match, e.priority)]; e.isConst || declared {
 				continue // the program's own entries come with the program
 			}
 			key := keyFields(nt, e.match)
-			var ne *tableEntry
+			meta := entryMeta{controllerMetadata: e.controllerMetadata, metadata: clone(e.metadata)}
 			if nt.indirect {
-				if ne = reconcileIndirectEntry(old, next, nt, e, key); ne == nil {
+				os, ok := reconcileIndirectEntry(old, next, nt, e, key)
+				if !ok {
 					dropped++
 					continue
 				}
+				meta.oneShot = os
 			} else {
 				act, ok := translateAction(old.schema, next.schema, nt, e.action, false)
 				if !ok {
@@ -77,10 +84,7 @@ func (s *Server) reconcile(old, next *pipelineState) {
 					dropped++
 					continue
 				}
-				ne = &tableEntry{action: act}
 			}
-			ne.match, ne.priority = e.match, e.priority
-			ne.controllerMetadata, ne.metadata = e.controllerMetadata, clone(e.metadata)
 			if ot.directMeter != 0 && nt.directMeter != 0 {
 				if m, err := old.ctl.DirectMeter(ot.name, keyFields(ot, e.match), e.priority); err == nil && m != nil {
 					_ = next.ctl.SetDirectMeter(nt.name, key, e.priority, m)
@@ -91,9 +95,8 @@ func (s *Server) reconcile(old, next *pipelineState) {
 					_ = next.ctl.WriteDirectCounter(nt.name, key, e.priority, v)
 				}
 			}
-			next.seq++
-			ne.seq = next.seq
-			nts.entries[entryKey(ne.match, ne.priority)] = ne
+			nts.setMeta(entryKey(e.match, e.priority), meta)
+			nts.count++
 		}
 	}
 	for _, id := range old.ctl.MulticastGroups() {
@@ -230,38 +233,37 @@ func reconcileProfiles(old, next *pipelineState) int {
 }
 
 // reconcileIndirectEntry installs old entry e of an indirect table in nt
-// (whose profile has been reconciled); nil if it cannot be.
-func reconcileIndirectEntry(old, next *pipelineState, nt *tableInfo, e *tableEntry, key []pipeline.Match) *tableEntry {
+// (whose profile has been reconciled), with the one-shot set it carries
+// rebuilt; ok is false if it cannot be.
+func reconcileIndirectEntry(old, next *pipelineState, nt *tableInfo, e *tableEntry, key []pipeline.Match) (os *oneShot, ok bool) {
 	var ref pipeline.IndirectRef
-	var os *oneShot
 	if e.oneShot != nil {
 		set := &p4v1.ActionProfileActionSet{}
 		for i, b := range e.oneShot.actions {
 			act, ok := translateAction(old.schema, next.schema, nt, b, false)
 			if !ok {
-				return nil
+				return nil, false
 			}
 			set.ActionProfileActions = append(set.ActionProfileActions, &p4v1.ActionProfileAction{
 				Action: next.schema.actionProto(act), Weight: e.oneShot.weights[i]})
 		}
 		var err error
 		if os, err = next.buildOneShot(nt, set); err != nil {
-			return nil
+			return nil, false
 		}
 		ref = pipeline.IndirectRef{Kind: pipeline.IndirectGroup, ID: os.group}
 	} else {
 		var err error
 		if ref, err = next.indirectRef(nt, indirectAction(e.ref)); err != nil {
-			return nil
+			return nil, false
 		}
 	}
 	if next.ctl.AddIndirectEntry(nt.name, key, e.priority, ref) != nil {
 		next.dropOneShot(nt, os)
-		return nil
+		return nil, false
 	}
-	ne := &tableEntry{ref: &ref, oneShot: os}
-	next.reference(nt, ne.ref, +1)
-	return ne
+	next.reference(nt, &ref, +1)
+	return os, true
 }
 
 // reconcileValueSets carries value sets into next by name when their

@@ -85,7 +85,14 @@ type tableInfo struct {
 	implementationID  uint32
 	profile           *profileInfo // the action profile of an indirect table
 	size              int64
-	constEntries      []constEntry
+	// constEntries are the program's declared entries; when there are any
+	// they are all the table holds (the device refuses writes), and
+	// constIndex finds them by entryKey.
+	constEntries []constEntry
+	constIndex   map[string]int
+	// actionOfJSON maps the device's action ids to the table's P4Info
+	// actions, by name (p4c may emit one action under several JSON ids).
+	actionOfJSON map[int]uint32
 }
 
 // profileInfo is an action profile or selector (P4Info action_profiles).
@@ -160,8 +167,7 @@ type controllerHeader struct {
 type constEntry struct {
 	match    []fieldValue
 	priority int32
-	actionID uint32
-	params   [][]byte
+	action   boundAction
 }
 
 func invalid(format string, args ...any) error {
@@ -370,8 +376,9 @@ func newSchema(info *p4configv1.P4Info, dev pipeline.Schema) (*schema, error) {
 			return nil, invalid("table %q has unknown direct resource %#x", pre.GetName(), rid)
 		}
 		// Entries the program declares: read back like any entry.
+		ti.actionOfJSON = s.tableActionsByJSONID(ti, jsonActionByID)
 		if inJSON {
-			if err := s.addConstEntries(ti, jsonActionByID, dev.ConstEntries[jn]); err != nil {
+			if err := s.addConstEntries(ti, dev.ConstEntries[jn]); err != nil {
 				return nil, invalid("table %q: initial entry: %v", pre.GetName(), err)
 			}
 		}
@@ -614,38 +621,64 @@ func (s *schema) addValueSets(info *p4configv1.P4Info, dev pipeline.Schema, clai
 	return nil
 }
 
+// tableActionsByJSONID maps every JSON action id whose name is one of
+// ti's actions to that action's P4Info id.
+func (s *schema) tableActionsByJSONID(ti *tableInfo, jsonActionByID map[int]string) map[int]uint32 {
+	byName := map[string]uint32{}
+	for id := range ti.actionScopes {
+		if a := s.actions[id]; a != nil {
+			byName[a.name] = id
+		}
+	}
+	out := map[int]uint32{}
+	for jid, name := range jsonActionByID {
+		if id, ok := byName[name]; ok {
+			out[jid] = id
+		}
+	}
+	return out
+}
+
 // addConstEntries converts the table's declared entries, as the device
 // loaded them, into the form the server reads back. This is the one place
 // their priorities are renumbered: BMv2 JSON numbers them 1..N with 1 the
 // most urgent; P4Runtime wants the larger number to win, and p4c's
 // P4Runtime view gives N..1 (spec §9.1.4), i.e. max+1−p. The device keeps
 // p as pipeline.ConstPriorityBase − stored.
-func (s *schema) addConstEntries(ti *tableInfo, jsonActionByID map[int]string, entries []pipeline.TableEntry) error {
+func (s *schema) addConstEntries(ti *tableInfo, entries []pipeline.TableEntry) error {
 	maxPrio := int32(0)
 	for _, e := range entries {
 		maxPrio = max(maxPrio, pipeline.ConstPriorityBase-e.Priority)
 	}
+	ti.constIndex = map[string]int{}
 	for _, e := range entries {
-		ce, err := s.constEntryFrom(ti, jsonActionByID, e)
-		if err != nil {
+		var ce constEntry
+		var err error
+		if ce.match, err = matchFrom(ti, e.Match); err != nil {
+			return err
+		}
+		if ce.action, err = s.actionFrom(ti, e.Action); err != nil {
 			return err
 		}
 		if ti.needsPriority {
 			ce.priority = maxPrio + 1 - (pipeline.ConstPriorityBase - e.Priority)
 		}
+		ti.constIndex[entryKey(ce.match, ce.priority)] = len(ti.constEntries)
 		ti.constEntries = append(ti.constEntries, ce)
 	}
 	return nil
 }
 
-// constEntryFrom converts one declared entry: fixed-width values become
-// canonical strings of the P4Info widths, don't-care fields are omitted.
-func (s *schema) constEntryFrom(ti *tableInfo, jsonActionByID map[int]string, e pipeline.TableEntry) (constEntry, error) {
-	var ce constEntry
-	if len(e.Match) != len(ti.fields) {
-		return ce, fmt.Errorf("%d match values for %d fields", len(e.Match), len(ti.fields))
+// matchFrom converts a key as the device holds it (fixed-width values,
+// normalised for matching) to the canonical form a P4Runtime write of it
+// parses to, so that entryKey agrees and a read returns what was written:
+// values of the P4Info widths, don't-care fields omitted.
+func matchFrom(ti *tableInfo, key []pipeline.Match) ([]fieldValue, error) {
+	if len(key) != len(ti.fields) {
+		return nil, fmt.Errorf("%d match values for %d fields", len(key), len(ti.fields))
 	}
-	for i, m := range e.Match {
+	out := make([]fieldValue, len(key))
+	for i, m := range key {
 		f := ti.fields[i]
 		num := func(v []byte) []byte { return andBytes(v, allOnes(f.width), f.width) }
 		fv := fieldValue{present: !m.Wildcard, value: num(m.Value)}
@@ -661,38 +694,40 @@ func (s *schema) constEntryFrom(ti *tableInfo, jsonActionByID map[int]string, e 
 			}
 			fv.value = andBytes(fv.value, fv.mask, f.width)
 			fv.present = fv.present && !isZero(fv.mask)
-			if f.kind == matchOptional && fv.present && !equalValue(fv.mask, allOnes(f.width)) {
-				return ce, fmt.Errorf("optional field %q with a partial mask", f.name)
+			if f.kind == matchOptional {
+				if fv.present && !equalValue(fv.mask, allOnes(f.width)) {
+					return nil, fmt.Errorf("optional field %q with a partial mask", f.name)
+				}
+				fv.mask = nil // a written optional field has none (parseField)
 			}
 		case matchRange:
 			fv.high = num(m.High)
 			fv.present = fv.present && !(isZero(fv.value) && equalValue(fv.high, allOnes(f.width)))
 		}
-		if !fv.present {
-			fv = fieldValue{}
-		}
-		ce.match = append(ce.match, fv)
-	}
-	jn := jsonActionByID[e.Action.ActionID]
-	for id, a := range s.actions {
-		if a.name == jn {
-			if _, ok := ti.actionScopes[id]; ok {
-				ce.actionID = id
-				break
-			}
+		if fv.present {
+			out[i] = fv
 		}
 	}
-	if ce.actionID == 0 {
-		return ce, fmt.Errorf("action %q is not one of the table's actions in P4Info", jn)
+	return out, nil
+}
+
+// actionFrom converts an action call as the device holds it (JSON id,
+// fixed-width arguments) to the table's P4Info action with canonical
+// params.
+func (s *schema) actionFrom(ti *tableInfo, a pipeline.ActionCall) (boundAction, error) {
+	id, ok := ti.actionOfJSON[a.ActionID]
+	if !ok {
+		return boundAction{}, fmt.Errorf("JSON action %d is not one of the table's actions in P4Info", a.ActionID)
 	}
-	a := s.actions[ce.actionID]
-	if len(e.Action.Params) != len(a.params) {
-		return ce, fmt.Errorf("action %q: %d arguments for %d parameters", jn, len(e.Action.Params), len(a.params))
+	ai := s.actions[id]
+	if len(a.Params) != len(ai.params) {
+		return boundAction{}, fmt.Errorf("action %q: %d arguments for %d parameters", ai.name, len(a.Params), len(ai.params))
 	}
-	for i, v := range e.Action.Params {
-		ce.params = append(ce.params, andBytes(v, allOnes(a.params[i].width), a.params[i].width))
+	b := boundAction{id: id, params: make([][]byte, len(a.Params))}
+	for i, v := range a.Params {
+		b.params[i] = andBytes(v, allOnes(ai.params[i].width), ai.params[i].width)
 	}
-	return ce, nil
+	return b, nil
 }
 
 // matchKindOf maps a P4Info match field's standard match kind onto the

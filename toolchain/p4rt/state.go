@@ -6,7 +6,9 @@ import (
 
 // pipelineState is everything the server knows about one pipeline: the
 // config as the client sent it, the schema derived from it, the engine
-// control, and the state P4Runtime reads back.
+// control, and the state P4Runtime reads back that the device does not
+// hold (table entries, meter configs, groups and sessions it reads from the
+// device).
 type pipelineState struct {
 	config   *p4v1.ForwardingPipelineConfig
 	program  []byte // the BMv2 JSON, decoded from config's p4_device_config
@@ -15,7 +17,6 @@ type pipelineState struct {
 	ctl      PipelineControl
 
 	tables map[uint32]*tableState
-	seq    uint64
 	// What P4Runtime reads back of multicast groups and clone sessions
 	// that the device does not hold (it holds their replicas and settings).
 	mcastAs   map[uint32]writtenAs
@@ -66,19 +67,7 @@ func newPipelineState(cfg *p4v1.ForwardingPipelineConfig, s *schema, prepared Pr
 			internal: internalIDs{members: map[uint32]bool{}, groups: map[uint32]bool{}}}
 	}
 	for _, id := range s.tableIDs {
-		t := s.tables[id]
-		ts := &tableState{entries: map[string]*tableEntry{}}
-		for _, ce := range t.constEntries {
-			ps.seq++
-			ts.entries[entryKey(ce.match, ce.priority)] = &tableEntry{
-				seq:      ps.seq,
-				match:    ce.match,
-				priority: ce.priority,
-				action:   boundAction{id: ce.actionID, params: ce.params},
-				isConst:  t.isConst,
-			}
-		}
-		ps.tables[id] = ts
+		ps.tables[id] = &tableState{meta: map[string]entryMeta{}}
 	}
 	return ps
 }

@@ -1,7 +1,6 @@
 package p4rt
 
 import (
-	"sort"
 	"strconv"
 	"strings"
 
@@ -289,37 +288,124 @@ func (s *schema) actionProto(b boundAction) *p4v1.Action {
 	return a
 }
 
-// tableEntry is an installed entry as the server remembers it, so that a
-// read returns what was written (spec §8.2 read-write symmetry).
+// tableEntry is an entry as a read returns it (spec §8.2 read-write
+// symmetry): its key, priority and action as the device holds them (or as
+// the program declares them), with what only P4Runtime has.
 type tableEntry struct {
-	seq                uint64
-	match              []fieldValue
-	priority           int32
-	action             boundAction           // direct tables
-	ref                *pipeline.IndirectRef // indirect tables: the member or group
-	oneShot            *oneShot              // set when ref is a one-shot action set's group
-	controllerMetadata uint64
-	metadata           []byte
-	isConst            bool // declared by a const table: only direct resources change
+	match    []fieldValue
+	priority int32
+	action   boundAction           // direct tables
+	ref      *pipeline.IndirectRef // indirect tables: the member or group
+	entryMeta
+	isConst bool // declared by a const table: only direct resources change
 }
 
-// tableState is one table's entries and its default entry.
+// entryMeta is what P4Runtime keeps of an entry that the device does not:
+// the client's cookie and metadata, and the action set a one-shot group
+// stands for.
+type entryMeta struct {
+	controllerMetadata uint64
+	metadata           []byte
+	oneShot            *oneShot // set when the entry's group is a one-shot action set's
+}
+
+func (m entryMeta) empty() bool {
+	return m.controllerMetadata == 0 && len(m.metadata) == 0 && m.oneShot == nil
+}
+
+// tableState is what P4Runtime alone knows of one table; the entries
+// themselves are on the device.
 type tableState struct {
-	entries map[string]*tableEntry
+	// meta holds, by entryKey, the entries whose entryMeta is not empty.
+	meta map[string]entryMeta
+	// count is how many entries the client has written, for the P4Info
+	// size limit (checked before anything is programmed).
+	count int64
 	// defaultAction is the client's default; nil means the program's.
 	defaultAction *boundAction
 	defaultCookie uint64
 	defaultMeta   []byte
 }
 
-// sortedEntries returns entries in insertion order, so reads are stable.
-func (ts *tableState) sortedEntries() []*tableEntry {
-	out := make([]*tableEntry, 0, len(ts.entries))
-	for _, e := range ts.entries {
-		out = append(out, e)
+func (ts *tableState) setMeta(key string, m entryMeta) {
+	if m.empty() {
+		delete(ts.meta, key)
+	} else {
+		ts.meta[key] = m
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].seq < out[j].seq })
-	return out
+}
+
+// entries returns t's entries in the order they were added. A table with
+// declared entries holds only those, read back from the schema as the
+// program wrote them (the device keeps them normalised for matching).
+func (ps *pipelineState) entries(t *tableInfo) ([]*tableEntry, error) {
+	if len(t.constEntries) > 0 {
+		out := make([]*tableEntry, len(t.constEntries))
+		for i := range t.constEntries {
+			out[i] = ps.declaredEntry(t, i)
+		}
+		return out, nil
+	}
+	if t.missing {
+		return nil, nil
+	}
+	des, err := ps.ctl.Entries(t.name)
+	if err != nil {
+		return nil, engineErr("reading the entries", err)
+	}
+	out := make([]*tableEntry, len(des))
+	for i, de := range des {
+		if out[i], err = ps.fromDevice(t, de); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// entry returns t's entry with this canonical match and priority, nil
+// when there is none.
+func (ps *pipelineState) entry(t *tableInfo, match []fieldValue, priority int32) (*tableEntry, error) {
+	if len(t.constEntries) > 0 {
+		if i, ok := t.constIndex[entryKey(match, priority)]; ok {
+			return ps.declaredEntry(t, i), nil
+		}
+		return nil, nil
+	}
+	if t.missing {
+		return nil, nil
+	}
+	de, ok, err := ps.ctl.Entry(t.name, keyFields(t, match), priority)
+	if err != nil {
+		return nil, engineErr("reading the entry", err)
+	}
+	if !ok {
+		return nil, nil
+	}
+	return ps.fromDevice(t, de)
+}
+
+func (ps *pipelineState) declaredEntry(t *tableInfo, i int) *tableEntry {
+	ce := t.constEntries[i]
+	return &tableEntry{match: ce.match, priority: ce.priority, action: ce.action, isConst: t.isConst,
+		entryMeta: ps.tables[t.id].meta[entryKey(ce.match, ce.priority)]}
+}
+
+// fromDevice converts an entry the device holds to the form a read
+// returns, joined with its entryMeta.
+func (ps *pipelineState) fromDevice(t *tableInfo, de pipeline.TableEntry) (*tableEntry, error) {
+	match, err := matchFrom(t, de.Match)
+	if err != nil {
+		return nil, errorf(codes.Internal, "table %q: the device holds an entry P4Runtime cannot express: %v", t.name, err)
+	}
+	e := &tableEntry{match: match, priority: de.Priority}
+	if de.Indirect.Kind != pipeline.IndirectNone {
+		ref := de.Indirect
+		e.ref = &ref
+	} else if e.action, err = ps.schema.actionFrom(t, de.Action); err != nil {
+		return nil, errorf(codes.Internal, "table %q: the device holds an entry P4Runtime cannot express: %v", t.name, err)
+	}
+	e.entryMeta = ps.tables[t.id].meta[entryKey(match, de.Priority)]
+	return e, nil
 }
 
 // parseMeterConfig validates a MeterConfig for a meter of type mt

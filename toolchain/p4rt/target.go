@@ -13,9 +13,9 @@ import (
 // The server is a thin translation: it validates P4Runtime messages against
 // the P4Info, resolves ids to the BMv2 JSON names the P4Info names, keeps
 // what only P4Runtime has to read back (cookies, metadata, entries' and
-// replicas' forms as written), and calls PipelineControl; meter
-// configurations, multicast groups and clone sessions it reads back from
-// the device. It never touches packets beyond the controller
+// replicas' forms as written), and calls PipelineControl; table entries,
+// meter configurations, multicast groups and clone sessions it reads back
+// from the device. It never touches packets beyond the controller
 // header of PacketIn/PacketOut.
 
 // Target is the device as the P4Runtime server sees it. Methods may be
@@ -89,6 +89,17 @@ type PipelineControl interface {
 	AddEntry(table string, key []pipeline.Match, priority int32, action string, args [][]byte) error
 	ModifyEntry(table string, key []pipeline.Match, priority int32, action string, args [][]byte) error
 	DeleteEntry(table string, key []pipeline.Match, priority int32) error
+	// Entries returns the table's entries as the device holds them, in the
+	// order they were added (the program's declared entries first), each
+	// with its direct counter and meter; Entry returns the one with this
+	// key and priority, ok false when there is none. Keys are normalised
+	// as the device matches them (fixed width; an lpm value masked to its
+	// prefix; a don't-care field Wildcard). An action is named by its JSON
+	// id (pipeline.Schema's ids), since p4c may emit one action name
+	// several times; an indirect table's entry names its member or group.
+	// The server keeps no copy of entries: it reads them here.
+	Entries(table string) ([]pipeline.TableEntry, error)
+	Entry(table string, key []pipeline.Match, priority int32) (e pipeline.TableEntry, ok bool, err error)
 	// SetDefaultAction changes the action run on a miss;
 	// ResetDefaultAction restores the program's.
 	SetDefaultAction(table string, action string, args [][]byte) error

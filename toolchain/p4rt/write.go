@@ -147,7 +147,10 @@ func (ps *pipelineState) writeTableEntry(typ p4v1.Update_Type, te *p4v1.TableEnt
 		return err
 	}
 	key := entryKey(match, prio)
-	old := ts.entries[key]
+	old, err := ps.entry(t, match, prio)
+	if err != nil {
+		return err
+	}
 
 	if typ == p4v1.Update_DELETE {
 		if t.isConst || (old != nil && old.isConst) {
@@ -161,7 +164,8 @@ func (ps *pipelineState) writeTableEntry(typ p4v1.Update_Type, te *p4v1.TableEnt
 		}
 		ps.reference(t, old.ref, -1)
 		ps.dropOneShot(t, old.oneShot)
-		delete(ts.entries, key)
+		delete(ts.meta, key)
+		ts.count--
 		return nil
 	}
 
@@ -199,7 +203,7 @@ func (ps *pipelineState) writeTableEntry(typ p4v1.Update_Type, te *p4v1.TableEnt
 		var ref *pipeline.IndirectRef
 		var os *oneShot
 		if t.indirect {
-			if t.size > 0 && int64(len(ts.entries)) >= t.size {
+			if t.size > 0 && ts.count >= t.size {
 				return errorf(codes.ResourceExhausted, "table %q is full (%d entries)", t.name, t.size)
 			}
 			r, o, err := ps.resolveIndirect(t, te.GetAction())
@@ -215,7 +219,7 @@ func (ps *pipelineState) writeTableEntry(typ p4v1.Update_Type, te *p4v1.TableEnt
 				return err
 			}
 		}
-		if t.size > 0 && int64(len(ts.entries)) >= t.size {
+		if t.size > 0 && ts.count >= t.size {
 			return errorf(codes.ResourceExhausted, "table %q is full (%d entries)", t.name, t.size)
 		}
 		ekey := keyFields(t, match)
@@ -230,8 +234,6 @@ func (ps *pipelineState) writeTableEntry(typ p4v1.Update_Type, te *p4v1.TableEnt
 				return engineErr("adding the entry", err)
 			}
 		}
-		e := &tableEntry{match: match, priority: prio, action: act, ref: ref, oneShot: os,
-			controllerMetadata: te.GetControllerMetadata(), metadata: clone(te.GetMetadata())}
 		if meter != nil {
 			if err := ps.ctl.SetDirectMeter(t.name, ekey, prio, meter); err != nil {
 				_ = ps.ctl.DeleteEntry(t.name, ekey, prio)
@@ -246,9 +248,8 @@ func (ps *pipelineState) writeTableEntry(typ p4v1.Update_Type, te *p4v1.TableEnt
 				return engineErr("setting the direct counter", err)
 			}
 		}
-		ps.seq++
-		e.seq = ps.seq
-		ts.entries[key] = e
+		ts.setMeta(key, entryMeta{oneShot: os, controllerMetadata: te.GetControllerMetadata(), metadata: clone(te.GetMetadata())})
+		ts.count++
 		ps.reference(t, ref, +1)
 		return nil
 	}
@@ -264,7 +265,7 @@ func (ps *pipelineState) writeTableEntry(typ p4v1.Update_Type, te *p4v1.TableEnt
 		return errorf(codes.PermissionDenied, "table %q: the action of a const entry cannot change", t.name)
 	}
 	ekey := keyFields(t, match)
-	act := old.action
+	oneShot := old.oneShot
 	if te.GetAction() != nil && t.indirect {
 		ref, os, err := ps.resolveIndirect(t, te.GetAction())
 		if err != nil {
@@ -276,13 +277,14 @@ func (ps *pipelineState) writeTableEntry(typ p4v1.Update_Type, te *p4v1.TableEnt
 		}
 		ps.reference(t, old.ref, -1)
 		ps.dropOneShot(t, old.oneShot)
-		old.ref, old.oneShot = &ref, os
-		ps.reference(t, old.ref, +1)
+		oneShot = os
+		ps.reference(t, &ref, +1)
 	} else if te.GetAction() != nil {
 		if te.GetAction().GetAction() == nil {
 			return notDirectAction(t)
 		}
-		if act, err = ps.schema.parseAction(t, te.GetAction().GetAction(), false); err != nil {
+		act, err := ps.schema.parseAction(t, te.GetAction().GetAction(), false)
+		if err != nil {
 			return err
 		}
 		name, args := ps.schema.engineArgs(act)
@@ -300,9 +302,7 @@ func (ps *pipelineState) writeTableEntry(typ p4v1.Update_Type, te *p4v1.TableEnt
 			return engineErr("setting the direct counter", err)
 		}
 	}
-	old.action = act
-	old.controllerMetadata = te.GetControllerMetadata()
-	old.metadata = clone(te.GetMetadata())
+	ts.setMeta(key, entryMeta{oneShot: oneShot, controllerMetadata: te.GetControllerMetadata(), metadata: clone(te.GetMetadata())})
 	return nil
 }
 
@@ -379,7 +379,7 @@ func (ps *pipelineState) findEntry(te *p4v1.TableEntry) (*tableInfo, *tableEntry
 	if te == nil {
 		return nil, nil, invalid("table_entry is missing")
 	}
-	t, ts, err := ps.table(te.GetTableId())
+	t, _, err := ps.table(te.GetTableId())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -390,7 +390,10 @@ func (ps *pipelineState) findEntry(te *p4v1.TableEntry) (*tableInfo, *tableEntry
 	if err != nil {
 		return nil, nil, err
 	}
-	e := ts.entries[entryKey(match, te.GetPriority())]
+	e, err := ps.entry(t, match, te.GetPriority())
+	if err != nil {
+		return nil, nil, err
+	}
 	if e == nil {
 		return nil, nil, errorf(codes.NotFound, "table %q: no such entry", t.name)
 	}

@@ -143,6 +143,30 @@ func (c *control) DeleteEntry(table string, key []pipeline.Match, priority int32
 	return wrap(c.pl.DeleteEntry(tid, key, priority))
 }
 
+func (c *control) Entries(table string) ([]pipeline.TableEntry, error) {
+	tid, err := c.id(engine.KindTable, "table", table)
+	if err != nil {
+		return nil, err
+	}
+	es, err := c.pl.ReadEntries(tid)
+	return es, wrap(err)
+}
+
+func (c *control) Entry(table string, key []pipeline.Match, priority int32) (pipeline.TableEntry, bool, error) {
+	tid, err := c.id(engine.KindTable, "table", table)
+	if err != nil {
+		return pipeline.TableEntry{}, false, err
+	}
+	e, err := c.pl.ReadEntry(tid, key, priority)
+	if err != nil {
+		if engine.ErrorCodeOf(err) == engine.CodeNotFound {
+			return pipeline.TableEntry{}, false, nil
+		}
+		return pipeline.TableEntry{}, false, wrap(err)
+	}
+	return e, true, nil
+}
+
 func (c *control) SetDefaultAction(table string, action string, args [][]byte) error {
 	tid, err := c.id(engine.KindTable, "table", table)
 	if err != nil {

@@ -68,6 +68,15 @@ func (p *loopbackPrepared) Commit() error {
 
 func (p *loopbackPrepared) Discard() {}
 
+// Pipeline is the forwarding pipeline (nil before the first commit), for
+// callers that look at the device beside the P4Runtime server, as the
+// server's tests do to check that it reads the device rather than a copy.
+func (lb *Loopback) Pipeline() *engine.Pipeline {
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	return lb.current
+}
+
 func (lb *Loopback) forwardDigests(pl *engine.Pipeline, stop chan struct{}) {
 	for {
 		select {
