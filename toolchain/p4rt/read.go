@@ -116,11 +116,7 @@ func (ps *pipelineState) readTableEntries(q *p4v1.TableEntry) ([]*p4v1.Entity, e
 		}
 		var entries []*tableEntry
 		if q.GetMatch() != nil {
-			match, err := parseMatch(t, q.GetMatch())
-			if err != nil {
-				return nil, err
-			}
-			e, err := ps.entry(t, match, q.GetPriority())
+			_, e, err := ps.lookup(t, q)
 			if err != nil {
 				return nil, err
 			}

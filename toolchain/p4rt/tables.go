@@ -384,6 +384,17 @@ func (ps *pipelineState) entry(t *tableInfo, match []fieldValue, priority int32)
 	return ps.fromDevice(t, de)
 }
 
+// lookup parses te's match for t and finds the entry with it and te's
+// priority (nil when there is none).
+func (ps *pipelineState) lookup(t *tableInfo, te *p4v1.TableEntry) ([]fieldValue, *tableEntry, error) {
+	match, err := parseMatch(t, te.GetMatch())
+	if err != nil {
+		return nil, nil, err
+	}
+	e, err := ps.entry(t, match, te.GetPriority())
+	return match, e, err
+}
+
 func (ps *pipelineState) declaredEntry(t *tableInfo, i int) *tableEntry {
 	ce := t.constEntries[i]
 	return &tableEntry{match: ce.match, priority: ce.priority, action: ce.action, isConst: t.isConst,

@@ -142,15 +142,11 @@ func (ps *pipelineState) writeTableEntry(typ p4v1.Update_Type, te *p4v1.TableEnt
 	if !t.needsPriority && prio != 0 {
 		return invalid("table %q has only exact/lpm fields: priority must be 0", t.name)
 	}
-	match, err := parseMatch(t, te.GetMatch())
+	match, old, err := ps.lookup(t, te)
 	if err != nil {
 		return err
 	}
 	key := entryKey(match, prio)
-	old, err := ps.entry(t, match, prio)
-	if err != nil {
-		return err
-	}
 
 	if typ == p4v1.Update_DELETE {
 		if t.isConst || (old != nil && old.isConst) {
@@ -386,11 +382,7 @@ func (ps *pipelineState) findEntry(te *p4v1.TableEntry) (*tableInfo, *tableEntry
 	if te.GetIsDefaultAction() {
 		return nil, nil, errorf(codes.Unimplemented, "direct resources of default entries are not supported (as in BMv2)")
 	}
-	match, err := parseMatch(t, te.GetMatch())
-	if err != nil {
-		return nil, nil, err
-	}
-	e, err := ps.entry(t, match, te.GetPriority())
+	_, e, err := ps.lookup(t, te)
 	if err != nil {
 		return nil, nil, err
 	}
