@@ -243,3 +243,37 @@ func TestEntriesAreReadFromTheDevice(t *testing.T) {
 		t.Fatalf("after deleting on the device, the table reads %v (%v), want nothing", got, err)
 	}
 }
+
+// Value set members are read back from the device, expanded from the
+// value/mask form it holds into the matches written, in canonical form and
+// in the order written, before and after RECONCILE_AND_COMMIT.
+func TestValueSetReadWriteSymmetry(t *testing.T) {
+	h := readyFor(t, profileProgram)
+	id := h.profileIDs()
+	for _, tc := range []struct {
+		name        string
+		write, want [][]*p4v1.FieldMatch
+	}{
+		{"padded values, in the order written",
+			[][]*p4v1.FieldMatch{fields(exact(1, 0, 0, 0x88, 0xb5)), fields(exact(1, 0, 1)), fields(exact(1, 0x12, 0x34))},
+			[][]*p4v1.FieldMatch{fields(exact(1, 0x88, 0xb5)), fields(exact(1, 1)), fields(exact(1, 0x12, 0x34))}},
+		{"zero", [][]*p4v1.FieldMatch{fields(exact(1, 0, 0))}, [][]*p4v1.FieldMatch{fields(exact(1, 0))}},
+		{"emptied", nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h.mustWrite(update(p4v1.Update_MODIFY, valueSetEntity(id.customTypes, tc.write...)))
+			want := valueSetEntity(id.customTypes, tc.want...)
+			for _, pass := range []string{"written", "reconciled"} {
+				if pass == "reconciled" {
+					if err := h.setPipeline(p4v1.SetForwardingPipelineConfigRequest_RECONCILE_AND_COMMIT, h.config()); err != nil {
+						t.Fatal(err)
+					}
+				}
+				got, err := h.read(valueSetEntity(id.customTypes))
+				if err != nil || len(got) != 1 || !proto.Equal(got[0], want) {
+					t.Errorf("%s: the value set reads %v (%v), want %v", pass, got, err, want)
+				}
+			}
+		})
+	}
+}

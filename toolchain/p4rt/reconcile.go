@@ -275,11 +275,15 @@ func reconcileValueSets(old, next *pipelineState) int {
 		newSets[v.name] = v
 	}
 	for _, id := range old.schema.valueSetIDs {
-		members := old.valueSets[id]
+		ov := old.schema.valueSets[id]
+		members, err := old.members(ov)
+		if err != nil {
+			dropped++
+			continue
+		}
 		if len(members) == 0 {
 			continue
 		}
-		ov := old.schema.valueSets[id]
 		nv := newSets[ov.name]
 		if nv == nil || nv.problem != "" || !sameKey(ov.match, nv.match) || (nv.size > 0 && len(members) > nv.size) {
 			dropped++
@@ -297,7 +301,6 @@ func reconcileValueSets(old, next *pipelineState) int {
 			dropped++
 			continue
 		}
-		next.valueSets[nv.id] = members
 	}
 	return dropped
 }

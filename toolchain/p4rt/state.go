@@ -23,7 +23,6 @@ type pipelineState struct {
 	clonesAs  map[uint32]writtenAs
 	digestCfg map[uint32]*p4v1.DigestEntry_Config
 	profiles  map[uint32]*profileState
-	valueSets map[uint32][][]fieldValue // members' canonical matches, as written
 }
 
 // profileState is what an action profile holds, as P4Runtime reads it
@@ -60,7 +59,6 @@ func newPipelineState(cfg *p4v1.ForwardingPipelineConfig, s *schema, prepared Pr
 		clonesAs:  map[uint32]writtenAs{},
 		digestCfg: map[uint32]*p4v1.DigestEntry_Config{},
 		profiles:  map[uint32]*profileState{},
-		valueSets: map[uint32][][]fieldValue{},
 	}
 	for _, id := range s.profileIDs {
 		ps.profiles[id] = &profileState{members: map[uint32]*memberState{}, groups: map[uint32]*groupState{},

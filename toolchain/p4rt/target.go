@@ -14,8 +14,8 @@ import (
 // the P4Info, resolves ids to the BMv2 JSON names the P4Info names, keeps
 // what only P4Runtime has to read back (cookies, metadata, entries' and
 // replicas' forms as written), and calls PipelineControl; table entries,
-// meter configurations, multicast groups and clone sessions it reads back
-// from the device. It never touches packets beyond the controller
+// meter configurations, multicast groups, clone sessions and value sets it
+// reads back from the device. It never touches packets beyond the controller
 // header of PacketIn/PacketOut.
 
 // Target is the device as the P4Runtime server sees it. Methods may be
@@ -150,6 +150,8 @@ type PipelineControl interface {
 	AddIndirectEntry(table string, key []pipeline.Match, priority int32, ref pipeline.IndirectRef) error
 	ModifyIndirectEntry(table string, key []pipeline.Match, priority int32, ref pipeline.IndirectRef) error
 
-	// SetValueSet replaces the members of a parser value set.
+	// SetValueSet replaces the members of a parser value set; ValueSet
+	// reads them back as set, in order.
 	SetValueSet(valueSet string, members []pipeline.ValueSetMember) error
+	ValueSet(valueSet string) ([]pipeline.ValueSetMember, error)
 }

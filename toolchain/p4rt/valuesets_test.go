@@ -2,14 +2,18 @@ package p4rt
 
 import (
 	"bytes"
+	"reflect"
 	"testing"
 
 	"google.golang.org/grpc/codes"
+
+	"github.com/terrapin/terrapin/toolchain/pipeline"
 )
 
 // TestCompressed checks the value/mask a value set member becomes: fields
 // concatenated first-most-significant, each kind's mask, omitted fields
-// matching anything.
+// matching anything; and that expanded, which reads members back from the
+// device, turns it back into the match written.
 func TestCompressed(t *testing.T) {
 	vs := func(fs ...fieldInfo) *tableInfo { return &tableInfo{name: "vs", fields: fs} }
 	exact4 := fieldInfo{id: 1, name: "a", width: 4, kind: matchExact}
@@ -49,6 +53,35 @@ func TestCompressed(t *testing.T) {
 			}
 			if !bytes.Equal(got.Value, tc.value) || !bytes.Equal(got.Mask, tc.mask) {
 				t.Fatalf("value %x mask %x, want %x %x", got.Value, got.Mask, tc.value, tc.mask)
+			}
+			back, err := expanded(tc.t, got)
+			if err != nil || !reflect.DeepEqual(back, tc.match) {
+				t.Fatalf("expanded back to %+v (%v), want %+v", back, err, tc.match)
+			}
+		})
+	}
+}
+
+// TestExpandedRefuses: a member the device holds that no P4Runtime match
+// of the set's fields gives is an internal error, never a wrong read.
+func TestExpandedRefuses(t *testing.T) {
+	vs := func(fs ...fieldInfo) *tableInfo { return &tableInfo{name: "vs", fields: fs} }
+	for _, tc := range []struct {
+		name string
+		f    fieldInfo
+		mask []byte
+	}{
+		{"exact field not matched", fieldInfo{name: "a", width: 8, kind: matchExact}, []byte{0}},
+		{"exact field partly masked", fieldInfo{name: "a", width: 8, kind: matchExact}, []byte{0xf0}},
+		{"optional field partly masked", fieldInfo{name: "d", width: 8, kind: matchOptional}, []byte{0x0f}},
+		{"lpm mask with a hole", fieldInfo{name: "c", width: 8, kind: matchLPM}, []byte{0xb0}},
+		{"lpm mask not from the top", fieldInfo{name: "c", width: 8, kind: matchLPM}, []byte{0x70}},
+		{"range field", fieldInfo{name: "e", width: 8, kind: matchRange}, []byte{0xff}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := expanded(vs(tc.f), pipeline.ValueSetMember{Value: []byte{0}, Mask: tc.mask})
+			if codeOf(err) != codes.Internal {
+				t.Fatalf("expanded = %+v, %v; want an internal error", got, err)
 			}
 		})
 	}

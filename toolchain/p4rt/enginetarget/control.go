@@ -378,3 +378,12 @@ func (c *control) SetValueSet(valueSet string, members []pipeline.ValueSetMember
 	}
 	return wrap(c.pl.SetValueSet(id, members))
 }
+
+func (c *control) ValueSet(valueSet string) ([]pipeline.ValueSetMember, error) {
+	id, err := c.id(engine.KindValueSet, "value set", valueSet)
+	if err != nil {
+		return nil, err
+	}
+	ms, err := c.pl.ValueSet(id)
+	return ms, wrap(err)
+}
