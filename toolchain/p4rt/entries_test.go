@@ -277,3 +277,58 @@ func TestValueSetReadWriteSymmetry(t *testing.T) {
 		})
 	}
 }
+
+// A default entry the client sets is read back from the device with the
+// cookie and metadata written; the program's (and a const one) from the
+// P4Info; before and after RECONCILE_AND_COMMIT.
+func TestDefaultEntryReadWriteSymmetry(t *testing.T) {
+	h := ready(t)
+	id := h.ids()
+	noAction := h.actionID("NoAction")
+	asDefault := func(te *p4v1.TableEntry, cookie uint64, meta string) *p4v1.TableEntry {
+		te.IsDefaultAction, te.ControllerMetadata = true, cookie
+		if meta != "" {
+			te.Metadata = []byte(meta)
+		}
+		return te
+	}
+	for _, tc := range []struct {
+		name  string
+		write []*p4v1.Update
+		table uint32
+		want  *p4v1.TableEntry
+	}{
+		{"the program's", nil, id.l2, asDefault(entry(id.l2, 0, call(id.drop)), 0, "")},
+		{"set with a padded parameter and a cookie",
+			[]*p4v1.Update{modify(asDefault(entry(id.l2, 0, call(id.forward, b(0, 5))), 3, "d"))},
+			id.l2, asDefault(entry(id.l2, 0, call(id.forward, b(5))), 3, "d")},
+		{"set again", []*p4v1.Update{modify(asDefault(entry(id.l2, 0, call(id.toCPU)), 0, ""))},
+			id.l2, asDefault(entry(id.l2, 0, call(id.toCPU)), 0, "")},
+		{"reset to the program's", []*p4v1.Update{modify(asDefault(entry(id.l2, 0, nil), 0, ""))},
+			id.l2, asDefault(entry(id.l2, 0, call(id.drop)), 0, "")},
+		{"set on a ternary table", []*p4v1.Update{modify(asDefault(entry(id.acl, 0, call(id.aclPermit)), 9, ""))},
+			id.acl, asDefault(entry(id.acl, 0, call(id.aclPermit)), 9, "")},
+		{"const", nil, id.fixed, func() *p4v1.TableEntry {
+			te := asDefault(entry(id.fixed, 0, call(noAction)), 0, "")
+			te.IsConst = true
+			return te
+		}()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if len(tc.write) > 0 {
+				h.mustWrite(tc.write...)
+			}
+			for _, pass := range []string{"written", "reconciled"} {
+				if pass == "reconciled" {
+					if err := h.setPipeline(p4v1.SetForwardingPipelineConfigRequest_RECONCILE_AND_COMMIT, h.config()); err != nil {
+						t.Fatal(err)
+					}
+				}
+				got, err := h.read(tableEntity(&p4v1.TableEntry{TableId: tc.table, IsDefaultAction: true}))
+				if err != nil || len(got) != 1 || !proto.Equal(got[0].GetTableEntry(), tc.want) {
+					t.Errorf("%s: the default entry reads %v (%v), want %v", pass, got, err, tc.want)
+				}
+			}
+		})
+	}
+}

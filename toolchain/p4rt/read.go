@@ -111,7 +111,11 @@ func (ps *pipelineState) readTableEntries(q *p4v1.TableEntry) ([]*p4v1.Entity, e
 	for _, id := range ids {
 		t, ts := ps.schema.tables[id], ps.tables[id]
 		if q.GetIsDefaultAction() {
-			out = append(out, tableEntity(ps.defaultEntryProto(t, ts)))
+			te, err := ps.defaultEntryProto(t, ts)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, tableEntity(te))
 			continue
 		}
 		var entries []*tableEntry
@@ -192,10 +196,14 @@ func (ps *pipelineState) entryProto(t *tableInfo, e *tableEntry, q *p4v1.TableEn
 	return te, nil
 }
 
-func (ps *pipelineState) defaultEntryProto(t *tableInfo, ts *tableState) *p4v1.TableEntry {
+func (ps *pipelineState) defaultEntryProto(t *tableInfo, ts *tableState) (*p4v1.TableEntry, error) {
 	te := &p4v1.TableEntry{TableId: t.id, IsDefaultAction: true}
-	if ts.defaultAction != nil {
-		te.Action = &p4v1.TableAction{Type: &p4v1.TableAction_Action{Action: ps.schema.actionProto(*ts.defaultAction)}}
+	if ts.clientDefault {
+		act, err := ps.clientDefault(t)
+		if err != nil {
+			return nil, err
+		}
+		te.Action = &p4v1.TableAction{Type: &p4v1.TableAction_Action{Action: ps.schema.actionProto(act)}}
 		te.ControllerMetadata = ts.defaultCookie
 		if len(ts.defaultMeta) != 0 {
 			te.Metadata = clone(ts.defaultMeta)
@@ -204,7 +212,23 @@ func (ps *pipelineState) defaultEntryProto(t *tableInfo, ts *tableState) *p4v1.T
 		te.Action = &p4v1.TableAction{Type: &p4v1.TableAction_Action{Action: ps.schema.actionProto(act)}}
 	}
 	te.IsConst = t.constDefaultID != 0
-	return te
+	return te, nil
+}
+
+// clientDefault reads the default action the client set from the device.
+func (ps *pipelineState) clientDefault(t *tableInfo) (boundAction, error) {
+	a, ok, err := ps.ctl.DefaultAction(t.name)
+	if err != nil {
+		return boundAction{}, engineErr("reading the default action", err)
+	}
+	if !ok {
+		return boundAction{}, errorf(codes.Internal, "table %q: the device has no default action, the client set one", t.name)
+	}
+	b, err := ps.schema.actionFrom(t, a)
+	if err != nil {
+		return boundAction{}, errorf(codes.Internal, "table %q: the device's default action: %v", t.name, err)
+	}
+	return b, nil
 }
 
 func (ps *pipelineState) directTables(tableID uint32, has func(*tableInfo) bool, what string) ([]uint32, error) {

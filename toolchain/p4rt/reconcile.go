@@ -51,12 +51,14 @@ func (s *Server) reconcile(old, next *pipelineState) {
 			continue
 		}
 		nts := next.tables[nt.id]
-		if ots.defaultAction != nil && nt.constDefaultID == 0 {
-			if act, ok := translateAction(old.schema, next.schema, nt, *ots.defaultAction, true); ok {
-				name, args := next.schema.engineArgs(act)
-				if next.ctl.SetDefaultAction(nt.name, name, args) == nil {
-					nts.defaultAction = &act
-					nts.defaultCookie, nts.defaultMeta = ots.defaultCookie, clone(ots.defaultMeta)
+		if ots.clientDefault && nt.constDefaultID == 0 {
+			if oa, err := old.clientDefault(ot); err == nil {
+				if act, ok := translateAction(old.schema, next.schema, nt, oa, true); ok {
+					name, args := next.schema.engineArgs(act)
+					if next.ctl.SetDefaultAction(nt.name, name, args) == nil {
+						nts.clientDefault = true
+						nts.defaultCookie, nts.defaultMeta = ots.defaultCookie, clone(ots.defaultMeta)
+					}
 				}
 			}
 		}

@@ -321,8 +321,10 @@ type tableState struct {
 	// count is how many entries the client has written, for the P4Info
 	// size limit (checked before anything is programmed).
 	count int64
-	// defaultAction is the client's default; nil means the program's.
-	defaultAction *boundAction
+	// clientDefault is set while the default action is one the client
+	// wrote (read from the device, with the cookie and metadata written);
+	// otherwise it is the program's.
+	clientDefault bool
 	defaultCookie uint64
 	defaultMeta   []byte
 }

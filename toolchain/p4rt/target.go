@@ -101,9 +101,11 @@ type PipelineControl interface {
 	Entries(table string) ([]pipeline.TableEntry, error)
 	Entry(table string, key []pipeline.Match, priority int32) (e pipeline.TableEntry, ok bool, err error)
 	// SetDefaultAction changes the action run on a miss;
-	// ResetDefaultAction restores the program's.
+	// ResetDefaultAction restores the program's. DefaultAction reads the
+	// one in force, by JSON action id as Entries does (ok false: none).
 	SetDefaultAction(table string, action string, args [][]byte) error
 	ResetDefaultAction(table string) error
+	DefaultAction(table string) (a pipeline.ActionCall, ok bool, err error)
 
 	// Direct resources of an entry (the table's direct counter / meter).
 	ReadDirectCounter(table string, key []pipeline.Match, priority int32) (pipeline.CounterData, error)

@@ -329,7 +329,7 @@ func (ps *pipelineState) writeDefaultEntry(typ p4v1.Update_Type, t *tableInfo, t
 		if err := ps.ctl.ResetDefaultAction(t.name); err != nil {
 			return engineErr("restoring the default action", err)
 		}
-		ts.defaultAction, ts.defaultCookie, ts.defaultMeta = nil, 0, nil
+		ts.clientDefault, ts.defaultCookie, ts.defaultMeta = false, 0, nil
 		return nil
 	}
 	if te.GetAction().GetAction() == nil {
@@ -343,7 +343,7 @@ func (ps *pipelineState) writeDefaultEntry(typ p4v1.Update_Type, t *tableInfo, t
 	if err := ps.ctl.SetDefaultAction(t.name, name, args); err != nil {
 		return engineErr("setting the default action", err)
 	}
-	ts.defaultAction = &act
+	ts.clientDefault = true
 	ts.defaultCookie = te.GetControllerMetadata()
 	ts.defaultMeta = clone(te.GetMetadata())
 	return nil

@@ -143,13 +143,19 @@ func (c *control) DeleteEntry(table string, key []pipeline.Match, priority int32
 	return wrap(c.pl.DeleteEntry(tid, key, priority))
 }
 
-func (c *control) Entries(table string) ([]pipeline.TableEntry, error) {
-	tid, err := c.id(engine.KindTable, "table", table)
+// read resolves name and reads one object by its id.
+func read[T any](c *control, kind engine.ObjectKind, what, name string, get func(id int) (T, error)) (T, error) {
+	id, err := c.id(kind, what, name)
 	if err != nil {
-		return nil, err
+		var none T
+		return none, err
 	}
-	es, err := c.pl.ReadEntries(tid)
-	return es, wrap(err)
+	v, err := get(id)
+	return v, wrap(err)
+}
+
+func (c *control) Entries(table string) ([]pipeline.TableEntry, error) {
+	return read(c, engine.KindTable, "table", table, c.pl.ReadEntries)
 }
 
 func (c *control) Entry(table string, key []pipeline.Match, priority int32) (pipeline.TableEntry, bool, error) {
@@ -185,6 +191,15 @@ func (c *control) ResetDefaultAction(table string) error {
 		return err
 	}
 	return wrap(c.pl.ResetDefaultAction(tid))
+}
+
+func (c *control) DefaultAction(table string) (pipeline.ActionCall, bool, error) {
+	tid, err := c.id(engine.KindTable, "table", table)
+	if err != nil {
+		return pipeline.ActionCall{}, false, err
+	}
+	a, ok, err := c.pl.DefaultAction(tid)
+	return a, ok, wrap(err)
 }
 
 func (c *control) ReadDirectCounter(table string, key []pipeline.Match, priority int32) (pipeline.CounterData, error) {
@@ -380,10 +395,5 @@ func (c *control) SetValueSet(valueSet string, members []pipeline.ValueSetMember
 }
 
 func (c *control) ValueSet(valueSet string) ([]pipeline.ValueSetMember, error) {
-	id, err := c.id(engine.KindValueSet, "value set", valueSet)
-	if err != nil {
-		return nil, err
-	}
-	ms, err := c.pl.ValueSet(id)
-	return ms, wrap(err)
+	return read(c, engine.KindValueSet, "value set", valueSet, c.pl.ValueSet)
 }
