@@ -357,7 +357,11 @@ func (ps *pipelineState) entries(t *tableInfo) ([]*tableEntry, error) {
 	}
 	out := make([]*tableEntry, len(des))
 	for i, de := range des {
-		if out[i], err = ps.fromDevice(t, de); err != nil {
+		match, err := matchFrom(t, de.Match)
+		if err != nil {
+			return nil, errorf(codes.Internal, "table %q: the device holds an entry P4Runtime cannot express: %v", t.name, err)
+		}
+		if out[i], err = ps.fromDevice(t, de, match); err != nil {
 			return nil, err
 		}
 	}
@@ -380,10 +384,11 @@ func (ps *pipelineState) entry(t *tableInfo, match []fieldValue, priority int32)
 	if err != nil {
 		return nil, engineErr("reading the entry", err)
 	}
-	if !ok {
-		return nil, nil
+	if !ok || de.Priority != priority {
+		return nil, nil // (a table without priorities ignores the one asked)
 	}
-	return ps.fromDevice(t, de)
+	// The device found it by this key, so match is its canonical form.
+	return ps.fromDevice(t, de, match)
 }
 
 // lookup parses te's match for t and finds the entry with it and te's
@@ -403,18 +408,16 @@ func (ps *pipelineState) declaredEntry(t *tableInfo, i int) *tableEntry {
 		entryMeta: ps.tables[t.id].meta[entryKey(ce.match, ce.priority)]}
 }
 
-// fromDevice converts an entry the device holds to the form a read
-// returns, joined with its entryMeta.
-func (ps *pipelineState) fromDevice(t *tableInfo, de pipeline.TableEntry) (*tableEntry, error) {
-	match, err := matchFrom(t, de.Match)
-	if err != nil {
-		return nil, errorf(codes.Internal, "table %q: the device holds an entry P4Runtime cannot express: %v", t.name, err)
-	}
+// fromDevice converts an entry the device holds, whose key is match in
+// canonical form, to the form a read returns, joined with its entryMeta.
+func (ps *pipelineState) fromDevice(t *tableInfo, de pipeline.TableEntry, match []fieldValue) (*tableEntry, error) {
 	e := &tableEntry{match: match, priority: de.Priority}
 	if de.Indirect.Kind != pipeline.IndirectNone {
 		ref := de.Indirect
 		e.ref = &ref
-	} else if e.action, err = ps.schema.actionFrom(t, de.Action); err != nil {
+	} else if a, err := ps.schema.actionFrom(t, de.Action); err == nil {
+		e.action = a
+	} else {
 		return nil, errorf(codes.Internal, "table %q: the device holds an entry P4Runtime cannot express: %v", t.name, err)
 	}
 	e.entryMeta = ps.tables[t.id].meta[entryKey(match, de.Priority)]
