@@ -6,9 +6,11 @@ import (
 
 // pipelineState is everything the server knows about one pipeline: the
 // config as the client sent it, the schema derived from it, the engine
-// control, and the state P4Runtime reads back that the device does not
-// hold (table entries, meter configs, groups and sessions it reads from the
-// device).
+// control, and what P4Runtime reads back that the device does not hold.
+// Table entries and default actions, meter configs, multicast groups,
+// clone sessions and value sets are read from the device; what is here is
+// P4Runtime's alone: cookies and metadata, forms as written, digest
+// configs, action profiles' membership and the references to it.
 type pipelineState struct {
 	config   *p4v1.ForwardingPipelineConfig
 	program  []byte // the BMv2 JSON, decoded from config's p4_device_config
