@@ -17,8 +17,11 @@ say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
 # mininet brings Open vSwitch as a dependency; we use only its hosts, links and CLI.
 # chromium: the dashboard's browser tests drive Debian's build through Playwright (a browser
 # downloaded by `playwright install` would come from outside the package registries).
+# postgresql: the server behind STORE=postgres. Our clusters are started by what needs them (the
+# tests, make run, the benchmark) through terrapin.pgserver, each in its own directory on loopback;
+# the default cluster Debian's package creates and starts is not used, so it is stopped below.
 apt_packages=(mininet iproute2 iputils-ping ethtool tcpdump iperf3 python3-venv python3-pip python3-dev
-              curl unzip ca-certificates build-essential sqlite3 procps psmisc chromium)
+              curl unzip ca-certificates build-essential sqlite3 procps psmisc chromium postgresql)
 missing=()
 for p in "${apt_packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -32,6 +35,17 @@ if ((${#missing[@]})); then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -q >/dev/null
     apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+    # The package's post-install creates a cluster (15/main on port 5432) and starts it where a
+    # service manager lets it: stop it and keep it from starting at boot, so it neither takes
+    # 5432 nor runs for nothing.
+    if [[ " ${missing[*]} " == *" postgresql "* ]] && command -v pg_lsclusters >/dev/null; then
+        while read -r ver name _ status _; do
+            if [[ "$status" == online* ]]; then pg_ctlcluster "$ver" "$name" stop || true; fi
+            if [[ -f "/etc/postgresql/$ver/$name/start.conf" ]]; then
+                echo manual >"/etc/postgresql/$ver/$name/start.conf"
+            fi
+        done < <(pg_lsclusters -h 2>/dev/null || true)
+    fi
 fi
 
 # --- Go ------------------------------------------------------------------------------------------
