@@ -52,6 +52,8 @@ EXCESS_DROP = 0
 EXCESS_DEMOTE = 1
 # Entries of T_AGGREGATES and ids of M_AGGREGATE_METERS.
 MAX_AGGREGATES = 64
+# Entries of T_CHANNELS, and the channel ids (network-wide) that index the per-channel counters.
+MAX_CHANNELS = 16384
 # The `drops` counter's indices, in constants.p4's DROP_* order.
 DROP_REASONS = (
     "malformed",
@@ -85,6 +87,7 @@ __all__ = [
     "EXCESS_DEMOTE",
     "EXCESS_DROP",
     "MAX_AGGREGATES",
+    "MAX_CHANNELS",
     "M_AGGREGATE_METERS",
     "PACKET_OUT_DIRECT",
     "PACKET_OUT_PIPELINE",

@@ -49,6 +49,8 @@ def test_every_name_is_in_the_compiled_p4info() -> None:
     # the controller writes channel entries by these key fields, in this order
     key = tuple(f.name for f in tables[p4program.T_CHANNELS].match_fields)
     assert key == p4program.CHANNEL_KEY
+    # one entry per channel id, so the store hands out no id the switch has no room for
+    assert tables[p4program.T_CHANNELS].size == p4program.MAX_CHANNELS
     # the aggregates' key: ternary fields of these widths (the configuration is checked against them)
     fields = tables[p4program.T_AGGREGATES].match_fields
     assert {f.name: f.bitwidth for f in fields} == p4program.AGGREGATE_KEY
@@ -67,7 +69,14 @@ def test_numbers_match_constants_p4() -> None:
     assert values["DELAY_BANDS"] == p4program.DELAY_BANDS == len(p4program.DELAY_BAND_NAMES)
     for index, band in enumerate(p4program.DELAY_BAND_NAMES):
         assert values[f"DELAY_BAND_{band.upper()}"] == index
-    named = ("PACKET_OUT_DIRECT", "PACKET_OUT_PIPELINE", "EXCESS_DROP", "EXCESS_DEMOTE", "MAX_AGGREGATES")
+    named = (
+        "PACKET_OUT_DIRECT",
+        "PACKET_OUT_PIPELINE",
+        "EXCESS_DROP",
+        "EXCESS_DEMOTE",
+        "MAX_AGGREGATES",
+        "MAX_CHANNELS",
+    )
     for const in named:
         assert values[const] == getattr(p4program, const), const
 

@@ -60,7 +60,7 @@ const bit<1> EXCESS_DEMOTE = 1;
 // default), admit_jumping_window or admit_moving_window. The moving window keeps a ring of
 // MOVING_SLOTS timestamps per channel, cell = channel_id * MOVING_SLOTS + slot.
 const bit<32> MOVING_SLOTS = 32;
-const bit<32> MOVING_RING_CELLS = 262144;
+const bit<32> MOVING_RING_CELLS = 524288;
 // admit_jumping_window's count_packets: what the window's limit counts.
 const bit<1> WINDOW_COUNTS_BYTES = 0;
 const bit<1> WINDOW_COUNTS_PACKETS = 1;
@@ -87,7 +87,7 @@ const bit<32> CLAIM_DSCP = 1;
 const bit<32> CLAIM_KINDS = 2;
 
 // ---- Sizes ---------------------------------------------------------------------------------
-const bit<32> MAX_CHANNELS = 8192;
+const bit<32> MAX_CHANNELS = 16384;
 const bit<32> MAX_AGGREGATES = 64;
 const bit<32> MAX_ROUTES = 4096;
 const bit<32> MAX_ARP_ANSWERS = 1024;
