@@ -46,13 +46,14 @@ from terrapin.constants import IP_PROTO_TCP, IP_PROTO_UDP, IP_PROTO_XTP
 from terrapin.paths import ChannelSelector
 from terrapin.protocol.messages import flow_key_from_ports, ports_from_flow_key
 from terrapin.reservations import (
+    STORE_UNAVAILABLE,
     SWITCH_REFUSED,
     SWITCH_UNAVAILABLE,
     ChannelRequest,
     Conflict,
     ReservationService,
 )
-from terrapin.store import Reservation
+from terrapin.store import NotPrimary, Reservation, StoreUnavailable
 from terrapin.switches import ChannelCounters, QueueTelemetry
 
 U32 = 0xFFFF_FFFF
@@ -62,6 +63,9 @@ PROTOCOLS = {"udp": IP_PROTO_UDP, "tcp": IP_PROTO_TCP, "xtp": IP_PROTO_XTP}
 # What a 503 tells a client to wait: finsy retries a switch whose connection failed quickly
 # after 10 s (its _FAIL_THROTTLE_SECS), so an earlier retry would mostly find it still down.
 RETRY_AFTER_SECONDS = 10
+# A store that is away (a database restart) or a primary's lease changing hands is back within a
+# few seconds (docs/deployment.md).
+STORE_RETRY_AFTER_SECONDS = 2
 
 
 class Telemetry(Protocol):
@@ -341,6 +345,12 @@ class SwitchErrorOut(BaseModel):
     retry_after: int | None = Field(description="seconds, as in the Retry-After header (503 only)")
 
 
+class StoreErrorOut(BaseModel):
+    error: Literal["store unavailable"]
+    message: str
+    retry_after: int = Field(description="seconds, as in the Retry-After header")
+
+
 class SwitchHealthOut(BaseModel):
     ready: bool
     problem: str | None = Field(default=None, description="why it is not ready")
@@ -592,6 +602,12 @@ def create_app(
         body = exc.detail if isinstance(exc.detail, dict) else {"error": str(exc.detail)}
         return JSONResponse(status_code=exc.status_code, content=body, headers=exc.headers)
 
+    @app.exception_handler(StoreUnavailable)
+    @app.exception_handler(NotPrimary)
+    async def _store_away(_request: Request, exc: Exception) -> JSONResponse:
+        # Nothing was changed: the transaction that saw this was rolled back.
+        return store_unavailable(str(exc))
+
     @app.exception_handler(RequestValidationError)
     async def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
         malformed = _malformed_json(exc)
@@ -631,7 +647,7 @@ def create_app(
             status="degraded" if down else "ok",
             degraded=down,
             switches=switches,
-            reservations=len(service.list()),
+            reservations=service.count(),
             **extra,
         )
 
@@ -650,8 +666,9 @@ def create_app(
             422: {"model": InvalidOut, "description": "a field is invalid; each is named"},
             502: {"model": SwitchErrorOut, "description": "a switch refused the write; all rolled back"},
             503: {
-                "model": SwitchErrorOut,
-                "description": "a switch on the path is not connected; nothing reserved (Retry-After)",
+                "model": SwitchErrorOut | StoreErrorOut,
+                "description": "a switch on the path is not connected, or the store cannot be written;"
+                " nothing reserved (Retry-After)",
             },
         },
         dependencies=[Depends(require_token), Depends(require_json)],
@@ -702,10 +719,10 @@ def create_app(
         return [reservation_out(r) for r in sorted(service.list(), key=lambda r: r.reservation_id)]
 
     def _find(reservation_id: int) -> Reservation:
-        for r in service.list():
-            if r.reservation_id == reservation_id:
-                return r
-        raise HTTPException(404, detail={"error": f"no reservation {reservation_id}"})
+        record = service.by_reservation_id(reservation_id)
+        if record is None:
+            raise HTTPException(404, detail={"error": f"no reservation {reservation_id}"})
+        return record
 
     @app.get(
         "/reservations/{reservation_id}",
@@ -836,6 +853,11 @@ def _raise_switch_trouble(denial: Denial) -> None:
     """A switch that could not be written is not an admission decision: 503 (down: retry later)
     or 502 (it refused the write), naming the switch."""
     v = denial.primary
+    if v.constraint == STORE_UNAVAILABLE:
+        store = StoreErrorOut(error="store unavailable", message=v.detail, retry_after=STORE_RETRY_AFTER_SECONDS)
+        raise HTTPException(
+            503, detail=store.model_dump(), headers={"Retry-After": str(STORE_RETRY_AFTER_SECONDS)}
+        )
     if v.constraint not in (SWITCH_UNAVAILABLE, SWITCH_REFUSED) or v.port is None:
         return
     if v.constraint == SWITCH_UNAVAILABLE:
@@ -848,6 +870,15 @@ def _raise_switch_trouble(denial: Denial) -> None:
         raise HTTPException(503, detail=body.model_dump(), headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
     body = SwitchErrorOut(error="switch error", switch=v.port.switch, message=v.detail, retry_after=None)
     raise HTTPException(502, detail=body.model_dump())
+
+
+def store_unavailable(message: str) -> JSONResponse:
+    body = StoreErrorOut(error="store unavailable", message=message, retry_after=STORE_RETRY_AFTER_SECONDS)
+    return JSONResponse(
+        status_code=503,
+        content=body.model_dump(),
+        headers={"Retry-After": str(STORE_RETRY_AFTER_SECONDS)},
+    )
 
 
 class JsonErrorsH11Protocol(H11Protocol):

@@ -13,6 +13,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
@@ -31,7 +32,7 @@ from terrapin.paths import ChannelProgrammer, Topology
 from terrapin.protocol.handler import ProtocolHandler
 from terrapin.protocol.status import ChannelRecord, QueueRecord, StatusRecord, StatusReport
 from terrapin.reservations import ReservationService
-from terrapin.store import ReservationStore
+from terrapin.store import NotPrimary, ReservationStore, StoreUnavailable
 from terrapin.switches import DesiredChannels, PacketHandler, ReconcileReport, SwitchFabric
 
 LOG = logging.getLogger("terrapin")
@@ -70,8 +71,9 @@ class Controller:
     ) -> None:
         self.config = config
         self.topology = Topology(config)
-        self.ledger = AdmissionLedger(config.port_models())
-        self.store = ReservationStore(_resolve(config_dir, config.store))
+        # Hold deadlines are wall-clock, the one clock every replica reads the same way.
+        self.ledger = AdmissionLedger(config.port_models(), clock=time.time)
+        self.store = ReservationStore(_resolve(config_dir, config.store), self.ledger)
         factory = fabric_factory or real_fabric(config_dir)
         self.fabric = factory(
             config, self.topology, self._on_packet, lambda name: self.service.desired_entries(name)
@@ -107,8 +109,13 @@ class Controller:
             max_holds_per_initiator=config.protocol.max_holds_per_initiator,
         )
         self.token = config.rest_token()
-        restored = self.service.restore()
-        LOG.info("restored %d reservations from %s", restored, config.store)
+        unfinished = self.service.rollback_unfinished()
+        LOG.info(
+            "restored %d reservations and %d holds from the store (%d unfinished rolled back)",
+            self.store.count(),
+            len(self.store.holds()),
+            unfinished,
+        )
         self.app = create_app(self.service, self.fabric, self.token, self._health_extra)
         self.app.include_router(
             operator_router(self.monitor, self.metrics, config, self.stopping, self.token)
@@ -144,9 +151,11 @@ class Controller:
     async def _expire_holds(self) -> None:
         while True:
             await asyncio.sleep(0.5)
-            for allocation in self.ledger.expire():
-                LOG.info("tentative hold %s expired", allocation.key)
-            self.handler.forget_expired()
+            try:
+                self.service.expire_holds()
+                await self.service.retry_unfinished()
+            except (StoreUnavailable, NotPrimary) as exc:
+                LOG.warning("store upkeep postponed: %s", exc)
 
     async def status_report(self, switch: str, key: ChannelKey | None) -> StatusReport:
         """REPORT_STATUS: this router's queues (allocation and telemetry) and channels."""

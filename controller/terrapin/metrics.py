@@ -32,7 +32,7 @@ from terrapin.admission.ledger import COMMITTED, HELD
 from terrapin.monitor.checks import NETWORK, SOURCE, PollVerdict
 from terrapin.monitor.events import Event
 from terrapin.p4program import DELAY_BAND_NAMES
-from terrapin.reservations import ChannelRequest, Conflict, ReservationService
+from terrapin.reservations import Conflict, ReservationService
 from terrapin.store import Reservation
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -262,30 +262,21 @@ class InstrumentedReservationService(ReservationService):
 
     metrics: ControllerMetrics | None = None
 
-    def hold(
-        self, request: ChannelRequest, hold_seconds: float | None, first_switch: str | None = None
-    ) -> Allocation | Denial:
+    def decided(self, outcome: Allocation | Denial | Conflict | None, seconds: float) -> None:
         if self.metrics is None:
-            return super().hold(request, hold_seconds, first_switch)
-        started = time.perf_counter()
-        try:
-            decision = super().hold(request, hold_seconds, first_switch)
-        except Conflict:
+            return
+        if isinstance(outcome, Conflict):
             self.metrics.decisions.labels("conflict").inc()
-            raise
-        self.metrics.decision_seconds.observe(time.perf_counter() - started)
-        if isinstance(decision, Denial):
+            return
+        self.metrics.decision_seconds.observe(seconds)
+        if isinstance(outcome, Denial):
             self.metrics.decisions.labels("denied").inc()
-            self.metrics.denials.labels(decision.primary.constraint).inc()
+            self.metrics.denials.labels(outcome.primary.constraint).inc()
         else:
             self.metrics.decisions.labels("admitted").inc()
-        return decision
 
-    async def install(self, request: ChannelRequest) -> Reservation | Denial:
+    def set_up(self, origin: str, result: Reservation | Denial, seconds: float) -> None:
         if self.metrics is None:
-            return await super().install(request)
-        started = time.perf_counter()
-        result = await super().install(request)
+            return
         outcome = "rolled_back" if isinstance(result, Denial) else "installed"
-        self.metrics.setup_seconds.labels(request.origin, outcome).observe(time.perf_counter() - started)
-        return result
+        self.metrics.setup_seconds.labels(origin, outcome).observe(seconds)

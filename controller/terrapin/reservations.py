@@ -2,20 +2,24 @@
 protocol both come through here, so they share one ledger and one truth.
 
 Order of effects (so a crash at any point leaves something reconcilable):
- 1. the ledger holds the resources (atomically over the whole path);
- 2. the store records the channel as "installing" (it gets its channel id here);
- 3. every hop is written (concurrently), or every written hop is removed again;
- 4. the store marks it "active" and the ledger commits.
+ 1. one store transaction runs the admission test against the ledger and records the channel
+    as "installing" (it gets its channel id here), or records an in-band hold;
+ 2. every hop is written (concurrently), or every written hop is removed again;
+ 3. a second transaction marks it "active": only then is it promised (REST answers 201).
+A reservation still "installing" when its controller stopped was never promised: the next
+primary (or the same controller restarting) rolls it back, and reconciliation removes any hop
+it had written (docs/deployment.md, "What each failure guarantees").
 """
 
 from __future__ import annotations
 
 import logging
+import time
 import zlib
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
-from terrapin.admission import AdmissionLedger, Allocation, Denial, LedgerError, Violation
+from terrapin.admission import AdmissionLedger, Allocation, Denial, Violation
 from terrapin.admission.model import ChannelEnvelope, ChannelKey, PortId
 from terrapin.constants import IP_PROTO_TCP, IP_PROTO_UDP, IP_PROTO_XTP, DenialReason
 from terrapin.paths import (
@@ -29,7 +33,18 @@ from terrapin.paths import (
     remove_path,
 )
 from terrapin.protocol.messages import ports_from_flow_key
-from terrapin.store import ACTIVE, INSTALLING, Reservation, ReservationStore, StoreFull
+from terrapin.store import (
+    ACTIVE,
+    INSTALLING,
+    Fence,
+    Hold,
+    NotPrimary,
+    Reservation,
+    ReservationStore,
+    StoreFull,
+    StoreUnavailable,
+    Transaction,
+)
 from terrapin.switches import SwitchUnavailable, entry_for_hop
 
 LOG = logging.getLogger("terrapin.reservations")
@@ -49,6 +64,9 @@ class ChannelRequest:
 # protocol has only REQUEST_DENIED with SWITCH_ERROR). The violation's port names the switch.
 SWITCH_UNAVAILABLE = "switch_unavailable"  # not connected, or the connection broke mid-write
 SWITCH_REFUSED = "switch_error"  # connected, but it rejected the write
+# Nor is a store that cannot be written (REST 503): the database is away, or this replica lost the
+# primary's lease while the request ran.
+STORE_UNAVAILABLE = "store_unavailable"
 
 
 def simple_denial(
@@ -97,30 +115,60 @@ class ReservationService:
         store: ReservationStore,
         programmer: ChannelProgrammer,
         demote_excess: bool = True,
+        fence: Callable[[], Fence | None] = lambda: None,
     ) -> None:
         self.ledger = ledger
         self.topology = topology
         self.store = store
         self.programmer = programmer
         self.demote_excess = demote_excess
+        # Who may write the store: None for the one controller of a SQLite store; a replica's
+        # lease (term) otherwise, so a replica that lost it changes nothing.
+        self.fence = fence
+        # Reservations whose rollback or activation could not be written (the store was away):
+        # rolled back when it can be (unfinished()).
+        self._unfinished: set[ChannelKey] = set()
 
-    # ---- start-up ---------------------------------------------------------------------------
+    # ---- start-up and upkeep -----------------------------------------------------------------
 
-    def restore(self) -> int:
-        """Put every stored channel back into the ledger (no re-test: an admitted channel is
-        never dropped because the configuration changed). A channel caught mid-installation is
-        completed: it passed admission, and reconciliation writes its missing hops."""
-        count = 0
-        for record in self.store.all():
-            try:
-                self.ledger.restore(record.allocation)
-            except LedgerError as exc:
-                LOG.error("stored channel %s cannot be restored: %s", record.key, exc)
+    def rollback_unfinished(self) -> int:
+        """Release every reservation still "installing": none was promised, and whichever
+        controller was installing it is gone (at start-up, or when this replica becomes primary).
+        Reconciliation then removes any hop it had written. Returns how many."""
+        with self.store.transaction(self.fence()) as txn:
+            stale = [r.key for r in self.store.all() if r.state == INSTALLING]
+            for key in stale:
+                txn.release(key)
+        for key in stale:
+            LOG.warning("reservation %s was never finished; rolled back", key)
+        self._unfinished.clear()
+        return len(stale)
+
+    async def retry_unfinished(self) -> int:
+        """Roll back what an earlier failure left "installing" in the store; returns how many."""
+        done = 0
+        for key in list(self._unfinished):
+            record = self.store.get(key)
+            if record is None or record.state != INSTALLING:
+                self._unfinished.discard(key)
                 continue
-            if record.state == INSTALLING:
-                self.store.set_state(record.key, ACTIVE)
-            count += 1
-        return count
+            try:
+                with self.store.transaction(self.fence()) as txn:
+                    txn.release(key)
+            except (StoreUnavailable, NotPrimary):
+                return done
+            self._unfinished.discard(key)
+            await remove_path(self.programmer, self.entries(record))
+            done += 1
+        return done
+
+    def expire_holds(self) -> int:
+        """Release the tentative holds whose deadline has passed (a transaction does it as it
+        starts); returns how many."""
+        if not self.store.holds():
+            return 0
+        with self.store.transaction(self.fence()) as txn:
+            return len(txn.expired)
 
     def desired_entries(self, switch: str) -> list[ChannelEntry]:
         entries: list[ChannelEntry] = []
@@ -148,10 +196,8 @@ class ReservationService:
     def path_for(self, request: ChannelRequest, first_switch: str | None = None) -> list[PortId]:
         return self.topology.path(request.selector.src, request.selector.dst, first_switch)
 
-    def hold(
-        self, request: ChannelRequest, hold_seconds: float | None, first_switch: str | None = None
-    ) -> Allocation | Denial:
-        """Admission only: resources held in the ledger, nothing written anywhere."""
+    def _route(self, request: ChannelRequest, first_switch: str | None) -> list[PortId] | Denial:
+        """The path, or why there is none to admit on (checked before the store is touched)."""
         if request.selector.src == request.selector.dst:
             # The path would be the host's own port: capacity reserved for nothing.
             return simple_denial(
@@ -161,7 +207,6 @@ class ReservationService:
             path = self.path_for(request, first_switch)
         except NoRoute as exc:
             return simple_denial(request.key, DenialReason.NO_ROUTE, "no_route", str(exc))
-        self._check_conflicts(request)
         down = [hop for hop in path if not self.programmer.is_ready(hop.switch)]
         if down:
             # Checked before admission, so an outage answers at once and holds nothing.
@@ -172,23 +217,50 @@ class ReservationService:
                 f"switch {down[0].switch} is not connected; nothing was reserved",
                 port=down[0],
             )
-        try:
-            return self.ledger.admit(request.key, path, request.envelope, hold_seconds=hold_seconds)
-        except LedgerError as exc:  # a concurrent request for the same key won the race
-            raise Conflict("context", str(exc), self.store.get(request.key)) from None
+        return path
 
-    def _check_conflicts(self, request: ChannelRequest) -> None:
+    def hold(
+        self, request: ChannelRequest, hold_seconds: float | None, first_switch: str | None = None
+    ) -> Allocation | Denial:
+        """Admission only: resources held (tentatively with `hold_seconds`: recorded in the
+        store as a hold, so a replica taking over finds it), nothing written to a switch.
+        Without `hold_seconds` the allocation stays in the ledger only until install()."""
+        route = self._route(request, first_switch)
+        if isinstance(route, Denial):
+            return route
+        started = time.perf_counter()
+        with self.store.transaction(self.fence()) as txn:
+            conflict = self._conflict(request)
+            if conflict is not None:
+                decision: Allocation | Denial | None = None
+            else:
+                decision = txn.admit(request.key, route, request.envelope, hold_seconds)
+                if isinstance(decision, Allocation) and hold_seconds is not None:
+                    txn.hold(decision, request.selector)
+        self.decided(conflict or decision, time.perf_counter() - started)
+        if conflict is not None:
+            raise conflict
+        assert decision is not None
+        return decision
+
+    def decided(self, outcome: Allocation | Denial | Conflict | None, seconds: float) -> None:
+        """Called after every admission decision (metrics.py counts and times them)."""
+
+    def set_up(self, origin: str, result: Reservation | Denial, seconds: float) -> None:
+        """Called after every attempt to write a channel's hops (metrics.py times them)."""
+
+    def _conflict(self, request: ChannelRequest) -> Conflict | None:
         key = request.key
         stored = self.store.get(key)
         if stored is not None:
-            raise Conflict(
+            return Conflict(
                 "context",
                 f"context {key.context} of {key.initiator} already names reservation "
                 f"{stored.reservation_id} ({describe_flow(stored.selector)})",
                 stored,
             )
         if self.ledger.get(key) is not None:
-            raise Conflict(
+            return Conflict(
                 "context",
                 f"context {key.context} of {key.initiator} is held by an in-band request in progress",
                 None,
@@ -196,78 +268,160 @@ class ReservationService:
         owner_key = self.store.find_selector(request.selector)
         owner = self.store.get(owner_key) if owner_key is not None else None
         if owner is not None:
-            raise Conflict(
+            return Conflict(
                 "flow",
                 f"this flow ({describe_flow(request.selector)}) is already reserved by reservation "
                 f"{owner.reservation_id} (initiator {owner.key.initiator}, context {owner.key.context})",
                 owner,
             )
+        return None
+
+    async def create(self, request: ChannelRequest) -> Reservation | Denial:
+        """REST: admit and record in one transaction, then write every hop."""
+        route = self._route(request, None)
+        if isinstance(route, Denial):
+            return route
+        started = time.perf_counter()
+        with self.store.transaction(self.fence()) as txn:
+            conflict = self._conflict(request)
+            decision: Allocation | Denial | None = None
+            outcome: Reservation | Denial | None = None
+            if conflict is None:
+                decision = txn.admit(request.key, route, request.envelope)
+                outcome = decision if isinstance(decision, Denial) else self._record(txn, request, decision)
+        self.decided(conflict or decision, time.perf_counter() - started)
+        if conflict is not None:
+            raise conflict
+        assert outcome is not None
+        if isinstance(outcome, Denial):
+            return outcome
+        return await self._install(outcome)
 
     async def install(self, request: ChannelRequest) -> Reservation | Denial:
-        """Write a held (or committed) allocation to every hop; all or nothing."""
-        held = self.ledger.get(request.key)
-        if held is None:
-            return simple_denial(
-                request.key, DenialReason.SWITCH_ERROR, "hold_expired", "tentative hold expired"
-            )
-        allocation = held[0]
-        self.ledger.commit(request.key)  # stop the expiry clock while the switches are written
+        """In band: the destination accepted, so the hold becomes a reservation and every hop
+        is written, all or nothing."""
+        with self.store.transaction(self.fence()) as txn:
+            held = self.store.hold(request.key)
+            if held is None:
+                outcome: Reservation | Denial = simple_denial(
+                    request.key, DenialReason.SWITCH_ERROR, "hold_expired", "tentative hold expired"
+                )
+            else:
+                outcome = self._record(txn, request, held.allocation)
+        if isinstance(outcome, Denial):
+            return outcome
+        return await self._install(outcome)
+
+    def _record(
+        self, txn: Transaction, request: ChannelRequest, allocation: Allocation
+    ) -> Reservation | Denial:
         demote = self.demote_excess if request.demote_excess is None else request.demote_excess
         try:
-            record = self.store.add(allocation, request.selector, request.origin, demote)
+            return txn.reserve(allocation, request.selector, request.origin, demote)
         except StoreFull as exc:
-            self.ledger.release(request.key)
+            txn.release(request.key)
             return simple_denial(request.key, DenialReason.SWITCH_ERROR, "channel_ids", str(exc))
+
+    async def _install(self, record: Reservation) -> Reservation | Denial:
+        started = time.perf_counter()
+        result = await self._write_hops(record)
+        self.set_up(record.origin, result, time.perf_counter() - started)
+        return result
+
+    async def _write_hops(self, record: Reservation) -> Reservation | Denial:
+        key = record.key
+        allocation = record.allocation
         try:
             await install_path(self.programmer, self.entries(record))
         except PathSetupError as exc:
-            self.store.remove(request.key)
-            self.ledger.release(request.key)
-            LOG.warning("path setup for %s failed and was rolled back: %s", request.key, exc)
+            self._roll_back(key)
+            LOG.warning("path setup for %s failed and was rolled back: %s", key, exc)
             port = next(h.port for h in allocation.hops if h.port.switch == exc.switch)
             outage = isinstance(exc.cause, SwitchUnavailable) or not self.programmer.is_ready(exc.switch)
             cause = str(exc.cause) or type(exc.cause).__name__
             return simple_denial(
-                request.key,
+                key,
                 DenialReason.SWITCH_ERROR,
                 SWITCH_UNAVAILABLE if outage else SWITCH_REFUSED,
                 f"programming {exc.switch} failed ({cause}); every hop was rolled back",
                 port=port,
             )
-        self.store.set_state(request.key, ACTIVE)
-        return replace(record, state=ACTIVE)
+        try:
+            with self.store.transaction(self.fence()) as txn:
+                active = txn.set_state(key, ACTIVE)
+        except (StoreUnavailable, NotPrimary) as exc:
+            # Written but not promised: it stays "installing", which is rolled back (by this
+            # replica when the store answers again, or by the next primary).
+            self._unfinished.add(key)
+            return simple_denial(
+                key,
+                DenialReason.SWITCH_ERROR,
+                STORE_UNAVAILABLE,
+                f"the reservation could not be confirmed ({exc}); it will be rolled back",
+            )
+        if active is None:
+            # Rolled back by a primary that took over meanwhile: never promised.
+            return simple_denial(
+                key, DenialReason.SWITCH_ERROR, STORE_UNAVAILABLE, "another controller took over; rolled back"
+            )
+        return active
 
-    async def create(self, request: ChannelRequest) -> Reservation | Denial:
-        decision = self.hold(request, hold_seconds=None)
-        if isinstance(decision, Denial):
-            return decision
-        return await self.install(request)
+    def _roll_back(self, key: ChannelKey) -> None:
+        try:
+            with self.store.transaction(self.fence()) as txn:
+                txn.release(key)
+        except (StoreUnavailable, NotPrimary) as exc:
+            LOG.warning("rollback of %s not recorded yet (%s); retried later", key, exc)
+            self._unfinished.add(key)
 
     async def close(self, key: ChannelKey) -> Reservation | None:
         """Remove a channel everywhere. Switches that cannot be reached now are corrected by
         reconciliation when they reconnect (the store no longer lists the channel)."""
-        record = self.store.get(key)
-        if record is None:
-            self.ledger.release(key)  # a tentative hold, if any
-            return None
-        self.store.remove(key)
-        self.ledger.release(key)
-        failed = await remove_path(self.programmer, self.entries(record))
+        with self.store.transaction(self.fence()) as txn:
+            removed = txn.release(key)
+        if not isinstance(removed, Reservation):
+            return None  # nothing, or a tentative hold
+        self._unfinished.discard(key)
+        failed = await remove_path(self.programmer, self.entries(removed))
         if failed:
             LOG.warning("channel %s: removal deferred on %s", key, ", ".join(failed))
-        return record
+        return removed
 
     def release_hold(self, key: ChannelKey) -> bool:
         """Drop a tentative hold (never an installed channel)."""
-        if self.store.get(key) is not None:
+        if self.store.get(key) is not None or self.store.hold(key) is None:
             return False
-        return self.ledger.release(key) is not None
+        with self.store.transaction(self.fence()) as txn:
+            if self.store.get(key) is not None:
+                return False
+            return isinstance(txn.release(key), Hold)
+
+    def refresh_hold(self, key: ChannelKey, hold_seconds: float) -> bool:
+        """Extend a tentative hold (a retransmitted REQUEST_ADMIT); False if it is gone."""
+        with self.store.transaction(self.fence()) as txn:
+            return txn.refresh(key, hold_seconds)
 
     def get(self, key: ChannelKey) -> Reservation | None:
         return self.store.get(key)
 
+    def get_hold(self, key: ChannelKey) -> Hold | None:
+        """The tentative hold of `key`, unless its deadline has passed (the next transaction
+        releases it)."""
+        held = self.store.hold(key)
+        return held if held is not None and held.expires_at > self.ledger.clock() else None
+
+    def holds_of(self, initiator: str) -> int:
+        now = self.ledger.clock()
+        return sum(1 for h in self.store.holds() if h.key.initiator == initiator and h.expires_at > now)
+
     def list(self) -> Sequence[Reservation]:
         return self.store.all()
+
+    def by_reservation_id(self, reservation_id: int) -> Reservation | None:
+        return self.store.get_by_reservation_id(reservation_id)
+
+    def count(self) -> int:
+        return self.store.count()
 
     def next_context(self, initiator: str) -> int:
         # REST channels use contexts from 2^31 up so they never collide with a host's own.

@@ -10,7 +10,7 @@ from fakes import chain_config
 from terrapin.admission import AdmissionLedger, Allocation, ChannelEnvelope, ChannelKey, PortId
 from terrapin.config import ConfigError, load_config, parse_config
 from terrapin.paths import ChannelSelector, NoRoute, Topology
-from terrapin.store import ACTIVE, INSTALLING, ReservationStore, StoreFull
+from terrapin.store import ACTIVE, INSTALLING, DuplicateReservation, ReservationStore, StoreFull
 
 
 def test_chain_paths_and_routes() -> None:
@@ -138,6 +138,7 @@ def test_a_store_from_before_reservation_ids_keeps_its_channel_ids_as_ids(tmp_pa
     # what an earlier controller left: no reservation_id column, no meta table
     db = sqlite3.connect(path)
     db.executescript(
+        "DROP TABLE schema_migrations; DROP TABLE holds; DROP TABLE journal; DROP TABLE lease;"
         "DROP TABLE meta; DROP INDEX reservations_id;"
         "CREATE TABLE r AS SELECT channel_id, initiator, context, src, dst, protocol, flow_key, origin,"
         " state, demote, allocation, created_at FROM reservations;"
@@ -150,15 +151,14 @@ def test_a_store_from_before_reservation_ids_keeps_its_channel_ids_as_ids(tmp_pa
 
 
 def test_store_refuses_duplicates_and_runs_out(monkeypatch: pytest.MonkeyPatch) -> None:
-    import sqlite3
-
-    import terrapin.store as store_module
+    import terrapin.store.store as store_module
 
     store = ReservationStore(":memory:")
     sel = ChannelSelector("10.0.1.2", "10.0.2.2", 17, 1)
     store.add(_allocation(1), sel, "rest", True)
-    with pytest.raises(sqlite3.IntegrityError):
+    with pytest.raises(DuplicateReservation):
         store.add(_allocation(1), sel, "rest", True)
+    assert store.count() == 1
     monkeypatch.setattr(store_module, "MAX_CHANNEL_ID", 2)
     store.add(_allocation(2), sel, "rest", True)
     with pytest.raises(StoreFull):

@@ -136,16 +136,12 @@ class AdmissionLedger:
         clock: Callable[[], float] | None = None,
     ) -> None:
         self._ports: dict[PortId, PortModel] = {p.port: p for p in ports}
-        self._books: dict[PortId, list[_LevelBook]] = {
-            pid: [_LevelBook() for _ in range(8)] for pid in self._ports
-        }
-        for pid, model in self._ports.items():
-            for standing in model.standing:
-                self._books[pid][standing.priority].reserve(standing, model)
+        self._books: dict[PortId, list[_LevelBook]] = {}
         self._entries: dict[ChannelKey, _Entry] = {}
         self._held: dict[ChannelKey, float] = {}  # tentative holds only, so expiry is cheap
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._clock = clock or time.monotonic
+        self.reset()
 
     @property
     def ports(self) -> Mapping[PortId, PortModel]:
@@ -217,9 +213,10 @@ class AdmissionLedger:
             self._unapply(entry.allocation)
             return entry.allocation
 
-    def restore(self, allocation: Allocation) -> None:
-        """Re-enter an allocation taken from the store after a restart, without testing it:
-        an admitted channel is never dropped because the configuration changed."""
+    def restore(self, allocation: Allocation, held_until: float | None = None) -> None:
+        """Re-enter an allocation taken from the store (after a restart, or another replica's
+        decision), without testing it: an admitted channel is never dropped because the
+        configuration changed. With `held_until` (this ledger's clock) it is a tentative hold."""
         with self._lock:
             if allocation.key in self._entries:
                 raise LedgerError(f"channel {allocation.key} already exists")
@@ -227,7 +224,40 @@ class AdmissionLedger:
                 if hop.port not in self._ports:
                     raise LedgerError(f"stored channel {allocation.key} uses unknown port {hop.port}")
             self._apply(allocation)
-            self._entries[allocation.key] = _Entry(allocation, COMMITTED, None)
+            state = COMMITTED if held_until is None else HELD
+            self._entries[allocation.key] = _Entry(allocation, state, held_until)
+            if held_until is not None:
+                self._held[allocation.key] = held_until
+
+    def hold_until(self, key: ChannelKey, deadline: float) -> bool:
+        """Move a tentative hold's deadline (this ledger's clock); False if there is no such hold."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None or entry.state != HELD:
+                return False
+            entry.expires_at = deadline
+            self._held[key] = deadline
+            return True
+
+    def deadline(self, key: ChannelKey) -> float | None:
+        """When a tentative hold expires (this ledger's clock); None for a committed channel."""
+        with self._lock:
+            entry = self._entries.get(key)
+            return None if entry is None else entry.expires_at
+
+    def reset(self) -> None:
+        """Forget every channel and hold (the store rebuilds the ledger from its tables)."""
+        with self._lock:
+            self._entries.clear()
+            self._held.clear()
+            for pid, model in self._ports.items():
+                self._books[pid] = [_LevelBook() for _ in range(8)]
+                for standing in model.standing:
+                    self._books[pid][standing.priority].reserve(standing, model)
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        return self._clock
 
     def expire(self) -> list[Allocation]:
         with self._lock:

@@ -31,6 +31,7 @@ from terrapin.protocol.messages import (
 from terrapin.protocol.packets import IcmpDatagram, build_frame, parse_frame
 from terrapin.protocol.status import StatusReport, encode_status
 from terrapin.reservations import ChannelRequest, Conflict, ReservationService, simple_denial
+from terrapin.store import NotPrimary, StoreUnavailable
 
 LOG = logging.getLogger("terrapin.protocol")
 
@@ -56,10 +57,6 @@ def _selector(msg: ReservationMessage) -> ChannelSelector:
     return ChannelSelector(msg.initiator, msg.destination, msg.protocol, msg.flow_key)
 
 
-def _same_channel(a: ReservationMessage, b: ReservationMessage) -> bool:
-    return _selector(a) == _selector(b) and _envelope(a) == _envelope(b)
-
-
 class ProtocolHandler:
     def __init__(
         self,
@@ -74,7 +71,6 @@ class ProtocolHandler:
         self._status = status
         self._hold_seconds = hold_seconds
         self._max_holds = max_holds_per_initiator
-        self._requests: dict[ChannelKey, ReservationMessage] = {}
         self.counters: Counter[str] = Counter()
 
     async def handle_packet_in(self, switch: str, ingress_port: int, frame: bytes) -> None:
@@ -104,7 +100,15 @@ class ProtocolHandler:
             MessageCode.NOTIFY_CLOSE: self._notify_close,
             MessageCode.RECVD_CLOSE: self._forward,
         }[msg.code]
-        await handler(switch, datagram, msg)
+        try:
+            await handler(switch, datagram, msg)
+        except (StoreUnavailable, NotPrimary) as exc:
+            # Not an answer the initiator should act on: it retransmits, and a replica that
+            # can write the store (this one later, or the next primary) answers then.
+            self.counters["store_unavailable"] += 1
+            LOG.warning(
+                "switch %s: %s not handled, the store cannot be written: %s", switch, msg.code.name, exc
+            )
 
     # ---- sending --------------------------------------------------------------------------------
 
@@ -143,17 +147,15 @@ class ProtocolHandler:
             else:
                 await self._deny(switch, msg, _conflict(key))
             return
-        held = self._service.ledger.get(key)
+        held = self._service.get_hold(key)
         if held is not None:
-            earlier = self._requests.get(key)
-            if earlier is not None and _same_channel(earlier, msg):
-                self._service.ledger.refresh(key, self._hold_seconds)
+            if held.selector == _selector(msg) and held.allocation.requested == _envelope(msg):
+                self._service.refresh_hold(key, self._hold_seconds)
                 await self._forward(switch, datagram, msg)
             else:
                 await self._deny(switch, msg, _conflict(key))
             return
-        self.forget_expired()
-        pending = sum(1 for k in self._requests if k.initiator == msg.initiator)
+        pending = self._service.holds_of(msg.initiator)
         if pending >= self._max_holds:
             limit = simple_denial(
                 key,
@@ -172,7 +174,6 @@ class ProtocolHandler:
         if isinstance(decision, Denial):
             await self._deny(switch, msg, decision)
             return
-        self._requests[key] = msg
         LOG.info("hold %s on %s", key, " ".join(str(h.port) for h in decision.hops))
         await self._forward(switch, datagram, msg)
 
@@ -181,7 +182,7 @@ class ProtocolHandler:
         record = self._service.get(key)
         if record is None:
             request = ChannelRequest(key, _selector(msg), _envelope(msg), origin="inband")
-            if self._service.ledger.get(key) is None:
+            if self._service.get_hold(key) is None:
                 # The hold expired (or this controller restarted): admit again before installing.
                 try:
                     decision = self._service.hold(request, self._hold_seconds, first_switch=None)
@@ -191,7 +192,6 @@ class ProtocolHandler:
                     await self._refuse_after_accept(switch, msg, decision)
                     return
             result = await self._service.install(request)
-            self._requests.pop(key, None)
             if isinstance(result, Denial):
                 await self._refuse_after_accept(switch, msg, result)
                 return
@@ -227,7 +227,6 @@ class ProtocolHandler:
                 if msg.reason in DenialReason._value2member_map_
                 else msg.reason,
             )
-        self._requests.pop(key, None)
         await self._forward(switch, datagram, msg)
 
     async def _notify_close(self, switch: str, datagram: IcmpDatagram, msg: ReservationMessage) -> None:
@@ -243,7 +242,6 @@ class ProtocolHandler:
             LOG.info("closed %s", key)
         else:
             self._service.release_hold(key)
-        self._requests.pop(key, None)
         await self._forward(switch, datagram, msg)
 
     def _is_router(self, ip: str) -> bool:
@@ -264,12 +262,6 @@ class ProtocolHandler:
             flags=FLAG_TRUNCATED if truncated else 0,
         )
         await self._originate(switch, datagram.src, reply)
-
-    def forget_expired(self) -> None:
-        """Drop remembered requests whose holds are gone."""
-        for key in [k for k in self._requests if self._service.ledger.get(k) is None]:
-            del self._requests[key]
-
 
 def _conflict(key: ChannelKey) -> Denial:
     return simple_denial(

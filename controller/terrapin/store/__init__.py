@@ -1,0 +1,42 @@
+"""Reservations, tentative holds and the primary's lease, kept where a controller restart (or a
+replica taking over) finds them: SQLite by default, PostgreSQL for replicated controllers.
+
+- records.py: the values kept (Reservation, Hold) and their JSON forms
+- drivers.py: the two databases behind one small interface
+- migrations.py: the schema as numbered migrations
+- mirror.py: a replica's copy in memory, and the journal that keeps it current
+- store.py: the store itself and its one way to change anything, `transaction()`
+"""
+
+from terrapin.store.drivers import StoreUnavailable
+from terrapin.store.migrations import SchemaTooNew
+from terrapin.store.records import ACTIVE, INSTALLING, Hold, Reservation
+from terrapin.store.store import (
+    MAX_CHANNEL_ID,
+    DuplicateReservation,
+    Fence,
+    Lease,
+    NotPrimary,
+    ReservationStore,
+    StoreFull,
+    Transaction,
+    is_postgres,
+)
+
+__all__ = [
+    "ACTIVE",
+    "INSTALLING",
+    "MAX_CHANNEL_ID",
+    "DuplicateReservation",
+    "Fence",
+    "Hold",
+    "Lease",
+    "NotPrimary",
+    "Reservation",
+    "ReservationStore",
+    "SchemaTooNew",
+    "StoreFull",
+    "StoreUnavailable",
+    "Transaction",
+    "is_postgres",
+]

@@ -1,0 +1,148 @@
+"""What the store keeps, as values: a reservation, a tentative hold, and their JSON forms.
+
+The JSON forms are what the journal carries between replicas and what the `allocation` column
+holds, so one codec serves both (a replica rebuilt from the tables and one that followed the
+journal hold equal values).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from dataclasses import fields as dataclass_fields
+from typing import Any
+
+from terrapin.admission.model import (
+    Allocation,
+    ChannelEnvelope,
+    ChannelKey,
+    HopAllocation,
+    Policer,
+    PortId,
+    Rounding,
+)
+from terrapin.paths import ChannelSelector
+
+INSTALLING = "installing"  # admitted and being written to the switches: not yet promised
+ACTIVE = "active"  # every hop written and the client told so
+
+
+@dataclass(frozen=True)
+class Reservation:
+    channel_id: int
+    key: ChannelKey
+    selector: ChannelSelector
+    origin: str  # "rest" or "inband"
+    state: str
+    demote_excess: bool
+    allocation: Allocation
+    created_at: float
+    reservation_id: int  # the REST id: never reused (channel_id is the data plane's, and is)
+
+
+@dataclass(frozen=True)
+class Hold:
+    """A tentative reservation of the in-band protocol (seed 000 Figure 15): admitted on every
+    hop, written nowhere, gone at `expires_at` (seconds since the epoch, so every replica reads
+    the same deadline) unless the destination's REQUEST_ACCEPT installs it first."""
+
+    key: ChannelKey
+    selector: ChannelSelector
+    allocation: Allocation
+    expires_at: float
+
+
+def _fields(obj: Any) -> dict[str, Any]:
+    # Field by field: dataclasses.asdict deep-copies and was a measurable share of a set-up.
+    return {f.name: getattr(obj, f.name) for f in dataclass_fields(obj)}
+
+
+def allocation_to_dict(a: Allocation) -> dict[str, Any]:
+    return {
+        "key": [a.key.initiator, a.key.context],
+        "requested": {**_fields(a.requested), "policer": _fields(a.requested.policer)},
+        "rate": a.rate,
+        "burst": a.burst,
+        "rounding": _fields(a.rounding),
+        "hops": [{**_fields(h), "port": [h.port.switch, h.port.port]} for h in a.hops],
+    }
+
+
+def allocation_from_dict(d: dict[str, Any]) -> Allocation:
+    return Allocation(
+        key=ChannelKey(d["key"][0], int(d["key"][1])),
+        # Rows written before window policers have no "policer": they are meter channels.
+        requested=ChannelEnvelope(
+            **{**d["requested"], "policer": Policer(**d["requested"].get("policer", {}))}
+        ),
+        rate=int(d["rate"]),
+        burst=int(d["burst"]),
+        rounding=Rounding(**d["rounding"]),
+        hops=tuple(
+            HopAllocation(**{**h, "port": PortId(h["port"][0], int(h["port"][1]))}) for h in d["hops"]
+        ),
+    )
+
+
+def allocation_to_json(a: Allocation) -> str:
+    return json.dumps(allocation_to_dict(a), sort_keys=True)
+
+
+def allocation_from_json(text: str) -> Allocation:
+    return allocation_from_dict(json.loads(text))
+
+
+def selector_to_list(s: ChannelSelector) -> list[Any]:
+    # The flow key is up to 64 bits: kept as text so no JSON reader rounds it.
+    return [s.src, s.dst, s.protocol, str(s.flow_key)]
+
+
+def selector_from_list(v: list[Any]) -> ChannelSelector:
+    return ChannelSelector(str(v[0]), str(v[1]), int(v[2]), int(v[3]))
+
+
+def reservation_to_json(r: Reservation) -> str:
+    return json.dumps(
+        {
+            "channel_id": r.channel_id,
+            "selector": selector_to_list(r.selector),
+            "origin": r.origin,
+            "state": r.state,
+            "demote_excess": r.demote_excess,
+            "allocation": allocation_to_dict(r.allocation),
+            "created_at": r.created_at,
+            "reservation_id": r.reservation_id,
+        }
+    )
+
+
+def reservation_from_json(text: str) -> Reservation:
+    d = json.loads(text)
+    allocation = allocation_from_dict(d["allocation"])
+    return Reservation(
+        channel_id=int(d["channel_id"]),
+        key=allocation.key,
+        selector=selector_from_list(d["selector"]),
+        origin=d["origin"],
+        state=d["state"],
+        demote_excess=bool(d["demote_excess"]),
+        allocation=allocation,
+        created_at=float(d["created_at"]),
+        reservation_id=int(d["reservation_id"]),
+    )
+
+
+def hold_to_json(h: Hold) -> str:
+    return json.dumps(
+        {
+            "selector": selector_to_list(h.selector),
+            "allocation": allocation_to_dict(h.allocation),
+            "expires_at": h.expires_at,
+        }
+    )
+
+
+def hold_from_json(text: str) -> Hold:
+    d = json.loads(text)
+    allocation = allocation_from_dict(d["allocation"])
+    return Hold(allocation.key, selector_from_list(d["selector"]), allocation, float(d["expires_at"]))

@@ -1,0 +1,531 @@
+"""The reservation store: reservations, tentative holds and the primary's lease, on SQLite (one
+controller) or PostgreSQL (any number of replicas).
+
+Every change is made in a `transaction()`: it takes the admission lock, brings this replica's
+copy (store/mirror.py) up to date with the journal, expires due holds, and lets the caller decide
+against that copy and record what it decided, all before the lock is released. So the
+admission test and the write it justifies are one transaction, and replicas admitting at once
+never over-admit a port (docs/deployment.md, "The store"). Reads are answered from the copy.
+
+Two numbers name a reservation. `channel_id` is the data plane's counter index (0..MAX_CHANNELS
+− 1, the lowest free one, so it is reused). `reservation_id` is what clients hold (the REST
+`id`): never reused, also across restarts, so a client holding the id of a deleted reservation
+can never delete someone else's channel with it. The next one is kept in `meta`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from terrapin.admission import AdmissionLedger, Allocation, ChannelEnvelope, Decision
+from terrapin.admission.model import ChannelKey, PortId
+from terrapin.p4program import MAX_CHANNELS
+from terrapin.paths import ChannelSelector
+from terrapin.store import migrations
+from terrapin.store.drivers import Driver, PostgresDriver, SqliteDriver, StoreUnavailable
+from terrapin.store.mirror import HOLD, REFRESH, RELEASE, RESERVE, STATE, Mirror
+from terrapin.store.records import (
+    INSTALLING,
+    Hold,
+    Reservation,
+    allocation_from_json,
+    allocation_to_json,
+    hold_from_json,
+    hold_to_json,
+    reservation_to_json,
+)
+
+LOG = logging.getLogger("terrapin.store")
+
+MAX_CHANNEL_ID = MAX_CHANNELS  # channel_id indexes the data plane's per-channel counters
+_NEXT_ID = "next_reservation_id"
+_PRUNED = "journal_pruned_through"
+LEASE = "primary"
+
+_COLUMNS = (
+    "channel_id, initiator, context, src, dst, protocol, flow_key, origin, state, demote, "
+    "allocation, created_at, reservation_id"
+)
+
+
+class StoreFull(Exception):
+    """All channel ids (the data plane's MAX_CHANNELS) are in use."""
+
+
+class DuplicateReservation(Exception):
+    """A reservation with this (initiator, context) exists already."""
+
+
+class NotPrimary(Exception):
+    """This replica does not hold the primary's lease (any more): it may not change the store."""
+
+
+@dataclass(frozen=True)
+class Fence:
+    """Who may write: the lease holder `replica` in its term `term`. A transaction carrying a
+    fence fails with NotPrimary unless the lease still names exactly that holder and term, so a
+    replica that lost its lease (and does not know yet) changes nothing."""
+
+    replica: str
+    term: int
+
+
+@dataclass(frozen=True)
+class Lease:
+    holder: str
+    url: str
+    term: int
+    expires_at: float
+    now: float  # the database's clock when this was read
+
+    @property
+    def valid(self) -> bool:
+        return self.expires_at > self.now
+
+
+def is_postgres(location: str) -> bool:
+    return location.startswith(("postgresql://", "postgres://"))
+
+
+def open_driver(location: str | Path, application_name: str = "terrapin-controller") -> Driver:
+    """A PostgreSQL URL (postgresql://user@host:port/db) or a SQLite file (or :memory:)."""
+    text = str(location)
+    if is_postgres(text):
+        return PostgresDriver(text, application_name)
+    return SqliteDriver(text)
+
+
+class ReservationStore:
+    def __init__(
+        self,
+        where: str | Path | Driver = ":memory:",
+        ledger: AdmissionLedger | None = None,
+    ) -> None:
+        self._driver: Driver = where if not isinstance(where, str | Path) else open_driver(where)
+        self._mirror = Mirror(ledger)
+        self._lock = threading.RLock()
+        self._now_sql = _NOW[self._driver.dialect]
+        migrations.migrate(self._driver)
+        with self._lock, self._driver.snapshot():
+            self._reload()
+
+    @property
+    def dialect(self) -> str:
+        return self._driver.dialect
+
+    @property
+    def ledger(self) -> AdmissionLedger | None:
+        return self._mirror.ledger
+
+    def close(self) -> None:
+        with self._lock:
+            self._driver.close()
+
+    # ---- reading (this replica's copy) -----------------------------------------------------
+
+    def get(self, key: ChannelKey) -> Reservation | None:
+        return self._mirror.reservations.get(key)
+
+    def get_by_reservation_id(self, reservation_id: int) -> Reservation | None:
+        return self._mirror.by_reservation_id.get(reservation_id)
+
+    def get_by_id(self, channel_id: int) -> Reservation | None:
+        return self._mirror.by_channel_id.get(channel_id)
+
+    def find_selector(self, selector: ChannelSelector) -> ChannelKey | None:
+        """The channel already using this match, if any (the data plane allows one entry)."""
+        return self._mirror.by_selector.get(selector)
+
+    def all(self) -> list[Reservation]:
+        return sorted(self._mirror.reservations.values(), key=lambda r: r.channel_id)
+
+    def count(self) -> int:
+        return len(self._mirror.reservations)
+
+    def largest_context(self, initiator: str) -> int:
+        return self._mirror.largest_context.get(initiator, -1)
+
+    def hold(self, key: ChannelKey) -> Hold | None:
+        return self._mirror.holds.get(key)
+
+    def holds(self) -> list[Hold]:
+        return list(self._mirror.holds.values())
+
+    @property
+    def cursor(self) -> int:
+        """The last journal entry this replica's copy includes."""
+        return self._mirror.cursor
+
+    # ---- changing ------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def transaction(self, fence: Fence | None = None) -> Iterator[Transaction]:
+        """The one way to change the store; see the module's comment. An exception inside
+        rolls the database back, and a copy that had been changed is rebuilt before it is used
+        again; StoreUnavailable when the database cannot be reached, NotPrimary when `fence`
+        no longer holds."""
+        with self._lock:
+            txn = Transaction(self)
+            try:
+                with self._driver.locked():
+                    if fence is not None:
+                        self._check_fence(fence)
+                    self._catch_up()
+                    txn.expired = txn.expire_holds()
+                    yield txn
+            except BaseException:
+                if txn.changed or txn.last_seq:
+                    self._mirror.stale = True
+                raise
+            if txn.last_seq:
+                self._mirror.cursor = max(self._mirror.cursor, txn.last_seq)
+
+    def sync(self) -> int:
+        """Apply what other replicas committed since this copy was last brought up to date
+        (no lock: a backup following the primary). Returns the entries applied."""
+        with self._lock:
+            before = self._mirror.cursor
+            try:
+                with self._driver.snapshot():
+                    self._catch_up()
+            except StoreUnavailable:
+                raise
+            return max(0, self._mirror.cursor - before)
+
+    def _catch_up(self) -> None:
+        m = self._mirror
+        if m.stale:
+            self._reload()
+            return
+        rows = self._driver.fetchall(
+            "SELECT seq, kind, initiator, context, body FROM journal WHERE seq > ? "
+            "UNION ALL SELECT -1, 'pruned', '', value, '' FROM meta WHERE key = ? AND value > ? "
+            "ORDER BY 1",
+            (m.cursor, _PRUNED, m.cursor),
+        )
+        if rows and int(rows[0][0]) == -1:
+            LOG.info("the journal was pruned past this replica's copy: reloading from the tables")
+            self._reload()
+            return
+        for seq, kind, initiator, context, body in rows:
+            m.apply(str(kind), ChannelKey(str(initiator), int(context)), str(body))
+            m.cursor = int(seq)
+
+    def _reload(self) -> None:
+        """Rebuild the copy from the tables; the caller holds a transaction that sees one
+        state of them."""
+        m = self._mirror
+        d = self._driver
+        rows = d.fetchall(f"SELECT {_COLUMNS} FROM reservations ORDER BY channel_id")
+        holds = d.fetchall("SELECT body FROM holds")
+        marks = dict(d.fetchall("SELECT key, value FROM meta WHERE key IN (?, ?)", (_NEXT_ID, _PRUNED)))
+        last = d.fetchone("SELECT MAX(seq) FROM journal")
+        m.clear()
+        for row in rows:
+            m.add_reservation(_row(row), in_ledger=False)
+        for (body,) in holds:
+            hold = hold_from_json(str(body))
+            if hold.key not in m.reservations:
+                m.add_hold(hold, in_ledger=False)
+        m.next_reservation_id = max(m.next_reservation_id, int(marks.get(_NEXT_ID, 1)))
+        seq = int(last[0]) if last is not None and last[0] is not None else 0
+        m.cursor = max(seq, int(marks.get(_PRUNED, 0)))
+        m.stale = False
+
+    def _check_fence(self, fence: Fence) -> None:
+        lease = self._read_lease()
+        if lease is None or not lease.valid or (lease.holder, lease.term) != (fence.replica, fence.term):
+            held = "nobody" if lease is None else f"{lease.holder} (term {lease.term})"
+            raise NotPrimary(f"{fence.replica} (term {fence.term}) is not primary: the lease names {held}")
+
+    def prune_journal(self, older_than_s: float) -> int:
+        """Drop journal entries older than this (a replica further behind reloads from the
+        tables instead). Returns how many were dropped."""
+        with self._lock, self._driver.locked():
+            row = self._driver.fetchone(
+                "SELECT MAX(seq), COUNT(*) FROM journal WHERE written_at < ?", (time.time() - older_than_s,)
+            )
+            if row is None or row[0] is None:
+                return 0
+            through = int(row[0])
+            self._driver.execute("DELETE FROM journal WHERE seq <= ?", (through,))
+            self._set_meta(_PRUNED, through)
+            return int(row[1])
+
+    def _set_meta(self, key: str, value: int) -> None:
+        self._driver.execute(
+            "INSERT INTO meta VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
+
+    # ---- the primary's lease ---------------------------------------------------------------------
+
+    def lease(self) -> Lease | None:
+        with self._lock:
+            return self._read_lease()
+
+    def _read_lease(self) -> Lease | None:
+        row = self._driver.fetchone(
+            f"SELECT holder, url, term, expires_at, {self._now_sql} FROM lease WHERE name = ?", (LEASE,)
+        )
+        if row is None:
+            return None
+        return Lease(str(row[0]), str(row[1]), int(row[2]), float(row[3]), float(row[4]))
+
+    def claim_lease(self, replica: str, url: str, seconds: float, term: int | None) -> Lease | None:
+        """Renew the lease if `term` is this replica's and nobody took it since; else take it
+        if it is free or expired. Each step is one statement, so two replicas claiming at once
+        cannot both win. Returns the lease as it stands afterwards (None if none exists)."""
+        now = self._now_sql
+        with self._lock:
+            if term is not None:
+                self._driver.execute(
+                    f"UPDATE lease SET expires_at = {now} + ?, url = ? "
+                    "WHERE name = ? AND holder = ? AND term = ?",
+                    (seconds, url, LEASE, replica, term),
+                )
+            else:
+                self._driver.execute(
+                    f"UPDATE lease SET holder = ?, url = ?, term = term + 1, expires_at = {now} + ? "
+                    f"WHERE name = ? AND expires_at <= {now}",
+                    (replica, url, seconds, LEASE),
+                )
+                self._driver.execute(
+                    f"INSERT INTO lease VALUES (?, ?, ?, 1, {now} + ?) ON CONFLICT (name) DO NOTHING",
+                    (LEASE, replica, url, seconds),
+                )
+            return self._read_lease()
+
+    def release_lease(self, replica: str, term: int) -> None:
+        """Give the lease up now (a clean stop), so a backup need not wait for it to expire."""
+        with self._lock:
+            self._driver.execute(
+                f"UPDATE lease SET expires_at = {self._now_sql} WHERE name = ? AND holder = ? AND term = ?",
+                (LEASE, replica, term),
+            )
+
+    # ---- one-step changes (tests, tools): each its own transaction ----------------------------
+
+    def add(
+        self,
+        allocation: Allocation,
+        selector: ChannelSelector,
+        origin: str,
+        demote_excess: bool,
+        state: str = INSTALLING,
+    ) -> Reservation:
+        with self.transaction() as txn:
+            return txn.reserve(allocation, selector, origin, demote_excess, state)
+
+    def remove(self, key: ChannelKey) -> bool:
+        with self.transaction() as txn:
+            return isinstance(txn.release(key), Reservation)
+
+    def set_state(self, key: ChannelKey, state: str) -> None:
+        with self.transaction() as txn:
+            txn.set_state(key, state)
+
+
+class Transaction:
+    """What may change inside `ReservationStore.transaction()`: each call changes this
+    replica's copy and writes the tables and the journal in the open transaction."""
+
+    def __init__(self, store: ReservationStore) -> None:
+        self._store = store
+        self._mirror = store._mirror
+        self._driver = store._driver
+        self.changed = False  # the copy was changed (so a rollback must rebuild it)
+        self.last_seq = 0
+        self.expired: list[Hold] = []  # holds this transaction found past their deadline
+
+    @property
+    def ledger(self) -> AdmissionLedger | None:
+        return self._mirror.ledger
+
+    def admit(
+        self,
+        key: ChannelKey,
+        path: Sequence[PortId],
+        envelope: ChannelEnvelope,
+        hold_seconds: float | None = None,
+    ) -> Decision:
+        """The admission test against the current copy; an allocation is entered in the ledger
+        (and must then be recorded with reserve() or hold(), or released)."""
+        ledger = self.ledger
+        assert ledger is not None, "admission needs a store with a ledger"
+        decision = ledger.admit(key, path, envelope, hold_seconds=hold_seconds)
+        if isinstance(decision, Allocation):
+            self.changed = True
+        return decision
+
+    def reserve(
+        self,
+        allocation: Allocation,
+        selector: ChannelSelector,
+        origin: str,
+        demote_excess: bool,
+        state: str = INSTALLING,
+    ) -> Reservation:
+        """Record an admitted allocation (or a hold becoming one) as a reservation, with the
+        lowest free channel id and the next reservation id."""
+        m = self._mirror
+        key = allocation.key
+        if key in m.reservations:
+            raise DuplicateReservation(f"{key} is reserved already")
+        channel_id = m.free_channel_id(MAX_CHANNEL_ID)
+        if channel_id is None:
+            raise StoreFull(f"all {MAX_CHANNEL_ID} channel ids are in use")
+        record = Reservation(
+            channel_id=channel_id,
+            key=key,
+            selector=selector,
+            origin=origin,
+            state=state,
+            demote_excess=demote_excess,
+            allocation=allocation,
+            created_at=time.time(),
+            reservation_id=m.next_reservation_id,
+        )
+        was_held = key in m.holds
+        in_ledger = m.ledger is not None and m.ledger.get(key) is not None
+        self.changed = True
+        m.add_reservation(record, in_ledger=in_ledger)
+        d = self._driver
+        if was_held:
+            d.execute("DELETE FROM holds WHERE initiator = ? AND context = ?", (key.initiator, key.context))
+        d.execute(
+            f"INSERT INTO reservations ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                record.channel_id,
+                key.initiator,
+                key.context,
+                selector.src,
+                selector.dst,
+                selector.protocol,
+                str(selector.flow_key),
+                origin,
+                state,
+                int(demote_excess),
+                allocation_to_json(allocation),
+                record.created_at,
+                record.reservation_id,
+            ),
+        )
+        self._store._set_meta(_NEXT_ID, record.reservation_id + 1)
+        self._journal(RESERVE, key, reservation_to_json(record))
+        return record
+
+    def hold(self, allocation: Allocation, selector: ChannelSelector) -> Hold:
+        """Record a tentative hold the ledger has just admitted (its deadline is the ledger's)."""
+        m = self._mirror
+        ledger = m.ledger
+        assert ledger is not None
+        deadline = ledger.deadline(allocation.key)
+        assert deadline is not None, "hold() records a tentative admission"
+        held = Hold(allocation.key, selector, allocation, deadline)
+        self.changed = True
+        m.add_hold(held, in_ledger=True)
+        body = hold_to_json(held)
+        self._driver.execute(
+            "INSERT INTO holds VALUES (?, ?, ?, ?)",
+            (held.key.initiator, held.key.context, body, held.expires_at),
+        )
+        self._journal(HOLD, held.key, body)
+        return held
+
+    def refresh(self, key: ChannelKey, hold_seconds: float) -> bool:
+        """Extend a tentative hold (a retransmitted REQUEST_ADMIT); False if it is gone."""
+        m = self._mirror
+        hold = m.holds.get(key)
+        if hold is None or m.ledger is None:
+            return False
+        deadline = m.ledger.clock() + hold_seconds
+        self.changed = True
+        m.refresh(key, deadline)
+        body = hold_to_json(m.holds[key])
+        self._driver.execute(
+            "UPDATE holds SET expires_at = ?, body = ? WHERE initiator = ? AND context = ?",
+            (deadline, body, key.initiator, key.context),
+        )
+        self._journal(REFRESH, key, json.dumps({"expires_at": deadline}))
+        return True
+
+    def release(self, key: ChannelKey) -> Reservation | Hold | None:
+        """Remove the reservation or hold of `key` (and its ledger entry)."""
+        self.changed = True
+        removed = self._mirror.remove(key)
+        if removed is None:
+            return None
+        table = "reservations" if isinstance(removed, Reservation) else "holds"
+        self._driver.execute(
+            f"DELETE FROM {table} WHERE initiator = ? AND context = ?", (key.initiator, key.context)
+        )
+        self._journal(RELEASE, key, "")
+        return removed
+
+    def set_state(self, key: ChannelKey, state: str) -> Reservation | None:
+        """The reservation with its new state, or None if it is gone (another replica's
+        transaction removed it)."""
+        self.changed = True
+        record = self._mirror.set_state(key, state)
+        if record is None:
+            return None
+        self._driver.execute(
+            "UPDATE reservations SET state = ? WHERE initiator = ? AND context = ?",
+            (state, key.initiator, key.context),
+        )
+        self._journal(STATE, key, json.dumps({"state": state}))
+        return record
+
+    def expire_holds(self) -> list[Hold]:
+        """Holds whose deadline has passed (by the ledger's clock) are released."""
+        m = self._mirror
+        ledger = m.ledger
+        if ledger is None or not m.holds:
+            return []
+        ledger.expire()
+        now = ledger.clock()
+        gone = [h for h in m.holds.values() if h.expires_at <= now or ledger.get(h.key) is None]
+        for hold in gone:
+            LOG.info("tentative hold %s expired", hold.key)
+            self.release(hold.key)
+        return gone
+
+    def _journal(self, kind: str, key: ChannelKey, body: str) -> None:
+        row = self._driver.fetchone(
+            "INSERT INTO journal (kind, initiator, context, body, written_at) VALUES (?, ?, ?, ?, ?) "
+            "RETURNING seq",
+            (kind, key.initiator, key.context, body, time.time()),
+        )
+        assert row is not None
+        self.last_seq = int(row[0])
+
+
+# The database's clock in seconds since the epoch, so every replica's lease is judged by one clock.
+_NOW = {
+    "postgres": "EXTRACT(EPOCH FROM clock_timestamp())::double precision",
+    "sqlite": "((julianday('now') - 2440587.5) * 86400.0)",
+}
+
+
+def _row(row: tuple[Any, ...]) -> Reservation:
+    (cid, initiator, context, src, dst, protocol, flow_key, origin, state, demote, alloc, at, rid) = row
+    return Reservation(
+        channel_id=int(cid),
+        key=ChannelKey(str(initiator), int(context)),
+        selector=ChannelSelector(str(src), str(dst), int(protocol), int(flow_key)),
+        origin=str(origin),
+        state=str(state),
+        demote_excess=bool(demote),
+        allocation=allocation_from_json(str(alloc)),
+        created_at=float(at),
+        reservation_id=int(rid),
+    )
