@@ -354,6 +354,10 @@ func (c *control) DeleteProfileMember(profile string, member uint32) error {
 	return wrap(c.pl.DeleteProfileMember(pid, member))
 }
 
+func (c *control) ProfileMembers(profile string) (map[uint32]pipeline.ActionCall, error) {
+	return read(c, engine.KindActionProfile, "action profile", profile, c.pl.ProfileMembers)
+}
+
 func (c *control) SetProfileGroup(profile string, group uint32, members []uint32) error {
 	pid, err := c.id(engine.KindActionProfile, "action profile", profile)
 	if err != nil {
