@@ -115,7 +115,7 @@ func (pl *Pipeline) Schema() pipeline.Schema {
 		Digests: pl.digestInfos(), ActionProfiles: pl.ActionProfiles(),
 		ConstEntries: map[string][]pipeline.TableEntry{},
 	}
-	for _, t := range pl.tables {
+	for _, t := range pl.tables.list {
 		if len(t.declared) > 0 {
 			s.ConstEntries[t.info.Name] = append([]pipeline.TableEntry(nil), t.declared...)
 		}
@@ -509,7 +509,7 @@ func (pl *Pipeline) CloneSessions() []uint32 { return pl.pre.sessionIDs() }
 
 // SetValueSet replaces the members of a parser value set.
 func (pl *Pipeline) SetValueSet(id int, members []pipeline.ValueSetMember) error {
-	vs, ok := pl.vsetByID[id]
+	vs, ok := pl.vsets.byID[id]
 	if !ok {
 		return errf(CodeNotFound, "no value set with id %d", id)
 	}
@@ -518,7 +518,7 @@ func (pl *Pipeline) SetValueSet(id int, members []pipeline.ValueSetMember) error
 
 // ValueSet returns the members of a parser value set.
 func (pl *Pipeline) ValueSet(id int) ([]pipeline.ValueSetMember, error) {
-	vs, ok := pl.vsetByID[id]
+	vs, ok := pl.vsets.byID[id]
 	if !ok {
 		return nil, errf(CodeNotFound, "no value set with id %d", id)
 	}

@@ -72,31 +72,19 @@ func decodeProgram(jsonText []byte) (*jProgram, error) {
 // newPipeline is an empty pipeline over lay, with opts' defaults applied.
 func newPipeline(program string, lay *layout, opts Options, reference bool) *Pipeline {
 	pl := &Pipeline{
-		opts:           opts,
-		reference:      reference,
-		lay:            lay,
-		dropPort:       511,
-		t0:             time.Now(),
-		program:        program,
-		actionByID:     map[int]*action{},
-		tableByID:      map[int]*table{},
-		tableByName:    map[string]*table{},
-		counterByName:  map[string]*counterArray{},
-		counterByID:    map[int]*counterArray{},
-		meterByName:    map[string]*meterArray{},
-		meterByID:      map[int]*meterArray{},
-		registerByName: map[string]*registerArray{},
-		registerByID:   map[int]*registerArray{},
-		calcByName:     map[string]*calculation{},
-		vsetByID:       map[int]*valueSet{},
-		profileByID:    map[int]*actionProfile{},
-		profileByName:  map[string]*actionProfile{},
-		vsetByName:     map[string]*valueSet{},
-		fieldLists:     map[int][]fieldRef{},
-		learnByID:      map[int]*learnList{},
-		pre:            newPRE(),
-		names:          map[ObjectKind]map[string]int{},
-		lazyEx:         make([]*lazyExtract, len(lay.headers)),
+		opts:       opts,
+		reference:  reference,
+		lay:        lay,
+		dropPort:   511,
+		t0:         time.Now(),
+		program:    program,
+		actionByID: map[int]*action{},
+		calcByName: map[string]*calculation{},
+		fieldLists: map[int][]fieldRef{},
+		learnByID:  map[int]*learnList{},
+		pre:        newPRE(),
+		names:      map[ObjectKind]map[string]int{},
+		lazyEx:     make([]*lazyExtract, len(lay.headers)),
 	}
 	if opts.DropPort != 0 {
 		pl.dropPort = opts.DropPort
@@ -138,22 +126,18 @@ var loadSteps = []func(c *closureBuilder, jp *jProgram) error{
 }
 
 func (c *closureBuilder) loadRegisters(jp *jProgram) error {
-	pl := c.pl
 	for _, jr := range jp.RegisterArrays {
 		if jr.Size < 0 || jr.Size > 1<<20 || jr.Bitwidth <= 0 || jr.Bitwidth > 1<<12 {
 			return fmt.Errorf("register %s: bad size %d or width %d", jr.Name, jr.Size, jr.Bitwidth)
 		}
 		r := newRegisterArray(jr.Name, jr.ID, jr.Size, jr.Bitwidth)
-		pl.registers = append(pl.registers, r)
-		pl.registerByName[r.name] = r
-		pl.registerByID[r.id] = r
-		pl.names[KindRegister][r.name] = r.id
+		c.pl.registers.add(r.name, r.id, r)
+		c.pl.names[KindRegister][r.name] = r.id
 	}
 	return nil
 }
 
 func (c *closureBuilder) loadCounters(jp *jProgram) error {
-	pl := c.pl
 	for _, jc := range jp.CounterArrays {
 		if jc.Size < 0 || jc.Size > 1<<20 {
 			return fmt.Errorf("counter %s: bad size %d", jc.Name, jc.Size)
@@ -162,16 +146,13 @@ func (c *closureBuilder) loadCounters(jp *jProgram) error {
 		if !jc.IsDirect {
 			ca.cells = make([]counterCell, jc.Size)
 		}
-		pl.counters = append(pl.counters, ca)
-		pl.counterByName[ca.name] = ca
-		pl.counterByID[ca.id] = ca
-		pl.names[KindCounter][ca.name] = ca.id
+		c.pl.counters.add(ca.name, ca.id, ca)
+		c.pl.names[KindCounter][ca.name] = ca.id
 	}
 	return nil
 }
 
 func (c *closureBuilder) loadMeters(jp *jProgram) error {
-	pl := c.pl
 	for _, jm := range jp.MeterArrays {
 		if jm.Size < 0 || jm.Size > 1<<20 {
 			return fmt.Errorf("meter %s: bad size %d", jm.Name, jm.Size)
@@ -190,22 +171,17 @@ func (c *closureBuilder) loadMeters(jp *jProgram) error {
 			}
 			ma.result = lv
 		}
-		pl.meters = append(pl.meters, ma)
-		pl.meterByName[ma.name] = ma
-		pl.meterByID[ma.id] = ma
-		pl.names[KindMeter][ma.name] = ma.id
+		c.pl.meters.add(ma.name, ma.id, ma)
+		c.pl.names[KindMeter][ma.name] = ma.id
 	}
 	return nil
 }
 
 func (c *closureBuilder) loadValueSets(jp *jProgram) error {
-	pl := c.pl
 	for _, jv := range jp.ParseVsets {
 		vs := &valueSet{name: jv.Name, id: jv.ID, width: jv.CompressedBitwidth, maxSize: jv.MaxSize}
-		pl.vsets = append(pl.vsets, vs)
-		pl.vsetByID[vs.id] = vs
-		pl.vsetByName[vs.name] = vs
-		pl.names[KindValueSet][vs.name] = vs.id
+		c.pl.vsets.add(vs.name, vs.id, vs)
+		c.pl.names[KindValueSet][vs.name] = vs.id
 	}
 	return nil
 }

@@ -42,32 +42,20 @@ type Pipeline struct {
 	maxKeyFields int
 	maxKeyBytes  int
 
-	actions     []*action
-	actionByID  map[int]*action
-	tables      []*table
-	tableByID   map[int]*table
-	tableByName map[string]*table
+	actions    []*action
+	actionByID map[int]*action
+	tables     objects[*table]
 
-	counters       []*counterArray
-	counterByName  map[string]*counterArray
-	counterByID    map[int]*counterArray
-	meters         []*meterArray
-	meterByName    map[string]*meterArray
-	meterByID      map[int]*meterArray
-	registers      []*registerArray
-	registerByName map[string]*registerArray
-	registerByID   map[int]*registerArray
-	calcByName     map[string]*calculation
-	calcs          []*calculation // all, selectors' included
-	profiles       []*actionProfile
-	profileByID    map[int]*actionProfile
-	profileByName  map[string]*actionProfile
-	vsets          []*valueSet
-	vsetByID       map[int]*valueSet
-	vsetByName     map[string]*valueSet
-	fieldLists     map[int][]fieldRef
-	learnByID      map[int]*learnList
-	learnLists     []*learnList
+	counters   objects[*counterArray]
+	meters     objects[*meterArray]
+	registers  objects[*registerArray]
+	calcByName map[string]*calculation
+	calcs      []*calculation // all, selectors' included
+	profiles   objects[*actionProfile]
+	vsets      objects[*valueSet]
+	fieldLists map[int][]fieldRef
+	learnByID  map[int]*learnList
+	learnLists []*learnList
 
 	parser       *parser
 	ingress      cfNode
@@ -98,6 +86,32 @@ type Pipeline struct {
 	// (egress_port, packet_length, queueing metadata); else it is not
 	// written, which saves a store per field per packet.
 	egressInfo bool
+}
+
+// objects are a program's objects of one kind: in JSON order, by name
+// and by id. The zero value is empty and ready to use.
+type objects[T any] struct {
+	list   []T
+	byName map[string]T
+	byID   map[int]T
+}
+
+func (o *objects[T]) add(name string, id int, x T) {
+	if o.byName == nil {
+		o.byName, o.byID = map[string]T{}, map[int]T{}
+	}
+	o.list = append(o.list, x)
+	o.byName[name] = x
+	o.byID[id] = x
+}
+
+// infos describes each of xs as info does, in order.
+func infos[T, I any](xs []T, info func(T) I) []I {
+	out := make([]I, len(xs))
+	for i, x := range xs {
+		out[i] = info(x)
+	}
+	return out
 }
 
 // emitInfo is one packet header of the deparser's order, as the in-place
@@ -410,9 +424,7 @@ func (c *closureBuilder) compileFlow(jpp *jPipeline, jp *jProgram) (cfNode, erro
 		if err != nil {
 			return nil, err
 		}
-		c.pl.profiles = append(c.pl.profiles, ap)
-		c.pl.profileByID[ap.id] = ap
-		c.pl.profileByName[ap.name] = ap
+		c.pl.profiles.add(ap.name, ap.id, ap)
 		c.pl.names[KindActionProfile][ap.name] = ap.id
 	}
 	nodes := map[string]cfNode{}
@@ -424,10 +436,10 @@ func (c *closureBuilder) compileFlow(jpp *jPipeline, jp *jProgram) (cfNode, erro
 		if err != nil {
 			return nil, err
 		}
-		if _, dup := c.pl.tableByID[t.info.ID]; dup {
+		if _, dup := c.pl.tables.byID[t.info.ID]; dup {
 			return nil, fmt.Errorf("duplicate table id %d", t.info.ID)
 		}
-		for _, ca := range c.pl.counters {
+		for _, ca := range c.pl.counters.list {
 			if ca.direct && ca.table == t.info.Name {
 				t.directCounter = ca
 				t.info.DirectCounter = ca.name
@@ -441,7 +453,7 @@ func (c *closureBuilder) compileFlow(jpp *jPipeline, jp *jProgram) (cfNode, erro
 		if jt.DirectMeters != nil {
 			dmName = *jt.DirectMeters
 		}
-		for _, ma := range c.pl.meters {
+		for _, ma := range c.pl.meters.list {
 			if ma.direct && (ma.table == t.info.Name || ma.name == dmName) {
 				t.directMeter = ma
 				t.info.DirectMeter = ma.name
@@ -453,9 +465,7 @@ func (c *closureBuilder) compileFlow(jpp *jPipeline, jp *jProgram) (cfNode, erro
 		nodes[jt.Name] = &tableNode{t: t}
 		tables = append(tables, t)
 		tjs = append(tjs, jt)
-		c.pl.tables = append(c.pl.tables, t)
-		c.pl.tableByID[t.info.ID] = t
-		c.pl.tableByName[t.info.Name] = t
+		c.pl.tables.add(t.info.Name, t.info.ID, t)
 		c.pl.names[KindTable][t.info.Name] = t.info.ID
 	}
 	var conds []*condNode
@@ -621,7 +631,7 @@ func (pl *Pipeline) AssertionFailures() uint64 { return pl.assertFailures.Load()
 // ---- info helpers for control.go ----
 
 func (pl *Pipeline) table(id int) (*table, error) {
-	t, ok := pl.tableByID[id]
+	t, ok := pl.tables.byID[id]
 	if !ok {
 		return nil, errf(CodeNotFound, "no table with id %d", id)
 	}
@@ -629,8 +639,8 @@ func (pl *Pipeline) table(id int) (*table, error) {
 }
 
 func (pl *Pipeline) tableInfos() []pipeline.TableInfo {
-	out := make([]pipeline.TableInfo, len(pl.tables))
-	for i, t := range pl.tables {
+	out := make([]pipeline.TableInfo, len(pl.tables.list))
+	for i, t := range pl.tables.list {
 		out[i] = t.info
 		out[i].Keys = append([]pipeline.KeyFieldInfo(nil), t.info.Keys...)
 		out[i].ActionIDs = append([]int(nil), t.info.ActionIDs...)
@@ -647,35 +657,27 @@ func (pl *Pipeline) actionInfos() []pipeline.ActionInfo {
 }
 
 func (pl *Pipeline) counterInfos() []pipeline.CounterInfo {
-	out := make([]pipeline.CounterInfo, len(pl.counters))
-	for i, c := range pl.counters {
-		out[i] = pipeline.CounterInfo{Name: c.name, ID: c.id, Size: len(c.cells), Direct: c.direct, Table: c.table}
-	}
-	return out
+	return infos(pl.counters.list, func(c *counterArray) pipeline.CounterInfo {
+		return pipeline.CounterInfo{Name: c.name, ID: c.id, Size: len(c.cells), Direct: c.direct, Table: c.table}
+	})
 }
 
 func (pl *Pipeline) meterInfos() []pipeline.MeterInfo {
-	out := make([]pipeline.MeterInfo, len(pl.meters))
-	for i, m := range pl.meters {
-		out[i] = pipeline.MeterInfo{Name: m.name, ID: m.id, Size: len(m.cells), Direct: m.direct, Table: m.table, Unit: m.unit, RateCount: m.rateCount}
-	}
-	return out
+	return infos(pl.meters.list, func(m *meterArray) pipeline.MeterInfo {
+		return pipeline.MeterInfo{Name: m.name, ID: m.id, Size: len(m.cells), Direct: m.direct, Table: m.table, Unit: m.unit, RateCount: m.rateCount}
+	})
 }
 
 func (pl *Pipeline) registerInfos() []pipeline.RegisterInfo {
-	out := make([]pipeline.RegisterInfo, len(pl.registers))
-	for i, r := range pl.registers {
-		out[i] = pipeline.RegisterInfo{Name: r.name, ID: r.id, Size: r.size(), Bitwidth: r.width}
-	}
-	return out
+	return infos(pl.registers.list, func(r *registerArray) pipeline.RegisterInfo {
+		return pipeline.RegisterInfo{Name: r.name, ID: r.id, Size: r.size(), Bitwidth: r.width}
+	})
 }
 
 func (pl *Pipeline) valueSetInfos() []pipeline.ValueSetInfo {
-	out := make([]pipeline.ValueSetInfo, len(pl.vsets))
-	for i, v := range pl.vsets {
-		out[i] = pipeline.ValueSetInfo{Name: v.name, ID: v.id, Bitwidth: v.width, MaxSize: v.maxSize}
-	}
-	return out
+	return infos(pl.vsets.list, func(v *valueSet) pipeline.ValueSetInfo {
+		return pipeline.ValueSetInfo{Name: v.name, ID: v.id, Bitwidth: v.width, MaxSize: v.maxSize}
+	})
 }
 
 func (pl *Pipeline) digestInfos() []pipeline.DigestInfo {
@@ -692,7 +694,7 @@ func (pl *Pipeline) digestInfos() []pipeline.DigestInfo {
 }
 
 func (pl *Pipeline) counterArray(id, index int) (*counterArray, error) {
-	c, ok := pl.counterByID[id]
+	c, ok := pl.counters.byID[id]
 	if !ok {
 		return nil, errf(CodeNotFound, "no counter with id %d", id)
 	}
@@ -706,7 +708,7 @@ func (pl *Pipeline) counterArray(id, index int) (*counterArray, error) {
 }
 
 func (pl *Pipeline) meterArray(id, index int) (*meterArray, error) {
-	m, ok := pl.meterByID[id]
+	m, ok := pl.meters.byID[id]
 	if !ok {
 		return nil, errf(CodeNotFound, "no meter with id %d", id)
 	}
@@ -720,7 +722,7 @@ func (pl *Pipeline) meterArray(id, index int) (*meterArray, error) {
 }
 
 func (pl *Pipeline) registerArray(id, index int) (*registerArray, error) {
-	r, ok := pl.registerByID[id]
+	r, ok := pl.registers.byID[id]
 	if !ok {
 		return nil, errf(CodeNotFound, "no register with id %d", id)
 	}
