@@ -30,36 +30,15 @@ type control struct {
 	tableActions map[int]map[string]int // table id → action name → JSON id
 }
 
-// grpcCode maps the engine's error classes one to one.
-func grpcCode(c engine.ErrorCode) codes.Code {
-	switch c {
-	case engine.CodeInvalidArgument:
-		return codes.InvalidArgument
-	case engine.CodeNotFound:
-		return codes.NotFound
-	case engine.CodeAlreadyExists:
-		return codes.AlreadyExists
-	case engine.CodeOutOfRange:
-		return codes.OutOfRange
-	case engine.CodeResourceExhausted:
-		return codes.ResourceExhausted
-	case engine.CodePermissionDenied:
-		return codes.PermissionDenied
-	case engine.CodeUnimplemented:
-		return codes.Unimplemented
-	case engine.CodeFailedPrecondition:
-		return codes.FailedPrecondition
-	}
-	return codes.Internal
-}
-
+// wrap gives an engine error its gRPC code, which is the engine's code by
+// value.
 func wrap(err error) error {
 	if err == nil {
 		return nil
 	}
 	var e *engine.Error
 	if errors.As(err, &e) {
-		return status.Error(grpcCode(e.Code), e.Msg)
+		return status.Error(codes.Code(e.Code), e.Msg)
 	}
 	return status.Error(codes.Internal, err.Error())
 }
