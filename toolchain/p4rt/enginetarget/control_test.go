@@ -48,6 +48,9 @@ func TestErrorCodesAreGRPCCodes(t *testing.T) {
 	if got := status.Code(wrap(errors.New("plain"))); got != codes.Internal {
 		t.Errorf("an error without a code becomes %v, want Internal", got)
 	}
+	if got := status.Code(wrap(status.Error(codes.NotFound, "no such table"))); got != codes.NotFound {
+		t.Errorf("an error with a gRPC code becomes %v, want it kept", got)
+	}
 }
 
 func TestControl(t *testing.T) {
