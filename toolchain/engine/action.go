@@ -224,7 +224,7 @@ func (c *closureBuilder) registersIn(op string, params []*jsonExpr) []*registerA
 			return
 		}
 		if (a.kind == "register_array" || a.kind == "register") && a.name != "" {
-			if r, ok := c.pl.registerByName[a.name]; ok {
+			if r, ok := c.pl.registers.byName[a.name]; ok {
 				out = append(out, r)
 			}
 		}

@@ -27,16 +27,19 @@ import (
 // ErrorCode classifies control API errors the way P4Runtime (gRPC) needs them.
 type ErrorCode int
 
-// Error codes; the P4RT server maps them one to one onto gRPC status codes.
+// Error codes, numbered as google.rpc.Code (the canonical codes gRPC
+// carries), so that an adapter converts one by value instead of keeping a
+// table of its own (p4rt/enginetarget's TestErrorCodesAreGRPCCodes checks
+// every one).
 const (
-	CodeInvalidArgument ErrorCode = iota + 1
-	CodeNotFound
-	CodeAlreadyExists
-	CodeOutOfRange
-	CodeResourceExhausted
-	CodePermissionDenied // e.g. writing a const table or a const default action
-	CodeUnimplemented
-	CodeFailedPrecondition
+	CodeInvalidArgument    ErrorCode = 3
+	CodeNotFound           ErrorCode = 5
+	CodeAlreadyExists      ErrorCode = 6
+	CodePermissionDenied   ErrorCode = 7 // e.g. writing a const table or a const default action
+	CodeResourceExhausted  ErrorCode = 8
+	CodeFailedPrecondition ErrorCode = 9
+	CodeOutOfRange         ErrorCode = 11
+	CodeUnimplemented      ErrorCode = 12
 )
 
 func (c ErrorCode) String() string {
@@ -115,7 +118,7 @@ func (pl *Pipeline) Schema() pipeline.Schema {
 		Digests: pl.digestInfos(), ActionProfiles: pl.ActionProfiles(),
 		ConstEntries: map[string][]pipeline.TableEntry{},
 	}
-	for _, t := range pl.tables {
+	for _, t := range pl.tables.list {
 		if len(t.declared) > 0 {
 			s.ConstEntries[t.info.Name] = append([]pipeline.TableEntry(nil), t.declared...)
 		}
@@ -509,7 +512,7 @@ func (pl *Pipeline) CloneSessions() []uint32 { return pl.pre.sessionIDs() }
 
 // SetValueSet replaces the members of a parser value set.
 func (pl *Pipeline) SetValueSet(id int, members []pipeline.ValueSetMember) error {
-	vs, ok := pl.vsetByID[id]
+	vs, ok := pl.vsets.byID[id]
 	if !ok {
 		return errf(CodeNotFound, "no value set with id %d", id)
 	}
@@ -518,7 +521,7 @@ func (pl *Pipeline) SetValueSet(id int, members []pipeline.ValueSetMember) error
 
 // ValueSet returns the members of a parser value set.
 func (pl *Pipeline) ValueSet(id int) ([]pipeline.ValueSetMember, error) {
-	vs, ok := pl.vsetByID[id]
+	vs, ok := pl.vsets.byID[id]
 	if !ok {
 		return nil, errf(CodeNotFound, "no value set with id %d", id)
 	}

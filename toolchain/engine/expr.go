@@ -1526,7 +1526,7 @@ func maskTop(b []byte, w int) {
 
 // registerRead compiles a "register" operand: [array, index].
 func (c *closureBuilder) registerRead(a *jsonExpr) (*dexpr, error) {
-	ra, ok := c.pl.registerByName[a.name]
+	ra, ok := c.pl.registers.byName[a.name]
 	if !ok {
 		return nil, c.errorf("unknown register array %s", a.name)
 	}

@@ -154,7 +154,7 @@ func (c *closureBuilder) compileParser(jp *jParser, errs [][]any) (*parser, erro
 					if err := json.Unmarshal(tr.Value, &name); err != nil {
 						return nil, c.errorf("bad value set reference %s", string(tr.Value))
 					}
-					vs, ok := c.pl.vsetByName[name]
+					vs, ok := c.pl.vsets.byName[name]
 					if !ok {
 						return nil, c.errorf("unknown value set %s", name)
 					}

@@ -1,10 +1,7 @@
 package engine
 
 import (
-	"encoding/json"
 	"fmt"
-	"math/big"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,32 +42,20 @@ type Pipeline struct {
 	maxKeyFields int
 	maxKeyBytes  int
 
-	actions     []*action
-	actionByID  map[int]*action
-	tables      []*table
-	tableByID   map[int]*table
-	tableByName map[string]*table
+	actions    []*action
+	actionByID map[int]*action
+	tables     objects[*table]
 
-	counters       []*counterArray
-	counterByName  map[string]*counterArray
-	counterByID    map[int]*counterArray
-	meters         []*meterArray
-	meterByName    map[string]*meterArray
-	meterByID      map[int]*meterArray
-	registers      []*registerArray
-	registerByName map[string]*registerArray
-	registerByID   map[int]*registerArray
-	calcByName     map[string]*calculation
-	calcs          []*calculation // all, selectors' included
-	profiles       []*actionProfile
-	profileByID    map[int]*actionProfile
-	profileByName  map[string]*actionProfile
-	vsets          []*valueSet
-	vsetByID       map[int]*valueSet
-	vsetByName     map[string]*valueSet
-	fieldLists     map[int][]fieldRef
-	learnByID      map[int]*learnList
-	learnLists     []*learnList
+	counters   objects[*counterArray]
+	meters     objects[*meterArray]
+	registers  objects[*registerArray]
+	calcByName map[string]*calculation
+	calcs      []*calculation // all, selectors' included
+	profiles   objects[*actionProfile]
+	vsets      objects[*valueSet]
+	fieldLists map[int][]fieldRef
+	learnByID  map[int]*learnList
+	learnLists []*learnList
 
 	parser       *parser
 	ingress      cfNode
@@ -101,6 +86,32 @@ type Pipeline struct {
 	// (egress_port, packet_length, queueing metadata); else it is not
 	// written, which saves a store per field per packet.
 	egressInfo bool
+}
+
+// objects are a program's objects of one kind: in JSON order, by name
+// and by id. The zero value is empty and ready to use.
+type objects[T any] struct {
+	list   []T
+	byName map[string]T
+	byID   map[int]T
+}
+
+func (o *objects[T]) add(name string, id int, x T) {
+	if o.byName == nil {
+		o.byName, o.byID = map[string]T{}, map[int]T{}
+	}
+	o.list = append(o.list, x)
+	o.byName[name] = x
+	o.byID[id] = x
+}
+
+// infos describes each of xs as info does, in order.
+func infos[T, I any](xs []T, info func(T) I) []I {
+	out := make([]I, len(xs))
+	for i, x := range xs {
+		out[i] = info(x)
+	}
+	return out
 }
 
 // emitInfo is one packet header of the deparser's order, as the in-place
@@ -162,315 +173,6 @@ const (
 	InstanceReplication  = 5
 	InstanceResubmit     = 6
 )
-
-// Load compiles a BMv2 JSON program. All per-packet work is decided here:
-// field references become PHV indices, expressions closures.
-func Load(jsonText []byte, opts Options) (*Pipeline, error) {
-	return load(jsonText, opts, false)
-}
-
-// load compiles a program; reference selects the plain, unspecialised
-// code paths everywhere a fast path exists (tests compare the two).
-func load(jsonText []byte, opts Options, reference bool) (pl *Pipeline, err error) {
-	defer func() {
-		// Load must never take the process down on hostile JSON.
-		if r := recover(); r != nil {
-			pl, err = nil, fmt.Errorf("invalid BMv2 JSON: %v", r)
-		}
-	}()
-	var jp jProgram
-	if err := json.Unmarshal(jsonText, &jp); err != nil {
-		return nil, fmt.Errorf("invalid BMv2 JSON: %v", err)
-	}
-	if len(jp.Meta.Version) >= 1 && jp.Meta.Version[0] != 2 {
-		return nil, fmt.Errorf("unsupported BMv2 JSON version %v (want 2.x)", jp.Meta.Version)
-	}
-	lay, err := buildLayout(&jp)
-	if err != nil {
-		return nil, err
-	}
-	pl = &Pipeline{
-		opts:           opts,
-		reference:      reference,
-		lay:            lay,
-		dropPort:       511,
-		t0:             time.Now(),
-		program:        jp.Program,
-		actionByID:     map[int]*action{},
-		tableByID:      map[int]*table{},
-		tableByName:    map[string]*table{},
-		counterByName:  map[string]*counterArray{},
-		counterByID:    map[int]*counterArray{},
-		meterByName:    map[string]*meterArray{},
-		meterByID:      map[int]*meterArray{},
-		registerByName: map[string]*registerArray{},
-		registerByID:   map[int]*registerArray{},
-		calcByName:     map[string]*calculation{},
-		vsetByID:       map[int]*valueSet{},
-		profileByID:    map[int]*actionProfile{},
-		profileByName:  map[string]*actionProfile{},
-		vsetByName:     map[string]*valueSet{},
-		fieldLists:     map[int][]fieldRef{},
-		learnByID:      map[int]*learnList{},
-		pre:            newPRE(),
-		names:          map[ObjectKind]map[string]int{},
-	}
-	if opts.DropPort != 0 {
-		pl.dropPort = opts.DropPort
-	}
-	nd := opts.DigestBuffer
-	if nd <= 0 {
-		nd = 1024
-	}
-	pl.digests = make(chan pipeline.Digest, nd)
-	for k := KindTable; k <= KindActionProfile; k++ {
-		pl.names[k] = map[string]int{}
-	}
-	c := &closureBuilder{pl: pl, lay: lay}
-	pl.lazyEx = make([]*lazyExtract, len(lay.headers))
-
-	for _, jr := range jp.RegisterArrays {
-		if jr.Size < 0 || jr.Size > 1<<20 || jr.Bitwidth <= 0 || jr.Bitwidth > 1<<12 {
-			return nil, fmt.Errorf("register %s: bad size %d or width %d", jr.Name, jr.Size, jr.Bitwidth)
-		}
-		r := newRegisterArray(jr.Name, jr.ID, jr.Size, jr.Bitwidth)
-		pl.registers = append(pl.registers, r)
-		pl.registerByName[r.name] = r
-		pl.registerByID[r.id] = r
-		pl.names[KindRegister][r.name] = r.id
-	}
-	for _, jc := range jp.CounterArrays {
-		if jc.Size < 0 || jc.Size > 1<<20 {
-			return nil, fmt.Errorf("counter %s: bad size %d", jc.Name, jc.Size)
-		}
-		ca := &counterArray{name: jc.Name, id: jc.ID, direct: jc.IsDirect, table: jc.Binding}
-		if !jc.IsDirect {
-			ca.cells = make([]counterCell, jc.Size)
-		}
-		pl.counters = append(pl.counters, ca)
-		pl.counterByName[ca.name] = ca
-		pl.counterByID[ca.id] = ca
-		pl.names[KindCounter][ca.name] = ca.id
-	}
-	for _, jm := range jp.MeterArrays {
-		if jm.Size < 0 || jm.Size > 1<<20 {
-			return nil, fmt.Errorf("meter %s: bad size %d", jm.Name, jm.Size)
-		}
-		ma := &meterArray{name: jm.Name, id: jm.ID, direct: jm.IsDirect, table: jm.Binding, rateCount: jm.RateCount}
-		if jm.Type == "packets" {
-			ma.unit = pipeline.MeterPackets
-		}
-		if !jm.IsDirect {
-			ma.cells = make([]meterCell, jm.Size)
-		}
-		if jm.IsDirect && len(jm.ResultTarget) == 2 {
-			lv, err := c.lvalue(&jsonExpr{kind: "field", names: jm.ResultTarget})
-			if err != nil {
-				return nil, fmt.Errorf("meter %s result: %v", jm.Name, err)
-			}
-			ma.result = lv
-		}
-		pl.meters = append(pl.meters, ma)
-		pl.meterByName[ma.name] = ma
-		pl.meterByID[ma.id] = ma
-		pl.names[KindMeter][ma.name] = ma.id
-	}
-	for _, jv := range jp.ParseVsets {
-		vs := &valueSet{name: jv.Name, id: jv.ID, width: jv.CompressedBitwidth, maxSize: jv.MaxSize}
-		pl.vsets = append(pl.vsets, vs)
-		pl.vsetByID[vs.id] = vs
-		pl.vsetByName[vs.name] = vs
-		pl.names[KindValueSet][vs.name] = vs.id
-	}
-	for _, fl := range jp.FieldLists {
-		refs, err := c.fieldListRefs(fl)
-		if err != nil {
-			return nil, err
-		}
-		pl.fieldLists[fl.ID] = refs
-	}
-	for _, ll := range jp.LearnLists {
-		refs, err := c.fieldListRefs(ll)
-		if err != nil {
-			return nil, err
-		}
-		l := &learnList{name: ll.Name, id: ll.ID, fields: refs}
-		pl.learnByID[l.id] = l
-		pl.learnLists = append(pl.learnLists, l)
-		pl.names[KindDigest][l.name] = l.id
-	}
-	for _, h := range lay.headers {
-		if !h.hidden {
-			pl.names[KindHeader][h.name] = h.id
-		}
-	}
-
-	// Deparser order (calculations with payload need it).
-	if len(jp.Deparsers) > 0 {
-		for _, name := range jp.Deparsers[0].Order {
-			h, ok := lay.hdrByName[name]
-			if !ok {
-				return nil, fmt.Errorf("deparser: unknown header %s", name)
-			}
-			pl.deparseOrder = append(pl.deparseOrder, h)
-		}
-	}
-	for i := range jp.Calculations {
-		calc, err := c.compileCalculation(&jp.Calculations[i], pl.deparseOrder)
-		if err != nil {
-			return nil, err
-		}
-		pl.calcByName[calc.name] = calc
-	}
-
-	for i := range jp.Actions {
-		a, err := c.compileAction(&jp.Actions[i])
-		if err != nil {
-			return nil, err
-		}
-		a.idx = len(pl.actions)
-		pl.actions = append(pl.actions, a)
-		if _, dup := pl.actionByID[a.id]; dup {
-			return nil, fmt.Errorf("duplicate action id %d", a.id)
-		}
-		pl.actionByID[a.id] = a
-		pl.names[KindAction][a.name] = a.id
-	}
-
-	if len(jp.Parsers) > 0 {
-		ps, err := c.compileParser(&jp.Parsers[0], jp.Errors)
-		if err != nil {
-			return nil, err
-		}
-		pl.parser = ps
-	} else {
-		pl.parser = &parser{}
-	}
-
-	var ingressJP, egressJP *jPipeline
-	for i := range jp.Pipelines {
-		switch jp.Pipelines[i].Name {
-		case "ingress":
-			ingressJP = &jp.Pipelines[i]
-		case "egress":
-			egressJP = &jp.Pipelines[i]
-		}
-	}
-	if ingressJP == nil && len(jp.Pipelines) > 0 {
-		ingressJP = &jp.Pipelines[0]
-	}
-	if egressJP == nil && len(jp.Pipelines) > 1 {
-		egressJP = &jp.Pipelines[1]
-	}
-	if pl.ingress, err = c.compileFlow(ingressJP, &jp); err != nil {
-		return nil, err
-	}
-	if pl.egress, err = c.compileFlow(egressJP, &jp); err != nil {
-		return nil, err
-	}
-
-	for i := range jp.Checksums {
-		jc := &jp.Checksums[i]
-		ck, err := c.compileChecksum(jc)
-		if err != nil {
-			return nil, err
-		}
-		if jc.Verify == nil || *jc.Verify {
-			pl.verifyCk = append(pl.verifyCk, ck)
-		}
-		if jc.Update == nil || *jc.Update {
-			pl.updateCk = append(pl.updateCk, ck)
-		}
-	}
-	pl.std = resolveStd(lay)
-	// Per-instance deparse plans (word indices are absolute).
-	pl.hdrPack = make([]*packPlan, len(lay.headers))
-	for _, h := range lay.headers {
-		if h.typ.plan != nil && h.typ.fixedBits%8 == 0 && h.typ.fixedBits > 0 {
-			var fs []packField
-			for _, fd := range h.typ.fields {
-				fs = append(fs, packField{word: h.wordBase + fd.slot, width: fd.width})
-			}
-			pl.hdrPack[h.id] = makePackPlan(fs)
-		}
-	}
-	pl.emitAt = make([]int32, len(lay.headers))
-	for i := range pl.emitAt {
-		pl.emitAt[i] = -1
-	}
-	for _, h := range pl.deparseOrder {
-		hi := lay.headers[h]
-		if hi.metadata || pl.emitAt[h] >= 0 {
-			continue
-		}
-		e := emitInfo{hdr: h, bytes: int32((hi.typ.fixedBits + 7) / 8),
-			varbit: hi.typ.vlField >= 0, many: len(hi.typ.fields) > 64}
-		for i := range hi.typ.fields {
-			e.fields = append(e.fields, makeFieldPut(hi, &hi.typ.fields[i]))
-		}
-		if e.bytes <= 64 && !e.many {
-			e.fast = new([64]fieldPut)
-			copy(e.fast[:], e.fields)
-		}
-		pl.emitAt[h] = int32(len(pl.emitOrder))
-		pl.emitOrder = append(pl.emitOrder, e)
-	}
-	for _, calc := range pl.calcByName {
-		if !reference {
-			calc.prepareFast(lay)
-		}
-	}
-	// Digests and field lists copy fields out; count those as reads.
-	for _, l := range pl.learnLists {
-		for _, r := range l.fields {
-			if lay.field(r).narrow {
-				c.markRead(lay.word(r))
-			}
-		}
-	}
-	// Field lists are copied field by field (resubmit, recirculate,
-	// clones), and checksum verification compares the target's value.
-	for _, refs := range pl.fieldLists {
-		for _, r := range refs {
-			if lay.field(r).narrow {
-				c.markRead(lay.word(r))
-			}
-		}
-	}
-	for _, ck := range pl.verifyCk {
-		if lv := ck.target; lv.static >= 0 && lv.fd.narrow {
-			c.markRead(lay.headers[lv.static].wordBase + lv.fd.slot)
-		}
-	}
-	pl.finishLazy()
-	for _, calc := range pl.calcs {
-		seen := map[int]bool{}
-		hdrs := append([]int(nil), calc.afterHdrs...) // deparsed into the payload part
-		for _, in := range calc.inputs {
-			if in.kind == ciField || in.kind == ciHeader {
-				hdrs = append(hdrs, in.hdr)
-			}
-		}
-		for _, h := range hdrs {
-			if pl.lazyEx[h] != nil && !seen[h] {
-				seen[h] = true
-				calc.lazyHdrs = append(calc.lazyHdrs, h)
-			}
-		}
-	}
-	pl.useIngressTS = pl.std.ingressTS.w >= 0 && pl.readWords[pl.std.ingressTS.w]
-	pl.useEgressTS = pl.std.egressTS.w >= 0 && pl.readWords[pl.std.egressTS.w]
-	for _, f := range []stdField{pl.std.egressPort, pl.std.packetLength, pl.std.enqTimestamp, pl.std.enqQdepth, pl.std.deqTimedelta, pl.std.deqQdepth, pl.std.qid} {
-		if f.w >= 0 && pl.readWords[f.w] {
-			pl.egressInfo = true
-		}
-	}
-	// Field lists (clones, resubmit, recirculate) and digests may carry
-	// these fields to a later pass that reads them: covered by readWords,
-	// which is global to the program.
-	pl.dropUnreadStd()
-	return pl, nil
-}
 
 func (c *closureBuilder) fieldListRefs(fl jFieldList) ([]fieldRef, error) {
 	els, err := parseTVs(fl.Elements)
@@ -722,9 +424,7 @@ func (c *closureBuilder) compileFlow(jpp *jPipeline, jp *jProgram) (cfNode, erro
 		if err != nil {
 			return nil, err
 		}
-		c.pl.profiles = append(c.pl.profiles, ap)
-		c.pl.profileByID[ap.id] = ap
-		c.pl.profileByName[ap.name] = ap
+		c.pl.profiles.add(ap.name, ap.id, ap)
 		c.pl.names[KindActionProfile][ap.name] = ap.id
 	}
 	nodes := map[string]cfNode{}
@@ -736,10 +436,10 @@ func (c *closureBuilder) compileFlow(jpp *jPipeline, jp *jProgram) (cfNode, erro
 		if err != nil {
 			return nil, err
 		}
-		if _, dup := c.pl.tableByID[t.info.ID]; dup {
+		if _, dup := c.pl.tables.byID[t.info.ID]; dup {
 			return nil, fmt.Errorf("duplicate table id %d", t.info.ID)
 		}
-		for _, ca := range c.pl.counters {
+		for _, ca := range c.pl.counters.list {
 			if ca.direct && ca.table == t.info.Name {
 				t.directCounter = ca
 				t.info.DirectCounter = ca.name
@@ -753,7 +453,7 @@ func (c *closureBuilder) compileFlow(jpp *jPipeline, jp *jProgram) (cfNode, erro
 		if jt.DirectMeters != nil {
 			dmName = *jt.DirectMeters
 		}
-		for _, ma := range c.pl.meters {
+		for _, ma := range c.pl.meters.list {
 			if ma.direct && (ma.table == t.info.Name || ma.name == dmName) {
 				t.directMeter = ma
 				t.info.DirectMeter = ma.name
@@ -765,9 +465,7 @@ func (c *closureBuilder) compileFlow(jpp *jPipeline, jp *jProgram) (cfNode, erro
 		nodes[jt.Name] = &tableNode{t: t}
 		tables = append(tables, t)
 		tjs = append(tjs, jt)
-		c.pl.tables = append(c.pl.tables, t)
-		c.pl.tableByID[t.info.ID] = t
-		c.pl.tableByName[t.info.Name] = t
+		c.pl.tables.add(t.info.Name, t.info.ID, t)
 		c.pl.names[KindTable][t.info.Name] = t.info.ID
 	}
 	var conds []*condNode
@@ -933,7 +631,7 @@ func (pl *Pipeline) AssertionFailures() uint64 { return pl.assertFailures.Load()
 // ---- info helpers for control.go ----
 
 func (pl *Pipeline) table(id int) (*table, error) {
-	t, ok := pl.tableByID[id]
+	t, ok := pl.tables.byID[id]
 	if !ok {
 		return nil, errf(CodeNotFound, "no table with id %d", id)
 	}
@@ -941,8 +639,8 @@ func (pl *Pipeline) table(id int) (*table, error) {
 }
 
 func (pl *Pipeline) tableInfos() []pipeline.TableInfo {
-	out := make([]pipeline.TableInfo, len(pl.tables))
-	for i, t := range pl.tables {
+	out := make([]pipeline.TableInfo, len(pl.tables.list))
+	for i, t := range pl.tables.list {
 		out[i] = t.info
 		out[i].Keys = append([]pipeline.KeyFieldInfo(nil), t.info.Keys...)
 		out[i].ActionIDs = append([]int(nil), t.info.ActionIDs...)
@@ -959,35 +657,27 @@ func (pl *Pipeline) actionInfos() []pipeline.ActionInfo {
 }
 
 func (pl *Pipeline) counterInfos() []pipeline.CounterInfo {
-	out := make([]pipeline.CounterInfo, len(pl.counters))
-	for i, c := range pl.counters {
-		out[i] = pipeline.CounterInfo{Name: c.name, ID: c.id, Size: len(c.cells), Direct: c.direct, Table: c.table}
-	}
-	return out
+	return infos(pl.counters.list, func(c *counterArray) pipeline.CounterInfo {
+		return pipeline.CounterInfo{Name: c.name, ID: c.id, Size: len(c.cells), Direct: c.direct, Table: c.table}
+	})
 }
 
 func (pl *Pipeline) meterInfos() []pipeline.MeterInfo {
-	out := make([]pipeline.MeterInfo, len(pl.meters))
-	for i, m := range pl.meters {
-		out[i] = pipeline.MeterInfo{Name: m.name, ID: m.id, Size: len(m.cells), Direct: m.direct, Table: m.table, Unit: m.unit, RateCount: m.rateCount}
-	}
-	return out
+	return infos(pl.meters.list, func(m *meterArray) pipeline.MeterInfo {
+		return pipeline.MeterInfo{Name: m.name, ID: m.id, Size: len(m.cells), Direct: m.direct, Table: m.table, Unit: m.unit, RateCount: m.rateCount}
+	})
 }
 
 func (pl *Pipeline) registerInfos() []pipeline.RegisterInfo {
-	out := make([]pipeline.RegisterInfo, len(pl.registers))
-	for i, r := range pl.registers {
-		out[i] = pipeline.RegisterInfo{Name: r.name, ID: r.id, Size: r.size(), Bitwidth: r.width}
-	}
-	return out
+	return infos(pl.registers.list, func(r *registerArray) pipeline.RegisterInfo {
+		return pipeline.RegisterInfo{Name: r.name, ID: r.id, Size: r.size(), Bitwidth: r.width}
+	})
 }
 
 func (pl *Pipeline) valueSetInfos() []pipeline.ValueSetInfo {
-	out := make([]pipeline.ValueSetInfo, len(pl.vsets))
-	for i, v := range pl.vsets {
-		out[i] = pipeline.ValueSetInfo{Name: v.name, ID: v.id, Bitwidth: v.width, MaxSize: v.maxSize}
-	}
-	return out
+	return infos(pl.vsets.list, func(v *valueSet) pipeline.ValueSetInfo {
+		return pipeline.ValueSetInfo{Name: v.name, ID: v.id, Bitwidth: v.width, MaxSize: v.maxSize}
+	})
 }
 
 func (pl *Pipeline) digestInfos() []pipeline.DigestInfo {
@@ -1004,7 +694,7 @@ func (pl *Pipeline) digestInfos() []pipeline.DigestInfo {
 }
 
 func (pl *Pipeline) counterArray(id, index int) (*counterArray, error) {
-	c, ok := pl.counterByID[id]
+	c, ok := pl.counters.byID[id]
 	if !ok {
 		return nil, errf(CodeNotFound, "no counter with id %d", id)
 	}
@@ -1018,7 +708,7 @@ func (pl *Pipeline) counterArray(id, index int) (*counterArray, error) {
 }
 
 func (pl *Pipeline) meterArray(id, index int) (*meterArray, error) {
-	m, ok := pl.meterByID[id]
+	m, ok := pl.meters.byID[id]
 	if !ok {
 		return nil, errf(CodeNotFound, "no meter with id %d", id)
 	}
@@ -1032,7 +722,7 @@ func (pl *Pipeline) meterArray(id, index int) (*meterArray, error) {
 }
 
 func (pl *Pipeline) registerArray(id, index int) (*registerArray, error) {
-	r, ok := pl.registerByID[id]
+	r, ok := pl.registers.byID[id]
 	if !ok {
 		return nil, errf(CodeNotFound, "no register with id %d", id)
 	}
@@ -1056,6 +746,3 @@ func (p *Packet) fieldBytes(r fieldRef) []byte {
 	}
 	return out
 }
-
-var _ = big.NewInt
-var _ = sort.Ints

@@ -528,7 +528,7 @@ func arrayCell[A any](c *closureBuilder, byName map[string]*A, kind string, para
 }
 
 func (c *closureBuilder) primCount(_ string, params []*jsonExpr, _ int) (*prim, error) {
-	ca, idx, err := arrayCell(c, c.pl.counterByName, "counter", params)
+	ca, idx, err := arrayCell(c, c.pl.counters.byName, "counter", params)
 	if err != nil {
 		return nil, err
 	}
@@ -541,7 +541,7 @@ func (c *closureBuilder) primCount(_ string, params []*jsonExpr, _ int) (*prim, 
 }
 
 func (c *closureBuilder) primExecuteMeter(_ string, params []*jsonExpr, _ int) (*prim, error) {
-	ma, idx, err := arrayCell(c, c.pl.meterByName, "meter", params)
+	ma, idx, err := arrayCell(c, c.pl.meters.byName, "meter", params)
 	if err != nil {
 		return nil, err
 	}
@@ -572,7 +572,7 @@ func (c *closureBuilder) primRegisterRead(_ string, params []*jsonExpr, _ int) (
 }
 
 func (c *closureBuilder) primRegisterWrite(_ string, params []*jsonExpr, _ int) (*prim, error) {
-	ra, idx, err := arrayCell(c, c.pl.registerByName, "register", params)
+	ra, idx, err := arrayCell(c, c.pl.registers.byName, "register", params)
 	if err != nil {
 		return nil, err
 	}

@@ -78,7 +78,7 @@ func (ap *actionProfile) resolve(p *Packet, ref pipeline.IndirectRef) *profileMe
 }
 
 func (pl *Pipeline) profile(id int) (*actionProfile, error) {
-	ap, ok := pl.profileByID[id]
+	ap, ok := pl.profiles.byID[id]
 	if !ok {
 		return nil, errf(CodeNotFound, "no action profile with id %d", id)
 	}
@@ -87,8 +87,8 @@ func (pl *Pipeline) profile(id int) (*actionProfile, error) {
 
 // ActionProfiles returns the program's action profiles and selectors.
 func (pl *Pipeline) ActionProfiles() []pipeline.ActionProfileInfo {
-	out := make([]pipeline.ActionProfileInfo, 0, len(pl.profiles))
-	for _, ap := range pl.profiles {
+	out := make([]pipeline.ActionProfileInfo, 0, len(pl.profiles.list))
+	for _, ap := range pl.profiles.list {
 		info := pipeline.ActionProfileInfo{Name: ap.name, ID: ap.id, MaxSize: ap.maxSize, HasSelector: ap.selector != nil}
 		for _, t := range ap.tables {
 			info.TableIDs = append(info.TableIDs, t.info.ID)

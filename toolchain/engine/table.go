@@ -203,7 +203,7 @@ func (c *closureBuilder) compileTable(jt *jTable) (*table, error) {
 	switch jt.Type {
 	case "", "simple":
 	case "indirect", "indirect_ws":
-		ap, ok := c.pl.profileByName[jt.ActionProfile]
+		ap, ok := c.pl.profiles.byName[jt.ActionProfile]
 		if !ok {
 			return nil, c.errorf("unknown action profile %q", jt.ActionProfile)
 		}

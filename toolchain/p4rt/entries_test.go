@@ -278,6 +278,39 @@ func TestValueSetReadWriteSymmetry(t *testing.T) {
 	}
 }
 
+// A profile member's action is read back from the device in canonical
+// form (padded parameters written, the shortest read), after a MODIFY and
+// after RECONCILE_AND_COMMIT.
+func TestProfileMemberReadWriteSymmetry(t *testing.T) {
+	h := readyFor(t, profileProgram)
+	id := h.profileIDs()
+	for _, tc := range []struct {
+		name        string
+		typ         p4v1.Update_Type
+		write, want *p4v1.TableAction
+	}{
+		{"inserted with a padded port", p4v1.Update_INSERT, call(id.forward, b(0, 2)), call(id.forward, b(2))},
+		{"modified to another action", p4v1.Update_MODIFY, call(id.drop), call(id.drop)},
+		{"modified to port 0", p4v1.Update_MODIFY, call(id.forward, b(0, 0)), call(id.forward, b(0))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h.mustWrite(update(tc.typ, memberEntity(id.dstProfile, 1, tc.write)))
+			want := memberEntity(id.dstProfile, 1, tc.want)
+			for _, pass := range []string{"written", "reconciled"} {
+				if pass == "reconciled" {
+					if err := h.setPipeline(p4v1.SetForwardingPipelineConfigRequest_RECONCILE_AND_COMMIT, h.config()); err != nil {
+						t.Fatal(err)
+					}
+				}
+				got, err := h.read(memberEntity(id.dstProfile, 1, nil))
+				if err != nil || len(got) != 1 || !proto.Equal(got[0], want) {
+					t.Errorf("%s: the member reads %v (%v), want %v", pass, got, err, want)
+				}
+			}
+		})
+	}
+}
+
 // A default entry the client sets is read back from the device with the
 // cookie and metadata written; the program's (and a const one) from the
 // P4Info; before and after RECONCILE_AND_COMMIT.

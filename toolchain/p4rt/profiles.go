@@ -69,7 +69,7 @@ func (ps *pipelineState) writeProfileMember(typ p4v1.Update_Type, m *p4v1.Action
 		if err := ps.ctl.SetProfileMember(p.name, id, name, args); err != nil {
 			return engineErr("adding the member", err)
 		}
-		st.members[id] = &memberState{action: act}
+		st.members[id] = &memberState{}
 		return nil
 	case p4v1.Update_MODIFY:
 		if old == nil {
@@ -83,7 +83,6 @@ func (ps *pipelineState) writeProfileMember(typ p4v1.Update_Type, m *p4v1.Action
 		if err := ps.ctl.SetProfileMember(p.name, id, name, args); err != nil {
 			return engineErr("modifying the member", err)
 		}
-		old.action = act
 		return nil
 	default: // DELETE
 		if old == nil {
@@ -319,6 +318,26 @@ func indirectAction(ref *pipeline.IndirectRef) *p4v1.TableAction {
 	return &p4v1.TableAction{Type: &p4v1.TableAction_ActionProfileMemberId{ActionProfileMemberId: ref.ID}}
 }
 
+// memberActions reads p's members' actions back from the device (one-shot
+// sets' members included), as P4Info actions with canonical parameters: a
+// member's action is one of the profile's tables' actions, the first
+// table's as memberAction checked it.
+func (ps *pipelineState) memberActions(p *profileInfo) (map[uint32]boundAction, error) {
+	calls, err := ps.ctl.ProfileMembers(p.name)
+	if err != nil {
+		return nil, engineErr("reading the members", err)
+	}
+	out := make(map[uint32]boundAction, len(calls))
+	for id, call := range calls {
+		b, err := ps.schema.actionFrom(p.tables[0], call)
+		if err != nil {
+			return nil, errorf(codes.Internal, "action profile %q member %d on the device: %v", p.name, id, err)
+		}
+		out[id] = b
+	}
+	return out, nil
+}
+
 // readProfiles resolves the profile part of a member or group read:
 // id 0 is every profile (spec §9.2.1, §9.2.2).
 func (ps *pipelineState) readProfiles(id uint32) ([]uint32, error) {
@@ -339,12 +358,23 @@ func (ps *pipelineState) readProfileMembers(q *p4v1.ActionProfileMember) ([]*p4v
 	var out []*p4v1.Entity
 	for _, pid := range ids {
 		st := ps.profiles[pid]
+		if len(st.members) == 0 {
+			continue
+		}
+		acts, err := ps.memberActions(ps.schema.profiles[pid])
+		if err != nil {
+			return nil, err
+		}
 		for _, mid := range sortedKeys(st.members) {
 			if q.GetMemberId() != 0 && q.GetMemberId() != mid {
 				continue
 			}
+			act, ok := acts[mid]
+			if !ok {
+				return nil, errorf(codes.Internal, "action profile %q: the device has no member %d", ps.schema.profiles[pid].name, mid)
+			}
 			out = append(out, &p4v1.Entity{Entity: &p4v1.Entity_ActionProfileMember{ActionProfileMember: &p4v1.ActionProfileMember{
-				ActionProfileId: pid, MemberId: mid, Action: ps.schema.actionProto(st.members[mid].action)}}})
+				ActionProfileId: pid, MemberId: mid, Action: ps.schema.actionProto(act)}}})
 		}
 	}
 	if q.GetActionProfileId() != 0 && q.GetMemberId() != 0 && len(out) == 0 {

@@ -196,8 +196,17 @@ func reconcileProfiles(old, next *pipelineState) int {
 			continue
 		}
 		nst := next.profiles[np.id]
+		var acts map[uint32]boundAction
+		if len(ost.members) > 0 {
+			acts, _ = old.memberActions(old.schema.profiles[pid]) // none read: every member is dropped
+		}
 		for _, mid := range sortedKeys(ost.members) {
-			act, ok := translateAction(old.schema, next.schema, np.tables[0], ost.members[mid].action, false)
+			oa, read := acts[mid]
+			if !read {
+				dropped++
+				continue
+			}
+			act, ok := translateAction(old.schema, next.schema, np.tables[0], oa, false)
 			full := np.size > 0 && int64(len(nst.members)) >= np.size
 			if !ok || full {
 				dropped++
@@ -208,7 +217,7 @@ func reconcileProfiles(old, next *pipelineState) int {
 				dropped++
 				continue
 			}
-			nst.members[mid] = &memberState{action: act}
+			nst.members[mid] = &memberState{}
 		}
 		for _, gid := range sortedKeys(ost.groups) {
 			og := ost.groups[gid]

@@ -2,7 +2,7 @@ package p4rt
 
 import (
 	"fmt"
-	"sort"
+	"slices"
 
 	p4configv1 "github.com/p4lang/p4runtime/go/p4/config/v1"
 	"google.golang.org/grpc/codes"
@@ -192,124 +192,204 @@ func newSchema(info *p4configv1.P4Info, dev pipeline.Schema) (*schema, error) {
 	if info == nil {
 		return nil, invalid("config has no p4info")
 	}
-	s := &schema{
-		info:           info,
-		tables:         map[uint32]*tableInfo{},
-		actions:        map[uint32]*actionInfo{},
-		counters:       map[uint32]*arrayInfo{},
-		meters:         map[uint32]*arrayInfo{},
-		registers:      map[uint32]*arrayInfo{},
-		directCounters: map[uint32]*tableInfo{},
-		directMeters:   map[uint32]*tableInfo{},
-		digests:        map[uint32]*digestInfo{},
-		digestByName:   map[string]*digestInfo{},
-		profiles:       map[uint32]*profileInfo{},
-		valueSets:      map[uint32]*valueSetInfo{},
+	b := &schemaBuilder{
+		schema: &schema{
+			info:           info,
+			tables:         map[uint32]*tableInfo{},
+			actions:        map[uint32]*actionInfo{},
+			counters:       map[uint32]*arrayInfo{},
+			meters:         map[uint32]*arrayInfo{},
+			registers:      map[uint32]*arrayInfo{},
+			directCounters: map[uint32]*tableInfo{},
+			directMeters:   map[uint32]*tableInfo{},
+			digests:        map[uint32]*digestInfo{},
+			digestByName:   map[string]*digestInfo{},
+			profiles:       map[uint32]*profileInfo{},
+			valueSets:      map[uint32]*valueSetInfo{},
+		},
+		dev:  indexDevice(dev),
+		seen: map[uint32]string{},
 	}
-	seen := map[uint32]string{}
-	claim := func(id uint32, name string) error {
-		if id == 0 {
-			return invalid("P4Info object %q has id 0", name)
+	for _, step := range schemaSteps {
+		if err := step(b); err != nil {
+			return nil, err
 		}
-		if other, dup := seen[id]; dup {
-			return invalid("P4Info id %#x used by both %q and %q", id, other, name)
-		}
-		seen[id] = name
-		return nil
 	}
+	return b.schema, nil
+}
 
-	jsonActions := map[string]bool{}
-	jsonActionWidths := map[string]map[string]int{}
-	jsonActionByID := map[int]string{}
+// schemaSteps index the P4Info kind by kind. Actions come before the
+// tables that refer to them, direct resources before the tables that
+// attach them, tables before the profiles that implement them (in id
+// order, which names a profile's first table). The order is also the order
+// ids are claimed in, which decides the names a duplicate id error gives.
+var schemaSteps = []func(b *schemaBuilder) error{
+	(*schemaBuilder).addActions,
+	(*schemaBuilder).addDirectResources,
+	(*schemaBuilder).addTables,
+	(*schemaBuilder).checkSameProgram,
+	(*schemaBuilder).addCounters,
+	(*schemaBuilder).addMeters,
+	(*schemaBuilder).addRegisters,
+	(*schemaBuilder).addDigests,
+	(*schemaBuilder).addControllerHeaders,
+	(*schemaBuilder).addProfiles,
+	(*schemaBuilder).addValueSets,
+}
+
+// schemaBuilder is newSchema's working state: the schema so far, the
+// device's objects by name, and the ids claimed so far (P4Info ids are
+// unique across every kind of object).
+type schemaBuilder struct {
+	*schema
+	dev  deviceNames
+	seen map[uint32]string
+	// The P4Info's direct counters and meters by id, claimed before the
+	// tables that attach them.
+	directCounterIDs map[uint32]*p4configv1.DirectCounter
+	directMeterIDs   map[uint32]*p4configv1.DirectMeter
+}
+
+// deviceNames is the loaded program's objects by JSON name, for looking
+// P4Info names up (jsonName).
+type deviceNames struct {
+	schema          pipeline.Schema
+	actions         map[string]bool
+	actionWidths    map[string]map[string]int // parameter widths by action
+	actionByID      map[int]string
+	tables          map[string]bool
+	counters        map[string]bool // indexed arrays; direct ones are by table
+	meters          map[string]bool
+	registers       map[string]bool
+	registerWidth   map[string]int
+	directCounterOf map[string]string // table → its direct counter
+	directMeterOf   map[string]string
+	profiles        map[string]bool
+	valueSets       map[string]bool
+	valueSetWidth   map[string]int
+}
+
+func indexDevice(dev pipeline.Schema) deviceNames {
+	d := deviceNames{schema: dev,
+		actions: map[string]bool{}, actionWidths: map[string]map[string]int{}, actionByID: map[int]string{},
+		tables: map[string]bool{}, counters: map[string]bool{}, meters: map[string]bool{},
+		registers: map[string]bool{}, registerWidth: map[string]int{},
+		directCounterOf: map[string]string{}, directMeterOf: map[string]string{},
+		profiles: map[string]bool{}, valueSets: map[string]bool{}, valueSetWidth: map[string]int{}}
 	for _, a := range dev.Actions {
-		jsonActions[a.Name] = true
-		jsonActionByID[a.ID] = a.Name
+		d.actions[a.Name] = true
+		d.actionByID[a.ID] = a.Name
 		w := map[string]int{}
 		for _, p := range a.Params {
 			w[p.Name] = p.Bitwidth
 		}
-		jsonActionWidths[a.Name] = w
+		d.actionWidths[a.Name] = w
 	}
-	for _, a := range info.GetActions() {
+	for _, t := range dev.Tables {
+		d.tables[t.Name] = true
+	}
+	for _, c := range dev.Counters {
+		if c.Direct {
+			d.directCounterOf[c.Table] = c.Name
+		} else {
+			d.counters[c.Name] = true
+		}
+	}
+	for _, m := range dev.Meters {
+		if m.Direct {
+			d.directMeterOf[m.Table] = m.Name
+		} else {
+			d.meters[m.Name] = true
+		}
+	}
+	for _, r := range dev.Registers {
+		d.registers[r.Name], d.registerWidth[r.Name] = true, r.Bitwidth
+	}
+	for _, ap := range dev.ActionProfiles {
+		d.profiles[ap.Name] = true
+	}
+	for _, v := range dev.ValueSets {
+		d.valueSets[v.Name], d.valueSetWidth[v.Name] = true, v.Bitwidth
+	}
+	return d
+}
+
+// claim records pre's id, refusing 0 and an id another object has.
+func (b *schemaBuilder) claim(pre *p4configv1.Preamble) error {
+	id, name := pre.GetId(), pre.GetName()
+	if id == 0 {
+		return invalid("P4Info object %q has id 0", name)
+	}
+	if other, dup := b.seen[id]; dup {
+		return invalid("P4Info id %#x used by both %q and %q", id, other, name)
+	}
+	b.seen[id] = name
+	return nil
+}
+
+func (b *schemaBuilder) addActions() error {
+	for _, a := range b.info.GetActions() {
 		pre := a.GetPreamble()
-		if err := claim(pre.GetId(), pre.GetName()); err != nil {
-			return nil, err
+		if err := b.claim(pre); err != nil {
+			return err
 		}
 		// p4c lists actions no table uses in P4Info but not in the JSON;
-		// only the actions of tables must exist there (checked below).
-		jn, ok := jsonName(pre.GetName(), jsonActions)
+		// only the actions of tables must exist there (addTables).
+		jn, ok := jsonName(pre.GetName(), b.dev.actions)
 		if !ok {
 			jn = pre.GetName()
 		}
 		ai := &actionInfo{id: pre.GetId(), name: jn, paramIndex: map[uint32]int{}, missing: !ok}
 		for i, p := range a.GetParams() {
 			if p.GetBitwidth() <= 0 {
-				return nil, invalid("action %q parameter %q has no bitwidth", pre.GetName(), p.GetName())
+				return invalid("action %q parameter %q has no bitwidth", pre.GetName(), p.GetName())
 			}
 			if _, dup := ai.paramIndex[p.GetId()]; dup {
-				return nil, invalid("action %q has two parameters with id %d", pre.GetName(), p.GetId())
+				return invalid("action %q has two parameters with id %d", pre.GetName(), p.GetId())
 			}
-			if w, ok := jsonActionWidths[jn][p.GetName()]; ok && w != int(p.GetBitwidth()) {
-				return nil, invalid("action %q parameter %q is %d bits in P4Info, %d in the device config",
+			if w, ok := b.dev.actionWidths[jn][p.GetName()]; ok && w != int(p.GetBitwidth()) {
+				return invalid("action %q parameter %q is %d bits in P4Info, %d in the device config",
 					pre.GetName(), p.GetName(), p.GetBitwidth(), w)
 			}
 			ai.paramIndex[p.GetId()] = i
 			ai.params = append(ai.params, paramInfo{id: p.GetId(), name: p.GetName(), width: int(p.GetBitwidth()), pos: i})
 		}
-		s.actions[ai.id] = ai
+		b.actions[ai.id] = ai
 	}
+	return nil
+}
 
-	jsonTables := map[string]bool{}
+func (b *schemaBuilder) addDirectResources() error {
+	b.directCounterIDs = map[uint32]*p4configv1.DirectCounter{}
+	for _, c := range b.info.GetDirectCounters() {
+		if err := b.claim(c.GetPreamble()); err != nil {
+			return err
+		}
+		b.directCounterIDs[c.GetPreamble().GetId()] = c
+	}
+	b.directMeterIDs = map[uint32]*p4configv1.DirectMeter{}
+	for _, m := range b.info.GetDirectMeters() {
+		if err := b.claim(m.GetPreamble()); err != nil {
+			return err
+		}
+		b.directMeterIDs[m.GetPreamble().GetId()] = m
+	}
+	return nil
+}
+
+func (b *schemaBuilder) addTables() error {
 	jsonTableOf := map[string]pipeline.TableInfo{}
-	for _, t := range dev.Tables {
-		jsonTables[t.Name] = true
+	for _, t := range b.dev.schema.Tables {
 		jsonTableOf[t.Name] = t
 	}
-	// The arrays by name; direct counters and meters by their table's name.
-	jc, jm, jr := map[string]bool{}, map[string]bool{}, map[string]bool{}
-	directCounterOf, directMeterOf := map[string]string{}, map[string]string{}
-	for _, c := range dev.Counters {
-		if c.Direct {
-			directCounterOf[c.Table] = c.Name
-		} else {
-			jc[c.Name] = true
-		}
-	}
-	for _, m := range dev.Meters {
-		if m.Direct {
-			directMeterOf[m.Table] = m.Name
-		} else {
-			jm[m.Name] = true
-		}
-	}
-	registerWidth := map[string]int{}
-	for _, r := range dev.Registers {
-		jr[r.Name], registerWidth[r.Name] = true, r.Bitwidth
-	}
-
-	directCounterIDs := map[uint32]*p4configv1.DirectCounter{}
-	for _, c := range info.GetDirectCounters() {
-		if err := claim(c.GetPreamble().GetId(), c.GetPreamble().GetName()); err != nil {
-			return nil, err
-		}
-		directCounterIDs[c.GetPreamble().GetId()] = c
-	}
-	directMeterIDs := map[uint32]*p4configv1.DirectMeter{}
-	for _, m := range info.GetDirectMeters() {
-		if err := claim(m.GetPreamble().GetId(), m.GetPreamble().GetName()); err != nil {
-			return nil, err
-		}
-		directMeterIDs[m.GetPreamble().GetId()] = m
-	}
-
-	for _, t := range info.GetTables() {
+	for _, t := range b.info.GetTables() {
 		pre := t.GetPreamble()
-		if err := claim(pre.GetId(), pre.GetName()); err != nil {
-			return nil, err
+		if err := b.claim(pre); err != nil {
+			return err
 		}
 		// p4c keeps tables it optimized away in P4Info; they exist for
 		// reads (always empty) but cannot take entries.
-		jn, inJSON := jsonName(pre.GetName(), jsonTables)
+		jn, inJSON := jsonName(pre.GetName(), b.dev.tables)
 		if !inJSON {
 			jn = pre.GetName()
 		}
@@ -328,177 +408,227 @@ func newSchema(info *p4configv1.P4Info, dev pipeline.Schema) (*schema, error) {
 			size:             t.GetSize(),
 		}
 		if jt := jsonTableOf[jn]; inJSON && len(jt.Keys) != len(t.GetMatchFields()) {
-			return nil, invalid("table %q has %d match fields in P4Info, %d in the device config",
+			return invalid("table %q has %d match fields in P4Info, %d in the device config",
 				pre.GetName(), len(t.GetMatchFields()), len(jt.Keys))
 		}
-		for i, f := range t.GetMatchFields() {
-			kind, ok := matchKindOf(f)
-			if !ok {
-				return nil, invalid("table %q field %q: match kind %v is not supported",
-					pre.GetName(), f.GetName(), f.GetMatchType())
-			}
-			if kind != matchExact && kind != matchLPM {
-				ti.needsPriority = true
-			}
-			if f.GetBitwidth() <= 0 {
-				return nil, invalid("table %q field %q has no bitwidth", pre.GetName(), f.GetName())
-			}
-			if _, dup := ti.fieldIndex[f.GetId()]; dup || f.GetId() == 0 {
-				return nil, invalid("table %q has a duplicate or zero match field id %d", pre.GetName(), f.GetId())
-			}
-			ti.fieldIndex[f.GetId()] = i
-			ti.fields = append(ti.fields, fieldInfo{id: f.GetId(), name: f.GetName(), width: int(f.GetBitwidth()), kind: kind})
+		if err := addMatchFields(ti, t); err != nil {
+			return err
 		}
 		for _, ref := range t.GetActionRefs() {
-			ai, ok := s.actions[ref.GetId()]
+			ai, ok := b.actions[ref.GetId()]
 			if !ok {
-				return nil, invalid("table %q refers to unknown action id %#x", pre.GetName(), ref.GetId())
+				return invalid("table %q refers to unknown action id %#x", pre.GetName(), ref.GetId())
 			}
 			if ai.missing && inJSON {
-				return nil, invalid("P4Info action %q (of table %q) is not in the device config", ai.name, pre.GetName())
+				return invalid("P4Info action %q (of table %q) is not in the device config", ai.name, pre.GetName())
 			}
 			ti.actionScopes[ref.GetId()] = ref.GetScope()
 		}
-		for _, rid := range t.GetDirectResourceIds() {
-			if _, ok := directCounterIDs[rid]; ok {
-				ti.directCounter = rid
-				ti.directCounterName = directCounterOf[jn]
-				s.directCounters[rid] = ti
-				continue
-			}
-			if m, ok := directMeterIDs[rid]; ok {
-				ti.directMeter = rid
-				ti.directMeterName = directMeterOf[jn]
-				ti.meterType = m.GetSpec().GetType()
-				s.directMeters[rid] = ti
-				continue
-			}
-			return nil, invalid("table %q has unknown direct resource %#x", pre.GetName(), rid)
+		if err := b.attachDirect(ti, t); err != nil {
+			return err
 		}
 		// Entries the program declares: read back like any entry.
-		ti.actionOfJSON = s.tableActionsByJSONID(ti, jsonActionByID)
+		ti.actionOfJSON = b.tableActionsByJSONID(ti, b.dev.actionByID)
 		if inJSON {
-			if err := s.addConstEntries(ti, dev.ConstEntries[jn]); err != nil {
-				return nil, invalid("table %q: initial entry: %v", pre.GetName(), err)
+			if err := b.addConstEntries(ti, b.dev.schema.ConstEntries[jn]); err != nil {
+				return invalid("table %q: initial entry: %v", pre.GetName(), err)
 			}
 		}
-		s.tables[ti.id] = ti
-		s.tableIDs = append(s.tableIDs, ti.id)
+		b.tables[ti.id] = ti
+		b.tableIDs = append(b.tableIDs, ti.id)
 	}
+	slices.Sort(b.tableIDs)
+	return nil
+}
+
+// addMatchFields indexes t's match fields in key order.
+func addMatchFields(ti *tableInfo, t *p4configv1.Table) error {
+	name := t.GetPreamble().GetName()
+	for i, f := range t.GetMatchFields() {
+		kind, ok := matchKindOf(f)
+		if !ok {
+			return invalid("table %q field %q: match kind %v is not supported",
+				name, f.GetName(), f.GetMatchType())
+		}
+		if kind != matchExact && kind != matchLPM {
+			ti.needsPriority = true
+		}
+		if f.GetBitwidth() <= 0 {
+			return invalid("table %q field %q has no bitwidth", name, f.GetName())
+		}
+		if _, dup := ti.fieldIndex[f.GetId()]; dup || f.GetId() == 0 {
+			return invalid("table %q has a duplicate or zero match field id %d", name, f.GetId())
+		}
+		ti.fieldIndex[f.GetId()] = i
+		ti.fields = append(ti.fields, fieldInfo{id: f.GetId(), name: f.GetName(), width: int(f.GetBitwidth()), kind: kind})
+	}
+	return nil
+}
+
+// attachDirect ties t's direct counter and meter to it; on the device they
+// are found through the table's JSON name.
+func (b *schemaBuilder) attachDirect(ti *tableInfo, t *p4configv1.Table) error {
+	for _, rid := range t.GetDirectResourceIds() {
+		if _, ok := b.directCounterIDs[rid]; ok {
+			ti.directCounter = rid
+			ti.directCounterName = b.dev.directCounterOf[ti.name]
+			b.directCounters[rid] = ti
+			continue
+		}
+		if m, ok := b.directMeterIDs[rid]; ok {
+			ti.directMeter = rid
+			ti.directMeterName = b.dev.directMeterOf[ti.name]
+			ti.meterType = m.GetSpec().GetType()
+			b.directMeters[rid] = ti
+			continue
+		}
+		return invalid("table %q has unknown direct resource %#x", t.GetPreamble().GetName(), rid)
+	}
+	return nil
+}
+
+// checkSameProgram refuses a P4Info none of whose tables and actions the
+// device has (P4Info may name objects p4c left out of the JSON, but not
+// all of them), and direct resources no table attaches.
+func (b *schemaBuilder) checkSameProgram() error {
 	mapped := 0
-	for _, t := range s.tables {
+	for _, t := range b.tables {
 		if !t.missing {
 			mapped++
 		}
 	}
-	for _, a := range s.actions {
+	for _, a := range b.actions {
 		if !a.missing && a.name != "NoAction" {
 			mapped++
 		}
 	}
-	if len(s.tables) > 0 && mapped == 0 {
-		return nil, invalid("none of the P4Info tables and actions is in the device config: P4Info and BMv2 JSON are from different programs")
+	if len(b.tables) > 0 && mapped == 0 {
+		return invalid("none of the P4Info tables and actions is in the device config: P4Info and BMv2 JSON are from different programs")
 	}
-	for id := range directCounterIDs {
-		if _, ok := s.directCounters[id]; !ok {
-			return nil, invalid("direct counter %#x is attached to no table", id)
+	for id := range b.directCounterIDs {
+		if _, ok := b.directCounters[id]; !ok {
+			return invalid("direct counter %#x is attached to no table", id)
 		}
 	}
-	for id := range directMeterIDs {
-		if _, ok := s.directMeters[id]; !ok {
-			return nil, invalid("direct meter %#x is attached to no table", id)
+	for id := range b.directMeterIDs {
+		if _, ok := b.directMeters[id]; !ok {
+			return invalid("direct meter %#x is attached to no table", id)
 		}
 	}
+	return nil
+}
 
-	for _, c := range info.GetCounters() {
-		pre := c.GetPreamble()
-		if err := claim(pre.GetId(), pre.GetName()); err != nil {
-			return nil, err
-		}
-		jn, ok := jsonName(pre.GetName(), jc)
-		if !ok {
-			return nil, invalid("P4Info counter %q is not in the device config", pre.GetName())
-		}
-		s.counters[pre.GetId()] = &arrayInfo{id: pre.GetId(), name: jn, size: c.GetSize()}
-		s.counterIDs = append(s.counterIDs, pre.GetId())
+// deviceArray claims an indexed extern's id and finds the device's array
+// of its name, which must be there: only tables and actions may be in
+// P4Info alone (p4c keeps those it optimized out of the JSON).
+func (b *schemaBuilder) deviceArray(kind string, pre *p4configv1.Preamble, names map[string]bool) (string, error) {
+	if err := b.claim(pre); err != nil {
+		return "", err
 	}
-	for _, m := range info.GetMeters() {
-		pre := m.GetPreamble()
-		if err := claim(pre.GetId(), pre.GetName()); err != nil {
-			return nil, err
-		}
-		jn, ok := jsonName(pre.GetName(), jm)
-		if !ok {
-			return nil, invalid("P4Info meter %q is not in the device config", pre.GetName())
-		}
-		s.meters[pre.GetId()] = &arrayInfo{id: pre.GetId(), name: jn, size: m.GetSize(), meterType: m.GetSpec().GetType()}
-		s.meterIDs = append(s.meterIDs, pre.GetId())
+	jn, ok := jsonName(pre.GetName(), names)
+	if !ok {
+		return "", invalid("P4Info %s %q is not in the device config", kind, pre.GetName())
 	}
-	for _, r := range info.GetRegisters() {
+	return jn, nil
+}
+
+func (b *schemaBuilder) addCounters() error {
+	for _, c := range b.info.GetCounters() {
+		jn, err := b.deviceArray("counter", c.GetPreamble(), b.dev.counters)
+		if err != nil {
+			return err
+		}
+		id := c.GetPreamble().GetId()
+		b.counters[id] = &arrayInfo{id: id, name: jn, size: c.GetSize()}
+		b.counterIDs = append(b.counterIDs, id)
+	}
+	slices.Sort(b.counterIDs)
+	return nil
+}
+
+func (b *schemaBuilder) addMeters() error {
+	for _, m := range b.info.GetMeters() {
+		jn, err := b.deviceArray("meter", m.GetPreamble(), b.dev.meters)
+		if err != nil {
+			return err
+		}
+		id := m.GetPreamble().GetId()
+		b.meters[id] = &arrayInfo{id: id, name: jn, size: m.GetSize(), meterType: m.GetSpec().GetType()}
+		b.meterIDs = append(b.meterIDs, id)
+	}
+	slices.Sort(b.meterIDs)
+	return nil
+}
+
+func (b *schemaBuilder) addRegisters() error {
+	for _, r := range b.info.GetRegisters() {
 		pre := r.GetPreamble()
-		if err := claim(pre.GetId(), pre.GetName()); err != nil {
-			return nil, err
+		jn, err := b.deviceArray("register", pre, b.dev.registers)
+		if err != nil {
+			return err
 		}
-		jn, ok := jsonName(pre.GetName(), jr)
-		if !ok {
-			return nil, invalid("P4Info register %q is not in the device config", pre.GetName())
-		}
-		w := 0
-		if bs := r.GetTypeSpec().GetBitstring(); bs != nil {
-			switch {
-			case bs.GetBit() != nil:
-				w = int(bs.GetBit().GetBitwidth())
-			case bs.GetInt() != nil:
-				w = int(bs.GetInt().GetBitwidth())
-			}
-		}
+		w := bitstringWidth(r.GetTypeSpec())
 		if w == 0 {
-			w = registerWidth[jn]
+			w = b.dev.registerWidth[jn]
 		}
 		if w <= 0 {
-			return nil, invalid("register %q: only bit<W> registers are supported", pre.GetName())
+			return invalid("register %q: only bit<W> registers are supported", pre.GetName())
 		}
-		s.registers[pre.GetId()] = &arrayInfo{id: pre.GetId(), name: jn, size: int64(r.GetSize()), width: w}
-		s.registerIDs = append(s.registerIDs, pre.GetId())
+		b.registers[pre.GetId()] = &arrayInfo{id: pre.GetId(), name: jn, size: int64(r.GetSize()), width: w}
+		b.registerIDs = append(b.registerIDs, pre.GetId())
 	}
-	for _, d := range info.GetDigests() {
+	slices.Sort(b.registerIDs)
+	return nil
+}
+
+// bitstringWidth is the width of a bit<W> or int<W> type, else 0.
+func bitstringWidth(ts *p4configv1.P4DataTypeSpec) int {
+	bs := ts.GetBitstring()
+	switch {
+	case bs.GetBit() != nil:
+		return int(bs.GetBit().GetBitwidth())
+	case bs.GetInt() != nil:
+		return int(bs.GetInt().GetBitwidth())
+	}
+	return 0
+}
+
+func (b *schemaBuilder) addDigests() error {
+	for _, d := range b.info.GetDigests() {
 		pre := d.GetPreamble()
-		if err := claim(pre.GetId(), pre.GetName()); err != nil {
-			return nil, err
+		if err := b.claim(pre); err != nil {
+			return err
 		}
 		di := &digestInfo{id: pre.GetId(), name: pre.GetName()}
 		if st := d.GetTypeSpec().GetStruct(); st != nil {
-			if def, ok := info.GetTypeInfo().GetStructs()[st.GetName()]; ok {
+			if def, ok := b.info.GetTypeInfo().GetStructs()[st.GetName()]; ok {
 				for _, m := range def.GetMembers() {
-					w := 0
-					if bs := m.GetTypeSpec().GetBitstring(); bs != nil {
-						if b := bs.GetBit(); b != nil {
-							w = int(b.GetBitwidth())
-						} else if b := bs.GetInt(); b != nil {
-							w = int(b.GetBitwidth())
-						}
-					}
-					di.widths = append(di.widths, w)
+					di.widths = append(di.widths, bitstringWidth(m.GetTypeSpec()))
 				}
 			}
 		}
-		s.digests[di.id] = di
-		s.digestIDs = append(s.digestIDs, di.id)
-		s.digestByName[di.name] = di
+		b.digests[di.id] = di
+		b.digestIDs = append(b.digestIDs, di.id)
+		b.digestByName[di.name] = di
 	}
-	for _, cpm := range info.GetControllerPacketMetadata() {
+	slices.Sort(b.digestIDs)
+	return nil
+}
+
+func (b *schemaBuilder) addControllerHeaders() error {
+	for _, cpm := range b.info.GetControllerPacketMetadata() {
 		pre := cpm.GetPreamble()
-		if err := claim(pre.GetId(), pre.GetName()); err != nil {
-			return nil, err
+		if err := b.claim(pre); err != nil {
+			return err
 		}
 		h := &controllerHeader{}
 		ids := map[uint32]bool{}
 		for _, m := range cpm.GetMetadata() {
 			if m.GetBitwidth() <= 0 {
-				return nil, invalid("controller header %q field %q has no bitwidth", pre.GetName(), m.GetName())
+				return invalid("controller header %q field %q has no bitwidth", pre.GetName(), m.GetName())
 			}
 			if ids[m.GetId()] {
-				return nil, invalid("controller header %q has two fields with id %d", pre.GetName(), m.GetId())
+				return invalid("controller header %q has two fields with id %d", pre.GetName(), m.GetId())
 			}
 			ids[m.GetId()] = true
 			h.fields = append(h.fields, ctrlField{id: m.GetId(), name: m.GetName(), width: int(m.GetBitwidth())})
@@ -506,36 +636,23 @@ func newSchema(info *p4configv1.P4Info, dev pipeline.Schema) (*schema, error) {
 		}
 		switch pre.GetName() {
 		case "packet_in":
-			s.packetIn = h
+			b.packetIn = h
 		case "packet_out":
-			s.packetOut = h
+			b.packetOut = h
 		}
 	}
-	for _, id := range []*[]uint32{&s.tableIDs, &s.counterIDs, &s.meterIDs, &s.registerIDs, &s.digestIDs} {
-		sort.Slice(*id, func(i, j int) bool { return (*id)[i] < (*id)[j] })
-	}
-	if err := s.addProfiles(info, dev, claim); err != nil {
-		return nil, err
-	}
-	if err := s.addValueSets(info, dev, claim); err != nil {
-		return nil, err
-	}
-	return s, nil
+	return nil
 }
 
 // addProfiles indexes the action profiles and ties each indirect table to
 // its profile (spec §9.2).
-func (s *schema) addProfiles(info *p4configv1.P4Info, dev pipeline.Schema, claim func(uint32, string) error) error {
-	jsonProfiles := map[string]bool{}
-	for _, ap := range dev.ActionProfiles {
-		jsonProfiles[ap.Name] = true
-	}
-	for _, ap := range info.GetActionProfiles() {
+func (b *schemaBuilder) addProfiles() error {
+	for _, ap := range b.info.GetActionProfiles() {
 		pre := ap.GetPreamble()
-		if err := claim(pre.GetId(), pre.GetName()); err != nil {
+		if err := b.claim(pre); err != nil {
 			return err
 		}
-		jn, ok := jsonName(pre.GetName(), jsonProfiles)
+		jn, ok := jsonName(pre.GetName(), b.dev.profiles)
 		if !ok {
 			jn = pre.GetName()
 		}
@@ -545,7 +662,7 @@ func (s *schema) addProfiles(info *p4configv1.P4Info, dev pipeline.Schema, claim
 		pi := &profileInfo{id: pre.GetId(), name: jn, selector: ap.GetWithSelector(), size: ap.GetSize(),
 			maxGroupSize: ap.GetMaxGroupSize(), missing: !ok}
 		for _, tid := range ap.GetTableIds() {
-			t, ok := s.tables[tid]
+			t, ok := b.tables[tid]
 			if !ok {
 				return invalid("action profile %q names unknown table %#x", pre.GetName(), tid)
 			}
@@ -553,38 +670,32 @@ func (s *schema) addProfiles(info *p4configv1.P4Info, dev pipeline.Schema, claim
 				return invalid("action profile %q names table %q, whose implementation is %#x", pre.GetName(), t.name, t.implementationID)
 			}
 		}
-		s.profiles[pi.id] = pi
-		s.profileIDs = append(s.profileIDs, pi.id)
+		b.profiles[pi.id] = pi
+		b.profileIDs = append(b.profileIDs, pi.id)
 	}
 	// A table's own implementation_id is what ties it to its profile.
-	for _, id := range s.tableIDs {
-		t := s.tables[id]
+	for _, id := range b.tableIDs {
+		t := b.tables[id]
 		if !t.indirect {
 			continue
 		}
-		if t.profile = s.profiles[t.implementationID]; t.profile == nil {
+		if t.profile = b.profiles[t.implementationID]; t.profile == nil {
 			return invalid("table %q has implementation %#x, which is not one of the P4Info action profiles", t.name, t.implementationID)
 		}
 		t.profile.tables = append(t.profile.tables, t)
 	}
-	sort.Slice(s.profileIDs, func(i, j int) bool { return s.profileIDs[i] < s.profileIDs[j] })
+	slices.Sort(b.profileIDs)
 	return nil
 }
 
 // addValueSets indexes the parser value sets (spec §9.11).
-func (s *schema) addValueSets(info *p4configv1.P4Info, dev pipeline.Schema, claim func(uint32, string) error) error {
-	widths := map[string]int{}
-	names := map[string]bool{}
-	for _, v := range dev.ValueSets {
-		widths[v.Name] = v.Bitwidth
-		names[v.Name] = true
-	}
-	for _, v := range info.GetValueSets() {
+func (b *schemaBuilder) addValueSets() error {
+	for _, v := range b.info.GetValueSets() {
 		pre := v.GetPreamble()
-		if err := claim(pre.GetId(), pre.GetName()); err != nil {
+		if err := b.claim(pre); err != nil {
 			return err
 		}
-		jn, ok := jsonName(pre.GetName(), names)
+		jn, ok := jsonName(pre.GetName(), b.dev.valueSets)
 		if !ok {
 			jn = pre.GetName()
 		}
@@ -611,13 +722,13 @@ func (s *schema) addValueSets(info *p4configv1.P4Info, dev pipeline.Schema, clai
 		case vi.problem != "":
 		case !ok:
 			vi.problem = fmt.Sprintf("value set %q is not in the device config", pre.GetName())
-		case widths[jn] != total:
-			vi.problem = fmt.Sprintf("value set %q is %d bits wide in P4Info, %d in the device config", pre.GetName(), total, widths[jn])
+		case b.dev.valueSetWidth[jn] != total:
+			vi.problem = fmt.Sprintf("value set %q is %d bits wide in P4Info, %d in the device config", pre.GetName(), total, b.dev.valueSetWidth[jn])
 		}
-		s.valueSets[vi.id] = vi
-		s.valueSetIDs = append(s.valueSetIDs, vi.id)
+		b.valueSets[vi.id] = vi
+		b.valueSetIDs = append(b.valueSetIDs, vi.id)
 	}
-	sort.Slice(s.valueSetIDs, func(i, j int) bool { return s.valueSetIDs[i] < s.valueSetIDs[j] })
+	slices.Sort(b.valueSetIDs)
 	return nil
 }
 

@@ -8,9 +8,10 @@ import (
 // config as the client sent it, the schema derived from it, the engine
 // control, and what P4Runtime reads back that the device does not hold.
 // Table entries and default actions, meter configs, multicast groups,
-// clone sessions and value sets are read from the device; what is here is
-// P4Runtime's alone: cookies and metadata, forms as written, digest
-// configs, action profiles' membership and the references to it.
+// clone sessions, value sets and profile members' actions are read from
+// the device; what is here is P4Runtime's alone: cookies and metadata,
+// forms as written, digest configs, action profiles' membership and the
+// references to it.
 type pipelineState struct {
 	config   *p4v1.ForwardingPipelineConfig
 	program  []byte // the BMv2 JSON, decoded from config's p4_device_config
@@ -38,8 +39,9 @@ type profileState struct {
 	internal internalIDs
 }
 
+// memberState is what P4Runtime alone knows of a member: the references
+// to it. Its action is on the device (memberActions).
 type memberState struct {
-	action   boundAction
 	inGroups int // groups listing it
 	inTables int // table entries naming it
 }

@@ -14,8 +14,8 @@ import (
 // the P4Info, resolves ids to the BMv2 JSON names the P4Info names, keeps
 // what only P4Runtime has to read back (cookies, metadata, entries' and
 // replicas' forms as written), and calls PipelineControl; table entries,
-// meter configurations, multicast groups, clone sessions and value sets it
-// reads back from the device. It never touches packets beyond the controller
+// meter configurations, multicast groups, clone sessions, value sets and
+// action profile members' actions it reads back from the device. It never touches packets beyond the controller
 // header of PacketIn/PacketOut.
 
 // Target is the device as the P4Runtime server sees it. Methods may be
@@ -147,6 +147,9 @@ type PipelineControl interface {
 	DeleteProfileMember(profile string, member uint32) error
 	SetProfileGroup(profile string, group uint32, members []uint32) error
 	DeleteProfileGroup(profile string, group uint32) error
+	// ProfileMembers reads back the profile's members as set, each
+	// member's action by JSON id as Entries names actions.
+	ProfileMembers(profile string) (map[uint32]pipeline.ActionCall, error)
 	// Entries of a table with an action profile name a member or group
 	// of it instead of an action.
 	AddIndirectEntry(table string, key []pipeline.Match, priority int32, ref pipeline.IndirectRef) error

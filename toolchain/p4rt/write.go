@@ -146,113 +146,147 @@ func (ps *pipelineState) writeTableEntry(typ p4v1.Update_Type, te *p4v1.TableEnt
 	if err != nil {
 		return err
 	}
-	key := entryKey(match, prio)
-
+	w := &entryWrite{t: t, ts: ts, te: te, key: entryKey(match, prio), ekey: keyFields(t, match), prio: prio, old: old}
 	if typ == p4v1.Update_DELETE {
-		if t.isConst || (old != nil && old.isConst) {
-			return errorf(codes.PermissionDenied, "table %q: entries declared by the program cannot be deleted", t.name)
-		}
-		if old == nil {
-			return errorf(codes.NotFound, "table %q: no such entry", t.name)
-		}
-		if err := ps.ctl.DeleteEntry(t.name, keyFields(t, match), prio); err != nil {
-			return engineErr("deleting the entry", err)
-		}
-		ps.reference(t, old.ref, -1)
-		ps.dropOneShot(t, old.oneShot)
-		delete(ts.meta, key)
-		ts.count--
-		return nil
+		return ps.deleteEntry(w)
 	}
+	if err := w.parseDirect(); err != nil {
+		return err
+	}
+	if typ == p4v1.Update_INSERT {
+		return ps.insertEntry(w)
+	}
+	return ps.modifyEntry(w)
+}
 
+// entryWrite is a table entry write that passed the checks every update
+// type shares, with the entry it names.
+type entryWrite struct {
+	t    *tableInfo
+	ts   *tableState
+	te   *p4v1.TableEntry
+	key  string           // entryKey, tableState.meta's key
+	ekey []pipeline.Match // the key as the device takes it
+	prio int32
+	old  *tableEntry // nil: no entry has this key
+	// The entry's direct resources as written (INSERT, MODIFY).
+	counter pipeline.CounterData
+	meter   *pipeline.MeterConfig
+}
+
+// parseDirect checks and parses the entry's direct counter and meter data.
+func (w *entryWrite) parseDirect() error {
+	t, te := w.t, w.te
 	if te.GetMeterCounterData() != nil {
 		return errorf(codes.Unimplemented, "per-colour meter counters are not supported")
 	}
 	if te.GetCounterData() != nil && t.directCounter == 0 {
 		return invalid("table %q has no direct counter", t.name)
 	}
-	var counter pipeline.CounterData
 	if te.GetCounterData() != nil {
-		if counter, err = counterValue(te.GetCounterData()); err != nil {
+		var err error
+		if w.counter, err = counterValue(te.GetCounterData()); err != nil {
 			return err
 		}
 	}
 	if te.GetMeterConfig() != nil && t.directMeter == 0 {
 		return invalid("table %q has no direct meter", t.name)
 	}
-	meter, err := parseMeterConfig(te.GetMeterConfig(), t.meterType)
-	if err != nil {
-		return err
-	}
+	var err error
+	w.meter, err = parseMeterConfig(te.GetMeterConfig(), t.meterType)
+	return err
+}
 
-	if typ == p4v1.Update_INSERT {
-		if t.isConst {
-			return errorf(codes.PermissionDenied, "table %q is const: entries cannot be added", t.name)
-		}
-		if old != nil {
-			return errorf(codes.AlreadyExists, "table %q: the entry exists", t.name)
-		}
-		if te.GetAction() == nil {
-			return invalid("table %q: INSERT needs an action", t.name)
-		}
-		var act boundAction
-		var ref *pipeline.IndirectRef
-		var os *oneShot
-		if t.indirect {
-			if t.size > 0 && ts.count >= t.size {
-				return errorf(codes.ResourceExhausted, "table %q is full (%d entries)", t.name, t.size)
-			}
-			r, o, err := ps.resolveIndirect(t, te.GetAction())
-			if err != nil {
-				return err
-			}
-			ref, os = &r, o
-		} else {
-			if te.GetAction().GetAction() == nil {
-				return notDirectAction(t)
-			}
-			if act, err = ps.schema.parseAction(t, te.GetAction().GetAction(), false); err != nil {
-				return err
-			}
-		}
+func (ps *pipelineState) deleteEntry(w *entryWrite) error {
+	t, old := w.t, w.old
+	if t.isConst || (old != nil && old.isConst) {
+		return errorf(codes.PermissionDenied, "table %q: entries declared by the program cannot be deleted", t.name)
+	}
+	if old == nil {
+		return errorf(codes.NotFound, "table %q: no such entry", t.name)
+	}
+	if err := ps.ctl.DeleteEntry(t.name, w.ekey, w.prio); err != nil {
+		return engineErr("deleting the entry", err)
+	}
+	ps.reference(t, old.ref, -1)
+	ps.dropOneShot(t, old.oneShot)
+	delete(w.ts.meta, w.key)
+	w.ts.count--
+	return nil
+}
+
+func (ps *pipelineState) insertEntry(w *entryWrite) error {
+	t, ts, te, ekey, prio := w.t, w.ts, w.te, w.ekey, w.prio
+	if t.isConst {
+		return errorf(codes.PermissionDenied, "table %q is const: entries cannot be added", t.name)
+	}
+	if w.old != nil {
+		return errorf(codes.AlreadyExists, "table %q: the entry exists", t.name)
+	}
+	if te.GetAction() == nil {
+		return invalid("table %q: INSERT needs an action", t.name)
+	}
+	var act boundAction
+	var ref *pipeline.IndirectRef
+	var os *oneShot
+	if t.indirect {
+		// Checked before resolveIndirect programs a one-shot set for the entry.
 		if t.size > 0 && ts.count >= t.size {
 			return errorf(codes.ResourceExhausted, "table %q is full (%d entries)", t.name, t.size)
 		}
-		ekey := keyFields(t, match)
-		if ref != nil {
-			if err := ps.ctl.AddIndirectEntry(t.name, ekey, prio, *ref); err != nil {
-				ps.dropOneShot(t, os)
-				return engineErr("adding the entry", err)
-			}
-		} else {
-			name, args := ps.schema.engineArgs(act)
-			if err := ps.ctl.AddEntry(t.name, ekey, prio, name, args); err != nil {
-				return engineErr("adding the entry", err)
-			}
+		r, o, err := ps.resolveIndirect(t, te.GetAction())
+		if err != nil {
+			return err
 		}
-		if meter != nil {
-			if err := ps.ctl.SetDirectMeter(t.name, ekey, prio, meter); err != nil {
-				_ = ps.ctl.DeleteEntry(t.name, ekey, prio)
-				ps.dropOneShot(t, os)
-				return engineErr("configuring the direct meter", err)
-			}
+		ref, os = &r, o
+	} else {
+		if te.GetAction().GetAction() == nil {
+			return notDirectAction(t)
 		}
-		if te.GetCounterData() != nil {
-			if err := ps.ctl.WriteDirectCounter(t.name, ekey, prio, counter); err != nil {
-				_ = ps.ctl.DeleteEntry(t.name, ekey, prio)
-				ps.dropOneShot(t, os)
-				return engineErr("setting the direct counter", err)
-			}
+		var err error
+		if act, err = ps.schema.parseAction(t, te.GetAction().GetAction(), false); err != nil {
+			return err
 		}
-		ts.setMeta(key, entryMeta{oneShot: os, controllerMetadata: te.GetControllerMetadata(), metadata: clone(te.GetMetadata())})
-		ts.count++
-		ps.reference(t, ref, +1)
-		return nil
 	}
+	if t.size > 0 && ts.count >= t.size {
+		return errorf(codes.ResourceExhausted, "table %q is full (%d entries)", t.name, t.size)
+	}
+	if ref != nil {
+		if err := ps.ctl.AddIndirectEntry(t.name, ekey, prio, *ref); err != nil {
+			ps.dropOneShot(t, os)
+			return engineErr("adding the entry", err)
+		}
+	} else {
+		name, args := ps.schema.engineArgs(act)
+		if err := ps.ctl.AddEntry(t.name, ekey, prio, name, args); err != nil {
+			return engineErr("adding the entry", err)
+		}
+	}
+	if w.meter != nil {
+		if err := ps.ctl.SetDirectMeter(t.name, ekey, prio, w.meter); err != nil {
+			_ = ps.ctl.DeleteEntry(t.name, ekey, prio)
+			ps.dropOneShot(t, os)
+			return engineErr("configuring the direct meter", err)
+		}
+	}
+	if te.GetCounterData() != nil {
+		if err := ps.ctl.WriteDirectCounter(t.name, ekey, prio, w.counter); err != nil {
+			_ = ps.ctl.DeleteEntry(t.name, ekey, prio)
+			ps.dropOneShot(t, os)
+			return engineErr("setting the direct counter", err)
+		}
+	}
+	ts.setMeta(w.key, entryMeta{oneShot: os, controllerMetadata: te.GetControllerMetadata(), metadata: clone(te.GetMetadata())})
+	ts.count++
+	ps.reference(t, ref, +1)
+	return nil
+}
 
-	// MODIFY: full-snapshot semantics (§12), except that an unset action
-	// keeps the action and an unset counter_data keeps the count (§9.1.2,
-	// §9.1.8).
+// modifyEntry has full-snapshot semantics (§12), except that an unset
+// action keeps the action and an unset counter_data keeps the count
+// (§9.1.2, §9.1.8).
+func (ps *pipelineState) modifyEntry(w *entryWrite) error {
+	t, te, old, ekey, prio := w.t, w.te, w.old, w.ekey, w.prio
 	if old == nil {
 		return errorf(codes.NotFound, "table %q: no such entry", t.name)
 	}
@@ -260,7 +294,6 @@ func (ps *pipelineState) writeTableEntry(typ p4v1.Update_Type, te *p4v1.TableEnt
 		// Only the direct resources of a const entry may change (§9.1.4).
 		return errorf(codes.PermissionDenied, "table %q: the action of a const entry cannot change", t.name)
 	}
-	ekey := keyFields(t, match)
 	oneShot := old.oneShot
 	if te.GetAction() != nil && t.indirect {
 		ref, os, err := ps.resolveIndirect(t, te.GetAction())
@@ -289,16 +322,16 @@ func (ps *pipelineState) writeTableEntry(typ p4v1.Update_Type, te *p4v1.TableEnt
 		}
 	}
 	if t.directMeter != 0 {
-		if err := ps.ctl.SetDirectMeter(t.name, ekey, prio, meter); err != nil {
+		if err := ps.ctl.SetDirectMeter(t.name, ekey, prio, w.meter); err != nil {
 			return engineErr("configuring the direct meter", err)
 		}
 	}
 	if te.GetCounterData() != nil {
-		if err := ps.ctl.WriteDirectCounter(t.name, ekey, prio, counter); err != nil {
+		if err := ps.ctl.WriteDirectCounter(t.name, ekey, prio, w.counter); err != nil {
 			return engineErr("setting the direct counter", err)
 		}
 	}
-	ts.setMeta(key, entryMeta{oneShot: oneShot, controllerMetadata: te.GetControllerMetadata(), metadata: clone(te.GetMetadata())})
+	w.ts.setMeta(w.key, entryMeta{oneShot: oneShot, controllerMetadata: te.GetControllerMetadata(), metadata: clone(te.GetMetadata())})
 	return nil
 }
 

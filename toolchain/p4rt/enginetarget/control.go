@@ -30,36 +30,19 @@ type control struct {
 	tableActions map[int]map[string]int // table id → action name → JSON id
 }
 
-// grpcCode maps the engine's error classes one to one.
-func grpcCode(c engine.ErrorCode) codes.Code {
-	switch c {
-	case engine.CodeInvalidArgument:
-		return codes.InvalidArgument
-	case engine.CodeNotFound:
-		return codes.NotFound
-	case engine.CodeAlreadyExists:
-		return codes.AlreadyExists
-	case engine.CodeOutOfRange:
-		return codes.OutOfRange
-	case engine.CodeResourceExhausted:
-		return codes.ResourceExhausted
-	case engine.CodePermissionDenied:
-		return codes.PermissionDenied
-	case engine.CodeUnimplemented:
-		return codes.Unimplemented
-	case engine.CodeFailedPrecondition:
-		return codes.FailedPrecondition
-	}
-	return codes.Internal
-}
-
+// wrap gives an engine error its gRPC code, which is the engine's code
+// by value; an error that already has one (a name this adapter could not
+// resolve) keeps it.
 func wrap(err error) error {
 	if err == nil {
 		return nil
 	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
 	var e *engine.Error
 	if errors.As(err, &e) {
-		return status.Error(grpcCode(e.Code), e.Msg)
+		return status.Error(codes.Code(e.Code), e.Msg)
 	}
 	return status.Error(codes.Internal, err.Error())
 }
@@ -111,37 +94,8 @@ func (c *control) call(table int, action string, args [][]byte) (pipeline.Action
 	return pipeline.ActionCall{ActionID: aid, Params: args}, nil
 }
 
-func (c *control) AddEntry(table string, key []pipeline.Match, priority int32, action string, args [][]byte) error {
-	tid, err := c.id(engine.KindTable, "table", table)
-	if err != nil {
-		return err
-	}
-	a, err := c.call(tid, action, args)
-	if err != nil {
-		return err
-	}
-	return wrap(c.pl.AddEntry(tid, pipeline.TableEntry{Match: key, Priority: priority, Action: a}))
-}
-
-func (c *control) ModifyEntry(table string, key []pipeline.Match, priority int32, action string, args [][]byte) error {
-	tid, err := c.id(engine.KindTable, "table", table)
-	if err != nil {
-		return err
-	}
-	a, err := c.call(tid, action, args)
-	if err != nil {
-		return err
-	}
-	return wrap(c.pl.ModifyEntry(tid, pipeline.TableEntry{Match: key, Priority: priority, Action: a}))
-}
-
-func (c *control) DeleteEntry(table string, key []pipeline.Match, priority int32) error {
-	tid, err := c.id(engine.KindTable, "table", table)
-	if err != nil {
-		return err
-	}
-	return wrap(c.pl.DeleteEntry(tid, key, priority))
-}
+// Every method below resolves the name it is given to the engine's id and
+// makes one engine call with it: read and change hold that shape.
 
 // read resolves name and reads one object by its id.
 func read[T any](c *control, kind engine.ObjectKind, what, name string, get func(id int) (T, error)) (T, error) {
@@ -154,6 +108,48 @@ func read[T any](c *control, kind engine.ObjectKind, what, name string, get func
 	return v, wrap(err)
 }
 
+// change resolves name and applies one change to the object of that id.
+func change(c *control, kind engine.ObjectKind, what, name string, apply func(id int) error) error {
+	id, err := c.id(kind, what, name)
+	if err != nil {
+		return err
+	}
+	return wrap(apply(id))
+}
+
+func (c *control) inTable(table string, apply func(tid int) error) error {
+	return change(c, engine.KindTable, "table", table, apply)
+}
+
+func (c *control) inProfile(profile string, apply func(pid int) error) error {
+	return change(c, engine.KindActionProfile, "action profile", profile, apply)
+}
+
+// writeEntry resolves a direct entry's table and action and hands the
+// entry to write (the engine's AddEntry or ModifyEntry).
+func (c *control) writeEntry(table string, key []pipeline.Match, priority int32, action string, args [][]byte,
+	write func(tid int, e pipeline.TableEntry) error) error {
+	return c.inTable(table, func(tid int) error {
+		a, err := c.call(tid, action, args)
+		if err != nil {
+			return err
+		}
+		return write(tid, pipeline.TableEntry{Match: key, Priority: priority, Action: a})
+	})
+}
+
+func (c *control) AddEntry(table string, key []pipeline.Match, priority int32, action string, args [][]byte) error {
+	return c.writeEntry(table, key, priority, action, args, c.pl.AddEntry)
+}
+
+func (c *control) ModifyEntry(table string, key []pipeline.Match, priority int32, action string, args [][]byte) error {
+	return c.writeEntry(table, key, priority, action, args, c.pl.ModifyEntry)
+}
+
+func (c *control) DeleteEntry(table string, key []pipeline.Match, priority int32) error {
+	return c.inTable(table, func(tid int) error { return c.pl.DeleteEntry(tid, key, priority) })
+}
+
 func (c *control) Entries(table string) ([]pipeline.TableEntry, error) {
 	return read(c, engine.KindTable, "table", table, c.pl.ReadEntries)
 }
@@ -164,33 +160,24 @@ func (c *control) Entry(table string, key []pipeline.Match, priority int32) (pip
 		return pipeline.TableEntry{}, false, err
 	}
 	e, err := c.pl.ReadEntry(tid, key, priority)
-	if err != nil {
-		if engine.ErrorCodeOf(err) == engine.CodeNotFound {
-			return pipeline.TableEntry{}, false, nil
-		}
-		return pipeline.TableEntry{}, false, wrap(err)
+	if err != nil && engine.ErrorCodeOf(err) == engine.CodeNotFound {
+		return pipeline.TableEntry{}, false, nil
 	}
-	return e, true, nil
+	return e, err == nil, wrap(err)
 }
 
 func (c *control) SetDefaultAction(table string, action string, args [][]byte) error {
-	tid, err := c.id(engine.KindTable, "table", table)
-	if err != nil {
-		return err
-	}
-	a, err := c.call(tid, action, args)
-	if err != nil {
-		return err
-	}
-	return wrap(c.pl.SetDefaultAction(tid, a))
+	return c.inTable(table, func(tid int) error {
+		a, err := c.call(tid, action, args)
+		if err != nil {
+			return err
+		}
+		return c.pl.SetDefaultAction(tid, a)
+	})
 }
 
 func (c *control) ResetDefaultAction(table string) error {
-	tid, err := c.id(engine.KindTable, "table", table)
-	if err != nil {
-		return err
-	}
-	return wrap(c.pl.ResetDefaultAction(tid))
+	return c.inTable(table, c.pl.ResetDefaultAction)
 }
 
 func (c *control) DefaultAction(table string) (pipeline.ActionCall, bool, error) {
@@ -203,91 +190,58 @@ func (c *control) DefaultAction(table string) (pipeline.ActionCall, bool, error)
 }
 
 func (c *control) ReadDirectCounter(table string, key []pipeline.Match, priority int32) (pipeline.CounterData, error) {
-	tid, err := c.id(engine.KindTable, "table", table)
-	if err != nil {
-		return pipeline.CounterData{}, err
-	}
-	d, err := c.pl.ReadDirectCounter(tid, key, priority)
-	return d, wrap(err)
+	return read(c, engine.KindTable, "table", table, func(tid int) (pipeline.CounterData, error) {
+		return c.pl.ReadDirectCounter(tid, key, priority)
+	})
 }
 
 func (c *control) WriteDirectCounter(table string, key []pipeline.Match, priority int32, v pipeline.CounterData) error {
-	tid, err := c.id(engine.KindTable, "table", table)
-	if err != nil {
-		return err
-	}
-	return wrap(c.pl.WriteDirectCounter(tid, key, priority, v))
+	return c.inTable(table, func(tid int) error { return c.pl.WriteDirectCounter(tid, key, priority, v) })
 }
 
 func (c *control) SetDirectMeter(table string, key []pipeline.Match, priority int32, m *pipeline.MeterConfig) error {
-	tid, err := c.id(engine.KindTable, "table", table)
-	if err != nil {
-		return err
-	}
-	return wrap(c.pl.SetDirectMeter(tid, key, priority, m))
+	return c.inTable(table, func(tid int) error { return c.pl.SetDirectMeter(tid, key, priority, m) })
 }
 
 func (c *control) DirectMeter(table string, key []pipeline.Match, priority int32) (*pipeline.MeterConfig, error) {
-	tid, err := c.id(engine.KindTable, "table", table)
-	if err != nil {
-		return nil, err
-	}
-	m, err := c.pl.DirectMeter(tid, key, priority)
-	return m, wrap(err)
+	return read(c, engine.KindTable, "table", table, func(tid int) (*pipeline.MeterConfig, error) {
+		return c.pl.DirectMeter(tid, key, priority)
+	})
 }
 
 func (c *control) ReadCounter(counter string, index int64) (pipeline.CounterData, error) {
-	id, err := c.id(engine.KindCounter, "counter", counter)
-	if err != nil {
-		return pipeline.CounterData{}, err
-	}
-	d, err := c.pl.ReadCounter(id, int(index))
-	return d, wrap(err)
+	return read(c, engine.KindCounter, "counter", counter, func(id int) (pipeline.CounterData, error) {
+		return c.pl.ReadCounter(id, int(index))
+	})
 }
 
 func (c *control) WriteCounter(counter string, index int64, v pipeline.CounterData) error {
-	id, err := c.id(engine.KindCounter, "counter", counter)
-	if err != nil {
-		return err
-	}
-	return wrap(c.pl.WriteCounter(id, int(index), v))
+	return change(c, engine.KindCounter, "counter", counter, func(id int) error { return c.pl.WriteCounter(id, int(index), v) })
 }
 
 func (c *control) SetMeter(meter string, index int64, m *pipeline.MeterConfig) error {
-	id, err := c.id(engine.KindMeter, "meter", meter)
-	if err != nil {
-		return err
-	}
-	if index < 0 {
-		return status.Errorf(codes.InvalidArgument, "negative meter index %d", index)
-	}
-	return wrap(c.pl.SetMeter(id, int(index), m))
+	return change(c, engine.KindMeter, "meter", meter, func(id int) error {
+		if index < 0 {
+			return status.Errorf(codes.InvalidArgument, "negative meter index %d", index)
+		}
+		return c.pl.SetMeter(id, int(index), m)
+	})
 }
 
 func (c *control) Meter(meter string, index int64) (*pipeline.MeterConfig, error) {
-	id, err := c.id(engine.KindMeter, "meter", meter)
-	if err != nil {
-		return nil, err
-	}
-	m, err := c.pl.Meter(id, int(index))
-	return m, wrap(err)
+	return read(c, engine.KindMeter, "meter", meter, func(id int) (*pipeline.MeterConfig, error) {
+		return c.pl.Meter(id, int(index))
+	})
 }
 
 func (c *control) ReadRegister(register string, index int64) ([]byte, error) {
-	id, err := c.id(engine.KindRegister, "register", register)
-	if err != nil {
-		return nil, err
-	}
-	v, err := c.pl.ReadRegister(id, int(index))
-	return v, wrap(err)
+	return read(c, engine.KindRegister, "register", register, func(id int) ([]byte, error) {
+		return c.pl.ReadRegister(id, int(index))
+	})
 }
 
 func (c *control) WriteRegister(register string, index int64, value []byte) error {
-	id, err := c.id(engine.KindRegister, "register", register)
-	if err != nil {
-		return err
-	}
-	return wrap(c.pl.WriteRegister(id, int(index), value))
+	return change(c, engine.KindRegister, "register", register, func(id int) error { return c.pl.WriteRegister(id, int(index), value) })
 }
 
 func (c *control) SetMulticastGroup(group uint32, rs []pipeline.Replica) error {
@@ -335,63 +289,45 @@ func (c *control) profileAction(profile int, name string) (int, error) {
 }
 
 func (c *control) SetProfileMember(profile string, member uint32, action string, args [][]byte) error {
-	pid, err := c.id(engine.KindActionProfile, "action profile", profile)
-	if err != nil {
-		return err
-	}
-	aid, err := c.profileAction(pid, action)
-	if err != nil {
-		return err
-	}
-	return wrap(c.pl.SetProfileMember(pid, member, pipeline.ActionCall{ActionID: aid, Params: args}))
+	return c.inProfile(profile, func(pid int) error {
+		aid, err := c.profileAction(pid, action)
+		if err != nil {
+			return err
+		}
+		return c.pl.SetProfileMember(pid, member, pipeline.ActionCall{ActionID: aid, Params: args})
+	})
 }
 
 func (c *control) DeleteProfileMember(profile string, member uint32) error {
-	pid, err := c.id(engine.KindActionProfile, "action profile", profile)
-	if err != nil {
-		return err
-	}
-	return wrap(c.pl.DeleteProfileMember(pid, member))
+	return c.inProfile(profile, func(pid int) error { return c.pl.DeleteProfileMember(pid, member) })
+}
+
+func (c *control) ProfileMembers(profile string) (map[uint32]pipeline.ActionCall, error) {
+	return read(c, engine.KindActionProfile, "action profile", profile, c.pl.ProfileMembers)
 }
 
 func (c *control) SetProfileGroup(profile string, group uint32, members []uint32) error {
-	pid, err := c.id(engine.KindActionProfile, "action profile", profile)
-	if err != nil {
-		return err
-	}
-	return wrap(c.pl.SetProfileGroup(pid, group, members))
+	return c.inProfile(profile, func(pid int) error { return c.pl.SetProfileGroup(pid, group, members) })
 }
 
 func (c *control) DeleteProfileGroup(profile string, group uint32) error {
-	pid, err := c.id(engine.KindActionProfile, "action profile", profile)
-	if err != nil {
-		return err
-	}
-	return wrap(c.pl.DeleteProfileGroup(pid, group))
+	return c.inProfile(profile, func(pid int) error { return c.pl.DeleteProfileGroup(pid, group) })
 }
 
 func (c *control) AddIndirectEntry(table string, key []pipeline.Match, priority int32, ref pipeline.IndirectRef) error {
-	tid, err := c.id(engine.KindTable, "table", table)
-	if err != nil {
-		return err
-	}
-	return wrap(c.pl.AddEntry(tid, pipeline.TableEntry{Match: key, Priority: priority, Indirect: ref}))
+	return c.inTable(table, func(tid int) error {
+		return c.pl.AddEntry(tid, pipeline.TableEntry{Match: key, Priority: priority, Indirect: ref})
+	})
 }
 
 func (c *control) ModifyIndirectEntry(table string, key []pipeline.Match, priority int32, ref pipeline.IndirectRef) error {
-	tid, err := c.id(engine.KindTable, "table", table)
-	if err != nil {
-		return err
-	}
-	return wrap(c.pl.ModifyEntry(tid, pipeline.TableEntry{Match: key, Priority: priority, Indirect: ref}))
+	return c.inTable(table, func(tid int) error {
+		return c.pl.ModifyEntry(tid, pipeline.TableEntry{Match: key, Priority: priority, Indirect: ref})
+	})
 }
 
 func (c *control) SetValueSet(valueSet string, members []pipeline.ValueSetMember) error {
-	id, err := c.id(engine.KindValueSet, "value set", valueSet)
-	if err != nil {
-		return err
-	}
-	return wrap(c.pl.SetValueSet(id, members))
+	return change(c, engine.KindValueSet, "value set", valueSet, func(id int) error { return c.pl.SetValueSet(id, members) })
 }
 
 func (c *control) ValueSet(valueSet string) ([]pipeline.ValueSetMember, error) {

@@ -1,6 +1,7 @@
 package enginetarget
 
 import (
+	"errors"
 	"os"
 	"testing"
 
@@ -24,6 +25,32 @@ func loadCorpus(t *testing.T, name string) *engine.Pipeline {
 		t.Fatal(err)
 	}
 	return pl
+}
+
+func TestErrorCodesAreGRPCCodes(t *testing.T) {
+	for _, tc := range []struct {
+		engine engine.ErrorCode
+		grpc   codes.Code
+	}{
+		{engine.CodeInvalidArgument, codes.InvalidArgument},
+		{engine.CodeNotFound, codes.NotFound},
+		{engine.CodeAlreadyExists, codes.AlreadyExists},
+		{engine.CodePermissionDenied, codes.PermissionDenied},
+		{engine.CodeResourceExhausted, codes.ResourceExhausted},
+		{engine.CodeFailedPrecondition, codes.FailedPrecondition},
+		{engine.CodeOutOfRange, codes.OutOfRange},
+		{engine.CodeUnimplemented, codes.Unimplemented},
+	} {
+		if got := status.Code(wrap(&engine.Error{Code: tc.engine, Msg: "x"})); got != tc.grpc {
+			t.Errorf("engine %v becomes %v, want %v", tc.engine, got, tc.grpc)
+		}
+	}
+	if got := status.Code(wrap(errors.New("plain"))); got != codes.Internal {
+		t.Errorf("an error without a code becomes %v, want Internal", got)
+	}
+	if got := status.Code(wrap(status.Error(codes.NotFound, "no such table"))); got != codes.NotFound {
+		t.Errorf("an error with a gRPC code becomes %v, want it kept", got)
+	}
 }
 
 func TestControl(t *testing.T) {
