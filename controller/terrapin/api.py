@@ -365,6 +365,18 @@ class ReconcileOut(BaseModel):
     finished_at: float = Field(description="when it ended (Unix time, seconds)")
 
 
+class ReplicaOut(BaseModel):
+    replica: str
+    role: Literal["primary", "backup"] = Field(
+        description="the primary programs the switches and admits; a backup serves reads and "
+        "forwards writes to the primary (a backup's switches are ready when connected)"
+    )
+    term: int | None = Field(description="the lease term this replica holds, while primary")
+    primary: str | None = Field(description="the replica the lease names, if it is valid")
+    primary_url: str | None
+    store_error: str | None = Field(default=None, description="why the lease could not be read")
+
+
 class HealthOut(BaseModel):
     # Extra keys may be added by the process that serves the API (main.py adds the two below).
     model_config = ConfigDict(extra="allow")
@@ -379,6 +391,9 @@ class HealthOut(BaseModel):
     protocol: dict[str, int] = Field(default_factory=dict, description="reservation protocol counters")
     reconciled: dict[str, ReconcileOut] = Field(
         default_factory=dict, description="each switch's last reconciliation"
+    )
+    replication: ReplicaOut | None = Field(
+        default=None, description="replicated controllers only: this replica's role and the lease"
     )
 
 
@@ -582,7 +597,11 @@ def create_app(
     telemetry: Telemetry,
     token: str,
     health_extra: Callable[[], Awaitable[dict[str, Any]]] | None = None,
+    serving: Callable[[str], bool] | None = None,
 ) -> FastAPI:
+    """`serving(name)`: whether this controller does its part with switch `name` (by default
+    telemetry.is_ready; a backup replica's part is only to stay connected)."""
+    serves = serving or telemetry.is_ready
     app = FastAPIOffline(
         title="Terrapin controller",
         version="0.1.0",
@@ -635,10 +654,11 @@ def create_app(
         """Whether the controller can serve every path: 200 with `ok` when every switch is
         connected and reconciled, 503 with `degraded` (and the switches in `degraded`) when one
         is not, so a load balancer or a supervisor can act on the status code alone."""
-        switches = {
-            name: SwitchHealthOut(ready=telemetry.is_ready(name), problem=telemetry.why_not_ready(name))
-            for name in telemetry.names
-        }
+        switches = {}
+        for name in telemetry.names:
+            ready = serves(name)
+            problem = None if ready else telemetry.why_not_ready(name)
+            switches[name] = SwitchHealthOut(ready=ready, problem=problem)
         down = sorted(name for name, s in switches.items() if not s.ready)
         extra = await health_extra() if health_extra is not None else {}
         if down:
@@ -854,10 +874,7 @@ def _raise_switch_trouble(denial: Denial) -> None:
     or 502 (it refused the write), naming the switch."""
     v = denial.primary
     if v.constraint == STORE_UNAVAILABLE:
-        store = StoreErrorOut(error="store unavailable", message=v.detail, retry_after=STORE_RETRY_AFTER_SECONDS)
-        raise HTTPException(
-            503, detail=store.model_dump(), headers={"Retry-After": str(STORE_RETRY_AFTER_SECONDS)}
-        )
+        raise HTTPException(503, detail=store_error(v.detail).model_dump(), headers=_store_retry())
     if v.constraint not in (SWITCH_UNAVAILABLE, SWITCH_REFUSED) or v.port is None:
         return
     if v.constraint == SWITCH_UNAVAILABLE:
@@ -872,13 +889,16 @@ def _raise_switch_trouble(denial: Denial) -> None:
     raise HTTPException(502, detail=body.model_dump())
 
 
+def store_error(message: str) -> StoreErrorOut:
+    return StoreErrorOut(error="store unavailable", message=message, retry_after=STORE_RETRY_AFTER_SECONDS)
+
+
+def _store_retry() -> dict[str, str]:
+    return {"Retry-After": str(STORE_RETRY_AFTER_SECONDS)}
+
+
 def store_unavailable(message: str) -> JSONResponse:
-    body = StoreErrorOut(error="store unavailable", message=message, retry_after=STORE_RETRY_AFTER_SECONDS)
-    return JSONResponse(
-        status_code=503,
-        content=body.model_dump(),
-        headers={"Retry-After": str(STORE_RETRY_AFTER_SECONDS)},
-    )
+    return JSONResponse(status_code=503, content=store_error(message).model_dump(), headers=_store_retry())
 
 
 class JsonErrorsH11Protocol(H11Protocol):

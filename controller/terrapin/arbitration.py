@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 
 import finsy as fy
 from finsy.grpcutil import GRPCStatusCode
@@ -72,8 +72,9 @@ def term_of(election_id: int) -> int | None:
     return term if term >= 1 else None
 
 
-# finsy 0.30 knows PI's "Election id already exists" and Stratum's "... is already used ...";
-# terrapin-switch says "election id (h,l) is in use by another controller".
+# finsy 0.30 knows PI's "Election id already exists" and Stratum's "... is already used ..." (and
+# terrapin-switch's "... is already used by another controller"); terrapin-switch before
+# 2026-11-25 said "... is in use ...", which finsy took for a broken stream.
 _IN_USE = re.compile(r"election id .*\bin use\b", re.IGNORECASE)
 
 
@@ -292,12 +293,23 @@ class SwitchArbitration:
     pipeline and calls the switch's ready handler, where the controller reconciles."""
 
     def __init__(
-        self, switches: Iterable[fy.Switch], replica_index: int, *, announce_backup_id: bool = False
+        self,
+        switches: Iterable[fy.Switch],
+        replica_index: int,
+        *,
+        announce_backup_id: bool | Container[str] = False,
     ) -> None:
+        """`announce_backup_id`: for every switch, or for the switches named (PI's)."""
         self.replica_index = replica_index
         self._switches = {sw.name: sw for sw in switches}
         self._arbitrators = {
-            name: install_lease_arbitrator(sw, replica_index, announce_backup_id=announce_backup_id)
+            name: install_lease_arbitrator(
+                sw,
+                replica_index,
+                announce_backup_id=announce_backup_id
+                if isinstance(announce_backup_id, bool)
+                else name in announce_backup_id,
+            )
             for name, sw in self._switches.items()
         }
         self._term: int | None = None

@@ -282,12 +282,43 @@ class MonitorConfig(_Strict):
     # /status/switches, REPORT_STATUS and make demo report the maxima since the switch started;
     # without clearing, a window's maximum is shown when it raised the register.
     reset_maxima: bool = False
+    # The violation history's SQLite file; by default the store's file, or (on a PostgreSQL
+    # store) build/run/events-<replica>.sqlite: each replica keeps the history it observed.
+    events: str | None = None
+
+
+class ReplicationConfig(_Strict):
+    """Replicated controllers on one PostgreSQL store (docs/deployment.md). Each process names
+    itself and its index (distinct per replica: its P4Runtime backup id) here or with
+    --replica/--replica-index, so N replicas can share one file."""
+
+    replica: str | None = None
+    index: int | None = Field(default=None, ge=0, lt=4096)
+    # Where the other replicas forward writes to this one while it is primary; by default
+    # http://<rest.host>:<rest.port>.
+    url: str | None = None
+    # The primary renews its lease every renew_seconds; a backup takes it over once it has gone
+    # unrenewed for lease_seconds, so failover starts within lease_seconds + renew_seconds.
+    lease_seconds: float = Field(default=1.5, gt=0, le=60)
+    renew_seconds: float = Field(default=0.25, gt=0, le=20)
+
+    @model_validator(mode="after")
+    def _renewed_in_time(self) -> ReplicationConfig:
+        if self.renew_seconds * 2 > self.lease_seconds:
+            raise ValueError(
+                f"renew_seconds {self.renew_seconds} must be at most half of "
+                f"lease_seconds {self.lease_seconds}"
+            )
+        return self
 
 
 class Config(_Strict):
     p4: P4Config = Field(default_factory=P4Config)
     rest: RestConfig = Field(default_factory=RestConfig)
+    # A SQLite file (one controller), or a PostgreSQL URL postgresql://user@host:port/db (needed
+    # for replication).
     store: str = "build/run/terrapin.sqlite"
+    replication: ReplicationConfig | None = None
     protocol: ProtocolConfig = Field(default_factory=ProtocolConfig)
     excess: Literal["demote", "drop"] = "demote"  # traffic beyond a channel's envelope
     admission: AdmissionConfig = Field(default_factory=AdmissionConfig)
@@ -301,6 +332,11 @@ class Config(_Strict):
         names = [s.name for s in self.switches]
         if len(set(names)) != len(names):
             raise ValueError("switch names must be unique")
+        if self.replication is not None and not self.store.startswith(("postgresql://", "postgres://")):
+            raise ValueError(
+                "replication needs a PostgreSQL store (store: postgresql://user@host:port/db); "
+                f"{self.store!r} is a SQLite file, which one process owns"
+            )
         aggregate_names = [a.name for a in self.aggregates]
         if len(set(aggregate_names)) != len(aggregate_names):
             raise ValueError("aggregates: names must be unique")

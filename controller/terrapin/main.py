@@ -1,7 +1,9 @@
 """`terrapin-controller --config FILE`: the controller process.
 
 One asyncio loop runs everything: the REST server (uvicorn), one P4Runtime stream per switch
-(finsy), the reservation protocol's PacketIn handler and the expiry of tentative holds.
+(finsy), the reservation protocol's PacketIn handler and the expiry of tentative holds. With
+`--replica NAME --replica-index N` (and a PostgreSQL store) it is one replica of several, and
+also runs the lease loop (terrapin/replication.py; docs/deployment.md).
 """
 
 from __future__ import annotations
@@ -14,28 +16,35 @@ import os
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import uvicorn
 from fastapi import FastAPI
+from pydantic import ValidationError
 
 from terrapin.admission import AdmissionLedger
 from terrapin.admission.model import ChannelKey
-from terrapin.api import JsonErrorsH11Protocol, Telemetry, create_app
-from terrapin.config import Config, ConfigError, load_config
+from terrapin.api import JsonErrorsH11Protocol, ReplicaOut, Telemetry, create_app
+from terrapin.config import Config, ConfigError, ReplicationConfig, load_config
 from terrapin.dashboard import operator_router, static_files
+from terrapin.forwarding import forward_writes
 from terrapin.metrics import ControllerMetrics, InstrumentedReservationService
 from terrapin.monitor import BoundsFirstProgrammer, EventLog, GuaranteeMonitor, MonitorFabric
 from terrapin.paths import ChannelProgrammer, Topology
 from terrapin.protocol.handler import ProtocolHandler
 from terrapin.protocol.status import ChannelRecord, QueueRecord, StatusRecord, StatusReport
+from terrapin.replication import ReplicaIdentity, Replication
 from terrapin.reservations import ReservationService
-from terrapin.store import NotPrimary, ReservationStore, StoreUnavailable
+from terrapin.store import NotPrimary, ReservationStore, SchemaTooNew, StoreUnavailable, is_postgres
 from terrapin.switches import DesiredChannels, PacketHandler, ReconcileReport, SwitchFabric
 
 LOG = logging.getLogger("terrapin")
+
+# The journal is kept this long (a replica further behind rebuilds its copy from the tables).
+JOURNAL_KEEP_S = 600.0
+JOURNAL_PRUNE_EVERY_S = 60.0
 
 
 class Fabric(Telemetry, ChannelProgrammer, MonitorFabric, Protocol):
@@ -49,15 +58,43 @@ class Fabric(Telemetry, ChannelProgrammer, MonitorFabric, Protocol):
 
     async def packet_out(self, name: str, frame: bytes, egress_port: int | None = None) -> None: ...
 
+    def is_connected(self, name: str) -> bool: ...
 
-FabricFactory = Callable[[Config, Topology, PacketHandler, DesiredChannels], Fabric]
+
+class ReplicaFabric(Fabric, Protocol):
+    """What a replica needs besides: to become every switch's primary, and to stop being it."""
+
+    async def claim(self, term: int) -> dict[str, bool]: ...
+
+    async def step_down(self) -> None: ...
+
+
+# (config, topology, PacketIn handler, desired channels, replica index or None) → the switches
+FabricFactory = Callable[[Config, Topology, PacketHandler, DesiredChannels, int | None], Fabric]
 
 
 def real_fabric(config_dir: Path | None) -> FabricFactory:
-    def make(config: Config, topo: Topology, on_packet: PacketHandler, desired: DesiredChannels) -> Fabric:
-        return SwitchFabric(config, topo, on_packet, desired, config_dir=config_dir)
+    def make(
+        config: Config,
+        topo: Topology,
+        on_packet: PacketHandler,
+        desired: DesiredChannels,
+        replica: int | None,
+    ) -> Fabric:
+        return SwitchFabric(config, topo, on_packet, desired, config_dir=config_dir, replica_index=replica)
 
     return make
+
+
+def replica_identity(config: Config) -> ReplicaIdentity | None:
+    """This process's replica identity, when the configuration (and flags) make it one."""
+    r = config.replication
+    if r is None:
+        return None
+    if r.replica is None or r.index is None:
+        raise ConfigError("replication: name this replica and its index (--replica NAME --replica-index N)")
+    url = r.url or f"http://{config.rest.host}:{config.rest.port}"
+    return ReplicaIdentity(r.replica, r.index, url, r.lease_seconds, r.renew_seconds)
 
 
 class Controller:
@@ -73,13 +110,26 @@ class Controller:
         self.topology = Topology(config)
         # Hold deadlines are wall-clock, the one clock every replica reads the same way.
         self.ledger = AdmissionLedger(config.port_models(), clock=time.time)
-        self.store = ReservationStore(_resolve(config_dir, config.store), self.ledger)
+        self.identity = replica_identity(config)
+        name = self.identity.name if self.identity else "terrapin-controller"
+        self.store = ReservationStore(_store_location(config_dir, config.store), self.ledger, name)
         factory = fabric_factory or real_fabric(config_dir)
         self.fabric = factory(
-            config, self.topology, self._on_packet, lambda name: self.service.desired_entries(name)
+            config,
+            self.topology,
+            self._on_packet,
+            lambda name: self.service.desired_entries(name),
+            None if self.identity is None else self.identity.index,
+        )
+        self.replication = (
+            None
+            if self.identity is None
+            else Replication(self.identity, self.store, self._promote, self._demote)
         )
         self.metrics = ControllerMetrics(self.ledger)
-        self.events = EventLog(_resolve(config_dir, config.store), config.monitor.history)
+        self.events = EventLog(
+            _resolve(config_dir, _events_location(config, self.identity)), config.monitor.history
+        )
         self.monitor = GuaranteeMonitor(
             self.ledger,
             lambda: self.service.list(),
@@ -95,6 +145,7 @@ class Controller:
             self.store,
             BoundsFirstProgrammer(self.fabric, self.monitor),
             config.excess == "demote",
+            fence=(lambda: None) if self.replication is None else self.replication.fence,
         )
         service.metrics = self.metrics
         self.service: ReservationService = service
@@ -109,14 +160,26 @@ class Controller:
             max_holds_per_initiator=config.protocol.max_holds_per_initiator,
         )
         self.token = config.rest_token()
-        unfinished = self.service.rollback_unfinished()
+        # A replica rolls back what is unfinished when it becomes primary (_promote), not now:
+        # a backup changes nothing.
+        unfinished = self.service.rollback_unfinished() if self.replication is None else 0
         LOG.info(
             "restored %d reservations and %d holds from the store (%d unfinished rolled back)",
             self.store.count(),
             len(self.store.holds()),
             unfinished,
         )
-        self.app = create_app(self.service, self.fabric, self.token, self._health_extra)
+        self.app = create_app(self.service, self.fabric, self.token, self._health_extra, self._serving)
+        self._close_forwarding: Callable[[], Awaitable[None]] | None = None
+        if self.replication is not None:
+            replication = self.replication
+            self._close_forwarding = forward_writes(
+                self.app,
+                replication.identity.name,
+                lambda: replication.is_primary,
+                lambda: replication.primary_url,
+                self.store.sync,
+            )
         self.app.include_router(
             operator_router(self.monitor, self.metrics, config, self.stopping, self.token)
         )
@@ -127,16 +190,52 @@ class Controller:
         await self.handler.handle_packet_in(switch, port, frame)
 
     async def _health_extra(self) -> dict[str, Any]:
-        return {
+        extra: dict[str, Any] = {
             "protocol": dict(self.handler.counters),
             "reconciled": {k: v.__dict__ for k, v in self.fabric.reconciled.items()},
         }
+        r = self.replication
+        if r is not None:
+            extra["replication"] = ReplicaOut(
+                replica=r.identity.name,
+                role="primary" if r.is_primary else "backup",
+                term=r.term,
+                primary=r.primary_name,
+                primary_url=r.primary_url,
+                store_error=r.last_error,
+            )
+        return extra
+
+    def _serving(self, name: str) -> bool:
+        if self.replication is not None and not self.replication.is_primary:
+            return self.fabric.is_connected(name)
+        return self.fabric.is_ready(name)
+
+    # ---- replication ---------------------------------------------------------------------------
+
+    async def _promote(self, term: int) -> None:
+        """This replica took the lease: finish the old primary's business, then every switch."""
+        self.service.rollback_unfinished()
+        fabric = cast(ReplicaFabric, self.fabric)
+        became = await fabric.claim(term)
+        late = sorted(name for name, ok in became.items() if not ok)
+        LOG.info(
+            "term %d: primary of %d switches%s",
+            term,
+            len(became) - len(late),
+            f"; not yet {late}" if late else "",
+        )
+
+    async def _demote(self) -> None:
+        await cast(ReplicaFabric, self.fabric).step_down()
 
     @contextlib.asynccontextmanager
     async def _lifespan(self, _app: FastAPI) -> AsyncIterator[None]:
         self.stopping.clear()
         self.fabric.start()
-        tasks = [asyncio.create_task(self._expire_holds())]
+        tasks = [asyncio.create_task(self._upkeep(), name="upkeep")]
+        if self.replication is not None:
+            tasks.append(asyncio.create_task(self.replication.run(), name="lease"))
         if self.config.monitor.enabled:
             tasks.append(asyncio.create_task(self.monitor.run(), name="monitor"))
         try:
@@ -146,14 +245,25 @@ class Controller:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            if self.replication is not None:
+                await self.replication.resign()
+            if self._close_forwarding is not None:
+                await self._close_forwarding()
             await self.fabric.stop()
 
-    async def _expire_holds(self) -> None:
+    async def _upkeep(self) -> None:
+        """The primary's housekeeping: expired holds, unfinished rollbacks, the journal's length."""
+        pruned_at = time.monotonic()
         while True:
             await asyncio.sleep(0.5)
+            if self.replication is not None and not self.replication.is_primary:
+                continue
             try:
                 self.service.expire_holds()
                 await self.service.retry_unfinished()
+                if time.monotonic() - pruned_at > JOURNAL_PRUNE_EVERY_S:
+                    pruned_at = time.monotonic()
+                    self.store.prune_journal(JOURNAL_KEEP_S)
             except (StoreUnavailable, NotPrimary) as exc:
                 LOG.warning("store upkeep postponed: %s", exc)
 
@@ -219,6 +329,18 @@ class Controller:
         return record.selector.dst if record else "0.0.0.0"
 
 
+def _store_location(base: Path | None, store: str) -> str:
+    return store if is_postgres(store) else _resolve(base, store)
+
+
+def _events_location(config: Config, identity: ReplicaIdentity | None) -> str:
+    if config.monitor.events:
+        return config.monitor.events
+    if not is_postgres(config.store):
+        return config.store
+    return f"build/run/events-{identity.name if identity else 'controller'}.sqlite"
+
+
 def _resolve(base: Path | None, path: str) -> str:
     if path == ":memory:":
         return path
@@ -258,6 +380,28 @@ def pid_file(path: str | None) -> Iterator[None]:
                 target.unlink()
 
 
+def with_flags(config: Config, args: argparse.Namespace) -> Config:
+    """The configuration with what the command line sets: REST address, replica identity."""
+    rest = config.rest.model_copy(
+        update={k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
+    )
+    updates: dict[str, Any] = {"rest": rest}
+    named = {"replica": args.replica, "index": args.replica_index, "url": args.advertise}
+    if any(v is not None for v in named.values()):
+        replication = config.replication or ReplicationConfig()
+        updates["replication"] = replication.model_copy(
+            update={k: v for k, v in named.items() if v is not None}
+        )
+    try:
+        return Config.model_validate(config.model_dump() | {k: _dump(v) for k, v in updates.items()})
+    except ValidationError as exc:
+        raise ConfigError(f"command line: {exc.errors()[0]['msg']}") from None
+
+
+def _dump(value: Any) -> Any:
+    return value.model_dump() if hasattr(value, "model_dump") else value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="terrapin-controller",
@@ -272,25 +416,33 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--log-level", default="INFO")
     parser.add_argument("--pid-file", help="write the PID here while running (make run records its own)")
+    replica = parser.add_argument_group("replicated controllers (a PostgreSQL store; docs/deployment.md)")
+    replica.add_argument("--replica", metavar="NAME", help="this replica's name, unique among the replicas")
+    replica.add_argument(
+        "--replica-index",
+        type=int,
+        metavar="N",
+        help="distinct per replica (0..4095): its P4Runtime backup id",
+    )
+    replica.add_argument(
+        "--advertise", metavar="URL", help="where the others forward writes (default http://HOST:PORT)"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=args.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        config = load_config(args.config)
-    except ConfigError as exc:
+        config = with_flags(load_config(args.config), args)
+        base = Path(args.base_dir) if args.base_dir else Path.cwd()
+        controller = Controller(config, base)
+    except (ConfigError, StoreUnavailable, SchemaTooNew) as exc:
         print(f"terrapin-controller: {exc}", file=sys.stderr)
         return 2
-    base = Path(args.base_dir) if args.base_dir else Path.cwd()
-    controller = Controller(config, base)
     if not config.rest.token and not config.rest.token_file:
         LOG.warning("no REST token configured; this run's token is %s", controller.token)
     server = rest_server(
-        controller.app,
-        host=args.host or config.rest.host,
-        port=args.port if args.port is not None else config.rest.port,
-        log_level=args.log_level.lower(),
+        controller.app, host=config.rest.host, port=config.rest.port, log_level=args.log_level.lower()
     )
     loop = asyncio.new_event_loop()
 

@@ -24,6 +24,7 @@ import finsy as fy
 
 from terrapin.admission.model import JUMPING_WINDOW, MOVING_WINDOW, ChannelEnvelope, HopAllocation, ceil_div
 from terrapin.admission.policers import moving_ring
+from terrapin.arbitration import SwitchArbitration
 from terrapin.bmv2 import Bmv2Cli
 from terrapin.config import AggregateConfig, Config
 from terrapin.constants import ETHERNET_HEADER
@@ -279,7 +280,10 @@ class SwitchFabric:
         on_packet: PacketHandler,
         desired_channels: DesiredChannels,
         config_dir: Path | None = None,
+        replica_index: int | None = None,
     ) -> None:
+        """With `replica_index` this is one replica of several: every switch starts as a backup
+        and becomes primary only when the replica claims its lease term (claim())."""
         self._topology = topology
         self._on_packet = on_packet
         self._desired = desired_channels
@@ -297,6 +301,17 @@ class SwitchFabric:
             s.name: fy.Switch(s.name, s.address, options(device_id=s.device_id)) for s in config.switches
         }
         self._ready = {name: asyncio.Event() for name in self._switches}
+        # p4lang's PI reads an unset election id as 0 and refuses two streams with one id, so a
+        # backup announces its own id to a BMv2 switch (terrapin/arbitration.py).
+        self._arbitration = (
+            None
+            if replica_index is None
+            else SwitchArbitration(
+                self._switches.values(),
+                replica_index,
+                announce_backup_id={s.name for s in config.switches if s.kind == "bmv2"},
+            )
+        )
         self._bmv2_cli = {
             s.name: Bmv2Cli(s.bmv2_cli, s.thrift_port)
             for s in config.switches
@@ -338,6 +353,11 @@ class SwitchFabric:
         sw = self._switches.get(name)
         return sw is not None and sw.is_up and self._ready[name].is_set()
 
+    def is_connected(self, name: str) -> bool:
+        """Whether the P4Runtime stream is up (as primary or backup)."""
+        sw = self._switches.get(name)
+        return sw is not None and sw.is_up
+
     def why_not_ready(self, name: str) -> str | None:
         """None when ready; otherwise what a person needs to know (for /health)."""
         if self.is_ready(name):
@@ -345,6 +365,8 @@ class SwitchFabric:
         sw = self._switches.get(name)
         if sw is None:
             return "not configured"
+        if sw.is_up and self._arbitration is not None and self._arbitration.term is None:
+            return "connected as a backup (another replica is primary)"
         if sw.is_up:
             return "connected; pipeline and entries are being restored"
         error = self.last_error.get(name)
@@ -368,8 +390,29 @@ class SwitchFabric:
 
     # ---- lifecycle: the pipeline is pushed by finsy (cookie compare), then we reconcile ------
 
+    # ---- replication: the lease decides which replica is every switch's primary ------------
+
+    async def claim(self, term: int) -> dict[str, bool]:
+        """Bid lease term `term` on every switch (this replica took the lease); each switch
+        that makes it primary is reconciled by the ready handler. Returns which did within the
+        wait (a switch that is down is reconciled when it comes back)."""
+        assert self._arbitration is not None, "claim() is for replicas"
+        return await self._arbitration.claim(term, timeout=5.0)
+
+    async def step_down(self) -> None:
+        """Back to backup on every switch (this replica lost the lease): nothing more is written."""
+        assert self._arbitration is not None, "step_down() is for replicas"
+        for event in self._ready.values():
+            event.clear()
+        await self._arbitration.step_down()
+
     async def _on_ready(self, sw: fy.Switch) -> None:
         self._ready[sw.name].clear()
+        if self._arbitration is not None and not self._arbitration.primary_for_lease(sw.name):
+            # A backup (or made primary without the lease: PI promotes the highest live
+            # stream): it reads nothing and writes nothing until this replica claims a term.
+            LOG.info("switch %s: connected as a backup", sw.name)
+            return
         try:
             report = await self.reconcile(sw.name)
         except Exception as exc:

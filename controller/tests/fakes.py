@@ -56,6 +56,9 @@ class FakeFabric:
     def is_ready(self, name: str) -> bool:
         return name in self.entries and name not in self.down
 
+    def is_connected(self, name: str) -> bool:
+        return self.is_ready(name)
+
     def why_not_ready(self, name: str) -> str | None:
         return None if self.is_ready(name) else f"{name} is down"
 

@@ -22,7 +22,7 @@ def make(store: str = ":memory:", **admission: Any) -> tuple[Controller, FakeFab
     cfg = chain_config(4, rate_bps=8_000_000, **admission).model_copy(update={"store": store})
     made: list[FakeFabric] = []
 
-    def factory(config: Config, topo: Any, on_packet: Any, desired: Any) -> FakeFabric:
+    def factory(config: Config, topo: Any, on_packet: Any, desired: Any, replica: Any) -> FakeFabric:
         made.append(FakeFabric(topo.switch_names))
         return made[0]
 

@@ -17,7 +17,7 @@ from terrapin.main import Controller
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[TestClient]:
-    def factory(config: Config, topo: Any, on_packet: Any, desired: Any) -> FakeFabric:
+    def factory(config: Config, topo: Any, on_packet: Any, desired: Any, replica: Any) -> FakeFabric:
         return FakeFabric(topo.switch_names)
 
     with TestClient(Controller(chain_config(4), fabric_factory=factory).app) as c:

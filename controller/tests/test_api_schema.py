@@ -17,7 +17,7 @@ from terrapin.main import Controller
 def _app() -> Any:
     cfg = chain_config(4, rate_bps=8_000_000)
 
-    def factory(config: Config, topo: Any, on_packet: Any, desired: Any) -> FakeFabric:
+    def factory(config: Config, topo: Any, on_packet: Any, desired: Any, replica: Any) -> FakeFabric:
         return FakeFabric(topo.switch_names)
 
     return Controller(cfg, fabric_factory=factory).app

@@ -279,7 +279,7 @@ def test_the_history_is_bounded_and_filtered() -> None:
 def controller_with_fake(config: Config) -> tuple[Controller, FakeFabric]:
     fabrics: list[FakeFabric] = []
 
-    def factory(cfg: Config, topo: Any, on_packet: Any, desired: Any) -> FakeFabric:
+    def factory(cfg: Config, topo: Any, on_packet: Any, desired: Any, replica: Any) -> FakeFabric:
         fabrics.append(FakeFabric(topo.switch_names))
         return fabrics[-1]
 

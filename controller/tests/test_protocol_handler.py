@@ -33,7 +33,7 @@ class Net:
             cfg = cfg.model_copy(update={"store": store})
         self.fabric: FakeFabric | None = None
 
-        def factory(config: Config, topo: Any, on_packet: Any, desired: Any) -> FakeFabric:
+        def factory(config: Config, topo: Any, on_packet: Any, desired: Any, replica: Any) -> FakeFabric:
             self.fabric = FakeFabric(topo.switch_names)
             return self.fabric
 

@@ -20,7 +20,7 @@ from terrapin.main import Controller, rest_server
 
 @pytest.fixture(scope="module")
 def address() -> Iterator[tuple[str, int]]:
-    def factory(config: Config, topo: Any, on_packet: Any, desired: Any) -> FakeFabric:
+    def factory(config: Config, topo: Any, on_packet: Any, desired: Any, replica: Any) -> FakeFabric:
         return FakeFabric(topo.switch_names)
 
     app = Controller(chain_config(4), fabric_factory=factory).app

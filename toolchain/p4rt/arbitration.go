@@ -119,7 +119,7 @@ func (a *arbiter) update(deviceID uint64, c *controller, out *streamOut, m *p4v1
 	if id.set {
 		for other := range r.live {
 			if other != c && other.election == id {
-				return nil, nil, invalid("election id (%d,%d) is in use by another controller", id.high, id.low)
+				return nil, nil, invalid("election id (%d,%d) is already used by another controller", id.high, id.low)
 			}
 		}
 	}

@@ -108,8 +108,12 @@ class ReservationStore:
         self,
         where: str | Path | Driver = ":memory:",
         ledger: AdmissionLedger | None = None,
+        application_name: str = "terrapin-controller",
     ) -> None:
-        self._driver: Driver = where if not isinstance(where, str | Path) else open_driver(where)
+        """`application_name`: how this replica shows in PostgreSQL's pg_stat_activity."""
+        self._driver: Driver = (
+            where if not isinstance(where, str | Path) else open_driver(where, application_name)
+        )
         self._mirror = Mirror(ledger)
         self._lock = threading.RLock()
         self._now_sql = _NOW[self._driver.dialect]

@@ -1,0 +1,90 @@
+"""A backup replica forwards every write it receives to the primary and answers with the
+primary's answer, so a client may talk to any replica (docs/deployment.md). Reads are answered
+by the replica itself, from its copy of the store.
+
+A forwarded request carries `X-Terrapin-Forwarded-By`; a replica that is not primary either
+refuses it (503) instead of forwarding it again, so two replicas that each believe the other
+primary (a lease changing hands) cannot bounce a request between them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import httpx
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import JSONResponse
+
+from terrapin.api import STORE_RETRY_AFTER_SECONDS
+
+FORWARDED_BY = "x-terrapin-forwarded-by"
+SERVED_BY = "x-terrapin-replica"
+_READS = frozenset({"GET", "HEAD", "OPTIONS"})
+# Hop-by-hop headers (RFC 9110 §7.6.1), what httpx sets itself, and what uvicorn adds to every
+# answer (so a forwarded answer does not carry two).
+_NOT_FORWARDED = frozenset(
+    {"host", "content-length", "connection", "keep-alive", "transfer-encoding", "te", "upgrade", "trailer"}
+)
+_NOT_RETURNED = _NOT_FORWARDED | {"date", "server", "content-encoding"}
+FORWARD_TIMEOUT_S = 30.0  # a set-up waits for every switch of its path
+
+
+def forward_writes(
+    app: FastAPI,
+    replica: str,
+    is_primary: Callable[[], bool],
+    primary_url: Callable[[], str | None],
+    caught_up: Callable[[], object],
+) -> Callable[[], Awaitable[None]]:
+    """Install the forwarding on `app`; returns the coroutine function that closes its client.
+    `caught_up()` runs after a forwarded write, so a client reading from this replica next sees
+    what it wrote (this replica follows the journal at once rather than at its next look)."""
+    client = httpx.AsyncClient(timeout=FORWARD_TIMEOUT_S)
+
+    @app.middleware("http")
+    async def _forward(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        if request.method in _READS or is_primary():
+            response = await call_next(request)
+            response.headers[SERVED_BY] = replica
+            return response
+        target = primary_url()
+        if target is None or request.headers.get(FORWARDED_BY):
+            why = (
+                "no replica holds the primary's lease at the moment"
+                if target is None
+                else f"{replica} is not primary either (the lease is changing hands)"
+            )
+            return _unavailable(why, replica)
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in _NOT_FORWARDED}
+        headers[FORWARDED_BY] = replica
+        url = target.rstrip("/") + request.url.path
+        if request.url.query:
+            url += "?" + request.url.query
+        try:
+            answer = await client.request(request.method, url, content=await request.body(), headers=headers)
+        except httpx.HTTPError as exc:
+            return _unavailable(f"the primary at {target} did not answer: {exc}", replica)
+        kept = {k: v for k, v in answer.headers.items() if k.lower() not in _NOT_RETURNED}
+        with contextlib.suppress(Exception):  # a store that is away: the next look catches up
+            caught_up()
+        return Response(content=answer.content, status_code=answer.status_code, headers=kept)
+
+    async def close() -> None:
+        await client.aclose()
+
+    return close
+
+
+def _unavailable(message: str, replica: str) -> JSONResponse:
+    body: dict[str, Any] = {
+        "error": "no primary",
+        "message": message,
+        "retry_after": STORE_RETRY_AFTER_SECONDS,
+    }
+    return JSONResponse(
+        status_code=503,
+        content=body,
+        headers={"Retry-After": str(STORE_RETRY_AFTER_SECONDS), SERVED_BY: replica},
+    )
