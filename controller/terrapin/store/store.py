@@ -20,7 +20,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -186,7 +186,11 @@ class ReservationStore:
                     txn.expired = txn.expire_holds()
                     yield txn
             except BaseException:
-                if txn.changed or txn.last_seq:
+                if txn.changed:
+                    # Put the copy back as it was (reads until the next transaction see what
+                    # the tables hold), and rebuild it from them before it is used to decide:
+                    # a commit whose answer was lost may have happened after all.
+                    txn.undo()
                     self._mirror.stale = True
                 raise
             if txn.last_seq:
@@ -349,6 +353,15 @@ class Transaction:
         self.changed = False  # the copy was changed (so a rollback must rebuild it)
         self.last_seq = 0
         self.expired: list[Hold] = []  # holds this transaction found past their deadline
+        self._undo: list[Callable[[], object]] = []  # how to put the copy back, newest last
+
+    def undo(self) -> None:
+        for step in reversed(self._undo):
+            try:
+                step()
+            except Exception:  # the copy is rebuilt from the tables anyway
+                LOG.exception("undoing a failed transaction's change to the copy")
+        self._undo.clear()
 
     @property
     def ledger(self) -> AdmissionLedger | None:
@@ -368,6 +381,7 @@ class Transaction:
         decision = ledger.admit(key, path, envelope, hold_seconds=hold_seconds)
         if isinstance(decision, Allocation):
             self.changed = True
+            self._undo.append(lambda: ledger.release(key))
         return decision
 
     def reserve(
@@ -398,10 +412,23 @@ class Transaction:
             created_at=time.time(),
             reservation_id=m.next_reservation_id,
         )
-        was_held = key in m.holds
+        held = m.holds.get(key)
+        was_held = held is not None
         in_ledger = m.ledger is not None and m.ledger.get(key) is not None
         self.changed = True
+        next_id = m.next_reservation_id
         m.add_reservation(record, in_ledger=in_ledger)
+
+        def undo() -> None:
+            m.remove(key)
+            m.next_reservation_id = next_id
+            if held is not None:
+                m.add_hold(held, in_ledger=False)
+            elif in_ledger and m.ledger is not None:
+                # the allocation the caller admitted stays admitted, as before this call
+                m.ledger.restore(allocation)
+
+        self._undo.append(undo)
         d = self._driver
         if was_held:
             d.execute("DELETE FROM holds WHERE initiator = ? AND context = ?", (key.initiator, key.context))
@@ -437,6 +464,7 @@ class Transaction:
         held = Hold(allocation.key, selector, allocation, deadline)
         self.changed = True
         m.add_hold(held, in_ledger=True)
+        self._undo.append(lambda: m.remove(held.key))
         body = hold_to_json(held)
         self._driver.execute(
             "INSERT INTO holds VALUES (?, ?, ?, ?)",
@@ -454,6 +482,7 @@ class Transaction:
         deadline = m.ledger.clock() + hold_seconds
         self.changed = True
         m.refresh(key, deadline)
+        self._undo.append(lambda: m.refresh(key, hold.expires_at))
         body = hold_to_json(m.holds[key])
         self._driver.execute(
             "UPDATE holds SET expires_at = ?, body = ? WHERE initiator = ? AND context = ?",
@@ -465,9 +494,14 @@ class Transaction:
     def release(self, key: ChannelKey) -> Reservation | Hold | None:
         """Remove the reservation or hold of `key` (and its ledger entry)."""
         self.changed = True
-        removed = self._mirror.remove(key)
+        m = self._mirror
+        removed = m.remove(key)
         if removed is None:
             return None
+        if isinstance(removed, Reservation):
+            self._undo.append(lambda: m.add_reservation(removed, in_ledger=False))
+        else:
+            self._undo.append(lambda: m.add_hold(removed, in_ledger=False))
         table = "reservations" if isinstance(removed, Reservation) else "holds"
         self._driver.execute(
             f"DELETE FROM {table} WHERE initiator = ? AND context = ?", (key.initiator, key.context)
@@ -479,9 +513,12 @@ class Transaction:
         """The reservation with its new state, or None if it is gone (another replica's
         transaction removed it)."""
         self.changed = True
-        record = self._mirror.set_state(key, state)
-        if record is None:
+        m = self._mirror
+        before = m.reservations.get(key)
+        record = m.set_state(key, state)
+        if record is None or before is None:
             return None
+        self._undo.append(lambda: m.set_state(key, before.state))
         self._driver.execute(
             "UPDATE reservations SET state = ? WHERE initiator = ? AND context = ?",
             (state, key.initiator, key.context),
