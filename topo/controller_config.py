@@ -4,6 +4,10 @@ Admission per port follows the switch: each priority queue holds `queue_capacity
 most the MTU, so that is its buffer in bytes; the largest packet any level sends is the MTU. A BMv2
 switch is declared as such (its Thrift port and CLI serve the telemetry registers), and its ports
 with the packet rate it shapes them at (`rate_pps`), so admission counts packets, not bytes.
+
+The store is a SQLite file in the state directory (one controller), or a PostgreSQL URL and a
+`replication:` section for replicas, which share the file and name themselves with --replica and
+--replica-index (docs/deployment.md).
 """
 
 from __future__ import annotations
@@ -26,9 +30,11 @@ def controller_config(
     switch_kind: str = "terrapin",
     admission: dict[str, Any] | None = None,
     extra: dict[str, Any] | None = None,
+    postgres_dsn: str | None = None,
 ) -> dict[str, Any]:
     """`admission` overrides keys of the admission defaults below (the controller validates
-    them), `extra` adds top-level sections."""
+    them), `extra` adds top-level sections. With `postgres_dsn` the store is that database and
+    the controllers are replicas (the lease's timings are the controller's defaults)."""
     switches = []
     for sw in plan.switches.values():
         ports = []
@@ -67,7 +73,8 @@ def controller_config(
             "json": str(REPO / "build/p4/terrapin.json"),
         },
         "rest": {"host": "127.0.0.1", "port": rest_port, "token": token},
-        "store": str(state_dir / "reservations.sqlite"),
+        "store": postgres_dsn or str(state_dir / "reservations.sqlite"),
+        **({"replication": {}} if postgres_dsn else {}),
         "admission": {
             "queue_capacity": plan.queue_capacity * plan.mtu,
             "largest_packet": plan.mtu,
@@ -91,6 +98,7 @@ def write_config(
     switch_kind: str = "terrapin",
     admission: dict[str, Any] | None = None,
     extra: dict[str, Any] | None = None,
+    postgres_dsn: str | None = None,
 ) -> Path:
     path = state_dir / "controller.yaml"
     data = controller_config(
@@ -101,6 +109,7 @@ def write_config(
         switch_kind=switch_kind,
         admission=admission,
         extra=extra,
+        postgres_dsn=postgres_dsn,
     )
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path

@@ -2,6 +2,11 @@
 
 `running(plan, ...)` is a context manager: on exit (normal, exception or Ctrl-C) it stops the
 controller, the switches and Mininet, so no process, namespace or veth outlives it.
+
+The controller is one process on a SQLite file (the default), or, with `store="postgres"`, N
+replicas c0, c1, ... on REST ports rest_port, rest_port + 1, ... sharing a PostgreSQL cluster
+the runner starts (docs/deployment.md): one holds the lease and is the switches' primary, the
+others are backups that answer reads and forward writes to it.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +31,7 @@ from mininet.log import setLogLevel
 from mininet.net import Mininet
 from mininet.node import Host as MininetHost
 
+from terrapin.pgserver import PostgresServer
 from topo.controller_config import write_config
 from topo.p4switch import REPO, P4RuntimeSwitch
 from topo.plan import NetworkPlan
@@ -35,6 +41,45 @@ RUN_DIR = REPO / "build" / "run"
 # make stop (scripts/stop.sh) stops what the files here list: the runner, each switch, the controller.
 PID_DIR = RUN_DIR / "pids"
 CONTROLLER = REPO / "build" / "venv" / "bin" / "terrapin-controller"
+STORES = ("sqlite", "postgres")
+# make run's PostgreSQL (STORE=postgres): its cluster, one database per topology, on a fixed port
+# so the URL in the banner and docs/deployment.md stays the same from run to run. Not 5432, where
+# Debian's own cluster would listen if someone started it.
+POSTGRES_DIR = RUN_DIR / "postgres"
+POSTGRES_PORT = 15432
+
+
+def store_problem(store: str, replicas: int) -> str | None:
+    """Why this store and number of controllers cannot run together, or None."""
+    if store not in STORES:
+        return f"STORE must be one of {', '.join(STORES)}, not {store!r}"
+    if replicas < 1:
+        return f"REPLICAS must be at least 1, not {replicas}"
+    if store == "sqlite" and replicas > 1:
+        return (
+            f"REPLICAS={replicas} needs STORE=postgres: a SQLite store is one file that one "
+            "controller process owns (make run REPLICAS=2 STORE=postgres; docs/deployment.md)"
+        )
+    return None
+
+
+@dataclass
+class ControllerProcess:
+    """One controller: the only one (SQLite store), or replica `replica` of several."""
+
+    name: str  # the supervisor's: "controller", or "controller c1"
+    rest_url: str
+    log_path: Path
+    pid_file: Path | None
+    replica: str | None = None
+    index: int = 0
+    process: subprocess.Popen[bytes] | None = None  # the first one started (the supervisor's now)
+
+    def flags(self) -> list[str]:
+        if self.replica is None:
+            return []
+        port = self.rest_url.rsplit(":", 1)[1]
+        return ["--replica", self.replica, "--replica-index", str(self.index), "--port", port]
 
 
 @dataclass
@@ -47,9 +92,21 @@ class RunningNetwork:
     config_path: Path
     supervisor: Supervisor | None = None
     switch_kind: str = "terrapin"
+    controllers: list[ControllerProcess] = field(default_factory=list)
+    store: str = ""  # the SQLite file or the PostgreSQL URL the controllers use
 
     def host(self, name: str) -> MininetHost:
         return self.net.get(name)
+
+    @property
+    def replicated(self) -> bool:
+        return any(c.replica is not None for c in self.controllers)
+
+    def process(self, controller: ControllerProcess) -> subprocess.Popen[bytes] | None:
+        """The process running as `controller` now (the supervisor's latest start)."""
+        if self.supervisor is not None:
+            return self.supervisor.process(controller.name) or controller.process
+        return controller.process
 
 
 class RestError(Exception):
@@ -61,12 +118,18 @@ class RestError(Exception):
 
 
 def call(
-    run: RunningNetwork, method: str, path: str, body: object = None, token: bool = True
+    run: RunningNetwork,
+    method: str,
+    path: str,
+    body: object = None,
+    token: bool = True,
+    url: str | None = None,
 ) -> tuple[int, Any]:
-    """A call to the running controller's REST API (with its token unless `token` is False):
-    the status and the decoded JSON reply, errors included."""
+    """A call to the running controller's REST API (with its token unless `token` is False), at
+    `url` (one replica's) or the first controller's: the status and the decoded JSON reply,
+    errors included."""
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(f"{run.rest_url}{path}", data=data, method=method)
+    request = urllib.request.Request(f"{url or run.rest_url}{path}", data=data, method=method)
     request.add_header("Content-Type", "application/json")
     if token:
         request.add_header("Authorization", f"Bearer {run.token}")
@@ -102,6 +165,31 @@ def wait_ready(run: RunningNetwork, timeout: float = 60) -> None:
             raise RuntimeError(f"/health answered {status}")
         time.sleep(0.5)
     raise TimeoutError("the controller never reported its switches ready")
+
+
+def roles(run: RunningNetwork) -> dict[str, str | None]:
+    """Each replica's role as its /health says (primary or backup), None when it does not answer."""
+    found: dict[str, str | None] = {}
+    for controller in run.controllers:
+        assert controller.replica is not None
+        try:
+            _, health = call(run, "GET", "/health", url=controller.rest_url)
+            found[controller.replica] = health["replication"]["role"]
+        except (OSError, KeyError, TypeError):
+            found[controller.replica] = None
+    return found
+
+
+def wait_primary(run: RunningNetwork, timeout: float = 30) -> ControllerProcess:
+    """Until exactly one replica says it is primary; that one."""
+    deadline = time.monotonic() + timeout
+    while True:
+        primaries = [name for name, role in roles(run).items() if role == "primary"]
+        if len(primaries) == 1:
+            return next(c for c in run.controllers if c.replica == primaries[0])
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no single primary among the replicas: {roles(run)}")
+        time.sleep(0.2)
 
 
 def _quiet_offloads(intf_name: str, run: object) -> None:
@@ -185,21 +273,23 @@ def _same_subnet(cidr: str, address: str, prefix: str) -> bool:
     return ipaddress.ip_address(address) in ipaddress.ip_network(cidr, strict=False)
 
 
-def controller_command(config_path: Path, pid_file: Path | None = None) -> list[str]:
-    command = [str(CONTROLLER), "--config", str(config_path)]
+def controller_command(
+    config_path: Path, pid_file: Path | None = None, flags: list[str] | None = None
+) -> list[str]:
+    command = [str(CONTROLLER), "--config", str(config_path), *(flags or [])]
     if pid_file is not None:
         command += ["--pid-file", str(pid_file)]
     return command
 
 
 def launch_controller(
-    config_path: Path, log_path: Path, pid_file: Path | None = None
+    config_path: Path, log_path: Path, pid_file: Path | None = None, flags: list[str] | None = None
 ) -> subprocess.Popen[bytes]:
     """Start the controller process (at start, and again when make run's supervisor saw it die);
-    its log says the command line, to start it by hand."""
+    its log says the command line, to start it by hand. `flags`: a replica's (--replica ...)."""
     if not CONTROLLER.exists():
         raise FileNotFoundError(f"{CONTROLLER} is missing: run `make controller`")
-    command = controller_command(config_path, pid_file)
+    command = controller_command(config_path, pid_file, flags)
     with open(log_path, "ab") as log:
         log.write(f"--- starting: {shlex.join(command)}\n".encode())
         log.flush()
@@ -207,13 +297,23 @@ def launch_controller(
 
 
 def start_controller(
-    config_path: Path, rest_url: str, log_path: Path, pid_file: Path | None = None
+    config_path: Path,
+    rest_url: str,
+    log_path: Path,
+    pid_file: Path | None = None,
+    flags: list[str] | None = None,
 ) -> subprocess.Popen[bytes]:
-    """Start the controller and wait until /health says every switch is ready (200). A controller
-    whose REST API answers but stays degraded (503) after 30 s is kept: the switch it is missing
-    is named in its log and in /health, and make run's supervisor may yet bring it back."""
+    """Start the controller and wait until it is healthy (wait_healthy)."""
     log_path.write_bytes(b"")
-    process = launch_controller(config_path, log_path, pid_file)
+    process = launch_controller(config_path, log_path, pid_file, flags)
+    return wait_healthy(process, rest_url, log_path)
+
+
+def wait_healthy(process: subprocess.Popen[bytes], rest_url: str, log_path: Path) -> subprocess.Popen[bytes]:
+    """Wait until the controller's /health says every switch is ready (200; a backup replica's
+    are once connected). A controller whose REST API answers but stays degraded (503) after 30 s
+    is kept: the switch it is missing is named in its log and in /health, and make run's
+    supervisor may yet bring it back."""
     deadline = time.monotonic() + 30
     degraded = None
     while time.monotonic() < deadline:
@@ -237,16 +337,72 @@ def start_controller(
 
 
 def stop_process(process: subprocess.Popen[bytes] | None) -> None:
-    if process is None or process.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
+    stop_processes([process])
+
+
+def stop_processes(processes: list[subprocess.Popen[bytes] | None]) -> None:
+    """SIGTERM to all at once (replicas stopped one by one would hand the lease on at each
+    step), then SIGKILL to any still running after 10 s."""
+    live = [p for p in processes if p is not None and p.poll() is None]
+    for process in live:
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+            os.killpg(process.pid, signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    for process in live:
+        try:
+            process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def plan_controllers(
+    plan: NetworkPlan, rest_port: int, replicas: int, store: str, pid_dir: Path | None
+) -> list[ControllerProcess]:
+    """The controller (SQLite), or replicas c0 … c<N-1> on consecutive REST ports (PostgreSQL)."""
+    if store == "sqlite":
+        pid_file = pid_dir / "controller.pid" if pid_dir else None
+        log = RUN_DIR / f"{plan.name}-controller.log"
+        return [ControllerProcess("controller", f"http://127.0.0.1:{rest_port}", log, pid_file)]
+    controllers = []
+    for index in range(replicas):
+        name = f"c{index}"
+        controllers.append(
+            ControllerProcess(
+                f"controller {name}",
+                f"http://127.0.0.1:{rest_port + index}",
+                RUN_DIR / f"{plan.name}-controller-{name}.log",
+                pid_dir / f"controller-{name}.pid" if pid_dir else None,
+                replica=name,
+                index=index,
+            )
+        )
+    return controllers
+
+
+def start_controllers(run: RunningNetwork, supervisor: Supervisor | None) -> None:
+    """Start every controller and wait until each is healthy. Replica c0 goes first and is
+    waited for, so it takes the lease and is primary; the backups then start together."""
+    config = run.config_path
+
+    def launcher(controller: ControllerProcess) -> Any:
+        return lambda: launch_controller(config, controller.log_path, controller.pid_file, controller.flags())
+
+    first, rest = run.controllers[0], run.controllers[1:]
+    first.process = start_controller(config, first.rest_url, first.log_path, first.pid_file, first.flags())
+    if first.replica is not None:
+        wait_primary(run)
+    for controller in rest:
+        controller.log_path.write_bytes(b"")
+        controller.process = launcher(controller)()
+    for controller in rest:
+        assert controller.process is not None
+        wait_healthy(controller.process, controller.rest_url, controller.log_path)
+    if supervisor is not None:
+        for controller in run.controllers:
+            assert controller.process is not None
+            supervisor.watch(controller.name, controller.process, launcher(controller), controller.pid_file)
 
 
 @contextlib.contextmanager
@@ -263,32 +419,47 @@ def running(
     pid_dir: Path | None = None,
     admission: dict[str, Any] | None = None,
     controller_extra: dict[str, Any] | None = None,
+    store: str = "sqlite",
+    replicas: int = 1,
+    postgres_dir: Path | None = None,
+    postgres_port: int | None = None,
 ) -> Iterator[RunningNetwork]:
     """Brings the whole network up and guarantees it is torn down again (`intf_prefix`: see
     `build`). With `supervise`, a switch or controller that dies is restarted (topo/supervise.py);
     `pid_dir` records every PID there (`make stop` stops what it lists). `admission` overrides
     keys of the controller's admission defaults (an experiment's service classes or best-effort
-    floor), `controller_extra` adds top-level sections (`monitor:`)."""
+    floor), `controller_extra` adds top-level sections (`monitor:`).
+
+    `store="postgres"` starts a PostgreSQL cluster in `postgres_dir` (kept between runs; None: a
+    temporary one, removed after) on `postgres_port` (None: the cluster's last, else a free one),
+    with a database named after the plan, and `replicas` controller replicas on it; it is
+    stopped after the controllers."""
+    problem = store_problem(store, replicas)
+    if problem is not None:
+        raise ValueError(problem)
     setLogLevel(os.environ.get("MININET_LOG", "warning"))
     RUN_DIR.mkdir(parents=True, exist_ok=True)
     state = state_dir or RUN_DIR / plan.name
     state.mkdir(parents=True, exist_ok=True)
-    rest_url = f"http://127.0.0.1:{rest_port}"
-    config_path = write_config(
-        plan,
-        state,
-        rest_port=rest_port,
-        token=token,
-        switch_kind=switch_kind,
-        admission=admission,
-        extra=controller_extra,
-    )
-    net = build(plan, switch_kind, intf_prefix)
-    controller = None
+    controllers = plan_controllers(plan, rest_port, replicas, store, pid_dir)
+    postgres = None
+    net = None
     supervisor = Supervisor(state / "supervisor.log") if supervise else None
-    controller_log = RUN_DIR / f"{plan.name}-controller.log"
-    controller_pid = pid_dir / "controller.pid" if pid_dir else None
+    run = None
     try:
+        if store == "postgres":
+            postgres = PostgresServer(postgres_dir, port=postgres_port, database=plan.name).start()
+        config_path = write_config(
+            plan,
+            state,
+            rest_port=rest_port,
+            token=token,
+            switch_kind=switch_kind,
+            admission=admission,
+            extra=controller_extra,
+            postgres_dsn=None if postgres is None else postgres.dsn,
+        )
+        net = build(plan, switch_kind, intf_prefix)
         net.build()
         net.start()
         for sw in plan.switches.values():
@@ -298,27 +469,40 @@ def running(
             if supervisor is not None:
                 supervisor.watch(f"switch {sw.name}", node.process, node.respawn, pid_file)
         configure_hosts(plan, net)
+        run = RunningNetwork(
+            plan,
+            net,
+            None,
+            controllers[0].rest_url,
+            token,
+            config_path,
+            supervisor,
+            switch_kind,
+            controllers=controllers if with_controller else [],
+            store=postgres.dsn if postgres is not None else str(state / "reservations.sqlite"),
+        )
         if with_controller:
-            controller = start_controller(config_path, rest_url, controller_log, controller_pid)
-            if supervisor is not None:
-                supervisor.watch(
-                    "controller",
-                    controller,
-                    lambda: launch_controller(config_path, controller_log, controller_pid),
-                    controller_pid,
-                )
+            start_controllers(run, supervisor)
+            run.controller = controllers[0].process
         if supervisor is not None:
             supervisor.start()
-        yield RunningNetwork(plan, net, controller, rest_url, token, config_path, supervisor, switch_kind)
+        yield run
     finally:
         if supervisor is not None:
             supervisor.stop()  # before stopping on purpose what it would restart
-            controller = supervisor.process("controller") or controller
-        stop_process(controller)
-        try:
-            net.stop()
-        except Exception as error:
-            print(f"warning: mininet stop: {error}", file=sys.stderr)
+        # (run.controller: one a caller started in place of the first, as make demo does)
+        stop_processes(
+            [c.process for c in controllers]
+            if run is None
+            else [run.controller, *(run.process(c) for c in controllers)]
+        )
+        if net is not None:
+            try:
+                net.stop()
+            except Exception as error:
+                print(f"warning: mininet stop: {error}", file=sys.stderr)
+        if postgres is not None:
+            postgres.close()
         if pid_dir is not None:
             for record in pid_dir.glob("*.pid"):
                 if record.name != "runner.pid":

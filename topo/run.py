@@ -1,9 +1,11 @@
 """`make run`: one of the topologies, its switches, the controller and its REST API.
 
     python -m topo.run [--topo christie|sequoia|chain] [--switch terrapin|bmv2] [--headless]
+                       [--store sqlite|postgres] [--replicas N]
 
 Opens the Mininet CLI (or, headless, waits for Ctrl-C / SIGTERM); everything it started is
-stopped on the way out.
+stopped on the way out. `--store postgres` runs N controller replicas on a PostgreSQL cluster in
+build/run/postgres (127.0.0.1:15432), REST on 8080, 8081, ... (docs/deployment.md).
 """
 
 from __future__ import annotations
@@ -15,12 +17,22 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Mapping
 from types import FrameType
 
 from mininet.cli import CLI
 
 from topo import TOPOLOGIES
-from topo.network import PID_DIR, RunningNetwork, running
+from topo.network import (
+    PID_DIR,
+    POSTGRES_DIR,
+    POSTGRES_PORT,
+    STORES,
+    RunningNetwork,
+    roles,
+    running,
+    store_problem,
+)
 from topo.p4switch import metrics_port
 from topo.plan import Host, NetworkPlan
 from topo.supervise import write_pid
@@ -50,7 +62,25 @@ def example_pair(plan: NetworkPlan) -> tuple[Host, Host]:
     return src, dst
 
 
-def describe(run: RunningNetwork) -> str:
+def describe_replicas(run: RunningNetwork, role: Mapping[str, str | None]) -> list[str]:
+    """The banner's lines on the replicas and their store (nothing for a single controller)."""
+    if not run.replicated:
+        return []
+    listed = ", ".join(
+        f"{c.replica} {c.rest_url} ({role.get(c.replica or '') or 'not answering'})" for c in run.controllers
+    )
+    primary = next((name for name, r in role.items() if r == "primary"), None)
+    return [
+        f"  replicas: {listed}",
+        f"            {primary or 'no replica'} is primary (programs the switches and admits); any replica's",
+        "            REST port accepts every request: a backup answers reads itself and forwards writes",
+        "            to the primary. Kill the primary and a backup takes over within about 2 s.",
+        f"  store:    PostgreSQL {run.store}",
+    ]
+
+
+def describe(run: RunningNetwork, role: Mapping[str, str | None] | None = None) -> str:
+    """What make run prints; `role`: each replica's (roles()), when the controllers are replicas."""
     plan = run.plan
     hosts = sorted(plan.hosts.values(), key=lambda h: h.name)
     src, dst = example_pair(plan)
@@ -60,6 +90,7 @@ def describe(run: RunningNetwork) -> str:
         "  hosts:    " + ", ".join(f"{h.name} {h.address}" for h in hosts),
         "  switches: " + ", ".join(f"{s.name} (P4Runtime {s.grpc_addr})" for s in plan.switches.values()),
         f"  REST API: {run.rest_url}  (OpenAPI at {run.rest_url}/docs, token {run.token!r})",
+        *describe_replicas(run, role or {}),
         f"  dashboard: {run.rest_url}/  (guarantee monitor: {run.rest_url}/monitor;"
         f" controller metrics: {run.rest_url}/metrics)",
         "",
@@ -99,7 +130,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rest-port", type=int, default=8080)
     parser.add_argument("--token", default="terrapin")
     parser.add_argument("--headless", action="store_true", help="no CLI; run until interrupted")
+    parser.add_argument(
+        "--store", choices=STORES, default="sqlite", help="postgres: replicas on build/run/postgres"
+    )
+    parser.add_argument(
+        "--replicas", type=int, default=1, help="controller replicas (needs --store postgres)"
+    )
+    parser.add_argument("--postgres-port", type=int, default=POSTGRES_PORT)
     args = parser.parse_args(argv)
+    problem = store_problem(args.store, args.replicas)
+    if problem is not None:
+        print(f"make run: {problem}", file=sys.stderr)
+        return 2
 
     stop = threading.Event()
 
@@ -120,8 +162,12 @@ def main(argv: list[str] | None = None) -> int:
             token=args.token,
             supervise=True,
             pid_dir=PID_DIR,
+            store=args.store,
+            replicas=args.replicas,
+            postgres_dir=POSTGRES_DIR,
+            postgres_port=args.postgres_port,
         ) as run:
-            print(describe(run), flush=True)
+            print(describe(run, roles(run) if run.replicated else None), flush=True)
             if args.headless:
                 signal.signal(signal.SIGINT, on_signal)
                 stop.wait()

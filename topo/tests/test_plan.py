@@ -81,6 +81,16 @@ def test_controller_accepts_generated_config(make_plan: object, tmp_path: Path) 
     assert config.admission.queue_capacity == plan.queue_capacity * plan.mtu
 
 
+def test_replicas_share_a_config_with_the_postgresql_store(tmp_path: Path) -> None:
+    """make run STORE=postgres: one file for every replica, each naming itself with flags."""
+    dsn = "postgresql://terrapin@127.0.0.1:15432/christie"
+    data = controller_config(christie.plan(), tmp_path, rest_port=18080, token="t", postgres_dsn=dsn)
+    config = parse_config(data)
+    assert config.store == dsn
+    assert config.replication is not None and config.replication.replica is None
+    assert "replication" not in controller_config(christie.plan(), tmp_path, rest_port=18080, token="t")
+
+
 @pytest.mark.parametrize("make_plan", [christie.plan, sequoia.plan, chain.plan])
 def test_bmv2_config_declares_packet_rate_ports(
     make_plan: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from topo import chain, christie, sequoia
-from topo.network import RunningNetwork
+from topo.network import RunningNetwork, plan_controllers, store_problem
 from topo.p4switch import REPO, metrics_port
 from topo.run import describe, example_pair
 
@@ -56,3 +56,31 @@ def test_the_dashboard_and_the_controllers_metrics_are_printed() -> None:
     text = banner(christie.plan())
     assert "dashboard: http://127.0.0.1:8080/ " in text
     assert "http://127.0.0.1:8080/metrics" in text and "http://127.0.0.1:8080/monitor" in text
+
+
+def test_the_replicas_banner_names_the_primary_and_every_port() -> None:
+    plan = christie.plan()
+    controllers = plan_controllers(plan, 8080, 2, "postgres", None)
+    run = RunningNetwork(
+        plan,
+        None,
+        None,
+        "http://127.0.0.1:8080",
+        "terrapin",
+        Path(),
+        controllers=controllers,
+        store="postgresql://x",
+    )
+    text = describe(run, {"c0": "backup", "c1": "primary"})
+    assert "c0 http://127.0.0.1:8080 (backup), c1 http://127.0.0.1:8081 (primary)" in text
+    assert "c1 is primary" in text and "any replica's" in text
+    assert [c.flags() for c in controllers] == [
+        ["--replica", "c0", "--replica-index", "0", "--port", "8080"],
+        ["--replica", "c1", "--replica-index", "1", "--port", "8081"],
+    ]
+    assert "replicas:" not in banner(plan)
+
+
+def test_replicas_need_the_postgresql_store() -> None:
+    assert store_problem("sqlite", 1) is None and store_problem("postgres", 3) is None
+    assert "needs STORE=postgres" in (store_problem("sqlite", 2) or "")
