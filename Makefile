@@ -31,6 +31,10 @@ CORPUS   ?= ../shared/conformance/p4c-stf
 JSON     ?= ours
 VIA      ?= engine
 TOPO     ?= christie
+# make run's controllers: STORE=sqlite (one process, the default) or STORE=postgres with REPLICAS
+# replicas on a PostgreSQL cluster in build/run/postgres (docs/deployment.md).
+STORE    ?= sqlite
+REPLICAS ?= 1
 
 P4_OUT   := $(BUILD)/p4
 P4_JSON  := $(P4_OUT)/terrapin.json
@@ -102,7 +106,7 @@ bench-controller: toolchain p4 controller
 	$(PY) -m terrapin.bench
 
 run:
-	@TOPO=$(TOPO) SWITCH=$(SWITCH) HEADLESS=$(HEADLESS) bash scripts/run.sh
+	@TOPO=$(TOPO) SWITCH=$(SWITCH) HEADLESS=$(HEADLESS) STORE=$(STORE) REPLICAS=$(REPLICAS) bash scripts/run.sh
 
 stop:
 	@bash scripts/stop.sh

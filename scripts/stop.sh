@@ -5,7 +5,9 @@
 # `--pid-file build/run/pids/controller.pid` as docs/topologies.md shows. Processes are found by
 # what the run recorded, never by matching command lines, so one started with other paths is
 # still stopped and nobody else's is touched. If a runner was recorded but could not clean up
-# (it was killed), Mininet's own cleanup removes the hosts and veths it left.
+# (it was killed), Mininet's own cleanup removes the hosts and veths it left. The PostgreSQL
+# cluster of `make run STORE=postgres` (the run directory's postgres/), which its runner stops
+# last, is stopped if it still runs: terrapin.pgserver finds it by its data directory's lock file.
 #
 #   TERRAPIN_RUN_DIR=DIR   the run directory (default build/run)
 set -uo pipefail
@@ -58,6 +60,14 @@ done
 for record in "$pid_dir"/*.pid; do
     [[ -e "$record" ]] && stop_recorded "$record"
 done
+# Last, after its clients, the controllers.
+postgres_dir=$run_dir/postgres
+if [[ -f "$postgres_dir/postmaster.pid" ]] &&
+    build/venv/bin/python -m terrapin.pgserver --dir "$postgres_dir" status >/dev/null 2>&1; then
+    say "stopping PostgreSQL in $postgres_dir"
+    build/venv/bin/python -m terrapin.pgserver --dir "$postgres_dir" stop ||
+        say "PostgreSQL in $postgres_dir did not stop; see $postgres_dir/server.log"
+fi
 # Mininet's own cleanup removes its hosts' processes and every veth a killed runner left.
 if [[ -n "$runner_recorded" ]] &&
     ip -o link show | grep -qE ': (a[0-9]|b[0-9]|terrapin|ucb|ucsb|ucla|ucsd|s[0-9]|src[0-9]|sink|faith|propaganda|grayling|blizzard|paola|venezia|ucsbhost)[^:]*-eth[0-9]+'; then

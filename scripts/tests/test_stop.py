@@ -4,13 +4,18 @@ started, and nothing else. A run directory of the test's own stands in for build
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
+import pytest
 import yaml
+
+from terrapin.pgserver import PostgresError, PostgresServer, find_bindir
 
 REPO = Path(__file__).resolve().parents[2]
 CONTROLLER = REPO / "build" / "venv" / "bin" / "terrapin-controller"
@@ -100,3 +105,26 @@ def test_a_recorded_pid_now_used_by_another_program_is_left_alone(tmp_path: Path
     finally:
         other.kill()
         other.wait()
+
+
+def test_the_postgresql_of_a_killed_runner_is_stopped() -> None:
+    """make run STORE=postgres: the runner stops its cluster last; if the runner was killed,
+    make stop stops the cluster in the run directory's postgres/."""
+    try:
+        find_bindir()
+    except PostgresError as missing:
+        pytest.skip(str(missing))
+    # Not tmp_path: under root the server runs as `postgres`, which must enter the run directory.
+    run_dir = Path(tempfile.mkdtemp(prefix="trpt-stop-"))
+    run_dir.chmod(0o755)
+    server = PostgresServer(run_dir / "postgres")
+    try:
+        postmaster = server.start().pid
+        assert postmaster is not None
+        said = stop(run_dir)
+        assert f"stopping PostgreSQL in {run_dir}/postgres" in said
+        assert os.waitpid(postmaster, 0)[0] == postmaster  # it exited (and is reaped: our child)
+        assert stop(run_dir) == ""  # a second make stop finds nothing to stop
+    finally:
+        server.close()
+        shutil.rmtree(run_dir, ignore_errors=True)
