@@ -22,7 +22,7 @@ say() { [[ "$quiet" == --quiet ]] || echo "$@"; }
 ours() {
     local cmd
     [[ "$1" =~ ^[0-9]+$ ]] || return 1
-    cmd=$(tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null) || return 1
+    cmd=$(tr '\0' ' ' 2>/dev/null <"/proc/$1/cmdline") || return 1
     [[ "$cmd" == *terrapin-switch* || "$cmd" == *simple_switch* || "$cmd" == *terrapin-controller* ||
        "$cmd" == *topo.run* ]]
 }
