@@ -46,6 +46,7 @@ from terrapin.constants import IP_PROTO_TCP, IP_PROTO_UDP, IP_PROTO_XTP
 from terrapin.paths import ChannelSelector
 from terrapin.protocol.messages import flow_key_from_ports, ports_from_flow_key
 from terrapin.reservations import (
+    OUTCOME_UNKNOWN,
     STORE_UNAVAILABLE,
     SWITCH_REFUSED,
     SWITCH_UNAVAILABLE,
@@ -63,6 +64,9 @@ PROTOCOLS = {"udp": IP_PROTO_UDP, "tcp": IP_PROTO_TCP, "xtp": IP_PROTO_XTP}
 # What a 503 tells a client to wait: finsy retries a switch whose connection failed quickly
 # after 10 s (its _FAIL_THROTTLE_SECS), so an earlier retry would mostly find it still down.
 RETRY_AFTER_SECONDS = 10
+# A switch that is connected but being restored (reconciled: a restart, a new primary taking
+# over) is ready within about a second.
+RESTORING_RETRY_AFTER_SECONDS = 2
 # A store that is away (a database restart) or a primary's lease changing hands is back within a
 # few seconds (docs/deployment.md).
 STORE_RETRY_AFTER_SECONDS = 2
@@ -77,6 +81,8 @@ class Telemetry(Protocol):
     def is_ready(self, name: str) -> bool: ...
 
     def why_not_ready(self, name: str) -> str | None: ...
+
+    def is_connected(self, name: str) -> bool: ...
 
     async def queue_telemetry(self, name: str, ports: list[int]) -> list[QueueTelemetry]: ...
 
@@ -349,6 +355,15 @@ class StoreErrorOut(BaseModel):
     error: Literal["store unavailable"]
     message: str
     retry_after: int = Field(description="seconds, as in the Retry-After header")
+
+
+class OutcomeUnknownOut(BaseModel):
+    error: Literal["outcome unknown"]
+    message: str = Field(
+        description="the request may or may not have taken effect (the store or the primary went away "
+        "at the moment of commit): GET /reservations tells which, and a retry with the same context "
+        "is answered 409 if it did"
+    )
 
 
 class SwitchHealthOut(BaseModel):
@@ -685,6 +700,11 @@ def create_app(
             415: {"model": ErrorOut, "description": "the body is not sent as application/json"},
             422: {"model": InvalidOut, "description": "a field is invalid; each is named"},
             502: {"model": SwitchErrorOut, "description": "a switch refused the write; all rolled back"},
+            504: {
+                "model": OutcomeUnknownOut,
+                "description": "the store or the primary went away while the reservation was being "
+                "confirmed: it may or may not exist",
+            },
             503: {
                 "model": SwitchErrorOut | StoreErrorOut,
                 "description": "a switch on the path is not connected, or the store cannot be written;"
@@ -729,7 +749,7 @@ def create_app(
                 ).model_dump(),
             ) from None
         if isinstance(result, Denial):
-            _raise_switch_trouble(result)
+            _raise_switch_trouble(result, telemetry)
             raise HTTPException(409, detail=denial_out(result).model_dump())
         return reservation_out(result)
 
@@ -869,22 +889,25 @@ def create_app(
     return app
 
 
-def _raise_switch_trouble(denial: Denial) -> None:
+def _raise_switch_trouble(denial: Denial, telemetry: Telemetry) -> None:
     """A switch that could not be written is not an admission decision: 503 (down: retry later)
     or 502 (it refused the write), naming the switch."""
     v = denial.primary
+    if v.constraint == OUTCOME_UNKNOWN:
+        raise HTTPException(
+            504, detail=OutcomeUnknownOut(error="outcome unknown", message=v.detail).model_dump()
+        )
     if v.constraint == STORE_UNAVAILABLE:
         raise HTTPException(503, detail=store_error(v.detail).model_dump(), headers=_store_retry())
     if v.constraint not in (SWITCH_UNAVAILABLE, SWITCH_REFUSED) or v.port is None:
         return
     if v.constraint == SWITCH_UNAVAILABLE:
+        restoring = telemetry.is_connected(v.port.switch)
+        wait = RESTORING_RETRY_AFTER_SECONDS if restoring else RETRY_AFTER_SECONDS
         body = SwitchErrorOut(
-            error="switch unavailable",
-            switch=v.port.switch,
-            message=v.detail,
-            retry_after=RETRY_AFTER_SECONDS,
+            error="switch unavailable", switch=v.port.switch, message=v.detail, retry_after=wait
         )
-        raise HTTPException(503, detail=body.model_dump(), headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
+        raise HTTPException(503, detail=body.model_dump(), headers={"Retry-After": str(wait)})
     body = SwitchErrorOut(error="switch error", switch=v.port.switch, message=v.detail, retry_after=None)
     raise HTTPException(502, detail=body.model_dump())
 

@@ -14,24 +14,34 @@ install_1000_s). The switches run without interfaces: only the control path is m
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import http.client
+import ipaddress
 import json
 import os
+import pstats
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+from finsy import P4Schema
+from finsy.p4client import P4Client
+from finsy.proto import p4i, p4r
 
 from terrapin.admission import AdmissionLedger, ChannelEnvelope, ChannelKey
 from terrapin.config import parse_config
 from terrapin.paths import Topology
+from terrapin.pgserver import PostgresServer, cluster_processes
 
 REPO = Path(__file__).resolve().parents[2]
 SWITCH = REPO / "build" / "bin" / "terrapin-switch"
@@ -103,8 +113,10 @@ def bench_admission(iterations: int) -> tuple[float, float, float, float]:
 
 
 class Rest:
-    def __init__(self) -> None:
-        self.conn = http.client.HTTPConnection("127.0.0.1", REST_PORT, timeout=30)
+    def __init__(self, port: int = REST_PORT, timeout: float = 30) -> None:
+        self.port = port
+        self.timeout = timeout
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
 
     def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
         headers = {"authorization": f"Bearer {TOKEN}", "content-type": "application/json"}
@@ -114,7 +126,7 @@ class Rest:
         except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
             # uvicorn closes keep-alive connections idle for 5 s: reconnect once
             self.conn.close()
-            self.conn = http.client.HTTPConnection("127.0.0.1", REST_PORT, timeout=30)
+            self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout)
             self.conn.request(method, path, None if body is None else json.dumps(body), headers)
             reply = self.conn.getresponse()
         data = reply.read()
@@ -135,13 +147,13 @@ def reservation(n: int) -> dict[str, Any]:
     }
 
 
-def wait_healthy(proc: subprocess.Popen[bytes], timeout: float) -> None:
+def wait_healthy(proc: subprocess.Popen[bytes], timeout: float, port: int = REST_PORT) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError("controller exited during start-up")
         try:
-            status, body = Rest().call("GET", "/health")
+            status, body = Rest(port).call("GET", "/health")
             if status == 200 and all(s["ready"] for s in body["switches"].values()):
                 return
         except OSError:
@@ -245,23 +257,670 @@ def bench_rest(setups: int, installs: int, clients: int, workdir: Path) -> tuple
                 proc.kill()
 
 
+# ---- scale: 10,000 channels over 16 switches, replicated on PostgreSQL; failover ------------
+
+GRID = 4  # switches s1..s16 in a 4×4 grid, s1 at the top left, row by row
+HOSTS_PER_SWITCH = 2
+SCALE_GRPC_BASE = 19780
+SCALE_REST = {"r0": 19757, "r1": 19758}  # each replica's REST port (the SQLite controller: r0's)
+REPLICA_INDEX = {"r0": 0, "r1": 1}
+TRUNK_BPS = 40_000_000_000
+HOST_BPS = 10_000_000_000
+HOST_PORT_BASE = 5  # ports 1..4 are the trunks north, east, south, west
+# (row step, column step, this switch's port, the neighbour's port towards it)
+NEIGHBOURS = ((-1, 0, 1, 3), (0, 1, 2, 4), (1, 0, 3, 1), (0, -1, 4, 2))
+PROGRESS_EVERY_S = 10.0
+RATE_WINDOW_S = 30.0
+FAILOVER_RETRY_S = 0.05
+CHANNELS_TABLE = "TerrapinIngress.channels"
+
+
+def grid_switch(row: int, col: int) -> int:
+    return row * GRID + col + 1
+
+
+def grid_host_ip(switch: int, k: int) -> str:
+    return f"10.{k + 1}.{switch}.2"
+
+
+def grid(store: str, rest_port: int, replicated: bool) -> dict[str, Any]:
+    """16 switches in a 4×4 grid (40 Gbit/s trunks), two hosts on every switch (10 Gbit/s)."""
+    switches = []
+    hosts = []
+    for row in range(GRID):
+        for col in range(GRID):
+            i = grid_switch(row, col)
+            ports: list[dict[str, Any]] = []
+            for drow, dcol, mine, theirs in NEIGHBOURS:
+                r, c = row + drow, col + dcol
+                if 0 <= r < GRID and 0 <= c < GRID:
+                    peer = f"s{grid_switch(r, c)}:{theirs}"
+                    ports.append(
+                        {
+                            "number": mine,
+                            "mac": f"02:00:01:00:{i:02x}:{mine:02x}",
+                            "rate_bps": TRUNK_BPS,
+                            "peer": peer,
+                        }
+                    )
+            for k in range(HOSTS_PER_SWITCH):
+                number = HOST_PORT_BASE + k
+                name = f"h{i}x{k}"
+                ports.append(
+                    {
+                        "number": number,
+                        "mac": f"02:00:01:00:{i:02x}:{number:02x}",
+                        "rate_bps": HOST_BPS,
+                        "peer": name,
+                        "gateway_ip": f"10.{k + 1}.{i}.1",
+                    }
+                )
+                hosts.append(
+                    {
+                        "name": name,
+                        "ip": grid_host_ip(i, k),
+                        "mac": f"0a:00:01:{k:02x}:{i:02x}:02",
+                        "switch": f"s{i}",
+                        "port": number,
+                    }
+                )
+            switches.append(
+                {
+                    "name": f"s{i}",
+                    "address": f"127.0.0.1:{SCALE_GRPC_BASE + i}",
+                    "device_id": i,
+                    "ports": ports,
+                }
+            )
+    config = chain(1, store) | {"switches": switches, "hosts": hosts}
+    config["rest"] = {"host": "127.0.0.1", "port": rest_port, "token": TOKEN}
+    if replicated:
+        config["replication"] = {}  # the defaults: a 1.5 s lease renewed every 0.25 s
+    return config
+
+
+def grid_pairs() -> list[tuple[str, str]]:
+    """(source, destination) host addresses whose switches are 1 to 4 grid steps apart, so every
+    path has 2 to 5 hops (egress ports), interleaved so each block of channels mixes lengths."""
+    by_distance: dict[int, list[tuple[str, str]]] = {}
+    cells = [(r, c) for r in range(GRID) for c in range(GRID)]
+    for r1, c1 in cells:
+        for r2, c2 in cells:
+            distance = abs(r1 - r2) + abs(c1 - c2)
+            if not 1 <= distance <= 4:
+                continue
+            for k1 in range(HOSTS_PER_SWITCH):
+                for k2 in range(HOSTS_PER_SWITCH):
+                    pair = (grid_host_ip(grid_switch(r1, c1), k1), grid_host_ip(grid_switch(r2, c2), k2))
+                    by_distance.setdefault(distance, []).append(pair)
+    lists = [by_distance[d] for d in sorted(by_distance)]
+    pairs: list[tuple[str, str]] = []
+    for n in range(max(len(x) for x in lists)):
+        pairs.extend(x[n] for x in lists if n < len(x))
+    return pairs
+
+
+PAIRS = grid_pairs()
+
+
+def scale_reservation(n: int) -> dict[str, Any]:
+    """Channel n: a pair of hosts in turn, and a source port of its own within the pair."""
+    src, dst = PAIRS[n % len(PAIRS)]
+    return {
+        "src": src,
+        "dst": dst,
+        "protocol": "udp",
+        "src_port": 10_000 + n // len(PAIRS),
+        "dst_port": 5000,
+        "priority": 1 + n % 6,
+        "rate": 10_000,
+        "burst": 3000,
+        "max_packet": 1500,
+    }
+
+
+def say(stage: str, text: str) -> None:
+    print(f"  [{stage}] {text}", flush=True)
+
+
+def load_average() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def vm_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for process {pid}")
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU time the processes have used so far (gone ones count 0)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime (stat's fields 14 and 15)
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def postgres_pids(server: PostgresServer | None) -> list[int]:
+    return [] if server is None else cluster_processes(server.data_dir)
+
+
+@dataclass
+class Installed:
+    seconds: float
+    installed: int
+    failures: list[str]
+
+
+def install_with_progress(port: int, numbers: list[int], clients: int, stage: str) -> Installed:
+    """POST scale_reservation(n) for every n from `clients` threads, each with its own keep-alive
+    connection; a line of progress every PROGRESS_EVERY_S."""
+    failures: list[str] = []
+    done = [0] * clients
+    finished = threading.Event()
+
+    def worker(index: int, part: list[int]) -> None:
+        rest = Rest(port)
+        for n in part:
+            try:
+                status, body = rest.call("POST", "/reservations", scale_reservation(n))
+            except OSError as exc:
+                status, body = 0, str(exc)
+                rest = Rest(port)
+            if status == 201:
+                done[index] += 1
+            else:
+                failures.append(f"{n}: {status} {body}")
+
+    def progress() -> None:
+        # The estimate uses the last RATE_WINDOW_S: the rate falls as the ledger fills.
+        recent = [(0.0, 0)]
+        while not finished.wait(PROGRESS_EVERY_S):
+            elapsed = time.perf_counter() - start
+            count = sum(done)
+            recent.append((elapsed, count))
+            while recent[0][0] < elapsed - RATE_WINDOW_S:
+                recent.pop(0)
+            then, before = recent[0]
+            rate = (count - before) / (elapsed - then) if elapsed > then else 0.0
+            left = f"~{(len(numbers) - count) / rate:.0f} s to go" if rate else "no progress"
+            say(
+                stage,
+                f"{elapsed:6.1f} s: {count}/{len(numbers)} installed (now {rate:.0f}/s), {left},"
+                f" {len(failures)} failed; load {load_average()}",
+            )
+
+    threads = [
+        threading.Thread(target=worker, args=(i, numbers[i::clients]), name=f"client-{i}")
+        for i in range(clients)
+    ]
+    reporter = threading.Thread(target=progress, name="progress", daemon=True)
+    start = time.perf_counter()
+    reporter.start()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    took = time.perf_counter() - start
+    finished.set()
+    reporter.join()
+    return Installed(took, sum(done), failures)
+
+
+Match = tuple[str, str, int, int]  # a channels entry's key: src, dst, protocol, flow key
+
+
+async def channel_matches(grpc_port: int, device_id: int, info: p4i.P4Info) -> set[Match]:
+    """The key of every entry in the switch's channels table, read over P4Runtime (a read needs
+    no arbitration, so the bench does not disturb the primary)."""
+    table = next(t for t in info.tables if t.preamble.name == CHANNELS_TABLE)
+    name = {f.id: f.name for f in table.match_fields}
+    request = p4r.ReadRequest(
+        device_id=device_id,
+        entities=[p4r.Entity(table_entry=p4r.TableEntry(table_id=table.preamble.id))],
+    )
+    found: set[Match] = set()
+    async with P4Client(f"127.0.0.1:{grpc_port}", wait_for_ready=False) as client:
+        async for reply in client.request_iter(request):
+            for entity in reply.entities:
+                key = {
+                    name[m.field_id]: int.from_bytes(m.exact.value, "big") for m in entity.table_entry.match
+                }
+                src, dst = ipaddress.IPv4Address(key["src_addr"]), ipaddress.IPv4Address(key["dst_addr"])
+                found.add((str(src), str(dst), key["protocol"], key["flow_key"]))
+    return found
+
+
+def check_switches(port: int, expected_count: int, switches: int) -> tuple[bool, str]:
+    """Are `expected_count` reservations listed (all active), and does every switch hold exactly
+    the entries the store's reservations put there (one per hop), no more, no fewer?"""
+    status, listed = Rest(port, timeout=120).call("GET", "/reservations")
+    if status != 200:
+        return False, f"GET /reservations answered {status}"
+    wanted: dict[str, set[Match]] = {f"s{i}": set() for i in range(1, switches + 1)}
+    states: dict[str, int] = {}
+    for record in listed:
+        states[record["state"]] = states.get(record["state"], 0) + 1
+        match = (record["src"], record["dst"], record["protocol"], record["flow_key"])
+        for hop in record["allocation"]["hops"]:
+            wanted[hop["switch"]].add(match)
+    info = P4Schema(P4_INFO).p4info
+    problems = []
+    held = 0
+    for i in range(1, switches + 1):
+        name = f"s{i}"
+        found = asyncio.run(channel_matches(SCALE_GRPC_BASE + i, i, info))
+        held += len(found)
+        missing, extra = len(wanted[name] - found), len(found - wanted[name])
+        if missing or extra:
+            problems.append(f"{name} lacks {missing} and has {extra} not in the store")
+    hops = sum(len(x) for x in wanted.values())
+    ok = len(listed) == expected_count and states == {"active": len(listed)} and not problems
+    busiest = max(wanted, key=lambda s: len(wanted[s]))
+    text = (
+        f"{len(listed)} reservations listed (expected {expected_count}; states {states}); the store's "
+        f"hops put {hops} entries on {switches} switches (most on {busiest}: {len(wanted[busiest])}); "
+        f"the switches hold {held}: "
+        + ("each switch exactly the store's" if not problems else "; ".join(problems))
+    )
+    return ok, text
+
+
+def health(port: int) -> tuple[int, Any]:
+    try:
+        return Rest(port, timeout=5).call("GET", "/health")
+    except (OSError, http.client.HTTPException):
+        return 0, None
+
+
+def role_of(body: Any) -> str | None:
+    if not isinstance(body, dict) or not isinstance(body.get("replication"), dict):
+        return None
+    role = body["replication"].get("role")
+    return str(role) if role is not None else None
+
+
+class Deployment:
+    """The scale run's processes: 16 switches and one or two controllers, all stopped by close()."""
+
+    def __init__(self, workdir: Path, config: dict[str, Any], profile_dir: Path | None) -> None:
+        self.workdir = workdir
+        self.logs = workdir / "logs"
+        self.logs.mkdir(parents=True, exist_ok=True)
+        (workdir / "build" / "run").mkdir(parents=True, exist_ok=True)  # each replica's event history
+        self.config_file = workdir / "scale.yaml"
+        self.config_file.write_text(yaml.safe_dump(config))
+        self.switch_count = len(config["switches"])
+        self.profile_dir = profile_dir
+        self.switches: list[subprocess.Popen[bytes]] = []
+        self.controllers: dict[str, subprocess.Popen[bytes]] = {}
+
+    def start_switches(self) -> None:
+        for i in range(1, self.switch_count + 1):
+            with open(self.logs / f"s{i}.log", "ab") as log:
+                self.switches.append(
+                    subprocess.Popen(
+                        [
+                            str(SWITCH),
+                            "--no-p4",
+                            "--device-id",
+                            str(i),
+                            "--",
+                            "--grpc-server-addr",
+                            f"127.0.0.1:{SCALE_GRPC_BASE + i}",
+                            "--cpu-port",
+                            "255",
+                        ],
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                    )
+                )
+
+    def start_controller(self, name: str, replica: int | None) -> subprocess.Popen[bytes]:
+        command = [sys.executable]
+        if self.profile_dir is not None:
+            command += ["-m", "cProfile", "-o", str(self.profile_dir / f"{name}.prof")]
+        command += [
+            "-m",
+            "terrapin.main",
+            "--config",
+            str(self.config_file),
+            "--base-dir",
+            str(self.workdir),
+            "--port",
+            str(SCALE_REST[name]),
+            "--log-level",
+            "WARNING",
+        ]
+        if replica is not None:
+            command += ["--replica", name, "--replica-index", str(replica)]
+        with open(self.logs / f"{name}.log", "ab") as log:
+            proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        self.controllers[name] = proc
+        return proc
+
+    def wait_role(self, name: str, role: str | None, timeout: float = 120) -> None:
+        """Until the controller answers /health with 200 (every switch ready, or connected for a
+        backup) in `role` (None: not replicated)."""
+        proc = self.controllers[name]
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(f"controller {name} exited (see {self.logs / name}.log)")
+            status, body = health(SCALE_REST[name])
+            if status == 200 and role_of(body) == role:
+                return
+            time.sleep(0.1)
+        raise TimeoutError(f"controller {name} did not become ready as {role or 'the controller'}")
+
+    def wait_count(self, name: str, count: int, timeout: float = 60) -> None:
+        """Until the replica's copy holds `count` reservations (a backup follows the journal)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            _status, body = health(SCALE_REST[name])
+            if isinstance(body, dict) and body.get("reservations") == count:
+                return
+            time.sleep(0.1)
+        raise TimeoutError(f"replica {name} did not reach {count} reservations")
+
+    def stop(self, name: str) -> None:
+        """A clean stop (SIGTERM): a replica gives its lease up; cProfile writes its profile."""
+        proc = self.controllers.pop(name)
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    def kill(self, name: str) -> None:
+        proc = self.controllers.pop(name)
+        proc.kill()  # SIGKILL: what a crash leaves behind
+        proc.wait()
+
+    def pids(self) -> dict[str, list[int]]:
+        found = {name: [p.pid] for name, p in self.controllers.items()}
+        found["switches"] = [p.pid for p in self.switches]
+        return found
+
+    def close(self) -> None:
+        for name in list(self.controllers):
+            self.stop(name)
+        for proc in self.switches:
+            proc.send_signal(signal.SIGTERM)
+        for proc in self.switches:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.switches.clear()
+
+
+@dataclass
+class ScaleResult:
+    store: str
+    channels: int
+    install: Installed
+    check_ok: bool
+    rss_before_mb: float
+    rss_after_mb: float
+    failovers: list[float] = field(default_factory=list)
+
+    @property
+    def mb_per_1000(self) -> float:
+        return (self.rss_after_mb - self.rss_before_mb) / self.channels * 1000
+
+
+def print_cpu(stage: str, wall: float, before: dict[str, float], after: dict[str, float]) -> None:
+    used = {k: after[k] - before.get(k, 0.0) for k in after}
+    parts = ", ".join(f"{k} {v:.1f} s" for k, v in used.items())
+    say(stage, f"CPU used over {wall:.1f} s wall (2 cores: {2 * wall:.1f} s): {parts}")
+
+
+def cpu_snapshot(dep: Deployment, pg: PostgresServer | None) -> dict[str, float]:
+    snapshot = {name: cpu_seconds(pids) for name, pids in dep.pids().items()}
+    if pg is not None:
+        snapshot["postgres"] = cpu_seconds(postgres_pids(pg))
+    times = os.times()
+    snapshot["bench clients"] = times.user + times.system
+    return snapshot
+
+
+def failover_once(dep: Deployment, primary: str, backup: str, number: int) -> tuple[float, float, int]:
+    """kill -9 the primary; POST a new channel to the backup every FAILOVER_RETRY_S until one
+    is answered 201. Returns (seconds to that 201, seconds until every switch is ready on the
+    new primary, channel numbers used)."""
+    dep.wait_count(backup, health(SCALE_REST[primary])[1]["reservations"])
+    start = time.perf_counter()
+    dep.kill(primary)
+    used = 0
+    answers: dict[int, int] = {}
+    while True:
+        attempt = time.perf_counter()
+        try:
+            status, _body = Rest(SCALE_REST[backup], timeout=10).call(
+                "POST", "/reservations", scale_reservation(number + used)
+            )
+        except (OSError, http.client.HTTPException):
+            status = 0
+        used += 1
+        answers[status] = answers.get(status, 0) + 1
+        if status == 201:
+            first = time.perf_counter() - start
+            break
+        if attempt - start > 120:
+            raise RuntimeError(f"no 201 from {backup} within 120 s of the kill: {answers}")
+        time.sleep(max(0.0, FAILOVER_RETRY_S - (time.perf_counter() - attempt)))
+    dep.wait_role(backup, "primary")
+    ready = time.perf_counter() - start
+    tried = ", ".join(f"{count}× {status or 'no answer'}" for status, count in sorted(answers.items()))
+    say(
+        "failover",
+        f"{primary} killed: first 201 from {backup} after {first:.2f} s ({tried}); "
+        f"every switch ready on it after {ready:.2f} s",
+    )
+    return first, ready, used
+
+
+def bench_scale(
+    store: str, channels: int, clients: int, failovers: int, workdir: Path, profile_dir: Path | None
+) -> ScaleResult:
+    """One scale run: 'postgres' (replicas r0 and r1 on a fresh PostgreSQL) or 'sqlite' (one
+    controller). Installs `channels`, checks every switch against the store; then, replicated,
+    `failovers` kill -9 drills (without profiling) or one clean hand-over (with it)."""
+    replicated = store == "postgres"
+    stage = f"{store}{' r0+r1' if replicated else ''}"
+    with contextlib.ExitStack() as stack:
+        pg: PostgresServer | None = None
+        if replicated:
+            pg = stack.enter_context(PostgresServer())
+            location = pg.dsn
+        else:
+            location = str(workdir / "scale.sqlite")
+        profiles = None if profile_dir is None else profile_dir / store
+        if profiles is not None:
+            profiles.mkdir(parents=True, exist_ok=True)
+        dep = Deployment(workdir / store, grid(location, SCALE_REST["r0"], replicated), profiles)
+        stack.callback(dep.close)
+        say(
+            stage,
+            f"starting 16 switches and the controller{'s' if replicated else ''}; load {load_average()}",
+        )
+        dep.start_switches()
+        dep.start_controller("r0", REPLICA_INDEX["r0"] if replicated else None)
+        dep.wait_role("r0", "primary" if replicated else None)
+        if replicated:
+            dep.start_controller("r1", REPLICA_INDEX["r1"])
+            dep.wait_role("r1", "backup")
+        primary = dep.controllers["r0"].pid
+        time.sleep(1.0)  # let start-up settle before the memory reading
+        rss_before = vm_rss_mb(primary)
+        cpu_before = cpu_snapshot(dep, pg)
+        say(stage, f"installing {channels} channels from {clients} clients; load {load_average()}")
+        installed = install_with_progress(SCALE_REST["r0"], list(range(channels)), clients, stage)
+        print_cpu(stage, installed.seconds, cpu_before, cpu_snapshot(dep, pg))
+        rss_after = vm_rss_mb(primary)
+        say(
+            stage,
+            f"{installed.installed}/{channels} installed in {installed.seconds:.2f} s "
+            f"({installed.installed / installed.seconds:.0f}/s), {len(installed.failures)} failed"
+            + (f", first: {installed.failures[0][:300]}" if installed.failures else "")
+            + f"; load {load_average()}",
+        )
+        say(stage, f"primary RSS {rss_before:.1f} MB before, {rss_after:.1f} MB after")
+        ok, text = check_switches(SCALE_REST["r0"], installed.installed, dep.switch_count)
+        say(stage, f"check {'passed' if ok else 'FAILED'}: {text}")
+        result = ScaleResult(store, installed.installed, installed, ok, rss_before, rss_after)
+        if replicated:
+            dep.wait_count("r1", installed.installed)
+            say(
+                stage,
+                f"backup r1 follows: {installed.installed} reservations; "
+                f"RSS {vm_rss_mb(dep.controllers['r1'].pid):.1f} MB",
+            )
+            total = installed.installed
+            if profile_dir is not None:
+                start = time.perf_counter()
+                dep.stop("r0")
+                dep.wait_role("r1", "primary")
+                say(
+                    stage,
+                    "clean hand-over (profiling, so no kill -9): r1 primary with every switch ready "
+                    f"after {time.perf_counter() - start:.2f} s",
+                )
+            else:
+                primary_name, backup_name = "r0", "r1"
+                number = channels
+                for _ in range(failovers):
+                    first, _ready, used = failover_once(dep, primary_name, backup_name, number)
+                    result.failovers.append(first)
+                    number += used
+                    total += 1
+                    dep.start_controller(primary_name, REPLICA_INDEX[primary_name])
+                    dep.wait_role(primary_name, "backup")
+                    primary_name, backup_name = backup_name, primary_name
+                if failovers:
+                    dep.wait_count(backup_name, total)
+                    ok, text = check_switches(SCALE_REST[primary_name], total, dep.switch_count)
+                    say(stage, f"after {failovers} failovers, check {'passed' if ok else 'FAILED'}: {text}")
+                    result.check_ok = result.check_ok and ok
+        say(stage, f"done; load {load_average()}")
+    return result
+
+
+def profile_summary(path: Path, installs: int, top: int = 25) -> list[str]:
+    """The profile's costliest functions, by own time and by cumulative time, per install."""
+    profile = pstats.Stats(str(path)).get_stats_profile()
+    lines = [f"{path.name}: {profile.total_tt:.1f} s profiled; ms per install of {installs}"]
+    funcs = profile.func_profiles
+    for title, key in (("own time", "tottime"), ("cumulative", "cumtime")):
+        lines.append(f"  by {title}:")
+        ranked = sorted(funcs.items(), key=lambda kv: getattr(kv[1], key), reverse=True)[:top]
+        for name, f in ranked:
+            where = f"{Path(f.file_name).name}:{f.line_number}" if f.file_name != "~" else "(builtin)"
+            lines.append(
+                f"    {f.tottime * 1000 / installs:7.3f} own {f.cumtime * 1000 / installs:8.3f} cum"
+                f"  {f.ncalls:>10}  {name} {where}"
+            )
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m terrapin.bench", description=__doc__)
     parser.add_argument("--decisions", type=int, default=5000)
     parser.add_argument("--setups", type=int, default=200)
     parser.add_argument("--installs", type=int, default=1000)
     parser.add_argument("--clients", type=int, default=8, help="concurrent clients installing")
+    parser.add_argument("--channels", type=int, default=10_000, help="channels of each scale run")
+    parser.add_argument("--scale-clients", type=int, default=16, help="concurrent clients of the scale runs")
+    parser.add_argument("--failovers", type=int, default=3, help="kill -9 drills after the PostgreSQL run")
+    parser.add_argument(
+        "--stores", default="sqlite,postgres", help="the scale runs, in order (sqlite, postgres; '' for none)"
+    )
+    parser.add_argument("--scale-only", action="store_true", help="skip the decision and 4-switch figures")
+    parser.add_argument(
+        "--profile",
+        metavar="DIR",
+        help="run the scale runs' controllers under cProfile (DIR/<store>/<replica>.prof) and print the "
+        "top costs per install; a clean hand-over replaces the kill -9 drills, and the figures are "
+        "cProfile's, not the bench's",
+    )
     args = parser.parse_args(argv)
+    stores = [x for x in args.stores.split(",") if x]
+    if any(x not in ("sqlite", "postgres") for x in stores):
+        parser.error(f"--stores: {args.stores!r} (sqlite, postgres)")
     for needed in (SWITCH, P4_JSON, P4_INFO):
         if not needed.exists():
             print(f"{needed} is missing: run make toolchain p4", file=sys.stderr)
             return 2
+    print(f"load average: {load_average()} on {os.cpu_count()} cpus", flush=True)
+    machine: list[str] = []
+    if not args.scale_only:
+        machine += bench_small(args)
+    profile_dir = None if args.profile is None else Path(args.profile).absolute()
+    results: dict[str, ScaleResult] = {}
+    workdir = Path(tempfile.mkdtemp(prefix="terrapin-bench-"))
+    try:
+        for store in stores:
+            print(f"scale run on {store}:", flush=True)
+            results[store] = bench_scale(
+                store, args.channels, args.scale_clients, args.failovers, workdir, profile_dir
+            )
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    for store, r in results.items():
+        how = (
+            "replicated (primary r0 + backup r1) on PostgreSQL"
+            if store == "postgres"
+            else "one controller on SQLite"
+        )
+        short = "" if r.channels == args.channels else f" (ONLY {r.channels} of {args.channels})"
+        print(
+            f"install {args.channels} channels over 16 switches (2-5 hops), {how}, "
+            f"{args.scale_clients} clients: "
+            f"{r.install.seconds:.2f} s ({r.channels / r.install.seconds:.0f}/s){short}; switches checked: "
+            f"{'equal to the store' if r.check_ok else 'MISMATCH'}; primary RSS {r.rss_before_mb:.0f} -> "
+            f"{r.rss_after_mb:.0f} MB ({r.mb_per_1000:.1f} MB per 1000 channels)"
+        )
+        if r.failovers:
+            each = ", ".join(f"{x:.2f}" for x in r.failovers)
+            median = statistics.median(r.failovers)
+            print(f"failover (kill -9 primary -> first 201 on the new one): {each} s; median {median:.2f} s")
+    print(f"load average: {load_average()}")
+    if profile_dir is not None:
+        for store, r in results.items():
+            for prof in sorted((profile_dir / store).glob("*.prof")):
+                print("\n".join(profile_summary(prof, r.channels)))
+    for line in machine:
+        print(line)
+    if "postgres" in results:
+        r = results["postgres"]
+        print(f"install_{args.channels}_s: {r.install.seconds:.2f}")
+        if r.failovers:
+            print(f"failover_s: {statistics.median(r.failovers):.2f}")
+        print(f"controller_memory_per_1000_channels_mb: {r.mb_per_1000:.1f}")
+    if "sqlite" in results:
+        print(f"install_{args.channels}_sqlite_s: {results['sqlite'].install.seconds:.2f}")
+    failed = [s for s, r in results.items() if not r.check_ok or r.channels != args.channels]
+    if failed:
+        print(f"NOT ALL INSTALLED OR CHECKED: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def bench_small(args: argparse.Namespace) -> list[str]:
+    """The decision and 4-switch figures; returns their machine-readable lines."""
     p50, p99, cpu50, cpu99 = bench_admission(args.decisions)
     print(
         f"admission decision (4 hops, 500 channels held): wall p50 {p50:.3f} ms, p99 {p99:.3f} ms;"
         f" cpu p50 {cpu50:.3f} ms, p99 {cpu99:.3f} ms over {args.decisions}"
     )
-    print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} cpus")
     workdir = Path(tempfile.mkdtemp(prefix="terrapin-bench-"))
     try:
         s50, s99, sequential_s, concurrent_s = bench_rest(args.setups, args.installs, args.clients, workdir)
@@ -274,12 +933,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"install {args.installs} reservations (4 hops each), one after another: {sequential_s:.2f} s")
     print(
         f"install {args.installs} reservations from {args.clients} concurrent clients: "
-        f"{concurrent_s:.2f} s ({args.installs / concurrent_s:.0f}/s)"
+        f"{concurrent_s:.2f} s ({args.installs / concurrent_s:.0f}/s)",
+        flush=True,
     )
-    print(f"admission_decision_p99_ms: {cpu99:.3f}")
-    print(f"setup_4hop_p50_ms: {s50:.2f}")
-    print(f"install_1000_s: {sequential_s:.2f}")
-    return 0
+    return [
+        f"admission_decision_p99_ms: {cpu99:.3f}",
+        f"setup_4hop_p50_ms: {s50:.2f}",
+        f"install_1000_s: {sequential_s:.2f}",
+    ]
 
 
 if __name__ == "__main__":

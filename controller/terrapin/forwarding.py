@@ -41,7 +41,10 @@ def forward_writes(
     """Install the forwarding on `app`; returns the coroutine function that closes its client.
     `caught_up()` runs after a forwarded write, so a client reading from this replica next sees
     what it wrote (this replica follows the journal at once rather than at its next look)."""
-    client = httpx.AsyncClient(timeout=FORWARD_TIMEOUT_S)
+    # A connection of its own per request: a kept-alive one to a primary that has died fails
+    # after the request was written, which looks like a lost answer (504); a fresh one fails to
+    # connect, which says for certain that nothing happened (503).
+    client = httpx.AsyncClient(timeout=FORWARD_TIMEOUT_S, limits=httpx.Limits(max_keepalive_connections=0))
 
     @app.middleware("http")
     async def _forward(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
@@ -64,8 +67,20 @@ def forward_writes(
             url += "?" + request.url.query
         try:
             answer = await client.request(request.method, url, content=await request.body(), headers=headers)
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            # Nothing reached the primary: nothing happened.
+            return _unavailable(f"the primary at {target} could not be reached: {exc}", replica)
         except httpx.HTTPError as exc:
-            return _unavailable(f"the primary at {target} did not answer: {exc}", replica)
+            # The request reached the primary and no answer came back: it may have happened.
+            return JSONResponse(
+                status_code=504,
+                content={
+                    "error": "outcome unknown",
+                    "message": f"the primary at {target} did not answer ({exc!r}); the request may or may "
+                    "not have taken effect: GET /reservations tells which",
+                },
+                headers={SERVED_BY: replica},
+            )
         kept = {k: v for k, v in answer.headers.items() if k.lower() not in _NOT_RETURNED}
         with contextlib.suppress(Exception):  # a store that is away: the next look catches up
             caught_up()

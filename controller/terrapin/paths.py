@@ -209,17 +209,15 @@ class PathSetupError(Exception):
 
 
 async def install_path(programmer: ChannelProgrammer, entries: Sequence[ChannelEntry]) -> None:
-    """Write every hop (concurrently: the switches are independent); if any write fails, remove
-    the ones that succeeded and raise, so the path is either complete or absent (RCAP: all hops
-    commit or none do)."""
+    """Write every hop (concurrently: the switches are independent); if any write fails, raise
+    PathSetupError naming the first switch that failed. The caller removes the channel from the
+    store first and then every hop (remove_path), in that order, so that a switch being
+    reconciled meanwhile cannot be given the channel back (RCAP: all hops commit or none do)."""
     results = await asyncio.gather(*(programmer.install_channel(e) for e in entries), return_exceptions=True)
     failed = [(e, r) for e, r in zip(entries, results, strict=True) if isinstance(r, BaseException)]
-    if not failed:
-        return
-    done = [e for e, r in zip(entries, results, strict=True) if not isinstance(r, BaseException)]
-    await remove_path(programmer, done)
-    entry, cause = failed[0]
-    raise PathSetupError(entry.switch, cause)
+    if failed:
+        entry, cause = failed[0]
+        raise PathSetupError(entry.switch, cause)
 
 
 async def remove_path(programmer: ChannelProgrammer, entries: Sequence[ChannelEntry]) -> list[str]:

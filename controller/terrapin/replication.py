@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -55,8 +57,13 @@ class Replication:
         self._promote = promote
         self._demote = demote
         self._clock = clock
+        # Who holds the lease is this process, not just this name: a replica restarted under the
+        # same name must not adopt the term its predecessor held (were that one still running,
+        # both would act with one election id). It waits for the lease to expire instead.
+        self.holder = f"{identity.name}#{os.getpid()}-{secrets.token_hex(3)}"
         self.term: int | None = None  # the lease term this replica holds, while primary
         self.lease: Lease | None = None  # as last read
+        self._lease_read_at = 0.0  # when (clock) it was read
         self.promoted_at: float | None = None  # when this replica last became primary (clock)
         self.last_error: str | None = None
         self._renewed_at = 0.0
@@ -73,20 +80,27 @@ class Replication:
     def fence(self) -> Fence:
         """What the store checks before any change: this replica's term (0 while a backup,
         which no lease ever has, so a backup's transaction is refused)."""
-        return Fence(self.identity.name, self.term or 0)
+        return Fence(self.holder, self.term or 0)
+
+    def _valid_lease(self) -> Lease | None:
+        """The lease as last read, while it is still valid by this replica's own clock (a
+        replica cut off from the store does not go on trusting what it read long ago)."""
+        lease = self.lease
+        if lease is None:
+            return None
+        left = lease.expires_at - lease.now - (self._clock() - self._lease_read_at)
+        return lease if left > 0 else None
 
     @property
     def primary_url(self) -> str | None:
         """Where writes go: the primary's URL, or None when no valid lease names one."""
-        lease = self.lease
-        if lease is None or lease.holder == "" or not lease.valid:
-            return None
-        return lease.url
+        lease = self._valid_lease()
+        return None if lease is None else lease.url
 
     @property
     def primary_name(self) -> str | None:
-        lease = self.lease
-        return lease.holder if lease is not None and lease.valid else None
+        lease = self._valid_lease()
+        return None if lease is None else replica_name(lease.holder)
 
     async def run(self) -> None:
         while True:
@@ -102,7 +116,8 @@ class Replication:
         """One renewal (primary) or one look at the lease (backup)."""
         me = self.identity
         try:
-            lease = self._store.claim_lease(me.name, me.url, me.lease_seconds, self.term)
+            lease = self._store.claim_lease(self.holder, me.url, me.lease_seconds, self.term)
+            self._lease_read_at = self._clock()
             self.last_error = None
         except StoreUnavailable as exc:
             # Nobody can take the lease while the store is away, and the store refuses every
@@ -111,7 +126,7 @@ class Replication:
             LOG.warning("replica %s: lease not renewed: %s", me.name, exc)
             return
         self.lease = lease
-        mine = lease is not None and lease.holder == me.name and lease.valid
+        mine = lease is not None and lease.holder == self.holder and lease.valid
         if self.term is not None:
             if mine and lease is not None and lease.term == self.term:
                 self._renewed_at = self._clock()
@@ -120,7 +135,7 @@ class Replication:
                 "replica %s: lost the lease of term %d (now %s); stepping down",
                 me.name,
                 self.term,
-                "nobody's" if lease is None else f"{lease.holder}'s term {lease.term}",
+                "nobody's" if lease is None else f"{replica_name(lease.holder)}'s term {lease.term}",
             )
             await self._step_down()
             return
@@ -158,6 +173,11 @@ class Replication:
             return
         self.term = None
         try:
-            self._store.release_lease(self.identity.name, term)
+            self._store.release_lease(self.holder, term)
         except StoreUnavailable as exc:
             LOG.warning("replica %s: lease of term %d not released: %s", self.identity.name, term, exc)
+
+
+def replica_name(holder: str) -> str:
+    """The replica's name in a lease holder (name#incarnation)."""
+    return holder.partition("#")[0]

@@ -8,15 +8,17 @@ Order of effects (so a crash at any point leaves something reconcilable):
  3. a second transaction marks it "active": only then is it promised (REST answers 201).
 A reservation still "installing" when its controller stopped was never promised: the next
 primary (or the same controller restarting) rolls it back, and reconciliation removes any hop
-it had written (docs/deployment.md, "What each failure guarantees").
+it had written (docs/deployment.md, "Failure cases and what each guarantees").
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from terrapin.admission import AdmissionLedger, Allocation, Denial, Violation
@@ -36,6 +38,7 @@ from terrapin.protocol.messages import ports_from_flow_key
 from terrapin.store import (
     ACTIVE,
     INSTALLING,
+    CommitUnknown,
     Fence,
     Hold,
     NotPrimary,
@@ -67,6 +70,10 @@ SWITCH_REFUSED = "switch_error"  # connected, but it rejected the write
 # Nor is a store that cannot be written (REST 503): the database is away, or this replica lost the
 # primary's lease while the request ran.
 STORE_UNAVAILABLE = "store_unavailable"
+# The store went away while a reservation's promise was being committed: the client must look
+# (REST 504). Only the confirmation of an installed reservation can end this way.
+OUTCOME_UNKNOWN = "outcome_unknown"
+ACTIVATION_PATIENCE_S = 5.0
 
 
 def simple_denial(
@@ -282,7 +289,7 @@ class ReservationService:
         if isinstance(route, Denial):
             return route
         started = time.perf_counter()
-        with self.store.transaction(self.fence()) as txn:
+        with self._recorded(request.key), self.store.transaction(self.fence()) as txn:
             conflict = self._conflict(request)
             decision: Allocation | Denial | None = None
             outcome: Reservation | Denial | None = None
@@ -300,7 +307,7 @@ class ReservationService:
     async def install(self, request: ChannelRequest) -> Reservation | Denial:
         """In band: the destination accepted, so the hold becomes a reservation and every hop
         is written, all or nothing."""
-        with self.store.transaction(self.fence()) as txn:
+        with self._recorded(request.key), self.store.transaction(self.fence()) as txn:
             held = self.store.hold(request.key)
             if held is None:
                 outcome: Reservation | Denial = simple_denial(
@@ -311,6 +318,17 @@ class ReservationService:
         if isinstance(outcome, Denial):
             return outcome
         return await self._install(outcome)
+
+    @contextlib.contextmanager
+    def _recorded(self, key: ChannelKey) -> Iterator[None]:
+        """Around the transaction that records a reservation as installing: if its commit may
+        have happened unseen, the reservation is rolled back once the store answers (it was
+        never written to a switch, and the client is told nothing was reserved)."""
+        try:
+            yield
+        except CommitUnknown:
+            self._unfinished.add(key)
+            raise
 
     def _record(
         self, txn: Transaction, request: ChannelRequest, allocation: Allocation
@@ -335,6 +353,7 @@ class ReservationService:
             await install_path(self.programmer, self.entries(record))
         except PathSetupError as exc:
             self._roll_back(key)
+            await remove_path(self.programmer, self.entries(record))
             LOG.warning("path setup for %s failed and was rolled back: %s", key, exc)
             port = next(h.port for h in allocation.hops if h.port.switch == exc.switch)
             outage = isinstance(exc.cause, SwitchUnavailable) or not self.programmer.is_ready(exc.switch)
@@ -346,25 +365,50 @@ class ReservationService:
                 f"programming {exc.switch} failed ({cause}); every hop was rolled back",
                 port=port,
             )
-        try:
-            with self.store.transaction(self.fence()) as txn:
-                active = txn.set_state(key, ACTIVE)
-        except (StoreUnavailable, NotPrimary) as exc:
-            # Written but not promised: it stays "installing", which is rolled back (by this
-            # replica when the store answers again, or by the next primary).
-            self._unfinished.add(key)
-            return simple_denial(
-                key,
-                DenialReason.SWITCH_ERROR,
-                STORE_UNAVAILABLE,
-                f"the reservation could not be confirmed ({exc}); it will be rolled back",
-            )
+        active = await self._activate(key)
+        if isinstance(active, Denial):
+            return active
         if active is None:
             # Rolled back by a primary that took over meanwhile: never promised.
             return simple_denial(
                 key, DenialReason.SWITCH_ERROR, STORE_UNAVAILABLE, "another controller took over; rolled back"
             )
         return active
+
+    async def _activate(self, key: ChannelKey) -> Reservation | Denial | None:
+        """Mark the written reservation active: the promise. A store that is away is waited
+        for (a database restart takes about a second), so that the answer is an answer."""
+        uncertain = False
+        error: Exception | None = None
+        deadline = time.monotonic() + ACTIVATION_PATIENCE_S
+        while True:
+            try:
+                with self.store.transaction(self.fence()) as txn:
+                    return txn.set_state(key, ACTIVE)
+            except CommitUnknown as exc:
+                uncertain, error = True, exc  # it may be active already: the retry finds out
+            except (StoreUnavailable, NotPrimary) as exc:
+                error = exc
+                if isinstance(exc, NotPrimary):
+                    break  # fenced: only the new primary decides now (it rolls back)
+            if time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.25)
+        self._unfinished.add(key)
+        if uncertain:
+            return simple_denial(
+                key,
+                DenialReason.SWITCH_ERROR,
+                OUTCOME_UNKNOWN,
+                f"the store went away while confirming the reservation ({error}): it is either "
+                "active or will be rolled back; GET /reservations tells which",
+            )
+        return simple_denial(
+            key,
+            DenialReason.SWITCH_ERROR,
+            STORE_UNAVAILABLE,
+            f"the reservation could not be confirmed ({error}); it will be rolled back",
+        )
 
     def _roll_back(self, key: ChannelKey) -> None:
         try:

@@ -13,6 +13,7 @@ terrapin/p4program.py, which is tested against the compiled P4Info and constants
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
@@ -79,6 +80,46 @@ DesiredChannels = Callable[[str], Sequence[ChannelEntry]]
 
 class SwitchUnavailable(Exception):
     """The switch is not connected (or not yet reconciled); nothing was written."""
+
+
+class WriteGate:
+    """Channel writes to one switch run side by side; its reconciliation runs alone.
+
+    Reconciliation reads what the store wants and what the switch has, then writes the
+    difference: a channel removed from the store and the switch meanwhile would be written back
+    from its stale reading. So a reconciliation waits for the writes in flight and holds new
+    ones until it is done; a removal that waited then finds (and removes) what it wrote."""
+
+    def __init__(self) -> None:
+        self._writers = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._open = asyncio.Event()
+        self._open.set()
+        self._alone = asyncio.Lock()
+
+    @contextlib.asynccontextmanager
+    async def write(self) -> AsyncIterator[None]:
+        while not self._open.is_set():
+            await self._open.wait()
+        self._writers += 1
+        self._idle.clear()
+        try:
+            yield
+        finally:
+            self._writers -= 1
+            if self._writers == 0:
+                self._idle.set()
+
+    @contextlib.asynccontextmanager
+    async def exclusive(self) -> AsyncIterator[None]:
+        async with self._alone:
+            self._open.clear()
+            try:
+                await self._idle.wait()
+                yield
+            finally:
+                self._open.set()
 
 
 def entry_for_hop(
@@ -301,6 +342,7 @@ class SwitchFabric:
             s.name: fy.Switch(s.name, s.address, options(device_id=s.device_id)) for s in config.switches
         }
         self._ready = {name: asyncio.Event() for name in self._switches}
+        self._gates = {name: WriteGate() for name in self._switches}
         # p4lang's PI reads an unset election id as 0 and refuses two streams with one id, so a
         # backup announces its own id to a BMv2 switch (terrapin/arbitration.py).
         self._arbitration = (
@@ -434,7 +476,12 @@ class SwitchFabric:
 
     async def reconcile(self, name: str) -> ReconcileReport:
         """Make the switch's entries equal the desired state: insert what is missing, modify
-        what differs (in place, so an admitted channel never disappears), delete the rest."""
+        what differs (in place, so an admitted channel never disappears), delete the rest.
+        No channel is written to the switch meanwhile (WriteGate)."""
+        async with self._gate(name).exclusive():
+            return await self._reconcile(name)
+
+    async def _reconcile(self, name: str) -> ReconcileReport:
         sw = self._switch(name)
         schema = sw.p4info
         desired = _forwarding_entries(self._topology.forwarding(name))
@@ -470,15 +517,23 @@ class SwitchFabric:
     # ---- channels (paths.ChannelProgrammer) -----------------------------------------------
 
     async def install_channel(self, entry: ChannelEntry) -> None:
-        if not self.is_ready(entry.switch):
-            raise SwitchUnavailable(f"switch {entry.switch} is not ready")
-        await self._switch(entry.switch).insert([_channel_table_entry(entry)])
+        async with self._gate(entry.switch).write():
+            if not self.is_ready(entry.switch):
+                raise SwitchUnavailable(f"switch {entry.switch} is not ready")
+            await self._switch(entry.switch).insert([_channel_table_entry(entry)])
 
     async def remove_channel(self, entry: ChannelEntry) -> None:
-        sw = self._switch(entry.switch)
-        match = _channel_match(entry.selector)
-        # Not strict: an entry already gone (a switch restarted empty) is not an error.
-        await sw.write([-fy.P4TableEntry(T_CHANNELS, match=match)], strict=False)
+        async with self._gate(entry.switch).write():
+            sw = self._switch(entry.switch)
+            match = _channel_match(entry.selector)
+            # Not strict: an entry already gone (a switch restarted empty) is not an error.
+            await sw.write([-fy.P4TableEntry(T_CHANNELS, match=match)], strict=False)
+
+    def _gate(self, name: str) -> WriteGate:
+        gate = self._gates.get(name)
+        if gate is None:
+            raise SwitchUnavailable(f"switch {name} is not configured")
+        return gate
 
     async def read_channels(self, name: str) -> list[tuple[ChannelSelector, dict[str, Any]]]:
         """Channel entries as the switch has them, with action parameters and meter."""

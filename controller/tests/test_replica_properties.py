@@ -102,11 +102,13 @@ def test_two_replicas_interleaved(
     deleted: set[ChannelKey] = set()
     refused: set[ChannelKey] = set()
     made: list[ChannelKey] = []
+    contexts: list[int] = []
 
     async def admit(op: tuple[int, tuple[str, str], int, int, int]) -> None:
         replica, (src, dst), port, rate, burst = op
         service = services[replica]
-        key = ChannelKey(src, service.next_context(src) + port)
+        contexts.append(len(contexts) + 1)  # a key of its own: refused and stored never share one
+        key = ChannelKey(src, contexts[-1])
         request = ChannelRequest(
             key,
             ChannelSelector(src, dst, 17, (5000 + port) << 16 | 6000),

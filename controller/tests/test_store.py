@@ -263,5 +263,5 @@ def test_installing_rows_are_reloaded_as_they_are(replicas: Callable[[], Reserva
 
 
 def test_an_unreachable_postgresql_is_a_clear_error() -> None:
-    with pytest.raises(StoreUnavailable, match="127.0.0.1:1/terrapin"):
+    with pytest.raises(StoreUnavailable, match=r"127\.0\.0\.1:1/terrapin"):
         ReservationStore("postgresql://terrapin@127.0.0.1:1/terrapin")

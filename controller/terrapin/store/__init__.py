@@ -8,7 +8,7 @@ replica taking over) finds them: SQLite by default, PostgreSQL for replicated co
 - store.py: the store itself and its one way to change anything, `transaction()`
 """
 
-from terrapin.store.drivers import StoreUnavailable
+from terrapin.store.drivers import CommitUnknown, StoreUnavailable
 from terrapin.store.migrations import SchemaTooNew
 from terrapin.store.records import ACTIVE, INSTALLING, Hold, Reservation
 from terrapin.store.store import (
@@ -27,6 +27,7 @@ __all__ = [
     "ACTIVE",
     "INSTALLING",
     "MAX_CHANNEL_ID",
+    "CommitUnknown",
     "DuplicateReservation",
     "Fence",
     "Hold",

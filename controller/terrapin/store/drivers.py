@@ -33,6 +33,11 @@ class StoreUnavailable(Exception):
     """The database could not be reached or did not answer in time; nothing was changed."""
 
 
+class CommitUnknown(StoreUnavailable):
+    """The connection broke while a COMMIT was on its way: the transaction may or may not have
+    happened. The caller finds out once the store answers again."""
+
+
 Params = Sequence[Any]
 
 
@@ -95,8 +100,10 @@ class SqliteDriver:
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
-            with _unavailable(sqlite3.OperationalError):
+            try:
                 self._db.execute("COMMIT")
+            except sqlite3.OperationalError as exc:
+                raise CommitUnknown(f"SQLite: {exc}") from exc
 
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[None]:
@@ -198,10 +205,8 @@ class PostgresDriver:
                 raise
             try:
                 self._run("COMMIT", ())
-            except StoreUnavailable:
-                # A commit whose answer was lost may or may not have happened: the caller
-                # treats it as failed and its replica reloads from the tables.
-                raise
+            except StoreUnavailable as exc:
+                raise CommitUnknown(str(exc)) from exc
 
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[None]:

@@ -1,0 +1,355 @@
+"""Replicated controllers for the failover drills: a PostgreSQL of the test's own, terrapin-switch
+processes without interfaces (the drills check the control plane: what the store and the
+switches hold), and N controller replicas, each a real process. A client burst of reservations
+and deletions records what every request was answered, so a drill can check after a failure
+that the answers were kept."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+import yaml
+from finsy.proto import p4i as p4info_pb2
+from finsy.proto import p4r as p4runtime_pb2
+from finsy.proto import p4r_grpc as p4runtime_pb2_grpc
+from google.protobuf import text_format
+
+from terrapin.admission import AdmissionLedger, Allocation
+from terrapin.config import parse_config
+from terrapin.paths import ChannelSelector, Topology
+from terrapin.pgserver import PostgresServer
+
+REPO = Path(__file__).resolve().parents[2]
+SWITCH_BIN = REPO / "build" / "bin" / "terrapin-switch"
+P4_JSON = REPO / "build" / "p4" / "terrapin.json"
+P4_INFO = REPO / "build" / "p4" / "terrapin.p4info.txtpb"
+TOKEN = "drill-token"
+SWITCHES = 3
+# 10 Mbit/s ports: a few dozen of the burst's channels fit, the rest are denied (409), so a
+# drill also checks that what was refused never appears.
+RATE_BPS = 10_000_000
+
+
+def missing_prerequisites() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (PostgreSQL runs as the postgres user)"
+    for path in (SWITCH_BIN, P4_JSON, P4_INFO):
+        if not path.exists():
+            return f"{path} is missing (make toolchain p4)"
+    return None
+
+
+def free_ports(n: int) -> list[int]:
+    """n ports of 127.0.0.1 free now (the drills may run beside benchmarks and other tests)."""
+    sockets = [socket.socket() for _ in range(n)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def config(dsn: str, grpc_ports: list[int], rest_port: int) -> dict[str, Any]:
+    """h1 — s1 — s2 — s3 — h2, plus h3 on s2: paths of 1 to 3 hops."""
+    switches = []
+    for i in range(1, SWITCHES + 1):
+        ports: list[dict[str, Any]] = [
+            {"number": 1, "mac": f"02:00:00:00:0{i}:01", "rate_bps": RATE_BPS},
+            {"number": 2, "mac": f"02:00:00:00:0{i}:02", "rate_bps": RATE_BPS},
+        ]
+        ports[0].update({"peer": "h1", "gateway_ip": "10.0.1.1"} if i == 1 else {"peer": f"s{i - 1}:2"})
+        ports[1].update(
+            {"peer": "h2", "gateway_ip": "10.0.2.1"} if i == SWITCHES else {"peer": f"s{i + 1}:1"}
+        )
+        if i == 2:
+            ports.append(
+                {"number": 3, "mac": "02:00:00:00:02:03", "rate_bps": RATE_BPS}
+                | {"peer": "h3", "gateway_ip": "10.0.3.1"}
+            )
+        switches.append(
+            {"name": f"s{i}", "address": f"127.0.0.1:{grpc_ports[i - 1]}", "device_id": i, "ports": ports}
+        )
+    return {
+        "p4": {"p4info": str(P4_INFO), "json": str(P4_JSON)},
+        "rest": {"host": "127.0.0.1", "port": rest_port, "token": TOKEN},
+        "store": dsn,
+        "replication": {"lease_seconds": 1.5, "renew_seconds": 0.25},
+        "monitor": {"enabled": False},
+        "switches": switches,
+        "hosts": [
+            {"name": "h1", "ip": "10.0.1.2", "mac": "0a:00:00:00:00:01", "switch": "s1", "port": 1},
+            {"name": "h2", "ip": "10.0.2.2", "mac": "0a:00:00:00:00:02", "switch": f"s{SWITCHES}", "port": 2},
+            {"name": "h3", "ip": "10.0.3.2", "mac": "0a:00:00:00:00:03", "switch": "s2", "port": 3},
+        ],
+    }
+
+
+HOSTS = ("10.0.1.2", "10.0.2.2", "10.0.3.2")
+
+
+class Rest:
+    """One keep-alive HTTP connection to one replica."""
+
+    def __init__(self, port: int, timeout: float = 15.0) -> None:
+        self.port = port
+        self.timeout = timeout
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+
+    def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        """(status, body); status 0 when the connection failed (the outcome is unknown)."""
+        headers = {"authorization": f"Bearer {TOKEN}", "content-type": "application/json"}
+        try:
+            self.conn.request(method, path, None if body is None else json.dumps(body), headers)
+            reply = self.conn.getresponse()
+            data = reply.read()
+        except (OSError, http.client.HTTPException):
+            self.conn.close()
+            self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout)
+            return 0, None
+        return reply.status, json.loads(data) if data else None
+
+
+@dataclass
+class Outcomes:
+    """What the clients were answered, by flow (each POST uses a flow of its own)."""
+
+    created: dict[tuple[str, str, int], int] = field(default_factory=dict)  # flow → reservation id
+    refused: set[tuple[str, str, int]] = field(default_factory=set)  # a 4xx/5xx answer
+    unknown: set[tuple[str, str, int]] = field(default_factory=set)  # no answer
+    deleted: set[int] = field(default_factory=set)  # reservation ids answered 204
+    answers: dict[int, int] = field(default_factory=dict)  # status → how many
+
+    def count(self, status: int) -> None:
+        self.answers[status] = self.answers.get(status, 0) + 1
+
+
+@dataclass
+class ReplicaLab:
+    workdir: Path
+    replicas: int = 2
+    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    postgres: PostgresServer | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    grpc_ports: list[int] = field(default_factory=list)  # switch i's is grpc_ports[i - 1]
+    rest_ports: list[int] = field(default_factory=list)  # replica r's is rest_ports[r]
+
+    def up(self) -> None:
+        ports = free_ports(SWITCHES + self.replicas)
+        self.grpc_ports, self.rest_ports = ports[:SWITCHES], ports[SWITCHES:]
+        self.postgres = PostgresServer().start()  # a temporary directory the server can enter
+        self.config = config(self.postgres.dsn, self.grpc_ports, self.rest_ports[0])
+        (self.workdir / "controller.yaml").write_text(yaml.safe_dump(self.config))
+        for i in range(1, SWITCHES + 1):
+            self.start_switch(i)
+        self.start_replica(0)
+        self.wait_role(0, "primary", 30)
+        for r in range(1, self.replicas):
+            self.start_replica(r)
+            self.wait_role(r, "backup", 30)
+
+    # ---- processes ------------------------------------------------------------------------------
+
+    def start_switch(self, i: int) -> None:
+        args = [str(SWITCH_BIN), "--no-p4", "--device-id", str(i), "--"]
+        args += ["--grpc-server-addr", f"127.0.0.1:{self.grpc_ports[i - 1]}", "--cpu-port", "255"]
+        with open(self.workdir / f"s{i}.log", "ab") as log:
+            self.procs[f"s{i}"] = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        address = f"127.0.0.1:{self.grpc_ports[i - 1]}"
+        grpc.channel_ready_future(grpc.insecure_channel(address)).result(timeout=20)
+
+    def start_replica(self, r: int) -> None:
+        args = [sys.executable, "-m", "terrapin.main", "--config", str(self.workdir / "controller.yaml")]
+        args += ["--replica", f"c{r}", "--replica-index", str(r), "--port", str(self.rest_ports[r])]
+        args += ["--base-dir", str(self.workdir), "--log-level", "INFO"]
+        with open(self.workdir / f"c{r}.log", "ab") as log:
+            self.procs[f"c{r}"] = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+
+    def kill(self, name: str) -> None:
+        proc = self.procs.pop(name)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+
+    def health(self, r: int) -> dict[str, Any] | None:
+        status, body = Rest(self.rest_ports[r], timeout=3).call("GET", "/health")
+        return body if status in (200, 503) and isinstance(body, dict) else None
+
+    def wait_role(self, r: int, role: str, timeout: float) -> float:
+        """Seconds until replica r reports `role` with every switch serving (ready as primary,
+        connected as backup)."""
+        started = time.monotonic()
+        while time.monotonic() - started < timeout:
+            proc = self.procs.get(f"c{r}")
+            if proc is not None and proc.poll() is not None:
+                raise RuntimeError(f"replica c{r} exited; see {self.workdir}/c{r}.log")
+            body = self.health(r)
+            if body and body.get("status") == "ok" and (body.get("replication") or {}).get("role") == role:
+                return time.monotonic() - started
+            time.sleep(0.05)
+        raise TimeoutError(f"replica c{r} is not {role} after {timeout} s: {self.health(r)}")
+
+    def primary(self) -> int:
+        for r in range(self.replicas):
+            if f"c{r}" in self.procs:
+                body = self.health(r)
+                if body and (body.get("replication") or {}).get("role") == "primary":
+                    return r
+        raise AssertionError("no replica is primary")
+
+    def close(self) -> None:
+        for name, proc in list(self.procs.items()):
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            del self.procs[name]
+        if self.postgres is not None:
+            self.postgres.close()
+
+    # ---- the burst --------------------------------------------------------------------------------
+
+    def burst(self, clients: int, seconds: float, seed: int) -> Iterator[Outcomes]:
+        """Run `clients` threads of reservations (and deletions of a third of what they made)
+        against every replica in turn for `seconds`; yields once they run (the drill does its
+        damage then), and the outcomes when they are done."""
+        outcomes = Outcomes()
+        lock = threading.Lock()
+        stop = time.monotonic() + seconds
+
+        def client(n: int) -> None:
+            rng = random.Random(seed * 100 + n)
+            conns = [Rest(port) for port in self.rest_ports]
+            mine: list[int] = []
+            flow = 0
+            while time.monotonic() < stop:
+                conn = conns[rng.randrange(len(conns))]
+                if mine and rng.random() < 0.3:
+                    rid = mine.pop(rng.randrange(len(mine)))
+                    status, _ = conn.call("DELETE", f"/reservations/{rid}")
+                    with lock:
+                        outcomes.count(status)
+                        if status in (204, 404):  # 404: an earlier try did delete it
+                            outcomes.deleted.add(rid)
+                        else:
+                            mine.append(rid)  # not deleted, or not known: try again later
+                    continue
+                flow += 1
+                src, dst = rng.sample(HOSTS, 2)
+                port = n * 1000 + flow
+                body = {
+                    "src": src,
+                    "dst": dst,
+                    "protocol": "udp",
+                    "src_port": port,
+                    "dst_port": 9000,
+                    "priority": rng.randint(1, 6),
+                    "rate": rng.choice([10_000, 30_000, 60_000]),
+                    "burst": rng.choice([3_000, 9_000]),
+                    "max_packet": 1500,
+                }
+                status, answer = conn.call("POST", "/reservations", body)
+                key = (src, dst, port)
+                with lock:
+                    outcomes.count(status)
+                    if status == 201:
+                        outcomes.created[key] = int(answer["id"])
+                        mine.append(int(answer["id"]))
+                    elif status in (0, 504):  # no answer, or the primary's was lost
+                        outcomes.unknown.add(key)
+                    else:
+                        outcomes.refused.add(key)
+                if status in (0, 503):
+                    time.sleep(0.05)
+
+        threads = [threading.Thread(target=client, args=(n,), daemon=True) for n in range(clients)]
+        for t in threads:
+            t.start()
+        yield outcomes
+        for t in threads:
+            t.join()
+        yield outcomes
+
+    # ---- the checks ---------------------------------------------------------------------------------
+
+    def check(self, outcomes: Outcomes) -> list[dict[str, Any]]:
+        """Every guarantee of docs/deployment.md against the new primary and every switch;
+        returns the reservations."""
+        r = self.primary()
+        status, stored = Rest(self.rest_ports[r]).call("GET", "/reservations")
+        assert status == 200
+        by_flow = {(x["src"], x["dst"], x["src_port"]): x for x in stored}
+        ids = {x["id"] for x in stored}
+        # every 201 is kept, unless it was deleted (204) since
+        kept = {flow: rid for flow, rid in outcomes.created.items() if rid not in outcomes.deleted}
+        lost = {flow: rid for flow, rid in kept.items() if rid not in ids}
+        assert not lost, f"reservations answered 201 are lost: {lost}"
+        assert not ids & outcomes.deleted, f"deleted (204) but still there: {ids & outcomes.deleted}"
+        # nothing refused is there
+        wrongly = set(by_flow) & outcomes.refused
+        assert not wrongly, f"refused but installed: {wrongly}"
+        # what nobody was answered about is either wholly there or wholly absent (below: switches)
+        unexplained = set(by_flow) - set(outcomes.created) - outcomes.unknown
+        assert not unexplained, f"reservations nobody asked for: {unexplained}"
+        assert all(x["state"] == "active" for x in stored), [x for x in stored if x["state"] != "active"]
+        # no port over-admitted: each re-admits, in order, on an empty ledger
+        cfg = parse_config(self.config)
+        ledger = AdmissionLedger(cfg.port_models())
+        topology = Topology(cfg)
+        from terrapin.admission import ChannelEnvelope, ChannelKey
+
+        for x in sorted(stored, key=lambda x: x["id"]):
+            env = ChannelEnvelope(x["priority"], x["requested_rate"], x["requested_burst"], x["max_packet"])
+            again = ledger.admit(
+                ChannelKey(x["initiator"], x["context"]), topology.path(x["src"], x["dst"]), env
+            )
+            assert isinstance(again, Allocation), f"reservation {x['id']} over-admits: {again}"
+        # every switch holds exactly the store's channels
+        for i in range(1, SWITCHES + 1):
+            want = {
+                ChannelSelector(x["src"], x["dst"], 17, x["flow_key"])
+                for x in stored
+                for hop in x["allocation"]["hops"]
+                if hop["switch"] == f"s{i}"
+            }
+            have = set(read_channels(self.grpc_ports[i - 1], i))
+            assert have == want, f"s{i}: missing {want - have}, extra {have - want}"
+        return list(stored)
+
+
+def read_channels(grpc_port: int, i: int) -> list[ChannelSelector]:
+    info = p4info_pb2.P4Info()
+    text_format.Parse(P4_INFO.read_text(), info)
+    table = next(t for t in info.tables if t.preamble.name == "TerrapinIngress.channels")
+    fields = {f.id: f.name for f in table.match_fields}
+    channel = grpc.insecure_channel(f"127.0.0.1:{grpc_port}")
+    try:
+        stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
+        entity = p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry(table_id=table.preamble.id))
+        found = []
+        for reply in stub.Read(p4runtime_pb2.ReadRequest(device_id=i, entities=[entity]), timeout=10):
+            for e in reply.entities:
+                m = {fields[f.field_id]: int.from_bytes(f.exact.value, "big") for f in e.table_entry.match}
+                src = ".".join(str(b) for b in m["src_addr"].to_bytes(4, "big"))
+                dst = ".".join(str(b) for b in m["dst_addr"].to_bytes(4, "big"))
+                found.append(ChannelSelector(src, dst, m["protocol"], m["flow_key"]))
+        return found
+    finally:
+        channel.close()

@@ -1,0 +1,112 @@
+"""The lease loop of terrapin/replication.py against a real store: who takes the lease, when a
+primary steps down, and what a backup believes when it cannot read the store."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+
+from terrapin.replication import PRIMARY, ReplicaIdentity, Replication, replica_name
+from terrapin.store import ReservationStore, StoreUnavailable
+
+LEASE_S = 0.4
+
+
+class Roles:
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    async def promote(self, term: int) -> None:
+        self.events.append(f"promote {term}")
+
+    async def demote(self) -> None:
+        self.events.append("demote")
+
+
+def replica(store: ReservationStore, name: str, roles: Roles) -> Replication:
+    identity = ReplicaIdentity(name, 0, f"http://{name}", LEASE_S, LEASE_S / 4)
+    return Replication(identity, store, roles.promote, roles.demote)
+
+
+def test_a_replica_restarted_under_its_name_waits_for_the_lease(tmp_path: Path) -> None:
+    store = ReservationStore(tmp_path / "s.sqlite")
+    first, again, other = Roles(), Roles(), Roles()
+
+    async def run() -> None:
+        a = replica(store, "c0", first)
+        await a.step()
+        assert a.role == PRIMARY and first.events == ["promote 1"] and a.primary_name == "c0"
+        # c0 is restarted while its old process's lease is still valid (the old one may live)
+        restarted = replica(store, "c0", again)
+        b = replica(store, "c1", other)
+        await restarted.step()
+        await b.step()
+        assert again.events == [] and other.events == []  # nobody adopts a live lease
+        assert restarted.primary_url == "http://c0"
+        time.sleep(LEASE_S + 0.05)  # the old c0 stopped renewing
+        await restarted.step()
+        await b.step()
+        assert again.events == ["promote 2"] and other.events == []
+        await a.step()  # the old process, were it alive, learns it lost the lease
+        assert first.events == ["promote 1", "demote"] and not a.is_primary
+        assert a.fence().term == 0
+
+    asyncio.run(run())
+
+
+def test_a_backup_cut_off_from_the_store_stops_trusting_the_lease(tmp_path: Path) -> None:
+    store = ReservationStore(tmp_path / "s.sqlite")
+    now = [100.0]
+    primary = Replication(
+        ReplicaIdentity("c0", 0, "http://c0", LEASE_S, LEASE_S / 4), store, Roles().promote, Roles().demote
+    )
+    backup = Replication(
+        ReplicaIdentity("c1", 1, "http://c1", LEASE_S, LEASE_S / 4),
+        store,
+        Roles().promote,
+        Roles().demote,
+        clock=lambda: now[0],
+    )
+
+    async def run() -> None:
+        await primary.step()
+        await backup.step()
+        assert backup.primary_url == "http://c0"
+
+        def away(*_args: object) -> None:
+            raise StoreUnavailable("the database is away")
+
+        store.claim_lease = away  # type: ignore[method-assign]
+        await backup.step()
+        assert backup.last_error == "the database is away"
+        now[0] += LEASE_S / 2
+        assert backup.primary_url == "http://c0"  # still within what it read
+        now[0] += LEASE_S
+        assert backup.primary_url is None and backup.primary_name is None
+
+    asyncio.run(run())
+
+
+def test_holder_names() -> None:
+    assert replica_name("c0#123-abcdef") == "c0"
+    assert replica_name("c0") == "c0"
+
+
+@pytest.mark.parametrize("lease_s, renew_s", [(1.0, 0.6), (1.0, 1.0)])
+def test_renewing_too_rarely_is_refused(lease_s: float, renew_s: float) -> None:
+    from fakes import chain_config
+
+    from terrapin.config import ConfigError, parse_config
+
+    data = chain_config(2).model_dump(by_alias=True)
+    data.update(
+        store="postgresql://x@127.0.0.1/x", replication={"lease_seconds": lease_s, "renew_seconds": renew_s}
+    )
+    with pytest.raises(ConfigError, match="at most half"):
+        parse_config(data)
+    data.update(store="build/x.sqlite", replication={})
+    with pytest.raises(ConfigError, match="needs a PostgreSQL store"):
+        parse_config(data)
