@@ -152,7 +152,8 @@ want_bmv2 ptf-bmv2         && run_counted ptf-bmv2 on_bmv2 make --no-print-direc
 want_bmv2 conformance-bmv2 && run_counted conformance-bmv2 on_bmv2 \
     make --no-print-directory conformance JSON=ours VIA=p4runtime SWITCH=bmv2
 want_bmv2 controller-bmv2  && run_counted controller-bmv2 on_bmv2 \
-    pytest_suite controller/tests/test_integration.py -k bmv2
+    pytest_suite controller/tests/test_integration.py controller/tests/test_failover.py \
+    controller/tests/test_arbitration.py -k bmv2
 want_bmv2 topo-bmv2        && run_counted topo-bmv2 on_bmv2 pytest_suite topo/tests/test_christie_e2e.py -k bmv2
 
 echo

@@ -113,6 +113,10 @@ class LeaseArbitrator(Arbitrator):
         # that goes out with the handshake, one changed after it goes out at once.
         self._answered = False
         self._primary = asyncio.Event()
+        # The id this stream was made primary under. PI makes a backup primary under its backup
+        # id (the highest live one); when that replica then bids its term, the switch's OK must
+        # run the primary's ready logic again, under the id that carries the lease.
+        self._primary_under: int | None = None
 
     @property
     def bids_primary(self) -> bool:
@@ -168,7 +172,7 @@ class LeaseArbitrator(Arbitrator):
         code = P4RpcStatus.from_status(msg.status).code
         match code:
             case GRPCStatusCode.OK:
-                if not self.is_primary:
+                if not self.is_primary or self._primary_under != self.election_id:
                     self._set_primary(switch)
                     _become_primary(switch)
             case GRPCStatusCode.ALREADY_EXISTS | GRPCStatusCode.NOT_FOUND:
@@ -194,6 +198,10 @@ class LeaseArbitrator(Arbitrator):
         if lowered and self.is_primary:
             self._set_backup()
             _become_backup(switch)
+        elif self.is_primary and self._primary_under != election_id:
+            # Primary under another id (PI's promotion of a backup): not the lease's primary
+            # until the switch answers this bid.
+            self._primary.clear()
         client = switch._p4client
         if client is None or client.channel is None:  # the stream is closing: reset() follows
             return
@@ -246,10 +254,12 @@ class LeaseArbitrator(Arbitrator):
             # PI promotes the highest live stream; a spec server, a set id on a fresh switch.
             LOG.warning("switch %s: made primary while bidding the backup id %d", switch.name, self.backup_id)
         self.is_primary = True
+        self._primary_under = self.election_id
         self._primary.set()
 
     def _set_backup(self) -> None:
         self.is_primary = False
+        self._primary_under = None
         self._primary.clear()
 
 

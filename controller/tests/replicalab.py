@@ -27,8 +27,10 @@ from finsy.proto import p4i as p4info_pb2
 from finsy.proto import p4r as p4runtime_pb2
 from finsy.proto import p4r_grpc as p4runtime_pb2_grpc
 from google.protobuf import text_format
+from topo.p4switch import bmv2_command
 
 from terrapin.admission import AdmissionLedger, Allocation
+from terrapin.bmv2 import queue_rate_pps
 from terrapin.config import parse_config
 from terrapin.paths import ChannelSelector, Topology
 from terrapin.pgserver import PostgresServer
@@ -44,12 +46,17 @@ SWITCHES = 3
 RATE_BPS = 10_000_000
 
 
-def missing_prerequisites() -> str | None:
+def missing_prerequisites(kind: str = "terrapin") -> str | None:
     if os.geteuid() != 0:
         return "needs root (PostgreSQL runs as the postgres user)"
     for path in (SWITCH_BIN, P4_JSON, P4_INFO):
         if not path.exists():
             return f"{path} is missing (make toolchain p4)"
+    if kind == "bmv2":
+        try:
+            bmv2_command("simple_switch_grpc")
+        except FileNotFoundError as missing:
+            return str(missing)
     return None
 
 
@@ -65,7 +72,13 @@ def free_ports(n: int) -> list[int]:
             s.close()
 
 
-def config(dsn: str, grpc_ports: list[int], rest_port: int) -> dict[str, Any]:
+def config(
+    dsn: str,
+    grpc_ports: list[int],
+    rest_port: int,
+    kind: str = "terrapin",
+    thrift_ports: list[int] | None = None,
+) -> dict[str, Any]:
     """h1 — s1 — s2 — s3 — h2, plus h3 on s2: paths of 1 to 3 hops."""
     switches = []
     for i in range(1, SWITCHES + 1):
@@ -82,9 +95,19 @@ def config(dsn: str, grpc_ports: list[int], rest_port: int) -> dict[str, Any]:
                 {"number": 3, "mac": "02:00:00:00:02:03", "rate_bps": RATE_BPS}
                 | {"peer": "h3", "gateway_ip": "10.0.3.1"}
             )
-        switches.append(
-            {"name": f"s{i}", "address": f"127.0.0.1:{grpc_ports[i - 1]}", "device_id": i, "ports": ports}
-        )
+        switch: dict[str, Any] = {
+            "name": f"s{i}",
+            "address": f"127.0.0.1:{grpc_ports[i - 1]}",
+            "device_id": i,
+        }
+        if kind == "bmv2":
+            assert thrift_ports is not None
+            switch.update(
+                kind="bmv2", thrift_port=thrift_ports[i - 1], bmv2_cli=bmv2_command("simple_switch_CLI")
+            )
+            for port in ports:
+                port["rate_pps"] = queue_rate_pps(RATE_BPS, 1500)
+        switches.append(switch | {"ports": ports})
     return {
         "p4": {"p4info": str(P4_INFO), "json": str(P4_JSON)},
         "rest": {"host": "127.0.0.1", "port": rest_port, "token": TOKEN},
@@ -142,18 +165,23 @@ class Outcomes:
 @dataclass
 class ReplicaLab:
     workdir: Path
+    kind: str = "terrapin"  # or "bmv2": p4lang's simple_switch_grpc
     replicas: int = 2
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     postgres: PostgresServer | None = None
     config: dict[str, Any] = field(default_factory=dict)
     grpc_ports: list[int] = field(default_factory=list)  # switch i's is grpc_ports[i - 1]
     rest_ports: list[int] = field(default_factory=list)  # replica r's is rest_ports[r]
+    thrift_ports: list[int] = field(default_factory=list)  # BMv2's runtime server, for its CLI
 
     def up(self) -> None:
-        ports = free_ports(SWITCHES + self.replicas)
-        self.grpc_ports, self.rest_ports = ports[:SWITCHES], ports[SWITCHES:]
+        ports = free_ports(2 * SWITCHES + self.replicas)
+        self.grpc_ports, self.thrift_ports = ports[:SWITCHES], ports[SWITCHES : 2 * SWITCHES]
+        self.rest_ports = ports[2 * SWITCHES :]
         self.postgres = PostgresServer().start()  # a temporary directory the server can enter
-        self.config = config(self.postgres.dsn, self.grpc_ports, self.rest_ports[0])
+        self.config = config(
+            self.postgres.dsn, self.grpc_ports, self.rest_ports[0], self.kind, self.thrift_ports
+        )
         (self.workdir / "controller.yaml").write_text(yaml.safe_dump(self.config))
         for i in range(1, SWITCHES + 1):
             self.start_switch(i)
@@ -166,8 +194,11 @@ class ReplicaLab:
     # ---- processes ------------------------------------------------------------------------------
 
     def start_switch(self, i: int) -> None:
-        args = [str(SWITCH_BIN), "--no-p4", "--device-id", str(i), "--"]
-        args += ["--grpc-server-addr", f"127.0.0.1:{self.grpc_ports[i - 1]}", "--cpu-port", "255"]
+        binary = str(SWITCH_BIN) if self.kind == "terrapin" else bmv2_command("simple_switch_grpc")
+        args = [binary, "--no-p4", "--device-id", str(i)]
+        if self.kind == "bmv2":
+            args += ["--thrift-port", str(self.thrift_ports[i - 1])]
+        args += ["--", "--grpc-server-addr", f"127.0.0.1:{self.grpc_ports[i - 1]}", "--cpu-port", "255"]
         with open(self.workdir / f"s{i}.log", "ab") as log:
             self.procs[f"s{i}"] = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
         address = f"127.0.0.1:{self.grpc_ports[i - 1]}"
