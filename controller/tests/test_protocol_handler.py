@@ -23,6 +23,7 @@ from terrapin.protocol.status import ChannelRecord, QueueRecord, decode_status
 from terrapin.reservations import installation_tag
 
 H1, H2, H3 = "10.0.1.2", "10.0.2.2", "10.0.3.2"
+pytest_plugins = ["pg"]
 FORWARD = ["s1", "s2", "s3", "s4"]
 
 
@@ -346,5 +347,57 @@ def test_same_context_with_another_policer_is_a_conflict() -> None:
         await establish(net, moving_window())
         out = await net.send(FORWARD, H1, H2, moving_window(xave_us=6000))
         assert out[0][2].reason == DenialReason.CONTEXT_CONFLICT
+
+    asyncio.run(run())
+
+
+# ---- across a change of controller (issue 11): holds live in the store ------------------------
+
+
+def test_a_hold_survives_its_controller_and_the_next_installs_it(pg_dsn: str) -> None:
+    """A REQUEST_ADMIT held by one controller (which then goes away) is accepted through the
+    next one, which installs exactly what was held: the hold is in the store, not in a process."""
+
+    async def run() -> None:
+        first = Net(store=pg_dsn)
+        out = await first.send(FORWARD, H1, H2, admit())
+        assert [m.code for _, _, m in out] == [MessageCode.REQUEST_ADMIT] * 4
+        held = first.ctl.store.hold(ChannelKey(H1, 7))
+        assert held is not None
+        second = Net(store=pg_dsn)  # the next primary: it read the hold from the store
+        assert second.ctl.service.get_hold(ChannelKey(H1, 7)) == held
+        back = await second.send(
+            FORWARD[::-1], H2, H1, admit().with_code(MessageCode.REQUEST_ACCEPT, hops=0), port=2
+        )
+        assert [m.code for _, _, m in back] == [MessageCode.REQUEST_ACCEPT] * 4
+        record = second.ctl.service.get(ChannelKey(H1, 7))
+        assert record is not None and record.allocation == held.allocation
+        assert second.installed() == {"s1": 1, "s2": 1, "s3": 1, "s4": 1}
+        assert second.ctl.store.hold(ChannelKey(H1, 7)) is None
+
+    asyncio.run(run())
+
+
+def test_a_hold_that_expired_with_its_controller_frees_its_capacity(pg_dsn: str) -> None:
+    """A hold whose deadline passed while its controller was gone is released by the next one:
+    its capacity goes to another channel, and its late REQUEST_ACCEPT is then refused."""
+
+    async def run() -> None:
+        cfg = chain_config(4, rate_bps=8_000_000)  # 900,000 B/s reservable per port
+        short = cfg.model_copy(update={"protocol": cfg.protocol.model_copy(update={"hold_seconds": 0.3})})
+        first = Net(short, store=pg_dsn)
+        await first.send(FORWARD, H1, H2, admit(rate=800_000))
+        assert first.ctl.store.hold(ChannelKey(H1, 7)) is not None
+        await asyncio.sleep(0.4)
+        second = Net(short, store=pg_dsn)
+        # the capacity the expired hold had is admitted to a channel of its own
+        other = await second.send(FORWARD, H1, H2, admit(context=8, rate=800_000))
+        assert other[-1][2].code == MessageCode.REQUEST_ADMIT
+        assert second.ctl.store.hold(ChannelKey(H1, 7)) is None
+        back = await second.send(
+            FORWARD[::-1], H2, H1, admit(rate=800_000).with_code(MessageCode.REQUEST_ACCEPT, hops=0), port=2
+        )
+        assert back[0][2].code == MessageCode.REQUEST_DENIED
+        assert second.ctl.service.get(ChannelKey(H1, 7)) is None and second.installed()["s1"] == 0
 
     asyncio.run(run())
