@@ -29,6 +29,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -380,7 +381,8 @@ def scale_reservation(n: int) -> dict[str, Any]:
 
 
 def say(stage: str, text: str) -> None:
-    print(f"  [{stage}] {text}", flush=True)
+    """A line of a long run, with the time of day (the controllers' logs carry it too)."""
+    print(f"  {time.strftime('%H:%M:%S')} [{stage}] {text}", flush=True)
 
 
 def load_average() -> str:
@@ -417,9 +419,11 @@ class Installed:
     failures: list[str]
 
 
-def install_with_progress(port: int, numbers: list[int], clients: int, stage: str) -> Installed:
+def install_with_progress(
+    port: int, numbers: list[int], clients: int, stage: str, watch: Callable[[], str] | None = None
+) -> Installed:
     """POST scale_reservation(n) for every n from `clients` threads, each with its own keep-alive
-    connection; a line of progress every PROGRESS_EVERY_S."""
+    connection; a line of progress every PROGRESS_EVERY_S (with what `watch` says)."""
     failures: list[str] = []
     done = [0] * clients
     finished = threading.Event()
@@ -452,7 +456,7 @@ def install_with_progress(port: int, numbers: list[int], clients: int, stage: st
             say(
                 stage,
                 f"{elapsed:6.1f} s: {count}/{len(numbers)} installed (now {rate:.0f}/s), {left},"
-                f" {len(failures)} failed; load {load_average()}",
+                f" {len(failures)} failed; load {load_average()}" + (f"; {watch()}" if watch else ""),
             )
 
     threads = [
@@ -545,11 +549,22 @@ def role_of(body: Any) -> str | None:
     return str(role) if role is not None else None
 
 
+def primary_of(names: list[str]) -> str | None:
+    """Which replica says it is primary (the first that does), by its /health."""
+    for name in names:
+        if role_of(health(SCALE_REST[name])[1]) == "primary":
+            return name
+    return None
+
+
 class Deployment:
     """The scale run's processes: 16 switches and one or two controllers, all stopped by close()."""
 
-    def __init__(self, workdir: Path, config: dict[str, Any], profile_dir: Path | None) -> None:
+    def __init__(
+        self, workdir: Path, config: dict[str, Any], profile_dir: Path | None, log_level: str
+    ) -> None:
         self.workdir = workdir
+        self.log_level = log_level
         self.logs = workdir / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
         (workdir / "build" / "run").mkdir(parents=True, exist_ok=True)  # each replica's event history
@@ -595,7 +610,7 @@ class Deployment:
             "--port",
             str(SCALE_REST[name]),
             "--log-level",
-            "WARNING",
+            self.log_level,
         ]
         if replica is not None:
             command += ["--replica", name, "--replica-index", str(replica)]
@@ -692,10 +707,17 @@ def cpu_snapshot(dep: Deployment, pg: PostgresServer | None) -> dict[str, float]
     return snapshot
 
 
-def failover_once(dep: Deployment, primary: str, backup: str, number: int) -> tuple[float, float, int]:
-    """kill -9 the primary; POST a new channel to the backup every FAILOVER_RETRY_S until one
-    is answered 201. Returns (seconds to that 201, seconds until every switch is ready on the
-    new primary, channel numbers used)."""
+def failover_once(dep: Deployment, number: int) -> tuple[str, float, float, int]:
+    """kill -9 whichever replica is primary, once both are settled (the primary serving every
+    switch, the backup caught up); POST a new channel to the backup every FAILOVER_RETRY_S until
+    one is answered 201. Returns (the replica killed, seconds to that 201, seconds until every
+    switch is ready on the new primary, channel numbers used)."""
+    primary = primary_of(list(dep.controllers))
+    if primary is None:
+        raise RuntimeError("no replica is primary before the drill")
+    backup = next(name for name in dep.controllers if name != primary)
+    dep.wait_role(primary, "primary")
+    dep.wait_role(backup, "backup")
     dep.wait_count(backup, health(SCALE_REST[primary])[1]["reservations"])
     start = time.perf_counter()
     dep.kill(primary)
@@ -725,11 +747,17 @@ def failover_once(dep: Deployment, primary: str, backup: str, number: int) -> tu
         f"{primary} killed: first 201 from {backup} after {first:.2f} s ({tried}); "
         f"every switch ready on it after {ready:.2f} s",
     )
-    return first, ready, used
+    return primary, first, ready, used
 
 
 def bench_scale(
-    store: str, channels: int, clients: int, failovers: int, workdir: Path, profile_dir: Path | None
+    store: str,
+    channels: int,
+    clients: int,
+    failovers: int,
+    workdir: Path,
+    profile_dir: Path | None,
+    log_level: str = "WARNING",
 ) -> ScaleResult:
     """One scale run: 'postgres' (replicas r0 and r1 on a fresh PostgreSQL) or 'sqlite' (one
     controller). Installs `channels`, checks every switch against the store; then, replicated,
@@ -746,7 +774,7 @@ def bench_scale(
         profiles = None if profile_dir is None else profile_dir / store
         if profiles is not None:
             profiles.mkdir(parents=True, exist_ok=True)
-        dep = Deployment(workdir / store, grid(location, SCALE_REST["r0"], replicated), profiles)
+        dep = Deployment(workdir / store, grid(location, SCALE_REST["r0"], replicated), profiles, log_level)
         stack.callback(dep.close)
         say(
             stage,
@@ -763,7 +791,18 @@ def bench_scale(
         rss_before = vm_rss_mb(primary)
         cpu_before = cpu_snapshot(dep, pg)
         say(stage, f"installing {channels} channels from {clients} clients; load {load_average()}")
-        installed = install_with_progress(SCALE_REST["r0"], list(range(channels)), clients, stage)
+        primaries: list[str] = ["r0"]
+
+        def watch() -> str:
+            # A primary too busy to renew its lease in time loses it: say so as it happens.
+            now = primary_of(list(dep.controllers)) or "none"
+            if now != primaries[-1]:
+                primaries.append(now)
+            return f"primary {now}"
+
+        installed = install_with_progress(
+            SCALE_REST["r0"], list(range(channels)), clients, stage, watch if replicated else None
+        )
         print_cpu(stage, installed.seconds, cpu_before, cpu_snapshot(dep, pg))
         rss_after = vm_rss_mb(primary)
         say(
@@ -778,10 +817,13 @@ def bench_scale(
         say(stage, f"check {'passed' if ok else 'FAILED'}: {text}")
         result = ScaleResult(store, installed.installed, installed, ok, rss_before, rss_after)
         if replicated:
+            watch()
+            if len(primaries) > 1:
+                say(stage, f"THE LEASE CHANGED HANDS DURING THE INSTALL: primary {' -> '.join(primaries)}")
             dep.wait_count("r1", installed.installed)
             say(
                 stage,
-                f"backup r1 follows: {installed.installed} reservations; "
+                f"r1 follows: {installed.installed} reservations; "
                 f"RSS {vm_rss_mb(dep.controllers['r1'].pid):.1f} MB",
             )
             total = installed.installed
@@ -795,18 +837,18 @@ def bench_scale(
                     f"after {time.perf_counter() - start:.2f} s",
                 )
             else:
-                primary_name, backup_name = "r0", "r1"
                 number = channels
                 for _ in range(failovers):
-                    first, _ready, used = failover_once(dep, primary_name, backup_name, number)
+                    killed, first, _ready, used = failover_once(dep, number)
                     result.failovers.append(first)
                     number += used
                     total += 1
-                    dep.start_controller(primary_name, REPLICA_INDEX[primary_name])
-                    dep.wait_role(primary_name, "backup")
-                    primary_name, backup_name = backup_name, primary_name
+                    dep.start_controller(killed, REPLICA_INDEX[killed])
+                    dep.wait_role(killed, "backup")
                 if failovers:
-                    dep.wait_count(backup_name, total)
+                    primary_name = primary_of(list(dep.controllers)) or "r0"
+                    for name in dep.controllers:
+                        dep.wait_count(name, total)
                     ok, text = check_switches(SCALE_REST[primary_name], total, dep.switch_count)
                     say(stage, f"after {failovers} failovers, check {'passed' if ok else 'FAILED'}: {text}")
                     result.check_ok = result.check_ok and ok
@@ -851,6 +893,7 @@ def main(argv: list[str] | None = None) -> int:
         "top costs per install; a clean hand-over replaces the kill -9 drills, and the figures are "
         "cProfile's, not the bench's",
     )
+    parser.add_argument("--controller-log-level", default="WARNING", help="the scale runs' controllers'")
     args = parser.parse_args(argv)
     stores = [x for x in args.stores.split(",") if x]
     if any(x not in ("sqlite", "postgres") for x in stores):
@@ -866,14 +909,25 @@ def main(argv: list[str] | None = None) -> int:
     profile_dir = None if args.profile is None else Path(args.profile).absolute()
     results: dict[str, ScaleResult] = {}
     workdir = Path(tempfile.mkdtemp(prefix="terrapin-bench-"))
+    clean = False
     try:
         for store in stores:
             print(f"scale run on {store}:", flush=True)
             results[store] = bench_scale(
-                store, args.channels, args.scale_clients, args.failovers, workdir, profile_dir
+                store,
+                args.channels,
+                args.scale_clients,
+                args.failovers,
+                workdir,
+                profile_dir,
+                args.controller_log_level,
             )
+        clean = all(r.check_ok and r.channels == args.channels for r in results.values())
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        if clean:
+            shutil.rmtree(workdir, ignore_errors=True)
+        else:
+            print(f"the scale runs' logs are kept in {workdir}", file=sys.stderr)
     for store, r in results.items():
         how = (
             "replicated (primary r0 + backup r1) on PostgreSQL"
