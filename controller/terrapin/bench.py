@@ -284,7 +284,7 @@ def grid_host_ip(switch: int, k: int) -> str:
     return f"10.{k + 1}.{switch}.2"
 
 
-def grid(store: str, rest_port: int, replicated: bool) -> dict[str, Any]:
+def grid(store: str, rest_port: int, replicated: bool, lease_seconds: float | None = None) -> dict[str, Any]:
     """16 switches in a 4×4 grid (40 Gbit/s trunks), two hosts on every switch (10 Gbit/s)."""
     switches = []
     hosts = []
@@ -336,7 +336,13 @@ def grid(store: str, rest_port: int, replicated: bool) -> dict[str, Any]:
     config = chain(1, store) | {"switches": switches, "hosts": hosts}
     config["rest"] = {"host": "127.0.0.1", "port": rest_port, "token": TOKEN}
     if replicated:
-        config["replication"] = {}  # the defaults: a 1.5 s lease renewed every 0.25 s
+        # By default the configuration's defaults: a 1.5 s lease renewed every 0.25 s.
+        lease = (
+            {}
+            if lease_seconds is None
+            else {"lease_seconds": lease_seconds, "renew_seconds": lease_seconds / 6}
+        )
+        config["replication"] = lease
     return config
 
 
@@ -520,9 +526,10 @@ def check_switches(port: int, expected_count: int, switches: int) -> tuple[bool,
         name = f"s{i}"
         found = asyncio.run(channel_matches(SCALE_GRPC_BASE + i, i, info))
         held += len(found)
-        missing, extra = len(wanted[name] - found), len(found - wanted[name])
+        missing, extra = sorted(wanted[name] - found), sorted(found - wanted[name])
         if missing or extra:
-            problems.append(f"{name} lacks {missing} and has {extra} not in the store")
+            example = f" (e.g. {(missing or extra)[0]})"
+            problems.append(f"{name} lacks {len(missing)} and has {len(extra)} not in the store{example}")
     hops = sum(len(x) for x in wanted.values())
     ok = len(listed) == expected_count and states == {"active": len(listed)} and not problems
     busiest = max(wanted, key=lambda s: len(wanted[s]))
@@ -758,6 +765,7 @@ def bench_scale(
     workdir: Path,
     profile_dir: Path | None,
     log_level: str = "WARNING",
+    lease_seconds: float | None = None,
 ) -> ScaleResult:
     """One scale run: 'postgres' (replicas r0 and r1 on a fresh PostgreSQL) or 'sqlite' (one
     controller). Installs `channels`, checks every switch against the store; then, replicated,
@@ -774,7 +782,8 @@ def bench_scale(
         profiles = None if profile_dir is None else profile_dir / store
         if profiles is not None:
             profiles.mkdir(parents=True, exist_ok=True)
-        dep = Deployment(workdir / store, grid(location, SCALE_REST["r0"], replicated), profiles, log_level)
+        config = grid(location, SCALE_REST["r0"], replicated, lease_seconds)
+        dep = Deployment(workdir / store, config, profiles, log_level)
         stack.callback(dep.close)
         say(
             stage,
@@ -828,13 +837,15 @@ def bench_scale(
             )
             total = installed.installed
             if profile_dir is not None:
+                leaving = primary_of(list(dep.controllers)) or "r0"
+                staying = next(name for name in dep.controllers if name != leaving)
                 start = time.perf_counter()
-                dep.stop("r0")
-                dep.wait_role("r1", "primary")
+                dep.stop(leaving)
+                dep.wait_role(staying, "primary")
                 say(
                     stage,
-                    "clean hand-over (profiling, so no kill -9): r1 primary with every switch ready "
-                    f"after {time.perf_counter() - start:.2f} s",
+                    f"clean hand-over (profiling, so no kill -9): {staying} primary with every switch "
+                    f"ready {time.perf_counter() - start:.2f} s after {leaving} was stopped",
                 )
             else:
                 number = channels
@@ -894,6 +905,11 @@ def main(argv: list[str] | None = None) -> int:
         "cProfile's, not the bench's",
     )
     parser.add_argument("--controller-log-level", default="WARNING", help="the scale runs' controllers'")
+    parser.add_argument(
+        "--lease-seconds",
+        type=float,
+        help="the replicas' lease (renewed every sixth of it; default the configuration's, 1.5 s)",
+    )
     args = parser.parse_args(argv)
     stores = [x for x in args.stores.split(",") if x]
     if any(x not in ("sqlite", "postgres") for x in stores):
@@ -921,6 +937,7 @@ def main(argv: list[str] | None = None) -> int:
                 workdir,
                 profile_dir,
                 args.controller_log_level,
+                args.lease_seconds,
             )
         clean = all(r.check_ok and r.channels == args.channels for r in results.values())
     finally:
