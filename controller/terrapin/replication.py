@@ -16,14 +16,16 @@ writes (a higher election id is primary), and it steps down itself at its next r
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import secrets
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from terrapin.store import Fence, Lease, NotPrimary, ReservationStore, StoreUnavailable
+from terrapin.store import Fence, Lease, LeaseTable, NotPrimary, ReservationStore, StoreUnavailable
 
 LOG = logging.getLogger("terrapin.replication")
 
@@ -42,7 +44,12 @@ class ReplicaIdentity:
 
 class Replication:
     """The lease loop of one replica. `promote(term)` runs when this replica takes the lease,
-    `demote()` when it loses it; both are the controller's (main.py)."""
+    `demote()` when it loses it; both are the controller's (main.py), on its event loop.
+
+    The lease is claimed and renewed from a thread of its own, on a database connection of its
+    own: a primary whose event loop is busy (thousands of set-ups queued) is not a dead one, and
+    must not lose its lease for being slow to get round to renewing it. The event loop learns
+    of a change of role from that thread and acts on it."""
 
     def __init__(
         self,
@@ -61,13 +68,15 @@ class Replication:
         # same name must not adopt the term its predecessor held (were that one still running,
         # both would act with one election id). It waits for the lease to expire instead.
         self.holder = f"{identity.name}#{os.getpid()}-{secrets.token_hex(3)}"
-        self.term: int | None = None  # the lease term this replica holds, while primary
+        self.term: int | None = None  # the lease term this replica acts as primary in (event loop)
+        self._held: int | None = None  # the lease term the claims hold (claiming thread)
         self.lease: Lease | None = None  # as last read
         self._lease_read_at = 0.0  # when (clock) it was read
         self.promoted_at: float | None = None  # when this replica last became primary (clock)
         self.last_error: str | None = None
-        self._renewed_at = 0.0
         self._changing = asyncio.Lock()
+        self._leases: LeaseTable | None = None
+        self._stop = threading.Event()
 
     @property
     def role(self) -> str:
@@ -102,57 +111,88 @@ class Replication:
         lease = self._valid_lease()
         return None if lease is None else replica_name(lease.holder)
 
-    async def run(self) -> None:
-        while True:
-            try:
-                await self.step()
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # the lease loop must outlive any one failure
-                LOG.exception("replica %s: lease step failed", self.identity.name)
-            await asyncio.sleep(self.identity.renew_seconds)
+    # ---- running ----------------------------------------------------------------------------------
 
-    async def step(self) -> None:
-        """One renewal (primary) or one look at the lease (backup)."""
-        me = self.identity
+    async def run(self) -> None:
+        """Claims in a thread; here, acting on what it found and following the journal."""
+        loop = asyncio.get_running_loop()
+        changed = asyncio.Event()
+        self._leases = self._store.lease_table(own_connection=True)
+        self._stop.clear()
+        claims = threading.Thread(target=self._claim_forever, args=(loop, changed), name="lease", daemon=True)
+        claims.start()
         try:
-            lease = self._store.claim_lease(self.holder, me.url, me.lease_seconds, self.term)
-            self._lease_read_at = self._clock()
-            self.last_error = None
+            while True:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(changed.wait(), self.identity.renew_seconds)
+                changed.clear()
+                try:
+                    await self._act()
+                except Exception:  # the lease loop must outlive any one failure
+                    LOG.exception("replica %s: acting on the lease failed", self.identity.name)
+        finally:
+            self._stop.set()
+            await asyncio.to_thread(claims.join, 5)
+            self._leases.close()
+
+    def _claim_forever(self, loop: asyncio.AbstractEventLoop, changed: asyncio.Event) -> None:
+        while not self._stop.is_set():
+            before = self._held
+            try:
+                self._claim()
+            except Exception:  # the thread must outlive any one failure
+                LOG.exception("replica %s: lease claim failed", self.identity.name)
+            if self._held != before:
+                loop.call_soon_threadsafe(changed.set)
+            self._stop.wait(self.identity.renew_seconds)
+
+    def _claim(self) -> None:
+        """One renewal (while held) or one look at the lease (else)."""
+        me = self.identity
+        leases = self._leases or self._store.lease_table()
+        try:
+            lease = leases.claim(self.holder, me.url, me.lease_seconds, self._held)
         except StoreUnavailable as exc:
             # Nobody can take the lease while the store is away, and the store refuses every
             # change meanwhile: the primary stays primary for the switches until it answers.
             self.last_error = str(exc)
-            LOG.warning("replica %s: lease not renewed: %s", me.name, exc)
+            LOG.warning("replica %s: lease not claimed: %s", me.name, exc)
             return
-        self.lease = lease
+        self.lease, self._lease_read_at, self.last_error = lease, self._clock(), None
         mine = lease is not None and lease.holder == self.holder and lease.valid
-        if self.term is not None:
-            if mine and lease is not None and lease.term == self.term:
-                self._renewed_at = self._clock()
-                return
+        if self._held is not None and not (mine and lease is not None and lease.term == self._held):
             LOG.warning(
-                "replica %s: lost the lease of term %d (now %s); stepping down",
+                "replica %s: lost the lease of term %d (now %s)",
                 me.name,
-                self.term,
+                self._held,
                 "nobody's" if lease is None else f"{replica_name(lease.holder)}'s term {lease.term}",
             )
+            self._held = None
+        elif self._held is None and mine and lease is not None:
+            self._held = lease.term
+
+    async def step(self) -> None:
+        """One claim and what follows from it, in the caller's task (tests step by hand)."""
+        self._claim()
+        await self._act()
+
+    async def _act(self) -> None:
+        held = self._held
+        if self.term is not None and held != self.term:
             await self._step_down()
-            return
-        if mine and lease is not None:
-            await self._take(lease.term)
-            return
-        # A backup: follow the primary's changes, so reads and a takeover start current.
-        try:
-            self._store.sync()
-        except StoreUnavailable as exc:
-            self.last_error = str(exc)
+        if held is not None and self.term is None:
+            await self._take(held)
+        if self.term is None:
+            # A backup: follow the primary's changes, so reads and a takeover start current.
+            try:
+                self._store.sync()
+            except StoreUnavailable as exc:
+                self.last_error = str(exc)
 
     async def _take(self, term: int) -> None:
         async with self._changing:
             LOG.info("replica %s: took the lease, term %d", self.identity.name, term)
             self.term = term
-            self._renewed_at = self._clock()
             self.promoted_at = self._clock()
             try:
                 await self._promote(term)
@@ -163,15 +203,17 @@ class Replication:
 
     async def _step_down(self) -> None:
         async with self._changing:
+            LOG.warning("replica %s: stepping down from term %s", self.identity.name, self.term)
             self.term = None
             await self._demote()
 
     async def resign(self) -> None:
         """A clean stop: give the lease up so a backup need not wait for it to expire."""
-        term = self.term
+        self._stop.set()
+        term = self._held if self._held is not None else self.term
+        self.term = self._held = None
         if term is None:
             return
-        self.term = None
         try:
             self._store.release_lease(self.holder, term)
         except StoreUnavailable as exc:

@@ -76,10 +76,11 @@ def test_a_backup_cut_off_from_the_store_stops_trusting_the_lease(tmp_path: Path
         await backup.step()
         assert backup.primary_url == "http://c0"
 
-        def away(*_args: object) -> None:
-            raise StoreUnavailable("the database is away")
+        class Away:
+            def claim(self, *_args: object) -> None:
+                raise StoreUnavailable("the database is away")
 
-        store.claim_lease = away  # type: ignore[method-assign]
+        backup._leases = Away()  # type: ignore[assignment]
         await backup.step()
         assert backup.last_error == "the database is away"
         now[0] += LEASE_S / 2

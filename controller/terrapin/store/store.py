@@ -114,9 +114,11 @@ class ReservationStore:
         self._driver: Driver = (
             where if not isinstance(where, str | Path) else open_driver(where, application_name)
         )
+        self._location = None if not isinstance(where, str | Path) else str(where)
+        self._application_name = application_name
         self._mirror = Mirror(ledger)
         self._lock = threading.RLock()
-        self._now_sql = _NOW[self._driver.dialect]
+        self._leases = LeaseTable(self._driver, self._lock)
         migrations.migrate(self._driver)
         with self._lock, self._driver.snapshot():
             self._reload()
@@ -274,51 +276,26 @@ class ReservationStore:
             (key, value),
         )
 
-    # ---- the primary's lease ---------------------------------------------------------------------
+    # ---- the primary's lease (LeaseTable) -----------------------------------------------------
+
+    def lease_table(self, own_connection: bool = False) -> LeaseTable:
+        """The lease, on this store's connection or (`own_connection`) a connection of its own,
+        for a renewal that must not wait behind this replica's transactions."""
+        if own_connection and self._location not in (None, ":memory:"):
+            return LeaseTable(open_driver(self._location, self._application_name + " (lease)"))
+        return LeaseTable(self._driver, self._lock)
 
     def lease(self) -> Lease | None:
-        with self._lock:
-            return self._read_lease()
+        return self._leases.read()
+
+    def claim_lease(self, holder: str, url: str, seconds: float, term: int | None) -> Lease | None:
+        return self._leases.claim(holder, url, seconds, term)
+
+    def release_lease(self, holder: str, term: int) -> None:
+        self._leases.release(holder, term)
 
     def _read_lease(self) -> Lease | None:
-        row = self._driver.fetchone(
-            f"SELECT holder, url, term, expires_at, {self._now_sql} FROM lease WHERE name = ?", (LEASE,)
-        )
-        if row is None:
-            return None
-        return Lease(str(row[0]), str(row[1]), int(row[2]), float(row[3]), float(row[4]))
-
-    def claim_lease(self, replica: str, url: str, seconds: float, term: int | None) -> Lease | None:
-        """Renew the lease if `term` is this replica's and nobody took it since; else take it
-        if it is free or expired. Each step is one statement, so two replicas claiming at once
-        cannot both win. Returns the lease as it stands afterwards (None if none exists)."""
-        now = self._now_sql
-        with self._lock:
-            if term is not None:
-                self._driver.execute(
-                    f"UPDATE lease SET expires_at = {now} + ?, url = ? "
-                    "WHERE name = ? AND holder = ? AND term = ?",
-                    (seconds, url, LEASE, replica, term),
-                )
-            else:
-                self._driver.execute(
-                    f"UPDATE lease SET holder = ?, url = ?, term = term + 1, expires_at = {now} + ? "
-                    f"WHERE name = ? AND expires_at <= {now}",
-                    (replica, url, seconds, LEASE),
-                )
-                self._driver.execute(
-                    f"INSERT INTO lease VALUES (?, ?, ?, 1, {now} + ?) ON CONFLICT (name) DO NOTHING",
-                    (LEASE, replica, url, seconds),
-                )
-            return self._read_lease()
-
-    def release_lease(self, replica: str, term: int) -> None:
-        """Give the lease up now (a clean stop), so a backup need not wait for it to expire."""
-        with self._lock:
-            self._driver.execute(
-                f"UPDATE lease SET expires_at = {self._now_sql} WHERE name = ? AND holder = ? AND term = ?",
-                (LEASE, replica, term),
-            )
+        return self._leases.read()
 
     # ---- one-step changes (tests, tools): each its own transaction ----------------------------
 
@@ -340,6 +317,61 @@ class ReservationStore:
     def set_state(self, key: ChannelKey, state: str) -> None:
         with self.transaction() as txn:
             txn.set_state(key, state)
+
+
+class LeaseTable:
+    """The lease row: who should be primary. Each step is one statement, so two replicas
+    claiming at once cannot both win; every time is the database's clock."""
+
+    def __init__(self, driver: Driver, lock: threading.RLock | None = None) -> None:
+        self._driver = driver
+        self._owned = lock is None  # a connection of its own, closed with it
+        self._lock = lock or threading.RLock()
+        self._now = _NOW[driver.dialect]
+
+    def read(self) -> Lease | None:
+        with self._lock:
+            row = self._driver.fetchone(
+                f"SELECT holder, url, term, expires_at, {self._now} FROM lease WHERE name = ?", (LEASE,)
+            )
+        if row is None:
+            return None
+        return Lease(str(row[0]), str(row[1]), int(row[2]), float(row[3]), float(row[4]))
+
+    def claim(self, holder: str, url: str, seconds: float, term: int | None) -> Lease | None:
+        """Renew the lease if `term` is this holder's and nobody took it since; else take it if
+        it is free or expired. Returns the lease as it stands afterwards (None if none exists)."""
+        now = self._now
+        with self._lock:
+            if term is not None:
+                self._driver.execute(
+                    f"UPDATE lease SET expires_at = {now} + ?, url = ? "
+                    "WHERE name = ? AND holder = ? AND term = ?",
+                    (seconds, url, LEASE, holder, term),
+                )
+            else:
+                self._driver.execute(
+                    f"UPDATE lease SET holder = ?, url = ?, term = term + 1, expires_at = {now} + ? "
+                    f"WHERE name = ? AND expires_at <= {now}",
+                    (holder, url, seconds, LEASE),
+                )
+                self._driver.execute(
+                    f"INSERT INTO lease VALUES (?, ?, ?, 1, {now} + ?) ON CONFLICT (name) DO NOTHING",
+                    (LEASE, holder, url, seconds),
+                )
+            return self.read()
+
+    def release(self, holder: str, term: int) -> None:
+        """Give the lease up now (a clean stop), so a backup need not wait for it to expire."""
+        with self._lock:
+            self._driver.execute(
+                f"UPDATE lease SET expires_at = {self._now} WHERE name = ? AND holder = ? AND term = ?",
+                (LEASE, holder, term),
+            )
+
+    def close(self) -> None:
+        if self._owned:
+            self._driver.close()
 
 
 class Transaction:
