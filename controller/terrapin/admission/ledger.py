@@ -284,6 +284,12 @@ class AdmissionLedger:
         with self._lock:
             return self._load_locked(port)
 
+    def loads(self, ports: Iterable[PortId] | None = None) -> dict[PortId, PortLoad]:
+        """Ports' aggregates taken together (every port's by default), without the channel list
+        snapshot() copies: what is read before every hop of a set-up."""
+        with self._lock:
+            return {pid: self._load_locked(pid) for pid in (self._ports if ports is None else ports)}
+
     def port_status(self, port: PortId) -> PortStatus:
         with self._lock:
             model = self._ports[port]

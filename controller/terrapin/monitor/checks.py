@@ -161,11 +161,14 @@ class PollVerdict:
 # ---- expectations -------------------------------------------------------------------------
 
 
-def queue_expectations(ledger: AdmissionLedger) -> dict[PortId, list[QueueExpectation]]:
-    """Every admitted level of every port with its bound, from one snapshot of the ledger."""
-    _channels, loads = ledger.snapshot()
+def queue_expectations(
+    ledger: AdmissionLedger, switch: str | None = None
+) -> dict[PortId, list[QueueExpectation]]:
+    """Every admitted level of every port (of `switch` only, if given) with its bound, from one
+    reading of the ledger."""
+    ports = None if switch is None else [pid for pid in ledger.ports if pid.switch == switch]
     found: dict[PortId, list[QueueExpectation]] = {}
-    for pid, load in loads.items():
+    for pid, load in ledger.loads(ports).items():
         model = ledger.ports[pid]
         levels = []
         for priority in ADMITTED_PRIORITIES:

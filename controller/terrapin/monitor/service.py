@@ -39,6 +39,9 @@ from terrapin.paths import ChannelEntry, ChannelProgrammer
 from terrapin.store import Reservation
 from terrapin.switches import MonitorSample, QueueBound
 
+# The share of the controller's time the monitor may take (see GuaranteeMonitor.interval).
+MAX_DUTY = 0.25
+
 LOG = logging.getLogger("terrapin.monitor")
 
 Cell = tuple[int, int]
@@ -103,7 +106,10 @@ class GuaranteeMonitor:
         # channel id → its colour counters just before its entry was written, per switch, for
         # the channels set up since the switch's last sample
         self._fresh: dict[str, dict[int, tuple[int, int, int, int]]] = {}
-        self._bounds_lock = asyncio.Lock()
+        # Per switch: its bounds are read, compared and written by one task at a time (set-ups
+        # and polls of different switches go on side by side).
+        self._bounds_locks: dict[str, asyncio.Lock] = {}
+        self._last_poll_s = 0.0  # how long the last poll took
         self._cleared_maxima: set[str] = set()
         self._polling = False
         self._polls = 0
@@ -121,7 +127,11 @@ class GuaranteeMonitor:
 
     @property
     def interval(self) -> float:
-        return self._config.interval_s
+        """Seconds between the starts of two polls: the configured interval, stretched while a
+        poll takes long enough that the monitor would otherwise use more than MAX_DUTY of the
+        controller's time (each poll reads every channel's counters: with thousands of channels
+        on a switch that is seconds of work, and set-ups must not wait behind it)."""
+        return max(self._config.interval_s, self._last_poll_s / MAX_DUTY)
 
     # ---- the loop -----------------------------------------------------------------------------
 
@@ -135,7 +145,8 @@ class GuaranteeMonitor:
             except Exception:  # the monitor must outlive any one bad poll
                 LOG.exception("monitor poll failed")
             elapsed = asyncio.get_running_loop().time() - started
-            await asyncio.sleep(max(0.0, self._config.interval_s - elapsed))
+            self._last_poll_s = elapsed
+            await asyncio.sleep(max(0.0, self.interval - elapsed))
 
     async def poll(self) -> PollVerdict:
         self._polling = True
@@ -214,7 +225,7 @@ class GuaranteeMonitor:
         queues: dict[Any, list[QueueExpectation]],
         hops: Sequence[Any],
     ) -> MonitorSample:
-        async with self._bounds_lock:
+        async with self._bounds_lock(name):
             await self._sync_bounds(name, self._wanted(queues, name), allow_decrease=True)
         # Every admitted level of every port, whether it carries channels now or not, so that
         # a queue's counters have a baseline before its first channel arrives.
@@ -245,8 +256,8 @@ class GuaranteeMonitor:
         bounds wait for a poll (thresholds_to_install)."""
         if not self._config.enabled:
             return
-        wanted = self._wanted(queue_expectations(self._ledger), switch)
-        async with self._bounds_lock:
+        wanted = self._wanted(queue_expectations(self._ledger, switch), switch)
+        async with self._bounds_lock(switch):
             installed = self._installed.get(switch, {})
             pending = self._pending.setdefault(switch, {})
             target = thresholds_to_install(wanted, installed, pending, self._polls, allow_decrease=False)
@@ -260,6 +271,9 @@ class GuaranteeMonitor:
                 counts = await self._fabric.prepare_channel(switch, bounds, target, channel_id)
             self._installed[switch] = target
         self._fresh.setdefault(switch, {})[channel_id] = counts
+
+    def _bounds_lock(self, switch: str) -> asyncio.Lock:
+        return self._bounds_locks.setdefault(switch, asyncio.Lock())
 
     async def _sync_bounds(self, name: str, wanted: dict[Cell, int], allow_decrease: bool) -> None:
         installed = self._installed.get(name, {})
@@ -319,7 +333,8 @@ class GuaranteeMonitor:
         verdict = "network" if active[NETWORK] else "source" if active[SOURCE] else "ok"
         return {
             "enabled": self._config.enabled,
-            "interval_s": self._config.interval_s,
+            "interval_s": self.interval,
+            "configured_interval_s": self._config.interval_s,
             "polls": self._polls,
             "last_poll_at": self._last_poll_at,
             "verdict": verdict,
