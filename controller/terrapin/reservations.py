@@ -178,13 +178,12 @@ class ReservationService:
             return len(txn.expired)
 
     def desired_entries(self, switch: str) -> list[ChannelEntry]:
-        entries: list[ChannelEntry] = []
-        for record in self.store.all():
-            entries.extend(e for e in self.entries(record) if e.switch == switch)
-        return entries
+        """Every stored channel's entry on `switch` (what its reconciliation makes it hold)."""
+        return [e for record in self.store.all() for e in self.entries(record, switch)]
 
-    def entries(self, record: Reservation) -> list[ChannelEntry]:
-        """Every hop's entry; the first hop polices with the channel's own policer."""
+    def entries(self, record: Reservation, switch: str | None = None) -> list[ChannelEntry]:
+        """Every hop's entry (on `switch` only, if given); the first hop polices with the
+        channel's own policer."""
         return [
             entry_for_hop(
                 hop.port.switch,
@@ -196,6 +195,7 @@ class ReservationService:
                 tag=installation_tag(record),
             )
             for index, hop in enumerate(record.allocation.hops)
+            if switch is None or hop.port.switch == switch
         ]
 
     # ---- admission ----------------------------------------------------------------------------
