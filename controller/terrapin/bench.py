@@ -23,6 +23,7 @@ import os
 import pstats
 import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -466,7 +467,7 @@ def install_with_progress(
             )
 
     threads = [
-        threading.Thread(target=worker, args=(i, numbers[i::clients]), name=f"client-{i}")
+        threading.Thread(target=worker, args=(i, numbers[i::clients]), name=f"client-{i}", daemon=True)
         for i in range(clients)
     ]
     reporter = threading.Thread(target=progress, name="progress", daemon=True)
@@ -582,7 +583,24 @@ class Deployment:
         self.switches: list[subprocess.Popen[bytes]] = []
         self.controllers: dict[str, subprocess.Popen[bytes]] = {}
 
+    def check_ports_free(self) -> None:
+        """Refuse to start beside another run on these ports (another bench, say): its
+        controller would answer this run's requests, and the figures would be of neither."""
+        ports = [SCALE_GRPC_BASE + i for i in range(1, self.switch_count + 1)] + list(SCALE_REST.values())
+        for port in ports:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                # as the servers bind: a port only in TIME_WAIT is free to them
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    raise RuntimeError(
+                        f"127.0.0.1:{port} is in use: is another bench-controller running? (ports "
+                        f"{min(ports)}-{max(ports)})"
+                    ) from None
+
     def start_switches(self) -> None:
+        self.check_ports_free()
         for i in range(1, self.switch_count + 1):
             with open(self.logs / f"s{i}.log", "ab") as log:
                 self.switches.append(
@@ -911,6 +929,8 @@ def main(argv: list[str] | None = None) -> int:
         help="the replicas' lease (renewed every sixth of it; default the configuration's, 1.5 s)",
     )
     args = parser.parse_args(argv)
+    # A SIGTERM unwinds like Ctrl-C, so the switches, controllers and PostgreSQL are stopped.
+    signal.signal(signal.SIGTERM, _terminated)
     stores = [x for x in args.stores.split(",") if x]
     if any(x not in ("sqlite", "postgres") for x in stores):
         parser.error(f"--stores: {args.stores!r} (sqlite, postgres)")
@@ -983,6 +1003,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"NOT ALL INSTALLED OR CHECKED: {', '.join(failed)}", file=sys.stderr)
         return 1
     return 0
+
+
+def _terminated(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def bench_small(args: argparse.Namespace) -> list[str]:
