@@ -189,6 +189,7 @@ class ChannelEntry:
     pburst: int
     demote_excess: bool
     window: JumpingWindowEntry | MovingWindowEntry | None = None
+    port: int | None = None  # the hop's egress port (not part of the entry: what it loads)
 
 
 class ChannelProgrammer(Protocol):

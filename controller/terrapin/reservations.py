@@ -40,6 +40,7 @@ from terrapin.store import (
     INSTALLING,
     CommitUnknown,
     Fence,
+    GroupCommit,
     Hold,
     NotPrimary,
     Reservation,
@@ -135,6 +136,9 @@ class ReservationService:
         # Reservations whose rollback or activation could not be written (the store was away):
         # rolled back when it can be (unfinished()).
         self._unfinished: set[ChannelKey] = set()
+        # Set-ups, confirmations and removals of concurrent requests share transactions.
+        self._group = GroupCommit(store, lambda: self.fence())
+        self._handed: dict[str, int] = {}  # the last context next_context gave each initiator
 
     # ---- start-up and upkeep -----------------------------------------------------------------
 
@@ -289,16 +293,23 @@ class ReservationService:
         if isinstance(route, Denial):
             return route
         started = time.perf_counter()
-        with self._recorded(request.key), self.store.transaction(self.fence()) as txn:
+
+        def admit_and_record(
+            txn: Transaction,
+        ) -> tuple[Allocation | Denial | Conflict, Reservation | Denial | None]:
             conflict = self._conflict(request)
-            decision: Allocation | Denial | None = None
-            outcome: Reservation | Denial | None = None
-            if conflict is None:
-                decision = txn.admit(request.key, route, request.envelope)
-                outcome = decision if isinstance(decision, Denial) else self._record(txn, request, decision)
-        self.decided(conflict or decision, time.perf_counter() - started)
-        if conflict is not None:
-            raise conflict
+            if conflict is not None:
+                return conflict, None
+            decision = txn.admit(request.key, route, request.envelope)
+            if isinstance(decision, Denial):
+                return decision, decision
+            return decision, self._record(txn, request, decision)
+
+        with self._recorded(request.key):
+            decided, outcome = await self._group.run(admit_and_record)
+        self.decided(decided, time.perf_counter() - started)
+        if isinstance(decided, Conflict):
+            raise decided
         assert outcome is not None
         if isinstance(outcome, Denial):
             return outcome
@@ -307,14 +318,17 @@ class ReservationService:
     async def install(self, request: ChannelRequest) -> Reservation | Denial:
         """In band: the destination accepted, so the hold becomes a reservation and every hop
         is written, all or nothing."""
-        with self._recorded(request.key), self.store.transaction(self.fence()) as txn:
+
+        def record(txn: Transaction) -> Reservation | Denial:
             held = self.store.hold(request.key)
             if held is None:
-                outcome: Reservation | Denial = simple_denial(
+                return simple_denial(
                     request.key, DenialReason.SWITCH_ERROR, "hold_expired", "tentative hold expired"
                 )
-            else:
-                outcome = self._record(txn, request, held.allocation)
+            return self._record(txn, request, held.allocation)
+
+        with self._recorded(request.key):
+            outcome = await self._group.run(record)
         if isinstance(outcome, Denial):
             return outcome
         return await self._install(outcome)
@@ -352,7 +366,7 @@ class ReservationService:
         try:
             await install_path(self.programmer, self.entries(record))
         except PathSetupError as exc:
-            self._roll_back(key)
+            await self._roll_back(key)
             await remove_path(self.programmer, self.entries(record))
             LOG.warning("path setup for %s failed and was rolled back: %s", key, exc)
             port = next(h.port for h in allocation.hops if h.port.switch == exc.switch)
@@ -383,8 +397,7 @@ class ReservationService:
         deadline = time.monotonic() + ACTIVATION_PATIENCE_S
         while True:
             try:
-                with self.store.transaction(self.fence()) as txn:
-                    return txn.set_state(key, ACTIVE)
+                return await self._group.run(lambda txn: txn.set_state(key, ACTIVE))
             except CommitUnknown as exc:
                 uncertain, error = True, exc  # it may be active already: the retry finds out
             except (StoreUnavailable, NotPrimary) as exc:
@@ -410,10 +423,9 @@ class ReservationService:
             f"the reservation could not be confirmed ({error}); it will be rolled back",
         )
 
-    def _roll_back(self, key: ChannelKey) -> None:
+    async def _roll_back(self, key: ChannelKey) -> None:
         try:
-            with self.store.transaction(self.fence()) as txn:
-                txn.release(key)
+            await self._group.run(lambda txn: txn.release(key))
         except (StoreUnavailable, NotPrimary) as exc:
             LOG.warning("rollback of %s not recorded yet (%s); retried later", key, exc)
             self._unfinished.add(key)
@@ -421,8 +433,7 @@ class ReservationService:
     async def close(self, key: ChannelKey) -> Reservation | None:
         """Remove a channel everywhere. Switches that cannot be reached now are corrected by
         reconciliation when they reconnect (the store no longer lists the channel)."""
-        with self.store.transaction(self.fence()) as txn:
-            removed = txn.release(key)
+        removed = await self._group.run(lambda txn: txn.release(key))
         if not isinstance(removed, Reservation):
             return None  # nothing, or a tentative hold
         self._unfinished.discard(key)
@@ -468,5 +479,9 @@ class ReservationService:
         return self.store.count()
 
     def next_context(self, initiator: str) -> int:
-        # REST channels use contexts from 2^31 up so they never collide with a host's own.
-        return max(self.store.largest_context(initiator) + 1, 1 << 31)
+        """A context for a REST request that names none: from 2^31 up, so it never collides
+        with a host's own. Each is handed out once, also to concurrent requests whose
+        reservations are not recorded yet (they share a later transaction)."""
+        context = max(self.store.largest_context(initiator) + 1, 1 << 31, self._handed.get(initiator, 0) + 1)
+        self._handed[initiator] = context
+        return context

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import ipaddress
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -124,6 +125,122 @@ class WriteGate:
                 self._open.set()
 
 
+class SwitchBatcher:
+    """What concurrent set-ups and tear-downs send one switch, sent together.
+
+    Every P4Runtime call costs the controller a few hundred microseconds of Python whatever it
+    carries, and a set-up makes two or three per hop. So writes queued for a switch while one
+    of its writes is in flight go out together in the next WriteRequest (and reads likewise in
+    one ReadRequest). P4Runtime applies a batch's updates one by one and reports each one's
+    failure (spec §12.3: CONTINUE_ON_ERROR), so each caller is answered about its own updates
+    only. Under light load a batch is one caller's, sent at once."""
+
+    def __init__(self, switch: Callable[[], fy.Switch]) -> None:
+        self._switch = switch
+        self._writes: list[tuple[list[p4r.Update], bool, asyncio.Future[None]]] = []
+        self._reads: list[tuple[list[p4r.Entity], asyncio.Future[list[p4r.Entity]]]] = []
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._writing = self._reading = False
+
+    async def write(self, updates: list[p4r.Update], strict: bool = True) -> None:
+        """Apply `updates`; with `strict` False, one that finds nothing to modify or delete is
+        no error (an entry already gone)."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._writes.append((updates, strict, future))
+        if not self._writing:
+            self._writing = True
+            self._start(self._send_writes())
+        await future
+
+    async def read(self, entities: list[p4r.Entity]) -> list[p4r.Entity]:
+        """Read `entities`; the answer may also hold what other callers of the batch asked for."""
+        future: asyncio.Future[list[p4r.Entity]] = asyncio.get_running_loop().create_future()
+        self._reads.append((entities, future))
+        if not self._reading:
+            self._reading = True
+            self._start(self._send_reads())
+        return await future
+
+    def _start(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _send_writes(self) -> None:
+        try:
+            while self._writes:
+                batch, self._writes = self._writes, []
+                updates = [u for mine, _strict, _future in batch for u in mine]
+                try:
+                    await self._switch().write(updates, strict=True)
+                except fy.P4ClientError as exc:
+                    _answer_writes(batch, exc)
+                except Exception as exc:  # the switch went away: nothing of the batch is known
+                    for _mine, _strict, future in batch:
+                        _fail(future, exc)
+                else:
+                    for _mine, _strict, future in batch:
+                        if not future.done():
+                            future.set_result(None)
+        finally:
+            self._writing = False
+
+    async def _send_reads(self) -> None:
+        try:
+            while self._reads:
+                batch, self._reads = self._reads, []
+                sw = self._switch()
+                request = p4r.ReadRequest(device_id=sw.device_id)
+                for entities, _future in batch:
+                    request.entities.extend(entities)
+                try:
+                    found = [e for reply in await _collect(_read_raw(sw, request)) for e in reply.entities]
+                except Exception as exc:
+                    for _entities, future in batch:
+                        _fail(future, exc)
+                    continue
+                for _entities, future in batch:
+                    if not future.done():
+                        future.set_result(found)
+        finally:
+            self._reading = False
+
+
+class SwitchWriteError(Exception):
+    """Updates of a batch the switch refused (the others of the batch were applied)."""
+
+
+def _answer_writes(
+    batch: list[tuple[list[p4r.Update], bool, asyncio.Future[None]]], exc: fy.P4ClientError
+) -> None:
+    details = exc.details
+    if exc.code != fy.GRPCStatusCode.UNKNOWN or not details:
+        for _mine, _strict, future in batch:  # the whole WriteRequest was refused
+            _fail(future, exc)
+        return
+    start = 0
+    for mine, strict, future in batch:
+        failed = [details[i] for i in range(start, start + len(mine)) if i in details]
+        start += len(mine)
+        if not strict:
+            failed = [e for e in failed if e.canonical_code != fy.GRPCStatusCode.NOT_FOUND]
+        if failed:
+            _fail(
+                future, SwitchWriteError("; ".join(f"{e.canonical_code.name}: {e.message}" for e in failed))
+            )
+        elif not future.done():
+            future.set_result(None)
+
+
+def _fail(future: asyncio.Future[Any], exc: BaseException) -> None:
+    if not future.done():
+        future.set_exception(exc)
+
+
+async def _collect(replies: AsyncIterator[p4r.ReadResponse]) -> list[p4r.ReadResponse]:
+    return [reply async for reply in replies]
+
+
 def entry_for_hop(
     switch: str,
     selector: ChannelSelector,
@@ -154,6 +271,7 @@ def entry_for_hop(
         pburst=burst,
         demote_excess=demote_excess,
         window=None if edge is None else window_entry(edge, tag),
+        port=hop.port.port,
     )
 
 
@@ -399,6 +517,9 @@ class SwitchFabric:
         }
         self._ready = {name: asyncio.Event() for name in self._switches}
         self._gates = {name: WriteGate() for name in self._switches}
+        self._batchers = {
+            name: SwitchBatcher(functools.partial(self._switch, name)) for name in self._switches
+        }
         self._codecs: dict[int, ChannelCodec] = {}
         # p4lang's PI reads an unset election id as 0 and refuses two streams with one id, so a
         # backup announces its own id to a BMv2 switch (terrapin/arbitration.py).
@@ -589,14 +710,16 @@ class SwitchFabric:
         async with self._gate(entry.switch).write():
             if not self.is_ready(entry.switch):
                 raise SwitchUnavailable(f"switch {entry.switch} is not ready")
-            sw = self._switch(entry.switch)
-            await _write_raw(sw, p4r.Update.INSERT, [self._codec(sw).entry(entry)])
+            pb = self._codec(self._switch(entry.switch)).entry(entry)
+            update = p4r.Update(type=p4r.Update.INSERT, entity=p4r.Entity(table_entry=pb))
+            await self._batchers[entry.switch].write([update])
 
     async def remove_channel(self, entry: ChannelEntry) -> None:
         async with self._gate(entry.switch).write():
-            sw = self._switch(entry.switch)
+            key = self._codec(self._switch(entry.switch)).key_only(entry.selector)
+            update = p4r.Update(type=p4r.Update.DELETE, entity=p4r.Entity(table_entry=key))
             # Not strict: an entry already gone (a switch restarted empty) is not an error.
-            await _write_raw(sw, p4r.Update.DELETE, [self._codec(sw).key_only(entry.selector)], strict=False)
+            await self._batchers[entry.switch].write([update], strict=False)
 
     def _gate(self, name: str) -> WriteGate:
         gate = self._gates.get(name)
@@ -723,14 +846,25 @@ class SwitchFabric:
         then the channel id's yellow and red counters as they stand, the baseline its first
         window is measured from (a channel id is reused, and its counters are never cleared)."""
         sw = self._switch(name)
+        batcher = self._batchers[name]
         updates = _bound_updates(installed, bounds)
         if updates:
-            await sw.write(updates)
-        colours = await _read_counter_cells(sw, [(C_CHANNEL_YELLOW, channel_id), (C_CHANNEL_RED, channel_id)])
-        return (
-            *colours.get((C_CHANNEL_YELLOW, channel_id), (0, 0)),
-            *colours.get((C_CHANNEL_RED, channel_id), (0, 0)),
-        )
+            await batcher.write(fy.p4entity.encode_updates(updates, sw.p4info))
+        schema = sw.p4info
+        cells = {
+            (schema.counters[counter].id, channel_id): counter
+            for counter in (C_CHANNEL_YELLOW, C_CHANNEL_RED)
+        }
+        asked = [
+            p4r.Entity(counter_entry=p4r.CounterEntry(counter_id=cid, index=p4r.Index(index=index)))
+            for cid, index in cells
+        ]
+        colours = {
+            cells[key]: (e.counter_entry.data.packet_count, e.counter_entry.data.byte_count)
+            for e in await batcher.read(asked)
+            if (key := (e.counter_entry.counter_id, e.counter_entry.index.index)) in cells
+        }
+        return (*colours.get(C_CHANNEL_YELLOW, (0, 0)), *colours.get(C_CHANNEL_RED, (0, 0)))
 
     async def monitor_sample(
         self, name: str, cells: Sequence[tuple[int, int]], channel_ids: Sequence[int]
@@ -809,22 +943,6 @@ async def _read_counters(sw: fy.Switch, name: str, indices: list[int]) -> dict[i
     async for entry in _read(sw, [fy.P4CounterEntry(name, index=i) for i in indices]):
         if entry.index is not None:
             found[entry.index] = (entry.packet_count, entry.byte_count)
-    return found
-
-
-async def _read_counter_cells(
-    sw: fy.Switch, cells: Sequence[tuple[str, int]]
-) -> dict[tuple[str, int], tuple[int, int]]:
-    """Cells of several counters in one read: (counter name, index) → (packets, bytes)."""
-    found: dict[tuple[str, int], tuple[int, int]] = {}
-    # finsy names a counter read back by its alias: map it to the name asked for
-    asked = {sw.p4info.counters[name].alias: name for name, _ in cells}
-    async for entry in _read(sw, [fy.P4CounterEntry(name, index=i) for name, i in cells]):
-        if entry.index is not None:
-            found[(asked.get(entry.counter_id, entry.counter_id), entry.index)] = (
-                entry.packet_count,
-                entry.byte_count,
-            )
     return found
 
 

@@ -156,6 +156,7 @@ class Outcomes:
     refused: set[tuple[str, str, int]] = field(default_factory=set)  # a 4xx/5xx answer
     unknown: set[tuple[str, str, int]] = field(default_factory=set)  # no answer
     deleted: set[int] = field(default_factory=set)  # reservation ids answered 204
+    maybe_deleted: set[int] = field(default_factory=set)  # a DELETE got no answer (0, 504)
     answers: dict[int, int] = field(default_factory=dict)  # status → how many
 
     def count(self, status: int) -> None:
@@ -280,6 +281,8 @@ class ReplicaLab:
                         if status in (204, 404):  # 404: an earlier try did delete it
                             outcomes.deleted.add(rid)
                         else:
+                            if status in (0, 504):
+                                outcomes.maybe_deleted.add(rid)
                             mine.append(rid)  # not deleted, or not known: try again later
                     continue
                 flow += 1
@@ -329,7 +332,8 @@ class ReplicaLab:
         by_flow = {(x["src"], x["dst"], x["src_port"]): x for x in stored}
         ids = {x["id"] for x in stored}
         # every 201 is kept, unless it was deleted (204) since
-        kept = {flow: rid for flow, rid in outcomes.created.items() if rid not in outcomes.deleted}
+        gone = outcomes.deleted | outcomes.maybe_deleted
+        kept = {flow: rid for flow, rid in outcomes.created.items() if rid not in gone}
         lost = {flow: rid for flow, rid in kept.items() if rid not in ids}
         assert not lost, f"reservations answered 201 are lost: {lost}"
         assert not ids & outcomes.deleted, f"deleted (204) but still there: {ids & outcomes.deleted}"

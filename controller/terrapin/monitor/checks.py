@@ -162,11 +162,12 @@ class PollVerdict:
 
 
 def queue_expectations(
-    ledger: AdmissionLedger, switch: str | None = None
+    ledger: AdmissionLedger, switch: str | None = None, ports: list[PortId] | None = None
 ) -> dict[PortId, list[QueueExpectation]]:
-    """Every admitted level of every port (of `switch` only, if given) with its bound, from one
-    reading of the ledger."""
-    ports = None if switch is None else [pid for pid in ledger.ports if pid.switch == switch]
+    """Every admitted level of every port (of `switch` only, or of `ports` only, if given) with
+    its bound, from one reading of the ledger."""
+    if ports is None and switch is not None:
+        ports = [pid for pid in ledger.ports if pid.switch == switch]
     found: dict[PortId, list[QueueExpectation]] = {}
     for pid, load in ledger.loads(ports).items():
         model = ledger.ports[pid]

@@ -19,6 +19,7 @@ from dataclasses import asdict, replace
 from typing import Any, Protocol
 
 from terrapin.admission.ledger import AdmissionLedger
+from terrapin.admission.model import PortId
 from terrapin.config import MonitorConfig
 from terrapin.constants import ADMITTED_PRIORITIES
 from terrapin.monitor.checks import (
@@ -40,7 +41,7 @@ from terrapin.store import Reservation
 from terrapin.switches import MonitorSample, QueueBound
 
 # The share of the controller's time the monitor may take (see GuaranteeMonitor.interval).
-MAX_DUTY = 0.25
+MAX_DUTY = 0.1
 
 LOG = logging.getLogger("terrapin.monitor")
 
@@ -249,18 +250,28 @@ class GuaranteeMonitor:
             for q in levels
         }
 
-    async def prepare_channel(self, switch: str, channel_id: int) -> None:
+    async def prepare_channel(self, switch: str, channel_id: int, port: int | None = None) -> None:
         """Called before a channel's entry is written to `switch` (the ledger already holds it):
         the switch must judge the new load by its new, larger bounds from the first packet on,
         and the channel id's colour counters are read as its first window's baseline. Lower
-        bounds wait for a poll (thresholds_to_install)."""
+        bounds wait for a poll (thresholds_to_install). Only the bounds of `port`, the hop's
+        egress port, can have changed (a level's bound depends on its own port's load alone);
+        None recomputes the whole switch's."""
         if not self._config.enabled:
             return
-        wanted = self._wanted(queue_expectations(self._ledger, switch), switch)
+        ports = None if port is None else [PortId(switch, port)]
+        wanted = self._wanted(queue_expectations(self._ledger, switch, ports), switch)
         async with self._bounds_lock(switch):
             installed = self._installed.get(switch, {})
             pending = self._pending.setdefault(switch, {})
-            target = thresholds_to_install(wanted, installed, pending, self._polls, allow_decrease=False)
+            if port is None:
+                target = thresholds_to_install(wanted, installed, pending, self._polls, allow_decrease=False)
+            else:
+                others = {cell: b for cell, b in installed.items() if cell[0] != port}
+                mine = {cell: b for cell, b in installed.items() if cell[0] == port}
+                target = others | thresholds_to_install(
+                    wanted, mine, pending, self._polls, allow_decrease=False
+                )
             bounds = [QueueBound(port, prio, bound) for (port, prio), bound in sorted(target.items())]
             try:
                 counts = await self._fabric.prepare_channel(switch, bounds, installed, channel_id)
@@ -391,7 +402,7 @@ class BoundsFirstProgrammer:
 
     async def install_channel(self, entry: ChannelEntry) -> None:
         try:
-            await self._monitor.prepare_channel(entry.switch, entry.channel_id)
+            await self._monitor.prepare_channel(entry.switch, entry.channel_id, entry.port)
         except Exception as exc:  # the channel matters more; the next poll writes the bounds
             LOG.warning("switch %s: delay bounds not raised before set-up: %s", entry.switch, exc)
         await self._inner.install_channel(entry)
