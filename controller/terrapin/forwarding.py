@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from terrapin.api import STORE_RETRY_AFTER_SECONDS
 
@@ -45,14 +46,58 @@ def forward_writes(
     # after the request was written, which looks like a lost answer (504); a fresh one fails to
     # connect, which says for certain that nothing happened (503).
     client = httpx.AsyncClient(timeout=FORWARD_TIMEOUT_S, limits=httpx.Limits(max_keepalive_connections=0))
+    app.add_middleware(
+        ForwardWrites,
+        replica=replica,
+        is_primary=is_primary,
+        primary_url=primary_url,
+        caught_up=caught_up,
+        client=client,
+    )
 
-    @app.middleware("http")
-    async def _forward(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        if request.method in _READS or is_primary():
-            response = await call_next(request)
-            response.headers[SERVED_BY] = replica
-            return response
-        target = primary_url()
+    async def close() -> None:
+        await client.aclose()
+
+    return close
+
+
+class ForwardWrites:
+    """The middleware: a plain ASGI one, since every request of the primary passes through it
+    (Starlette's BaseHTTPMiddleware costs a task and a stream per request)."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        replica: str,
+        is_primary: Callable[[], bool],
+        primary_url: Callable[[], str | None],
+        caught_up: Callable[[], object],
+        client: httpx.AsyncClient,
+    ) -> None:
+        self._app = app
+        self._replica = replica
+        self._served_by = (SERVED_BY.encode(), replica.encode())
+        self._is_primary = is_primary
+        self._primary_url = primary_url
+        self._caught_up = caught_up
+        self._client = client
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] in _READS or self._is_primary():
+
+            async def served_here(message: Message) -> None:
+                if message["type"] == "http.response.start":
+                    message["headers"] = [*message.get("headers", []), self._served_by]
+                await send(message)
+
+            await self._app(scope, receive, served_here)
+            return
+        response = await self._forward(Request(scope, receive))
+        await response(scope, receive, send)
+
+    async def _forward(self, request: Request) -> Response:
+        replica = self._replica
+        target = self._primary_url()
         if target is None or request.headers.get(FORWARDED_BY):
             why = (
                 "no replica holds the primary's lease at the moment"
@@ -66,7 +111,9 @@ def forward_writes(
         if request.url.query:
             url += "?" + request.url.query
         try:
-            answer = await client.request(request.method, url, content=await request.body(), headers=headers)
+            answer = await self._client.request(
+                request.method, url, content=await request.body(), headers=headers
+            )
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             # Nothing reached the primary: nothing happened.
             return _unavailable(f"the primary at {target} could not be reached: {exc}", replica)
@@ -83,13 +130,8 @@ def forward_writes(
             )
         kept = {k: v for k, v in answer.headers.items() if k.lower() not in _NOT_RETURNED}
         with contextlib.suppress(Exception):  # a store that is away: the next look catches up
-            caught_up()
+            self._caught_up()
         return Response(content=answer.content, status_code=answer.status_code, headers=kept)
-
-    async def close() -> None:
-        await client.aclose()
-
-    return close
 
 
 def _unavailable(message: str, replica: str) -> JSONResponse:

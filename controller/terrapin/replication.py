@@ -153,10 +153,16 @@ class Replication:
         try:
             lease = leases.claim(self.holder, me.url, me.lease_seconds, self._held)
         except StoreUnavailable as exc:
-            # Nobody can take the lease while the store is away, and the store refuses every
-            # change meanwhile: the primary stays primary for the switches until it answers.
+            # Nobody else can take the lease while the store is away from everyone, and the
+            # store refuses every change meanwhile: the primary stays the switches' primary
+            # while its lease would still be valid. Past that, another replica that still
+            # reaches the store may hold a new term: it steps down rather than act on a lease
+            # it cannot prove.
             self.last_error = str(exc)
             LOG.warning("replica %s: lease not claimed: %s", me.name, exc)
+            if self._held is not None and self._clock() - self._lease_read_at > me.lease_seconds:
+                LOG.warning("replica %s: lease of term %d unrenewed too long", me.name, self._held)
+                self._held = None
             return
         self.lease, self._lease_read_at, self.last_error = lease, self._clock(), None
         mine = lease is not None and lease.holder == self.holder and lease.valid

@@ -111,3 +111,33 @@ def test_renewing_too_rarely_is_refused(lease_s: float, renew_s: float) -> None:
     data.update(store="build/x.sqlite", replication={})
     with pytest.raises(ConfigError, match="needs a PostgreSQL store"):
         parse_config(data)
+
+
+def test_a_primary_that_cannot_renew_for_a_lease_period_steps_down(tmp_path: Path) -> None:
+    store = ReservationStore(tmp_path / "s.sqlite")
+    now = [100.0]
+    roles = Roles()
+    primary = Replication(
+        ReplicaIdentity("c0", 0, "http://c0", LEASE_S, LEASE_S / 4),
+        store,
+        roles.promote,
+        roles.demote,
+        clock=lambda: now[0],
+    )
+
+    class Away:
+        def claim(self, *_args: object) -> None:
+            raise StoreUnavailable("the database is away")
+
+    async def run() -> None:
+        await primary.step()
+        assert primary.is_primary and roles.events == ["promote 1"]
+        primary._leases = Away()  # type: ignore[assignment]
+        now[0] += LEASE_S / 2
+        await primary.step()  # a short outage (a database restart): still primary
+        assert primary.is_primary and roles.events == ["promote 1"]
+        now[0] += LEASE_S
+        await primary.step()  # longer than its lease: another replica may hold a new term
+        assert not primary.is_primary and roles.events == ["promote 1", "demote"]
+
+    asyncio.run(run())
