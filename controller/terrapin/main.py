@@ -16,7 +16,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, cast
 
@@ -32,7 +32,7 @@ from terrapin.dashboard import operator_router, static_files
 from terrapin.forwarding import forward_writes
 from terrapin.metrics import ControllerMetrics, InstrumentedReservationService
 from terrapin.monitor import BoundsFirstProgrammer, EventLog, GuaranteeMonitor, MonitorFabric
-from terrapin.paths import ChannelProgrammer, Topology
+from terrapin.paths import ChannelEntry, ChannelProgrammer, Topology
 from terrapin.protocol.handler import ProtocolHandler
 from terrapin.protocol.status import ChannelRecord, QueueRecord, StatusRecord, StatusReport
 from terrapin.replication import ReplicaIdentity, Replication
@@ -45,6 +45,10 @@ LOG = logging.getLogger("terrapin")
 # The journal is kept this long (a replica further behind rebuilds its copy from the tables).
 JOURNAL_KEEP_S = 600.0
 JOURNAL_PRUNE_EVERY_S = 60.0
+# How often the switches' entries are encoded ahead of a reconciliation: often on a backup (a
+# takeover then only reads and compares), rarely on the primary (to forget removed channels).
+PRECOMPUTE_BACKUP_EVERY_S = 2.0
+PRECOMPUTE_PRIMARY_EVERY_S = 60.0
 
 
 class Fabric(Telemetry, ChannelProgrammer, MonitorFabric, Protocol):
@@ -59,6 +63,8 @@ class Fabric(Telemetry, ChannelProgrammer, MonitorFabric, Protocol):
     async def packet_out(self, name: str, frame: bytes, egress_port: int | None = None) -> None: ...
 
     def is_connected(self, name: str) -> bool: ...
+
+    def precompute(self, desired: Mapping[str, Sequence[ChannelEntry]]) -> int: ...
 
 
 class ReplicaFabric(Fabric, Protocol):
@@ -252,11 +258,19 @@ class Controller:
             await self.fabric.stop()
 
     async def _upkeep(self) -> None:
-        """The primary's housekeeping: expired holds, unfinished rollbacks, the journal's length."""
-        pruned_at = time.monotonic()
+        """The primary's housekeeping: expired holds, unfinished rollbacks, the journal's length;
+        a backup's: the switches' entries encoded ahead of a takeover."""
+        pruned_at = precomputed_at = time.monotonic()
+        precomputed_cursor = -1
         while True:
             await asyncio.sleep(0.5)
-            if self.replication is not None and not self.replication.is_primary:
+            now = time.monotonic()
+            backup = self.replication is not None and not self.replication.is_primary
+            every = PRECOMPUTE_BACKUP_EVERY_S if backup else PRECOMPUTE_PRIMARY_EVERY_S
+            if now - precomputed_at > every and self.store.cursor != precomputed_cursor:
+                precomputed_at, precomputed_cursor = now, self.store.cursor
+                self._precompute()
+            if backup:
                 continue
             try:
                 self.service.expire_holds()
@@ -266,6 +280,16 @@ class Controller:
                     self.store.prune_journal(JOURNAL_KEEP_S)
             except (StoreUnavailable, NotPrimary) as exc:
                 LOG.warning("store upkeep postponed: %s", exc)
+
+    def _precompute(self) -> None:
+        """Encode every switch's channel entries (those not encoded yet), forget what is gone."""
+        self.service.forget_entries()
+        started = time.perf_counter()
+        fresh = self.fabric.precompute(
+            {name: self.service.desired_entries(name) for name in self.fabric.names}
+        )
+        if fresh:
+            LOG.debug("encoded %d channel entries in %.3f s", fresh, time.perf_counter() - started)
 
     async def status_report(self, switch: str, key: ChannelKey | None) -> StatusReport:
         """REPORT_STATUS: this router's queues (allocation and telemetry) and channels."""

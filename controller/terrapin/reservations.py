@@ -139,6 +139,7 @@ class ReservationService:
         # Set-ups, confirmations and removals of concurrent requests share transactions.
         self._group = GroupCommit(store, lambda: self.fence())
         self._handed: dict[str, int] = {}  # the last context next_context gave each initiator
+        self._entries: dict[ChannelKey, tuple[int, list[ChannelEntry]]] = {}  # see entries()
 
     # ---- start-up and upkeep -----------------------------------------------------------------
 
@@ -187,20 +188,29 @@ class ReservationService:
 
     def entries(self, record: Reservation, switch: str | None = None) -> list[ChannelEntry]:
         """Every hop's entry (on `switch` only, if given); the first hop polices with the
-        channel's own policer."""
-        return [
-            entry_for_hop(
-                hop.port.switch,
-                record.selector,
-                record.channel_id,
-                hop,
-                record.demote_excess,
-                edge=record.allocation.requested if index == 0 else None,
-                tag=installation_tag(record),
-            )
-            for index, hop in enumerate(record.allocation.hops)
-            if switch is None or hop.port.switch == switch
-        ]
+        channel's own policer. Kept per reservation: a reconciliation asks for every one."""
+        cached = self._entries.get(record.key)
+        if cached is None or cached[0] != record.reservation_id:
+            tag = installation_tag(record)
+            made = [
+                entry_for_hop(
+                    hop.port.switch,
+                    record.selector,
+                    record.channel_id,
+                    hop,
+                    record.demote_excess,
+                    edge=record.allocation.requested if index == 0 else None,
+                    tag=tag,
+                )
+                for index, hop in enumerate(record.allocation.hops)
+            ]
+            cached = self._entries[record.key] = (record.reservation_id, made)
+        return cached[1] if switch is None else [e for e in cached[1] if e.switch == switch]
+
+    def forget_entries(self) -> None:
+        """Drop the kept entries of reservations that are gone."""
+        for key in [k for k in self._entries if self.store.get(k) is None]:
+            del self._entries[key]
 
     # ---- admission ----------------------------------------------------------------------------
 

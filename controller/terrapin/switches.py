@@ -365,7 +365,10 @@ def _canonical(value: int) -> bytes:
     return value.to_bytes(max(1, (value.bit_length() + 7) // 8), "big")
 
 
-def entry_key(pb: p4r.TableEntry) -> tuple[int, int, bytes]:
+EntryKey = tuple[int, int, bytes]
+
+
+def entry_key(pb: p4r.TableEntry) -> EntryKey:
     """What identifies a table entry (table, priority, match), as bytes that compare equal for
     equal entries whatever order the switch lists the match fields in."""
     fields = sorted(pb.match, key=lambda m: m.field_id)
@@ -521,6 +524,9 @@ class SwitchFabric:
             name: SwitchBatcher(functools.partial(self._switch, name)) for name in self._switches
         }
         self._codecs: dict[int, ChannelCodec] = {}
+        # Channel entries as protobufs, with their key and payload: what a reconciliation
+        # compares (precompute()).
+        self._encoded: dict[ChannelEntry, tuple[EntryKey, bytes, p4r.TableEntry]] = {}
         # p4lang's PI reads an unset election id as 0 and refuses two streams with one id, so a
         # backup announces its own id to a BMv2 switch (terrapin/arbitration.py).
         self._arbitration = (
@@ -663,10 +669,12 @@ class SwitchFabric:
         sw = self._switch(name)
         schema = sw.p4info
         codec = self._codec(sw)
-        desired = [e.encode(schema).table_entry for e in _forwarding_entries(self._topology.forwarding(name))]
-        desired += [codec.entry(e) for e in self._desired(name)]
-        desired += [e.encode(schema).table_entry for e in _aggregate_entries(self._aggregates)]
-        want = {entry_key(pb): pb for pb in desired}
+        others = _forwarding_entries(self._topology.forwarding(name)) + _aggregate_entries(self._aggregates)
+        want = {entry_key(pb): pb for pb in (e.encode(schema).table_entry for e in others)}
+        payloads = {k: entry_payload(pb) for k, pb in want.items()}
+        for entry in self._desired(name):
+            key, payload, pb = self._encoded_entry(codec, entry)
+            want[key], payloads[key] = pb, payload
         have: dict[tuple[int, int, bytes], p4r.TableEntry] = {}
         request = p4r.ReadRequest(device_id=sw.device_id)
         for table in (T_ROUTES, T_ARP, T_PORT_MACS, T_AGGREGATES):
@@ -679,7 +687,7 @@ class SwitchFabric:
             for entity in reply.entities:
                 have[entry_key(entity.table_entry)] = entity.table_entry
         inserts = [pb for k, pb in want.items() if k not in have]
-        modifies = [pb for k, pb in want.items() if k in have and entry_payload(pb) != entry_payload(have[k])]
+        modifies = [pb for k, pb in want.items() if k in have and payloads[k] != entry_payload(have[k])]
         deletes = [_key_only(pb) for k, pb in have.items() if k not in want]
         await _write_raw(sw, p4r.Update.DELETE, deletes)
         await _write_raw(sw, p4r.Update.MODIFY, modifies)
@@ -696,6 +704,32 @@ class SwitchFabric:
         return ReconcileReport(
             name, len(inserts), len(modifies), len(deletes), len(want) - len(inserts), len(meters)
         )
+
+    def _encoded_entry(
+        self, codec: ChannelCodec, entry: ChannelEntry
+    ) -> tuple[EntryKey, bytes, p4r.TableEntry]:
+        hit = self._encoded.get(entry)
+        if hit is None:
+            pb = codec.entry(entry)
+            hit = self._encoded[entry] = (entry_key(pb), entry_payload(pb), pb)
+        return hit
+
+    def precompute(self, desired: Mapping[str, Sequence[ChannelEntry]]) -> int:
+        """Encode the channel entries each switch should hold, ahead of a reconciliation (a
+        backup does this as it follows the primary, so that taking over only reads and
+        compares); entries no longer desired are forgotten. Returns how many were new."""
+        fresh = 0
+        keep: dict[ChannelEntry, tuple[EntryKey, bytes, p4r.TableEntry]] = {}
+        for name, entries in desired.items():
+            sw = self._switches.get(name)
+            if sw is None or not sw.p4info.exists:
+                continue
+            codec = self._codec(sw)
+            for entry in entries:
+                fresh += entry not in self._encoded
+                keep[entry] = self._encoded_entry(codec, entry)
+        self._encoded = keep
+        return fresh
 
     def _codec(self, sw: fy.Switch) -> ChannelCodec:
         """The channels codec of the P4Info the switch runs (finsy's schema object)."""

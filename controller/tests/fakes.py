@@ -59,6 +59,9 @@ class FakeFabric:
     def is_connected(self, name: str) -> bool:
         return self.is_ready(name)
 
+    def precompute(self, desired: Mapping[str, Sequence[ChannelEntry]]) -> int:
+        return 0  # nothing is encoded here
+
     def why_not_ready(self, name: str) -> str | None:
         return None if self.is_ready(name) else f"{name} is down"
 
