@@ -274,6 +274,10 @@ NEIGHBOURS = ((-1, 0, 1, 3), (0, 1, 2, 4), (1, 0, 3, 1), (0, -1, 4, 2))
 PROGRESS_EVERY_S = 10.0
 RATE_WINDOW_S = 30.0
 FAILOVER_RETRY_S = 0.05
+# How long both replicas run, the backup caught up, before a drill kills the primary: the steady
+# state of the deployment (a backup prepares its takeover as it follows, which a replica restarted
+# by the previous drill has only just begun).
+FAILOVER_SETTLE_S = 10.0
 CHANNELS_TABLE = "TerrapinIngress.channels"
 
 
@@ -734,9 +738,9 @@ def cpu_snapshot(dep: Deployment, pg: PostgresServer | None) -> dict[str, float]
 
 def failover_once(dep: Deployment, number: int) -> tuple[str, float, float, int]:
     """kill -9 whichever replica is primary, once both are settled (the primary serving every
-    switch, the backup caught up); POST a new channel to the backup every FAILOVER_RETRY_S until
-    one is answered 201. Returns (the replica killed, seconds to that 201, seconds until every
-    switch is ready on the new primary, channel numbers used)."""
+    switch, the backup caught up and running FAILOVER_SETTLE_S more); POST a new channel to the
+    backup every FAILOVER_RETRY_S until one is answered 201. Returns (the replica killed, seconds
+    to that 201, seconds until every switch is ready on the new primary, channel numbers used)."""
     primary = primary_of(list(dep.controllers))
     if primary is None:
         raise RuntimeError("no replica is primary before the drill")
@@ -744,6 +748,7 @@ def failover_once(dep: Deployment, number: int) -> tuple[str, float, float, int]
     dep.wait_role(primary, "primary")
     dep.wait_role(backup, "backup")
     dep.wait_count(backup, health(SCALE_REST[primary])[1]["reservations"])
+    time.sleep(FAILOVER_SETTLE_S)
     start = time.perf_counter()
     dep.kill(primary)
     used = 0
