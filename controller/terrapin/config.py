@@ -299,8 +299,8 @@ class ReplicationConfig(_Strict):
     url: str | None = None
     # The primary renews its lease every renew_seconds; a backup takes it over once it has gone
     # unrenewed for lease_seconds, so failover starts within lease_seconds + renew_seconds.
-    lease_seconds: float = Field(default=1.5, gt=0, le=60)
-    renew_seconds: float = Field(default=0.25, gt=0, le=20)
+    lease_seconds: float = Field(default=1.0, gt=0, le=60)
+    renew_seconds: float = Field(default=0.2, gt=0, le=20)
 
     @model_validator(mode="after")
     def _renewed_in_time(self) -> ReplicationConfig:

@@ -285,9 +285,7 @@ class Controller:
         """Encode every switch's channel entries (those not encoded yet), forget what is gone."""
         self.service.forget_entries()
         started = time.perf_counter()
-        fresh = self.fabric.precompute(
-            {name: self.service.desired_entries(name) for name in self.fabric.names}
-        )
+        fresh = self.fabric.precompute(self.service.desired_by_switch())
         if fresh:
             LOG.debug("encoded %d channel entries in %.3f s", fresh, time.perf_counter() - started)
 

@@ -186,6 +186,14 @@ class ReservationService:
         """Every stored channel's entry on `switch` (what its reconciliation makes it hold)."""
         return [e for record in self.store.all() for e in self.entries(record, switch)]
 
+    def desired_by_switch(self) -> dict[str, list[ChannelEntry]]:
+        """desired_entries of every switch, in one pass over the reservations."""
+        found: dict[str, list[ChannelEntry]] = {}
+        for record in self.store.all():
+            for entry in self.entries(record):
+                found.setdefault(entry.switch, []).append(entry)
+        return found
+
     def entries(self, record: Reservation, switch: str | None = None) -> list[ChannelEntry]:
         """Every hop's entry (on `switch` only, if given); the first hop polices with the
         channel's own policer. Kept per reservation: a reconciliation asks for every one."""
