@@ -92,7 +92,8 @@ def test_a_switch_killed_and_restarted_mid_burst_is_made_whole(lab: ReplicaLab) 
     lab.start_switch(2)  # empty: no pipeline, no entries
     outcomes = next(burst)
     settle(lab, 0)
-    lab.check(outcomes)
+    stored = lab.check(outcomes)
+    print(f"switch drill: {len(stored)} reservations; answers {outcomes.answers}")
     # while s2 was away, reservations through it were refused at once (503), never half made
     assert outcomes.answers.get(503, 0) > 0, outcomes.answers
 
@@ -105,5 +106,6 @@ def test_restarting_the_database_mid_burst_loses_nothing(lab: ReplicaLab) -> Non
     lab.postgres.restart()
     outcomes = next(burst)
     settle(lab, lab.primary())
-    lab.check(outcomes)
+    stored = lab.check(outcomes)
+    print(f"database drill: {len(stored)} reservations; answers {outcomes.answers}")
     assert outcomes.answers.get(201, 0) > 10, outcomes.answers
