@@ -44,9 +44,9 @@ from terrapin.admission import AdmissionLedger, ChannelEnvelope, ChannelKey
 from terrapin.config import parse_config
 from terrapin.paths import Topology
 from terrapin.pgserver import PostgresServer, cluster_processes
+from terrapin.processes import SWITCH, start_bare_switch, stop
 
 REPO = Path(__file__).resolve().parents[2]
-SWITCH = REPO / "build" / "bin" / "terrapin-switch"
 P4_JSON = REPO / "build" / "p4" / "terrapin.json"
 P4_INFO = REPO / "build" / "p4" / "terrapin.p4info.txtpb"
 GRPC_BASE = 19760
@@ -194,24 +194,7 @@ def bench_rest(setups: int, installs: int, clients: int, workdir: Path) -> tuple
     logs.mkdir()
     try:
         for i in range(1, 5):
-            with open(logs / f"s{i}.log", "wb") as log:
-                procs.append(
-                    subprocess.Popen(
-                        [
-                            str(SWITCH),
-                            "--no-p4",
-                            "--device-id",
-                            str(i),
-                            "--",
-                            "--grpc-server-addr",
-                            f"127.0.0.1:{GRPC_BASE + i}",
-                            "--cpu-port",
-                            "255",
-                        ],
-                        stdout=log,
-                        stderr=subprocess.STDOUT,
-                    )
-                )
+            procs.append(start_bare_switch(i, f"127.0.0.1:{GRPC_BASE + i}", logs / f"s{i}.log"))
         config_file = workdir / "bench.yaml"
         config_file.write_text(yaml.safe_dump(chain(4, str(workdir / "bench.sqlite"))))
         with open(logs / "controller.log", "wb") as log:
@@ -606,24 +589,8 @@ class Deployment:
     def start_switches(self) -> None:
         self.check_ports_free()
         for i in range(1, self.switch_count + 1):
-            with open(self.logs / f"s{i}.log", "ab") as log:
-                self.switches.append(
-                    subprocess.Popen(
-                        [
-                            str(SWITCH),
-                            "--no-p4",
-                            "--device-id",
-                            str(i),
-                            "--",
-                            "--grpc-server-addr",
-                            f"127.0.0.1:{SCALE_GRPC_BASE + i}",
-                            "--cpu-port",
-                            "255",
-                        ],
-                        stdout=log,
-                        stderr=subprocess.STDOUT,
-                    )
-                )
+            address = f"127.0.0.1:{SCALE_GRPC_BASE + i}"
+            self.switches.append(start_bare_switch(i, address, self.logs / f"s{i}.log"))
 
     def start_controller(self, name: str, replica: int | None) -> subprocess.Popen[bytes]:
         command = [sys.executable]
@@ -674,13 +641,7 @@ class Deployment:
 
     def stop(self, name: str) -> None:
         """A clean stop (SIGTERM): a replica gives its lease up; cProfile writes its profile."""
-        proc = self.controllers.pop(name)
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(self.controllers.pop(name), timeout=60)
 
     def kill(self, name: str) -> None:
         proc = self.controllers.pop(name)
@@ -696,13 +657,7 @@ class Deployment:
         for name in list(self.controllers):
             self.stop(name)
         for proc in self.switches:
-            proc.send_signal(signal.SIGTERM)
-        for proc in self.switches:
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop(proc)
         self.switches.clear()
 
 
