@@ -19,19 +19,28 @@ with excess dropped:
 3. coexistence: channel 1 and a second (a2, Xmin 2, Xave 5, I 200, sent every 5.5 ms) alone and
    together: no loss, and each channel's 99th-percentile delay together within 1 ms of alone.
 
+The hosts' clocks and the policer's Xmin also see the VM's own stalls (topo/stalls.py: a vCPU
+held for 1-7 ms, ~15 times a second here): a stall bunches the packets it held, so the receiver
+sees them closer than the policer passed them, and the policer drops a conforming packet that a
+stall pushed to within Xmin of the one before. So each check leaves out what the witnessed stalls
+account for: the receiver's intervals are allowed the stall time just before them, a loss counts
+unless the machine stalled 0.5 ms within the 5 ms before the packet was due, and the delays
+compared are those of packets no stall overlapped. What was left out is printed beside.
+
     sudo build/venv/bin/python -m experiments.e8_rate_control [--short] [--switch bmv2]
 """
 
 from __future__ import annotations
 
+import bisect
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from experiments.harness import Experiment, most_over_envelope, pyplot
+from experiments.harness import Experiment, most_over_envelope, pyplot, stall_slack
 from terrapin.admission.model import ChannelEnvelope, Policer
 from topo import christie
 from topo.experiment import (
@@ -46,6 +55,7 @@ from topo.experiment import (
     reserve,
 )
 from topo.network import RunningNetwork
+from topo.stalls import Stalls
 
 PACKET = 1000
 PRIORITY = 6
@@ -88,14 +98,14 @@ def body(run: RunningNetwork, source: str, port: int, name: str) -> dict[str, An
     )
 
 
-def most_within(arrivals_us: list[int], span_us: int) -> int:
-    """The most packets that arrived within any interval shorter than span_us."""
-    most, first = 0, 0
-    for last, t in enumerate(arrivals_us):
-        while t - arrivals_us[first] >= span_us:
-            first += 1
-        most = max(most, last - first + 1)
-    return most
+def most_within(arrivals_us: list[int], span_us: int, slack_us: Callable[[int], int] = lambda _: 0) -> int:
+    """The most packets that arrived within any interval shorter than span_us, less `slack_us`
+    of the interval's first arrival (harness.stall_slack: packets a stall held arrive closer
+    to the ones after them than the policer passed them)."""
+    return max(
+        (bisect.bisect_left(arrivals_us, t + span_us - slack_us(t)) - i for i, t in enumerate(arrivals_us)),
+        default=0,
+    )
 
 
 @dataclass
@@ -107,8 +117,10 @@ class Measured:
         t0 = self.run.first_start_ns
         return [(a - t0) // 1000 for a in self.run.arrivals_ns()]
 
-    def p99_ms(self) -> float:
-        return percentile(self.run.delays_ms(), 99)
+    def p99_ms(self, stalls: Stalls | None = None) -> float:
+        """The 99th percentile delay (with `stalls`, of the packets no stall of the machine's
+        overlapped: FlowRun.delays_ms)."""
+        return percentile(self.run.delays_ms(stalls), 99)
 
 
 def send(
@@ -193,10 +205,11 @@ def main(argv: list[str] | None = None) -> int:
     for name, m in greedy.items():
         _, xave, interval = ENVELOPES[name]
         allowed = interval // xave
-        over = most_over_envelope(m.arrivals_us(), PACKET, envelope(name), TOLERANCE_US)
+        slack = stall_slack(experiment.stalls, m.run.first_start_ns)
+        over = most_over_envelope(m.arrivals_us(), PACKET, envelope(name), TOLERANCE_US, slack)
         experiment.figure(f"greedy.{name}.sent", m.run.sent)
         experiment.figure(f"greedy.{name}.received", m.run.received)
-        most = most_within(m.arrivals_us(), interval - TOLERANCE_US)
+        most = most_within(m.arrivals_us(), interval - TOLERANCE_US, slack)
         experiment.figure(f"greedy.{name}.most_packets_within_I", most, seed=f"<= {allowed} (I/Xave)")
         if most > allowed:
             problems.append(f"{name}: {most} packets arrived within I, more than I/Xave = {allowed}")
@@ -210,18 +223,31 @@ def main(argv: list[str] | None = None) -> int:
         experiment.figure(f"load.{label}.p99_ms", m.p99_ms())
         worst = percentile(m.run.delays_ms(), 100)
         experiment.figure(f"load.{label}.max_ms", worst, seed=f"bound {bounds[1]:.3f}")
-        if m.run.loss > 0 or worst > bounds[1]:
-            problems.append(f"channel 1 {label}: loss {m.run.loss:.2%}, max delay over the bound")
+        late = m.run.late_outside_stalls(bounds[1], experiment.stalls)
+        lost = m.run.lost_outside_stalls(experiment.stalls)
+        experiment.figure(f"load.{label}.lost_in_machine_stalls", m.run.sent - m.run.received - lost)
+        if lost or late:
+            problems.append(
+                f"channel 1 {label}: {lost} packets lost and {late} over the bound"
+                " outside the machine's stalls"
+            )
     for c in CHANNELS:
         alone, both = together[f"{c} alone"], together[f"{c} together"]
         experiment.figure(f"coexist.channel{c}.alone_p99_ms", alone.p99_ms())
         experiment.figure(f"coexist.channel{c}.together_p99_ms", both.p99_ms(), seed="almost the same")
+        # judged without the packets the machine's stalls held (a 1 s short run's p99 is its
+        # second-slowest packet) and the losses they caused (topo/experiment.py FlowRun)
         for m in (alone, both):
-            if m.run.loss > 0:
-                problems.append(f"channel {c} {m.label}: lost {m.run.sent - m.run.received} packets")
-        if both.p99_ms() > alone.p99_ms() + 1.0:
+            lost = m.run.lost_outside_stalls(experiment.stalls)
+            experiment.figure(
+                f"coexist.channel{c}.{m.label.replace(' ', '_')}.lost", m.run.sent - m.run.received
+            )
+            if lost:
+                problems.append(f"channel {c} {m.label}: lost {lost} packets outside the machine's stalls")
+        ran_alone, ran_both = alone.p99_ms(experiment.stalls), both.p99_ms(experiment.stalls)
+        if ran_both > ran_alone + 1.0:
             problems.append(
-                f"channel {c}: p99 {both.p99_ms():.3f} ms together against {alone.p99_ms():.3f} alone"
+                f"channel {c}: p99 {ran_both:.3f} ms together against {ran_alone:.3f} alone (outside stalls)"
             )
     plot(experiment, greedy, load, together)
     return experiment.finish(problems, {"bounds_ms": bounds})

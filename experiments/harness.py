@@ -20,6 +20,7 @@ import datetime
 import json
 import os
 import shlex
+import shutil
 import signal
 import sys
 import time
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from topo.network import PID_DIR, RunningNetwork, running, wait_ready
 from topo.p4switch import REPO
 from topo.plan import NetworkPlan
+from topo.stalls import Stalls, witnessed
 from topo.supervise import write_pid
 
 if TYPE_CHECKING:
@@ -69,6 +71,7 @@ class Experiment:
     scale: list[str] = field(default_factory=list)  # how this run was scaled, and why
     args: argparse.Namespace = field(default_factory=argparse.Namespace)
     started: float = field(default_factory=time.time)
+    _witnessed: list[list[Stalls]] = field(default_factory=list)  # each network's, once it ended
 
     @property
     def tag(self) -> str:
@@ -139,21 +142,37 @@ class Experiment:
         signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(143))
         runner_pid = PID_DIR / "runner.pid"
         write_pid(runner_pid, os.getpid())
+        # Each run starts from an empty store: a run that was killed leaves its reservations
+        # there, and the controller would restore them into this one (409 "already reserved").
+        shutil.rmtree(self.work / "state", ignore_errors=True)
         try:
-            with running(
-                plan,
-                switch_kind=self.switch,
-                rest_port=REST_PORT_BASE + self.number,
-                state_dir=self.work / "state",
-                intf_prefix=self.args.intf_prefix,
-                pid_dir=PID_DIR,
-                admission=admission,
-                controller_extra=controller_extra,
-            ) as run:
+            with (
+                witnessed(self.work / "stalls") as found,
+                running(
+                    plan,
+                    switch_kind=self.switch,
+                    rest_port=REST_PORT_BASE + self.number,
+                    state_dir=self.work / "state",
+                    intf_prefix=self.args.intf_prefix,
+                    pid_dir=PID_DIR,
+                    admission=admission,
+                    controller_extra=controller_extra,
+                ) as run,
+            ):
+                self._witnessed.append(found)
                 wait_ready(run)
                 yield run
         finally:
             runner_pid.unlink(missing_ok=True)
+
+    @property
+    def stalls(self) -> Stalls | None:
+        """When the machine stalled during this experiment's networks so far (topo/stalls.py);
+        None if the probes could not run."""
+        found = [s for each in self._witnessed for s in each]
+        if not found:
+            return None
+        return Stalls.merged([list(s.intervals) for s in found])
 
     # ---- reporting -------------------------------------------------------------------------------
 
@@ -191,6 +210,8 @@ class Experiment:
     def finish(self, problems: list[str], data: dict[str, Any] | None = None) -> int:
         """Writes build/results/E<n>.json, prints the verdict line; the exit code."""
         verdict = "pass" if not problems else "FAIL"
+        stalls = self.stalls
+        self.figure("machine_stalls", stalls.summary() if stalls else "not witnessed (needs root)")
         record = {
             "experiment": self.tag,
             "name": self.name,
@@ -230,18 +251,44 @@ def pyplot() -> Any:
     return plt
 
 
-def most_over_envelope(arrivals_us: list[int], packet_bytes: int, envelope: Any, tolerance_us: int) -> int:
+# How far before a packet's arrival a stall may have held it (topo/stalls.py): longer than any
+# stall seen on these VMs (~3 ms) plus the path's own delay.
+STALL_LOOKBACK_NS = 10_000_000
+
+
+def stall_slack(stalls: Stalls | None, t0_ns: int) -> Callable[[int], int]:
+    """For most_over_envelope: how much of the time just before an arrival at `start_us` (µs after
+    `t0_ns`) the machine was stalled, in µs. A packet held in a stalled host or switch between
+    the policer and the receiver's timestamp arrives that much later, and the packets after it
+    less far apart than the policer passed them."""
+    if stalls is None:
+        return lambda _start_us: 0
+
+    def slack(start_us: int) -> int:
+        at = t0_ns + start_us * 1000
+        return stalls.overlap(at - STALL_LOOKBACK_NS, at) // 1000
+
+    return slack
+
+
+def most_over_envelope(
+    arrivals_us: list[int],
+    packet_bytes: int,
+    envelope: Any,
+    tolerance_us: int,
+    slack_us: Callable[[int], int] = lambda _start_us: 0,
+) -> int:
     """The most that packets of `packet_bytes` arriving at `arrivals_us` (sorted) exceed the
     policer's A*(t) (terrapin.admission.policers.arrival_bytes of `envelope`, a ChannelEnvelope)
     over any interval, in bytes (≤ 0: kept). Each interval is allowed `tolerance_us` longer, for
-    the jitter between the switch's policing and the receiver's timestamps."""
+    the jitter between the switch's policing and the receiver's timestamps, and `slack_us(start)`
+    more for the machine's stalls just before its first arrival (stall_slack)."""
     from terrapin.admission.policers import arrival_bytes
 
     worst = -(10**12)
     for i, start in enumerate(arrivals_us):
+        allowed = tolerance_us + slack_us(start)
         for j in range(i, len(arrivals_us)):
-            excess = (j - i + 1) * packet_bytes - arrival_bytes(
-                envelope, arrivals_us[j] - start + tolerance_us
-            )
+            excess = (j - i + 1) * packet_bytes - arrival_bytes(envelope, arrivals_us[j] - start + allowed)
             worst = max(worst, excess)
     return worst

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import re
 import subprocess
 import time
 import urllib.request
@@ -26,6 +27,7 @@ from typing import Any
 from topo.network import RestError, RunningNetwork, call, rest
 from topo.p4switch import REPO
 from topo.plan import NetworkPlan
+from topo.stalls import Stalls
 from topo.video import VideoShape
 
 PYTHON = str(REPO / "build" / "venv" / "bin" / "python")
@@ -35,6 +37,17 @@ FLOOD_PORT_BASE = 5201
 # packets, and once awake not preempted by the floods' processes halfway through a frame, which
 # would count as network latency. Below the switch's forwarding threads (topo/p4switch.py).
 SENDER_RT_PRIORITY = 10
+# lost_outside_stalls: a loss is the machine's when it stalled this long in all within this
+# long before the packet was due (a stall bunches the packet before it with it).
+STALL_LOSS_NS = 500_000
+STALL_LOSS_BEFORE_NS = 5_000_000
+
+
+def late_outside_stalls(sent_ns: int, arrival_ns: int, bound_ms: float, stalls: Stalls | None) -> bool:
+    """A packet took longer than `bound_ms` by more than the machine was stalled while it was in
+    flight (topo/stalls.py; without `stalls`, by any amount)."""
+    excess_ns = arrival_ns - sent_ns - bound_ms * 1e6
+    return excess_ns > 0 and (stalls is None or excess_ns > stalls.overlap(sent_ns, arrival_ns))
 
 
 # ---- what the receivers saw ----------------------------------------------------------------------
@@ -58,6 +71,12 @@ class FrameTiming:
     latency_ms: float  # last packet's arrival - frame start
     sending_ms: float  # last packet's send - frame start: the sender's own share
     network_ms: float  # the largest per-packet arrival - send
+    packets: tuple[tuple[int, int], ...] = field(default=(), repr=False)  # (sent, arrival) ns each
+
+    def late_outside_stalls(self, bound_ms: float, stalls: Stalls | None) -> bool:
+        """Some packet took longer than `bound_ms` through the network by more than the machine
+        was stalled while it was in flight (topo/stalls.py; without `stalls`, by any amount)."""
+        return any(late_outside_stalls(sent, arrival, bound_ms, stalls) for sent, arrival in self.packets)
 
 
 @dataclass
@@ -83,6 +102,12 @@ class VideoRun:
     def frames_over(self, bound_ms: float, application: bool = False) -> int:
         """Frames that missed `bound_ms`; a frame that never arrived whole missed it too."""
         late = sum(1 for t in self.timings if (t.latency_ms if application else t.network_ms) > bound_ms)
+        return late + self.frames_sent - self.frames_whole
+
+    def frames_over_outside_stalls(self, bound_ms: float, stalls: Stalls | None) -> int:
+        """frames_over through the network, without the frames whose lateness the machine's own
+        stalls account for (FrameTiming.late_outside_stalls)."""
+        late = sum(1 for t in self.timings if t.late_outside_stalls(bound_ms, stalls))
         return late + self.frames_sent - self.frames_whole
 
     def percentile(self, p: float, application: bool = False) -> float:
@@ -118,6 +143,7 @@ def read_video_logs(sender_log: Path, receiver_log: Path, port: int | None = Non
             latency_ms=(r["last_arrival_ns"] - f["start_ns"]) / 1e6,
             sending_ms=(max(sent_ns for _, sent_ns, _ in r["packet_times"]) - f["start_ns"]) / 1e6,
             network_ms=max(arrival - sent_ns for _, sent_ns, arrival in r["packet_times"]) / 1e6,
+            packets=tuple((sent_ns, arrival) for _, sent_ns, arrival in r["packet_times"]),
         )
 
     arrived = [(f, got[f["frame"]]) for f in sent if f["frame"] in got]
@@ -169,8 +195,41 @@ class FlowRun:
     def loss(self) -> float:
         return 1 - self.received / self.sent if self.sent else 0.0
 
-    def delays_ms(self) -> list[float]:
-        return [d for p in self.packets if (d := p.delay_ms) is not None]
+    def delays_ms(self, stalls: Stalls | None = None) -> list[float]:
+        """Each received packet's delay; with `stalls`, only the packets in flight while the
+        machine ran (none of the stalls overlapped them)."""
+        return [
+            d
+            for p in self.packets
+            if (d := p.delay_ms) is not None
+            and (stalls is None or stalls.overlap(p.sent_ns or 0, p.arrival_ns or 0) == 0)
+        ]
+
+    def lost_outside_stalls(self, stalls: Stalls | None) -> int:
+        """Lost packets the machine's stalls do not account for: none lasting STALL_LOSS_NS in
+        all from STALL_LOSS_BEFORE_NS before the packet was due to 1 ms after. A stall that holds
+        a packet bunches it with the next, and a policer that keeps packets Xmin apart drops
+        the second (E8)."""
+        return sum(
+            1
+            for p in self.packets
+            if p.arrival_ns is None
+            and (
+                stalls is None
+                or stalls.overlap(p.start_ns - STALL_LOSS_BEFORE_NS, p.start_ns + 1_000_000) < STALL_LOSS_NS
+            )
+        )
+
+    def late_outside_stalls(self, bound_ms: float, stalls: Stalls | None) -> int:
+        """Packets that took longer than `bound_ms` by more than the machine was stalled while
+        they were in flight (topo/stalls.py)."""
+        return sum(
+            1
+            for p in self.packets
+            if p.sent_ns is not None
+            and p.arrival_ns is not None
+            and late_outside_stalls(p.sent_ns, p.arrival_ns, bound_ms, stalls)
+        )
 
     def arrivals_ns(self) -> list[int]:
         return sorted(p.arrival_ns for p in self.packets if p.arrival_ns is not None)
@@ -288,8 +347,25 @@ class Traffic:
         log = self.work / f"{name}.json"
         ports_arg = ",".join(str(p) for p in ports)
         command = f"{PYTHON} -m topo.video receive --ports {ports_arg} --log {log}"
-        self._receivers.append(self.run.host(host).popen(command.split(), cwd=str(REPO)))
+        process = self.run.host(host).popen(command.split(), cwd=str(REPO))
+        self._receivers.append(process)
+        self._wait_bound(host, ports, process)
         return log
+
+    def _wait_bound(self, host: str, ports: Sequence[int], process: subprocess.Popen[bytes]) -> None:
+        """Until the receiver listens on every port: the senders run at a real-time priority and
+        would otherwise send their first packets before a receiver started at the normal one has
+        bound its sockets (the host answers them port unreachable, and they count as lost)."""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            listening = self.run.host(host).cmd("ss -Hnlu")
+            bound = {int(m) for m in re.findall(r":(\d+)\s", listening)}
+            if bound >= set(ports):
+                return
+            if process.poll() is not None:
+                raise RuntimeError(f"the receiver on {host} exited ({process.returncode})")
+            time.sleep(0.05)
+        raise RuntimeError(f"the receiver on {host} did not bind {sorted(ports)} within 30 s")
 
     def _sender(self, host: str, name: str, command: list[str]) -> None:
         process = self.run.host(host).popen(["chrt", "-f", str(SENDER_RT_PRIORITY), *command], cwd=str(REPO))
