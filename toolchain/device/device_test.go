@@ -401,75 +401,94 @@ func TestPacing(t *testing.T) {
 			d.SetPipeline(crossConnect(2))
 			h1, h2 := tn.hostSocket(t, 1), tn.hostSocket(t, 2)
 			start(t, d)
-			// A burst of 100 ms of transmission fills the queue, then 20%
-			// more than the rate for 1.3 s keeps it filling: the link stays
-			// busy even when the sender is descheduled for 100 ms (a loaded
-			// 2-core machine), so the receiver measures the pacer alone.
-			pps := float64(tc.rate) * 1.2 / float64(WireBytes(tc.size)*8)
-			dur := 1300 * time.Millisecond
-			stop := make(chan struct{})
-			go func() {
-				defer close(stop)
-				burst := max(16, int(pps/1.2/10))
-				for i := 0; i < burst; i++ {
-					h1.send(t, testFrame(tc.size, uint32(1<<20+i), 0))
+			// A pacer that is wrong (the wire overhead, the clock, the
+			// credit) is wrong on every attempt; a test host descheduled for
+			// tens of ms on a loaded 2-core machine spoils one. So the test
+			// fails only when three measurements in a row miss by over 1%.
+			const attempts = 3
+			for attempt := 1; ; attempt++ {
+				errPct := measurePacing(t, d, h1, h2, tc.rate, tc.size)
+				if errPct <= 1 && errPct >= -1 {
+					return
 				}
-				t0 := time.Now()
-				for i := 0; ; i++ {
-					due := t0.Add(time.Duration(float64(i) / pps * float64(time.Second)))
-					if due.Sub(t0) > dur {
-						return
-					}
-					if w := time.Until(due); w > 0 {
-						time.Sleep(w)
-					}
-					h1.send(t, testFrame(tc.size, uint32(i), 0))
+				if attempt == attempts {
+					t.Fatalf("pacing off by %+.2f%% (limit 1%%) on %d attempts in a row", errPct, attempts)
 				}
-			}()
-			// The rate is the slope of bits received against receive time (least
-			// squares over every frame): a frame that leaves a few ms late, as
-			// on a loaded machine the last one may, moves a first-to-last
-			// average by that much over the span, but barely moves the slope.
-			var first time.Time
-			var bits float64
-			var sx, sy, sxx, sxy, span float64
-			n := 0
-			for {
-				f, ts := h2.recv(t, 300*time.Millisecond)
-				if f == nil {
-					break
-				}
-				if n == 0 {
-					first = ts
-				} else {
-					bits += float64(WireBytes(len(f)) * 8)
-				}
-				x := ts.Sub(first).Seconds()
-				sx, sy, sxx, sxy = sx+x, sy+bits, sxx+x*x, sxy+x*bits
-				span = x
-				n++
-			}
-			<-stop
-			if span < 1.0 {
-				t.Fatalf("measured over %.2f s only (%d frames)", span, n)
-			}
-			fn := float64(n)
-			got := (fn*sxy - sx*sy) / (fn*sxx - sx*sx)
-			errPct := (got - float64(tc.rate)) / float64(tc.rate) * 100
-			var ps PortStats
-			for _, p := range d.Stats().Ports {
-				if p.Port == 2 {
-					ps = p
-				}
-			}
-			t.Logf("rate %d: measured %.0f bit/s over %.3f s (%d frames): %+.3f%% (first to last: %+.3f%%); pacer woke late by up to %.2f ms, %d times over 1 ms",
-				tc.rate, got, span, n, errPct, (bits/span-float64(tc.rate))/float64(tc.rate)*100,
-				float64(ps.PacerLate.MaxNs)/1e6, ps.PacerLate.Over(1e6))
-			if errPct > 1 || errPct < -1 {
-				t.Errorf("pacing off by %+.2f%% (limit 1%%)", errPct)
+				t.Logf("attempt %d off by %+.2f%%: measuring again", attempt, errPct)
 			}
 		})
 	}
+}
+
+// measurePacing sends 20% more than rate through port 1 to the paced port 2
+// and returns how far the rate received on h2 is from rate, in percent.
+func measurePacing(t *testing.T, d *Device, h1, h2 *hostSock, rate uint64, size int) float64 {
+	t.Helper()
+	// A burst of 100 ms of transmission fills the queue, then 20% more than
+	// the rate for 1.3 s keeps it filling: the link stays busy even when the
+	// sender is descheduled for 100 ms, so the receiver measures the pacer
+	// alone.
+	pps := float64(rate) * 1.2 / float64(WireBytes(size)*8)
+	dur := 1300 * time.Millisecond
+	stop := make(chan struct{})
+	go func() {
+		defer close(stop)
+		burst := max(16, int(pps/1.2/10))
+		for i := 0; i < burst; i++ {
+			h1.send(t, testFrame(size, uint32(1<<20+i), 0))
+		}
+		t0 := time.Now()
+		for i := 0; ; i++ {
+			due := t0.Add(time.Duration(float64(i) / pps * float64(time.Second)))
+			if due.Sub(t0) > dur {
+				return
+			}
+			if w := time.Until(due); w > 0 {
+				time.Sleep(w)
+			}
+			h1.send(t, testFrame(size, uint32(i), 0))
+		}
+	}()
+	// The rate is the slope of bits received against receive time (least
+	// squares over every frame): a frame that leaves a few ms late, as on a
+	// loaded machine the last one may, moves a first-to-last average by that
+	// much over the span, but barely moves the slope.
+	var first time.Time
+	var bits float64
+	var sx, sy, sxx, sxy, span float64
+	n := 0
+	for {
+		f, ts := h2.recv(t, 300*time.Millisecond)
+		if f == nil {
+			break
+		}
+		if n == 0 {
+			first = ts
+		} else {
+			bits += float64(WireBytes(len(f)) * 8)
+		}
+		x := ts.Sub(first).Seconds()
+		sx, sy, sxx, sxy = sx+x, sy+bits, sxx+x*x, sxy+x*bits
+		span = x
+		n++
+	}
+	<-stop
+	if span < 1.0 {
+		t.Fatalf("measured over %.2f s only (%d frames)", span, n)
+	}
+	fn := float64(n)
+	got := (fn*sxy - sx*sy) / (fn*sxx - sx*sx)
+	errPct := (got - float64(rate)) / float64(rate) * 100
+	var ps PortStats
+	for _, p := range d.Stats().Ports {
+		if p.Port == 2 {
+			ps = p
+		}
+	}
+	t.Logf("rate %d: measured %.0f bit/s over %.3f s (%d frames): %+.3f%% (first to last: %+.3f%%); pacer woke late by up to %.2f ms, %d times over 1 ms",
+		rate, got, span, n, errPct, (bits/span-float64(rate))/float64(rate)*100,
+		float64(ps.PacerLate.MaxNs)/1e6, ps.PacerLate.Over(1e6))
+	return errPct
 }
 
 func TestPcapFiles(t *testing.T) {
