@@ -115,24 +115,36 @@ def bench_admission(iterations: int) -> tuple[float, float, float, float]:
 
 
 class Rest:
-    def __init__(self, port: int = REST_PORT, timeout: float = 30) -> None:
+    """One keep-alive HTTP connection to one controller's REST API."""
+
+    def __init__(self, port: int = REST_PORT, timeout: float = 30, token: str = TOKEN) -> None:
         self.port = port
         self.timeout = timeout
+        self.headers = {"authorization": f"Bearer {token}", "content-type": "application/json"}
         self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
 
-    def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        headers = {"authorization": f"Bearer {TOKEN}", "content-type": "application/json"}
+    def attempt(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        """(status, body); status 0 when the connection failed, so the outcome is unknown (the
+        next request goes on a new connection)."""
         try:
-            self.conn.request(method, path, None if body is None else json.dumps(body), headers)
+            self.conn.request(method, path, None if body is None else json.dumps(body), self.headers)
             reply = self.conn.getresponse()
-        except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
-            # uvicorn closes keep-alive connections idle for 5 s: reconnect once
+            data = reply.read()
+        except (OSError, http.client.HTTPException):
             self.conn.close()
             self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout)
-            self.conn.request(method, path, None if body is None else json.dumps(body), headers)
-            reply = self.conn.getresponse()
-        data = reply.read()
+            return 0, None
         return reply.status, json.loads(data) if data else None
+
+    def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        """(status, body), trying once more on a new connection if the first failed: uvicorn closes
+        keep-alive connections idle for 5 s."""
+        status, answer = self.attempt(method, path, body)
+        if status == 0:
+            status, answer = self.attempt(method, path, body)
+        if status == 0:
+            raise ConnectionError(f"{method} {path}: no answer from 127.0.0.1:{self.port}")
+        return status, answer
 
 
 def reservation(n: int) -> dict[str, Any]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import time
 import urllib.error
@@ -17,13 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import p4read
 import yaml
-from finsy.proto import p4i as p4info_pb2
 from finsy.proto import p4r as p4runtime_pb2
-from finsy.proto import p4r_grpc as p4runtime_pb2_grpc
-from google.protobuf import text_format
 from topo.p4switch import bmv2_command
 
+from terrapin import processes
 from terrapin.bmv2 import Bmv2Cli, queue_rate_pps
 
 REPO = Path(__file__).resolve().parents[2]
@@ -332,46 +330,22 @@ class Lab:
 
     # ---- P4Runtime, read independently of the controller -------------------------------------
 
+    def address(self, i: int) -> str:
+        return f"127.0.0.1:{GRPC_BASE + i}"
+
     def read_channels(self, i: int) -> list[p4runtime_pb2.TableEntry]:
-        info = p4info_pb2.P4Info()
-        text_format.Parse(P4_INFO.read_text(), info)
-        table_id = next(t.preamble.id for t in info.tables if t.preamble.name == "TerrapinIngress.channels")
-        channel = grpc.insecure_channel(f"127.0.0.1:{GRPC_BASE + i}")
-        try:
-            stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
-            request = p4runtime_pb2.ReadRequest(
-                device_id=i,
-                entities=[
-                    # an empty meter_config and counter_data ask for the direct resources too
-                    p4runtime_pb2.Entity(
-                        table_entry=p4runtime_pb2.TableEntry(
-                            table_id=table_id,
-                            meter_config=p4runtime_pb2.MeterConfig(),
-                            counter_data=p4runtime_pb2.CounterData(),
-                        )
-                    )
-                ],
-            )
-            entries = []
-            for reply in stub.Read(request, timeout=5):
-                entries.extend(e.table_entry for e in reply.entities)
-            return entries
-        finally:
-            channel.close()
+        return p4read.read_table(self.address(i), i, "TerrapinIngress.channels", direct_resources=True)
 
     def read_aggregates(self, i: int) -> list[tuple[dict[str, tuple[int, int]], int, dict[str, int]]]:
         """TerrapinIngress.aggregates of switch i: (field → (value, mask), P4Runtime priority,
         action parameters by name) per entry."""
-        info = p4info_pb2.P4Info()
-        text_format.Parse(P4_INFO.read_text(), info)
-        table = next(t for t in info.tables if t.preamble.name == "TerrapinIngress.aggregates")
-        action = next(a for a in info.actions if a.preamble.name == "TerrapinIngress.set_aggregate")
-        fields = {f.id: f.name for f in table.match_fields}
+        action = next(
+            a for a in p4read.p4info().actions if a.preamble.name == "TerrapinIngress.set_aggregate"
+        )
+        fields = p4read.field_names("TerrapinIngress.aggregates")
         params = {p.id: p.name for p in action.params}
-        entity = p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry(table_id=table.preamble.id))
         found = []
-        for e in self._read(i, entity):
-            entry = e.table_entry
+        for entry in p4read.read_table(self.address(i), i, "TerrapinIngress.aggregates"):
             match = {
                 fields[m.field_id]: (
                     int.from_bytes(m.ternary.value, "big"),
@@ -385,65 +359,36 @@ class Lab:
 
     def read_meter(self, i: int, name: str, index: int) -> tuple[int, int, int, int] | None:
         """An indexed meter's config on switch i as (cir, cburst, pir, pburst); None if unset."""
-        info = p4info_pb2.P4Info()
-        text_format.Parse(P4_INFO.read_text(), info)
-        meter_id = next(m.preamble.id for m in info.meters if m.preamble.name == name)
+        meter_id = next(m.preamble.id for m in p4read.p4info().meters if m.preamble.name == name)
         entity = p4runtime_pb2.Entity(
             meter_entry=p4runtime_pb2.MeterEntry(meter_id=meter_id, index=p4runtime_pb2.Index(index=index))
         )
-        for e in self._read(i, entity):
+        for e in p4read.read(self.address(i), i, entity):
             if e.meter_entry.HasField("config"):
                 c = e.meter_entry.config
                 return (c.cir, c.cburst, c.pir, c.pburst)
         return None
 
-    def _read(self, i: int, entity: p4runtime_pb2.Entity) -> list[p4runtime_pb2.Entity]:
-        channel = grpc.insecure_channel(f"127.0.0.1:{GRPC_BASE + i}")
-        try:
-            stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
-            request = p4runtime_pb2.ReadRequest(device_id=i, entities=[entity])
-            return [e for reply in stub.Read(request, timeout=5) for e in reply.entities]
-        finally:
-            channel.close()
-
     def action_name(self, entry: p4runtime_pb2.TableEntry) -> str:
-        info = p4info_pb2.P4Info()
-        text_format.Parse(P4_INFO.read_text(), info)
-        return next(a.preamble.name for a in info.actions if a.preamble.id == entry.action.action.action_id)
+        action_id = entry.action.action.action_id
+        return next(a.preamble.name for a in p4read.p4info().actions if a.preamble.id == action_id)
 
     def read_queue_bounds(self, i: int) -> dict[tuple[int, int], int]:
         """TerrapinEgress.queue_bounds of switch i: (port, priority) → the bound in µs."""
-        info = p4info_pb2.P4Info()
-        text_format.Parse(P4_INFO.read_text(), info)
-        table = next(t for t in info.tables if t.preamble.name == "TerrapinEgress.queue_bounds")
-        fields = {f.id: f.name for f in table.match_fields}
-        channel = grpc.insecure_channel(f"127.0.0.1:{GRPC_BASE + i}")
-        try:
-            stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
-            entity = p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry(table_id=table.preamble.id))
-            bounds = {}
-            for reply in stub.Read(p4runtime_pb2.ReadRequest(device_id=i, entities=[entity]), timeout=5):
-                for e in reply.entities:
-                    entry = e.table_entry
-                    key = {fields[m.field_id]: int.from_bytes(m.exact.value, "big") for m in entry.match}
-                    params = {p.param_id: int.from_bytes(p.value, "big") for p in entry.action.action.params}
-                    bounds[(key["port"], key["priority"])] = params[3]  # limit_us (quarter, half, limit)
-            return bounds
-        finally:
-            channel.close()
+        fields = p4read.field_names("TerrapinEgress.queue_bounds")
+        bounds = {}
+        for entry in p4read.read_table(self.address(i), i, "TerrapinEgress.queue_bounds"):
+            key = p4read.exact_key(entry, fields)
+            params = {p.param_id: int.from_bytes(p.value, "big") for p in entry.action.action.params}
+            bounds[(key["port"], key["priority"])] = params[3]  # limit_us (quarter, half, limit)
+        return bounds
 
     # ---- teardown -----------------------------------------------------------------------------
 
     def _stop(self, name: str) -> None:
         proc = self.procs.pop(name, None)
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        if proc is not None:
+            processes.stop(proc)
 
     def close(self) -> None:
         for name in list(self.procs):

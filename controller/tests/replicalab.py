@@ -6,8 +6,6 @@ that the answers were kept."""
 
 from __future__ import annotations
 
-import http.client
-import json
 import os
 import random
 import signal
@@ -22,14 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import p4read
 import yaml
-from finsy.proto import p4i as p4info_pb2
-from finsy.proto import p4r as p4runtime_pb2
-from finsy.proto import p4r_grpc as p4runtime_pb2_grpc
-from google.protobuf import text_format
 from topo.p4switch import bmv2_command
 
+from terrapin import processes
 from terrapin.admission import AdmissionLedger, Allocation
+from terrapin.bench import Rest
 from terrapin.bmv2 import queue_rate_pps
 from terrapin.config import parse_config
 from terrapin.paths import ChannelSelector, Topology
@@ -126,26 +123,8 @@ def config(
 HOSTS = ("10.0.1.2", "10.0.2.2", "10.0.3.2")
 
 
-class Rest:
-    """One keep-alive HTTP connection to one replica."""
-
-    def __init__(self, port: int, timeout: float = 15.0) -> None:
-        self.port = port
-        self.timeout = timeout
-        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-
-    def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        """(status, body); status 0 when the connection failed (the outcome is unknown)."""
-        headers = {"authorization": f"Bearer {TOKEN}", "content-type": "application/json"}
-        try:
-            self.conn.request(method, path, None if body is None else json.dumps(body), headers)
-            reply = self.conn.getresponse()
-            data = reply.read()
-        except (OSError, http.client.HTTPException):
-            self.conn.close()
-            self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout)
-            return 0, None
-        return reply.status, json.loads(data) if data else None
+def rest(port: int, timeout: float = 15.0) -> Rest:
+    return Rest(port, timeout, token=TOKEN)
 
 
 @dataclass
@@ -218,7 +197,7 @@ class ReplicaLab:
         proc.wait()
 
     def health(self, r: int) -> dict[str, Any] | None:
-        status, body = Rest(self.rest_ports[r], timeout=3).call("GET", "/health")
+        status, body = rest(self.rest_ports[r], timeout=3).attempt("GET", "/health")
         return body if status in (200, 503) and isinstance(body, dict) else None
 
     def wait_role(self, r: int, role: str, timeout: float) -> float:
@@ -245,13 +224,7 @@ class ReplicaLab:
 
     def close(self) -> None:
         for name, proc in list(self.procs.items()):
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+            processes.stop(proc)
             del self.procs[name]
         if self.postgres is not None:
             self.postgres.close()
@@ -268,14 +241,14 @@ class ReplicaLab:
 
         def client(n: int) -> None:
             rng = random.Random(seed * 100 + n)
-            conns = [Rest(port) for port in self.rest_ports]
+            conns = [rest(port) for port in self.rest_ports]
             mine: list[int] = []
             flow = 0
             while time.monotonic() < stop:
                 conn = conns[rng.randrange(len(conns))]
                 if mine and rng.random() < 0.3:
                     rid = mine.pop(rng.randrange(len(mine)))
-                    status, _ = conn.call("DELETE", f"/reservations/{rid}")
+                    status, _ = conn.attempt("DELETE", f"/reservations/{rid}")
                     with lock:
                         outcomes.count(status)
                         if status in (204, 404):  # 404: an earlier try did delete it
@@ -299,7 +272,7 @@ class ReplicaLab:
                     "burst": rng.choice([3_000, 9_000]),
                     "max_packet": 1500,
                 }
-                status, answer = conn.call("POST", "/reservations", body)
+                status, answer = conn.attempt("POST", "/reservations", body)
                 key = (src, dst, port)
                 with lock:
                     outcomes.count(status)
@@ -327,7 +300,7 @@ class ReplicaLab:
         """Every guarantee of docs/deployment.md against the new primary and every switch;
         returns the reservations."""
         r = self.primary()
-        status, stored = Rest(self.rest_ports[r]).call("GET", "/reservations")
+        status, stored = rest(self.rest_ports[r]).attempt("GET", "/reservations")
         assert status == 200
         by_flow = {(x["src"], x["dst"], x["src_port"]): x for x in stored}
         ids = {x["id"] for x in stored}
@@ -370,21 +343,11 @@ class ReplicaLab:
 
 
 def read_channels(grpc_port: int, i: int) -> list[ChannelSelector]:
-    info = p4info_pb2.P4Info()
-    text_format.Parse(P4_INFO.read_text(), info)
-    table = next(t for t in info.tables if t.preamble.name == "TerrapinIngress.channels")
-    fields = {f.id: f.name for f in table.match_fields}
-    channel = grpc.insecure_channel(f"127.0.0.1:{grpc_port}")
-    try:
-        stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
-        entity = p4runtime_pb2.Entity(table_entry=p4runtime_pb2.TableEntry(table_id=table.preamble.id))
-        found = []
-        for reply in stub.Read(p4runtime_pb2.ReadRequest(device_id=i, entities=[entity]), timeout=10):
-            for e in reply.entities:
-                m = {fields[f.field_id]: int.from_bytes(f.exact.value, "big") for f in e.table_entry.match}
-                src = ".".join(str(b) for b in m["src_addr"].to_bytes(4, "big"))
-                dst = ".".join(str(b) for b in m["dst_addr"].to_bytes(4, "big"))
-                found.append(ChannelSelector(src, dst, m["protocol"], m["flow_key"]))
-        return found
-    finally:
-        channel.close()
+    fields = p4read.field_names("TerrapinIngress.channels")
+    found = []
+    for entry in p4read.read_table(f"127.0.0.1:{grpc_port}", i, "TerrapinIngress.channels"):
+        m = p4read.exact_key(entry, fields)
+        src = ".".join(str(b) for b in m["src_addr"].to_bytes(4, "big"))
+        dst = ".".join(str(b) for b in m["dst_addr"].to_bytes(4, "big"))
+        found.append(ChannelSelector(src, dst, m["protocol"], m["flow_key"]))
+    return found

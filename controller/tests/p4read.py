@@ -1,0 +1,59 @@
+"""What a switch holds, read over P4Runtime independently of the controller: the tests compare it
+with what the controller and its store say."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+import grpc
+from finsy.proto import p4i as p4info_pb2
+from finsy.proto import p4r as p4runtime_pb2
+from finsy.proto import p4r_grpc as p4runtime_pb2_grpc
+from google.protobuf import text_format
+
+P4_INFO = Path(__file__).resolve().parents[2] / "build" / "p4" / "terrapin.p4info.txtpb"
+
+
+@cache
+def p4info() -> p4info_pb2.P4Info:
+    info = p4info_pb2.P4Info()
+    text_format.Parse(P4_INFO.read_text(), info)
+    return info
+
+
+def table(name: str) -> p4info_pb2.Table:
+    return next(t for t in p4info().tables if t.preamble.name == name)
+
+
+def field_names(name: str) -> dict[int, str]:
+    """The match field names of table `name` by field id."""
+    return {f.id: f.name for f in table(name).match_fields}
+
+
+def exact_key(entry: p4runtime_pb2.TableEntry, fields: dict[int, str]) -> dict[str, int]:
+    return {fields[m.field_id]: int.from_bytes(m.exact.value, "big") for m in entry.match}
+
+
+def read(
+    address: str, device_id: int, entity: p4runtime_pb2.Entity, timeout: float = 10
+) -> list[p4runtime_pb2.Entity]:
+    channel = grpc.insecure_channel(address)
+    try:
+        stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
+        request = p4runtime_pb2.ReadRequest(device_id=device_id, entities=[entity])
+        return [e for reply in stub.Read(request, timeout=timeout) for e in reply.entities]
+    finally:
+        channel.close()
+
+
+def read_table(
+    address: str, device_id: int, name: str, direct_resources: bool = False
+) -> list[p4runtime_pb2.TableEntry]:
+    """Every entry of table `name`; with `direct_resources`, their meter configs and counters too
+    (an empty meter_config and counter_data in the request ask for them)."""
+    entry = p4runtime_pb2.TableEntry(table_id=table(name).preamble.id)
+    if direct_resources:
+        entry.meter_config.SetInParent()
+        entry.counter_data.SetInParent()
+    return [e.table_entry for e in read(address, device_id, p4runtime_pb2.Entity(table_entry=entry))]
