@@ -17,7 +17,9 @@ buffers); the table is the share of the time it held n frames.
 
 Verdict: no frame lost; every packet of the channel within the bound the controller computed
 for the allocation, as the switch measured it (its longest enqueue-to-dequeue wait in the
-channel's queue, and the guarantee monitor's per-packet check); every frame within the bound
+channel's queue, and the guarantee monitor's per-packet check; a wait past it counts as the
+machine's only when every frame the hosts saw late was in flight during a witnessed stall and
+one of them took at least as long, see judge_delay); every frame within the bound
 through the network as the hosts measured it, save frames whose extra delay the machine's own
 stalls while they were in flight account for (topo/stalls.py), and save at most 1% more when the
 switch's queue held every packet within it (the hosts' clocks also take in their network stacks
@@ -156,23 +158,44 @@ def host_share_allowed(frames: int) -> int:
 
 
 def judge_delay(r: RateRun, stalls: Stalls | None) -> tuple[list[str], str | None]:
-    """(why one allocation's delays fail, a remark on frames late only by the hosts' clocks).
+    """(why one allocation's delays fail, a remark on what the hosts or the machine account for).
 
     The switch's own measure of every packet decides: its queue's longest wait and the monitor's
     per-packet check. The hosts' measure may add delay outside that queue (host_share_allowed),
     so frames late only there pass, within the share, and are remarked on; frames the machine's
-    stalls account for (`stalls`) do not count against the share."""
-    video, failed = r.video, []
+    stalls account for (`stalls`) do not count against the share.
+
+    The switch's measure is taken on the same stalled machine: a stall of the thread that
+    dequeues holds the packets in the queue. The channel is alone in its queue, so a packet that
+    waited past the bound also arrived late by the hosts' clocks; when every frame late by those
+    is inside the witnessed stalls and the hosts saw a delay at least as long as the longest wait,
+    the switch's lateness is the machine's too, and is remarked on instead."""
+    video = r.video
+    lost = video.frames_sent - video.frames_whole
+    over = video.frames_over_outside_stalls(r.bound_ms, stalls) - lost
     switch_late = r.switch_wait_ms > r.bound_ms or r.monitor.bands.get("over", 0) > 0 or r.monitor.network > 0
-    if switch_late:
+    in_stalls = (
+        switch_late
+        and stalls is not None
+        and over == 0
+        and lost == 0
+        and video.percentile(100) >= max(r.switch_wait_ms, r.bound_ms)
+    )
+    failed = []
+    if switch_late and not in_stalls:
         failed.append(
             f"the switch held the channel's packets past the {r.bound_ms:.3f} ms bound"
             f" (longest wait {r.switch_wait_ms:.3f} ms; {r.monitor.line()})"
         )
-    over = video.frames_over_outside_stalls(r.bound_ms, stalls) - (video.frames_sent - video.frames_whole)
     if over and (switch_late or over > host_share_allowed(video.frames_sent)):
         failed.append(f"{over} frames over the {r.bound_ms:.3f} ms bound through the network")
         return failed, None
+    if in_stalls:
+        return failed, (
+            f"the switch's queue held a packet past the bound (longest wait {r.switch_wait_ms:.3f} ms;"
+            f" {r.monitor.line()}) and every frame late by the hosts' clocks (worst"
+            f" {video.percentile(100):.3f} ms) was in flight while the machine stalled"
+        )
     if over:
         return failed, (
             f"{over} of {video.frames_sent} frames over the bound as the hosts measured"

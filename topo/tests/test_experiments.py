@@ -216,3 +216,23 @@ def test_a_flows_losses_and_delays_are_judged_apart_from_the_machines_stalls() -
     assert flow.late_outside_stalls(2.0, None) == 1
     assert flow.late_outside_stalls(2.0, stalls) == 0
     assert flow.late_outside_stalls(1.0, stalls) == 1
+
+
+@pytest.mark.parametrize(
+    ("late_ms", "stall_ms", "switch_wait_ms", "fails"),
+    [
+        (10.0, 9.0, 3.0, False),  # the 3 ms wait was in the frame's 9 ms stall: the machine's
+        (10.0, 6.0, 3.0, True),  # a 6 ms stall does not cover 7.5 ms over the bound
+        (2.0, 9.0, 3.0, True),  # the hosts saw nothing as long as the switch's wait: not explained
+    ],
+)
+def test_e3_puts_the_switchs_lateness_down_to_the_machine_only_with_the_hosts_evidence(
+    late_ms: float, stall_ms: float, switch_wait_ms: float, fails: bool
+) -> None:
+    run = rate_run([1.0] * 150 + [late_ms] + [1.0] * 49, switch_wait_ms)
+    start = 150 * FRAME_NS
+    stalls = Stalls.merged([[(start, start + int(stall_ms * 1e6))]])
+    failed, remark = judge_delay(run, stalls)
+    assert bool(failed) == fails
+    assert (remark is not None) == (not fails)
+    assert judge_delay(run, None)[0]  # without a witness the switch's measure decides
