@@ -2,7 +2,7 @@
 #
 #   make run      bring up the christie topology, the controller and its REST API
 #   make test     every test suite, ending with one "N passed, M failed" line
-#   make experiments [ONLY=E3] [SHORT=1]   the seeds' results E1-E10 and build/results/report.html
+#   make experiments [ONLY=E3] [SHORT=1] [ATTEMPTS=3]   the seeds' results E1-E10 and build/results/report.html
 #
 # Both run `make setup` first, which installs what a fresh Debian machine lacks.
 # p4lang's switch instead of the bundled one: `make bmv2` once, then SWITCH=bmv2
@@ -116,7 +116,7 @@ demo:
 	@SWITCH=$(SWITCH) bash scripts/demo.sh
 
 experiments:
-	@ONLY="$(ONLY)" SHORT="$(SHORT)" SWITCH=$(SWITCH) bash scripts/experiments.sh
+	@ONLY="$(ONLY)" SHORT="$(SHORT)" SWITCH=$(SWITCH) ATTEMPTS="$(ATTEMPTS)" bash scripts/experiments.sh
 
 clean:
 	rm -rf $(BUILD)

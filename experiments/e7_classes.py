@@ -19,9 +19,10 @@ class past 2%, and one with a burst above one packet, must be refused by the cla
 urgent source driven at twice its rate must be cut to it.
 
 Verdict: the urgent, video and voice channels lose nothing and stay within their end-to-end
-bounds, save what the machine's own stalls account for (docs/experiments.md); the two urgent requests are refused naming class_shares; the overdriven urgent
-source arrives at no more than its rate (+5%); best effort receives at least 90% of what the
-reserved channels leave of the sink's port.
+bounds, save what the machine's own stalls account for (docs/experiments.md); the two urgent
+requests are refused naming class_shares; the overdriven urgent source arrives at no more than
+its rate (+5%); best effort receives at least 90% of what the reserved channels leave of the
+sink's port.
 
     sudo build/venv/bin/python -m experiments.e7_classes [--short] [--switch bmv2]
 """

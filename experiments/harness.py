@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from topo.network import PID_DIR, RunningNetwork, running, wait_ready
 from topo.p4switch import REPO
 from topo.plan import NetworkPlan
+from topo.rtwire import wire_first
 from topo.stalls import Stalls, witnessed
 from topo.supervise import write_pid
 
@@ -147,6 +148,7 @@ class Experiment:
         shutil.rmtree(self.work / "state", ignore_errors=True)
         try:
             with (
+                wire_first(),
                 witnessed(self.work / "stalls") as found,
                 running(
                     plan,

@@ -146,7 +146,7 @@ want topo          && run_counted topo pytest_suite topo/tests -k "not bmv2"
 # makes, so a regression in one fails here. terrapin-switch only: on BMv2 they take several times
 # longer than the CI budget allows (make experiments SWITCH=bmv2 runs them there).
 want experiments   && run_counted experiments env TERRAPIN_INTF_PREFIX=trptex \
-    make --no-print-directory experiments SHORT=1 SWITCH=terrapin
+    make --no-print-directory experiments SHORT=1 SWITCH=terrapin ATTEMPTS=3
 # The same suites on p4lang's simple_switch_grpc (docs/bmv2.md).
 want_bmv2 ptf-bmv2         && run_counted ptf-bmv2 on_bmv2 make --no-print-directory ptf SWITCH=bmv2
 want_bmv2 conformance-bmv2 && run_counted conformance-bmv2 on_bmv2 \

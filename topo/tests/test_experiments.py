@@ -7,9 +7,11 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+import experiments.run
 from experiments.e3_allocated_rate import RateRun, buffer_occupancy, judge_delay
 from experiments.harness import most_over_envelope, stall_slack
 from experiments.run import section, select
@@ -23,6 +25,8 @@ from topo.experiment import (
     percentile,
     read_flow_logs,
 )
+from topo.p4switch import REPO
+from topo.rtwire import SOFTIRQ_PRIORITY, softirq_threads, wire_first
 from topo.stalls import Stalls, witnessed
 
 
@@ -236,3 +240,55 @@ def test_e3_puts_the_switchs_lateness_down_to_the_machine_only_with_the_hosts_ev
     assert bool(failed) == fails
     assert (remark is not None) == (not fails)
     assert judge_delay(run, None)[0]  # without a witness the switch's measure decides
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="setting another thread's scheduling needs root")
+def test_the_wire_runs_first_for_the_block_and_as_it_was_after() -> None:
+    threads = softirq_threads()
+    assert threads  # one per CPU
+    before = {pid: (os.sched_getscheduler(pid), os.sched_getparam(pid).sched_priority) for pid in threads}
+    with wire_first():
+        for pid in threads:
+            assert os.sched_getscheduler(pid) == os.SCHED_FIFO
+            assert os.sched_getparam(pid).sched_priority == SOFTIRQ_PRIORITY
+    after = {pid: (os.sched_getscheduler(pid), os.sched_getparam(pid).sched_priority) for pid in threads}
+    assert after == before
+
+
+@pytest.mark.parametrize(
+    ("verdicts", "attempts", "runs", "code"),
+    [
+        (["pass"], 3, 1, 0),
+        (["FAIL one frame late", "pass"], 3, 2, 0),
+        (["FAIL a", "FAIL b", "FAIL c"], 3, 3, 1),
+        (["FAIL a", "pass"], 1, 1, 1),  # make experiments runs each once unless asked
+    ],
+)
+def test_a_failed_experiment_runs_again_up_to_attempts_and_every_failure_is_printed(
+    verdicts: list[str],
+    attempts: int,
+    runs: int,
+    code: int,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    answers = iter(verdicts)
+
+    def run_one(entry: Any, *_args: Any) -> tuple[str, str]:
+        log = tmp_path / f"{entry.tag}.log"
+        verdict = f"{entry.tag} demo: {next(answers)}"
+        log.write_text(verdict)
+        return verdict, str(log)
+
+    monkeypatch.setattr(experiments.run, "run_one", run_one)
+    monkeypatch.setattr(experiments.run, "results_dir", lambda _short: tmp_path)
+    monkeypatch.setattr(experiments.run, "write_report", lambda *_args: REPO / "report.html")
+    assert experiments.run.main(["--only", "E1", "--short", "--attempts", str(attempts)]) == code
+    out = capsys.readouterr().out
+    for verdict in verdicts[:runs]:
+        assert f"E1 demo: {verdict}" in out
+    # every run but the last keeps its log apart; the last is E1.log as without retries
+    assert sorted(p.name for p in tmp_path.glob("E1.attempt*.log")) == [
+        f"E1.attempt{k}.log" for k in range(1, runs)
+    ]
