@@ -27,6 +27,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from terrapin.processes import stop_all
+
 PERIOD_NS = 1_000_000
 # Late wake-ups shorter than this are the kernel's own timer and scheduling latency, not a stall.
 RECORD_ABOVE_NS = 200_000
@@ -96,14 +98,7 @@ def witnessed(work: Path) -> Iterator[list[Stalls]]:
     try:
         yield result
     finally:
-        for probe in probes:
-            probe.send_signal(signal.SIGTERM)
-        for probe in probes:
-            try:
-                probe.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                probe.kill()
-                probe.wait()
+        stop_all(probes)
         if all(out.exists() for out in outs):
             per_cpu = [[(s, e) for s, e in json.loads(out.read_text())["stalls"]] for out in outs]
             result.append(Stalls.merged(per_cpu))

@@ -44,7 +44,7 @@ from terrapin.admission import AdmissionLedger, ChannelEnvelope, ChannelKey
 from terrapin.config import parse_config
 from terrapin.paths import Topology
 from terrapin.pgserver import PostgresServer, cluster_processes
-from terrapin.processes import SWITCH, start_bare_switch, stop
+from terrapin.processes import SWITCH, start_bare_switch, stop, stop_all
 
 REPO = Path(__file__).resolve().parents[2]
 P4_JSON = REPO / "build" / "p4" / "terrapin.json"
@@ -245,13 +245,7 @@ def bench_rest(setups: int, installs: int, clients: int, workdir: Path) -> tuple
             raise RuntimeError(f"{len(listed)} reservations listed, expected {installs}")
         return percentile(setup_ms, 0.5), percentile(setup_ms, 0.99), sequential_s, install_s
     finally:
-        for proc in reversed(procs):
-            proc.send_signal(signal.SIGTERM)
-        for proc in procs:
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop_all(list(reversed(procs)))
 
 
 # ---- scale: 10,000 channels over 16 switches, replicated on PostgreSQL; failover ------------

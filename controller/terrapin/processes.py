@@ -38,3 +38,12 @@ def stop(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+def stop_all(procs: Sequence[subprocess.Popen[bytes]], timeout: float = 10.0) -> None:
+    """SIGTERM to all at once (they stop side by side), then as stop() each."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        stop(proc, timeout)

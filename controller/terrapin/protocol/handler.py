@@ -263,6 +263,7 @@ class ProtocolHandler:
         )
         await self._originate(switch, datagram.src, reply)
 
+
 def _conflict(key: ChannelKey) -> Denial:
     return simple_denial(
         key,
