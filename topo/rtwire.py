@@ -1,7 +1,7 @@
 """The emulated wire ahead of what it connects: while a measured run lasts, the kernel's softirq
 threads (ksoftirqd/N, which carry packets across the veth pairs when the softirq budget runs out
 in the sender's own context) run at a real-time priority above the switch's forwarding threads
-and the senders.
+and the senders. `python -m topo.rtwire` puts them back as the kernel has them.
 
 Why: those threads are normal-priority by default, and the switch's forwarding threads (SCHED_FIFO
 20, busy-waiting up to 500 µs for admitted traffic) and the senders (SCHED_FIFO 10) starve them
@@ -48,3 +48,15 @@ def wire_first() -> Iterator[None]:
         for pid, (policy, priority) in before.items():
             with contextlib.suppress(OSError):
                 os.sched_setscheduler(pid, policy, os.sched_param(priority))
+
+
+def reset() -> None:
+    """ksoftirqd/N back to the kernel's default (SCHED_OTHER), as after an experiment that was
+    killed outright and never restored them (make experiments starts with this)."""
+    for pid in softirq_threads():
+        with contextlib.suppress(OSError):
+            os.sched_setscheduler(pid, os.SCHED_OTHER, os.sched_param(0))
+
+
+if __name__ == "__main__":
+    reset()

@@ -115,7 +115,9 @@ def probe(cpu: int, out: Path) -> None:
         stopping = True
 
     signal.signal(signal.SIGTERM, stop)
-    while not stopping:
+    parent = os.getppid()
+    # An experiment killed outright cannot stop its probes: they end when it is gone.
+    while not stopping and os.getppid() == parent:
         asked = time.monotonic_ns()
         time.sleep(PERIOD_NS / 1e9)
         woke = time.monotonic_ns()

@@ -26,7 +26,7 @@ from topo.experiment import (
     read_flow_logs,
 )
 from topo.p4switch import REPO
-from topo.rtwire import SOFTIRQ_PRIORITY, softirq_threads, wire_first
+from topo.rtwire import SOFTIRQ_PRIORITY, reset, softirq_threads, wire_first
 from topo.stalls import Stalls, witnessed
 
 
@@ -292,3 +292,10 @@ def test_a_failed_experiment_runs_again_up_to_attempts_and_every_failure_is_prin
     assert sorted(p.name for p in tmp_path.glob("E1.attempt*.log")) == [
         f"E1.attempt{k}.log" for k in range(1, runs)
     ]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="setting another thread's scheduling needs root")
+def test_a_wire_left_raised_by_a_killed_run_is_reset() -> None:
+    with wire_first():
+        reset()
+        assert all(os.sched_getscheduler(pid) == os.SCHED_OTHER for pid in softirq_threads())
