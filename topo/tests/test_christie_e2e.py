@@ -25,6 +25,8 @@ from topo import christie
 from topo.experiment import VIDEO_PORT, VideoRun, video_under_flood
 from topo.network import RunningNetwork, call, running
 from topo.p4switch import REPO, SWITCH_KINDS, switch_binary
+from topo.rtwire import wire_first
+from topo.stalls import witnessed
 
 RATE_MBPS = 20
 # Everything the tests create carries the test prefix (scripts/leftovers.py), so make test can
@@ -155,15 +157,21 @@ def test_reserved_video_is_protected_from_a_flood(net: RunningNetwork, tmp_path:
     status, granted = call(net, "POST", "/reservations", body)
     assert status == 201, granted
     bound_ms = granted["allocation"]["worst_case_delay_us"] / 1000
+    # As the experiments judge it (docs/experiments.md): the wire ahead of the hosts and the
+    # switch, and what the machine's own stalls account for left out.
     try:
-        reserved = video(6, (int(str(body["rate"])), int(str(body["burst"]))), tmp_path / "reserved")
+        with wire_first(), witnessed(tmp_path / "stalls") as found:
+            reserved = video(6, (int(str(body["rate"])), int(str(body["burst"]))), tmp_path / "reserved")
     finally:
         call(net, "DELETE", f"/reservations/{granted['id']}")
+    stalls = found[0] if found else None
     assert reserved.packet_loss == 0, f"reserved video lost {reserved.packet_loss:.2%} of its packets"
     assert reserved.frames_whole == reserved.frames_sent
     # The bound covers the network: each frame's delay from the sender's socket (FrameTiming).
-    late = [t for t in reserved.timings if t.network_ms > bound_ms]
-    assert not late, f"{len(late)} frames over the {bound_ms:.2f} ms bound: {late[:3]}"
+    late = [t for t in reserved.timings if t.late_outside_stalls(bound_ms, stalls)]
+    assert not late, (
+        f"{len(late)} frames over the {bound_ms:.2f} ms bound outside the machine's stalls: {late[:3]}"
+    )
 
 
 def wait_until(predicate: Any, timeout: float) -> bool:
