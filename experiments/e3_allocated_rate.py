@@ -174,13 +174,7 @@ def judge_delay(r: RateRun, stalls: Stalls | None) -> tuple[list[str], str | Non
     lost = video.frames_sent - video.frames_whole
     over = video.frames_over_outside_stalls(r.bound_ms, stalls) - lost
     switch_late = r.switch_wait_ms > r.bound_ms or r.monitor.bands.get("over", 0) > 0 or r.monitor.network > 0
-    in_stalls = (
-        switch_late
-        and stalls is not None
-        and over == 0
-        and lost == 0
-        and video.percentile(100) >= max(r.switch_wait_ms, r.bound_ms)
-    )
+    in_stalls = switch_late and video.queue_wait_in_stalls(r.bound_ms, r.switch_wait_ms, stalls)
     failed = []
     if switch_late and not in_stalls:
         failed.append(

@@ -278,11 +278,10 @@ def problems(reserved: RunResult, broken: RunResult, stalls: Stalls | None = Non
     alone in its queue: a packet that waited past the bound there also arrived late)."""
     found = []
     video = reserved.video
-    lost = video.frames_sent - video.frames_whole
     over = video.frames_over_outside_stalls(reserved.bound_ms, stalls) if stalls else reserved.over_bound
     if video.packet_loss > 0 or over > 0:
         found.append(f"reserved video: loss {video.packet_loss:.2%}, {over} frames over the bound")
-    in_stalls = stalls is not None and over == 0 and lost == 0 and video.percentile(100) >= reserved.bound_ms
+    in_stalls = video.queue_wait_in_stalls(reserved.bound_ms, reserved.bound_ms, stalls)
     if reserved.monitor is not None and reserved.monitor.violations and not in_stalls:
         found.append(f"the monitor saw {reserved.monitor.violations} violations in the reserved run")
     alarm = broken.monitor.alarm_s if broken.monitor is not None else None

@@ -110,6 +110,18 @@ class VideoRun:
         late = sum(1 for t in self.timings if t.late_outside_stalls(bound_ms, stalls))
         return late + self.frames_sent - self.frames_whole
 
+    def queue_wait_in_stalls(self, bound_ms: float, wait_ms: float, stalls: Stalls | None) -> bool:
+        """Whether a wait of `wait_ms` past the bound in this video's own queue is the machine's:
+        every frame arrived, each one late by the hosts' clocks was in flight during a witnessed
+        stall, and one took at least as long as the wait (alone in its queue, every packet the
+        switch held is one the hosts saw)."""
+        return (
+            stalls is not None
+            and self.frames_whole == self.frames_sent
+            and self.frames_over_outside_stalls(bound_ms, stalls) == 0
+            and self.percentile(100) >= max(wait_ms, bound_ms)
+        )
+
     def percentile(self, p: float, application: bool = False) -> float:
         """Frame delay through the network (or, with `application`, as the receiving application
         saw it, the sender's own lateness included; see FrameTiming)."""
