@@ -141,16 +141,29 @@ class SwitchBatcher:
         self._reads: list[tuple[list[p4r.Entity], asyncio.Future[list[p4r.Entity]]]] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self._writing = self._reading = False
+        self._in_flight: list[tuple[list[p4r.Update], bool, asyncio.Future[None]]] = []
 
     async def write(self, updates: list[p4r.Update], strict: bool = True) -> None:
         """Apply `updates`; with `strict` False, one that finds nothing to modify or delete is
         no error (an entry already gone)."""
+        await self.submit(updates, strict)
+
+    def submit(self, updates: list[p4r.Update], strict: bool = True) -> asyncio.Future[None]:
+        """As write(), but queued before this returns: what a caller submits before its next
+        await goes out in order with what it submits after, in one batch or the next."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._writes.append((updates, strict, future))
         if not self._writing:
             self._writing = True
             self._start(self._send_writes())
-        await future
+        return future
+
+    async def drained(self) -> None:
+        """Returns once every write submitted so far has been answered (not those submitted
+        meanwhile: under a stream of set-ups the batcher is never idle)."""
+        pending = [future for _u, _s, future in self._in_flight + self._writes]
+        if pending:
+            await asyncio.wait(pending)
 
     async def read(self, entities: list[p4r.Entity]) -> list[p4r.Entity]:
         """Read `entities`; the answer may also hold what other callers of the batch asked for."""
@@ -168,8 +181,12 @@ class SwitchBatcher:
 
     async def _send_writes(self) -> None:
         try:
+            # One turn of the loop first: the other hops and set-ups submitted in this turn
+            # join the first WriteRequest.
+            await asyncio.sleep(0)
             while self._writes:
                 batch, self._writes = self._writes, []
+                self._in_flight = batch
                 updates = [u for mine, _strict, _future in batch for u in mine]
                 try:
                     await self._switch().write(updates, strict=True)
@@ -184,6 +201,7 @@ class SwitchBatcher:
                             future.set_result(None)
         finally:
             self._writing = False
+            self._in_flight = []
 
     async def _send_reads(self) -> None:
         try:
@@ -230,6 +248,12 @@ def _answer_writes(
             )
         elif not future.done():
             future.set_result(None)
+
+
+def _done() -> asyncio.Future[None]:
+    done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    done.set_result(None)
+    return done
 
 
 def _fail(future: asyncio.Future[Any], exc: BaseException) -> None:
@@ -317,6 +341,23 @@ class ChannelCodec:
             name: (schema.actions[name].id, {p.name: p.id for p in schema.actions[name].params})
             for name in (A_ADMIT, A_ADMIT_JUMPING, A_ADMIT_MOVING)
         }
+        self._colours = [schema.counters[name].id for name in (C_CHANNEL_YELLOW, C_CHANNEL_RED)]
+
+    def zero_colours(self, channel_id: int) -> list[p4r.Update]:
+        """Updates that set a channel id's yellow and red counters to zero."""
+        return [
+            p4r.Update(
+                type=p4r.Update.MODIFY,
+                entity=p4r.Entity(
+                    counter_entry=p4r.CounterEntry(
+                        counter_id=counter_id,
+                        index=p4r.Index(index=channel_id),
+                        data=p4r.CounterData(byte_count=0, packet_count=0),
+                    )
+                ),
+            )
+            for counter_id in self._colours
+        ]
 
     def match(self, selector: ChannelSelector) -> list[p4r.FieldMatch]:
         values = (
@@ -744,9 +785,13 @@ class SwitchFabric:
         async with self._gate(entry.switch).write():
             if not self.is_ready(entry.switch):
                 raise SwitchUnavailable(f"switch {entry.switch} is not ready")
-            pb = self._codec(self._switch(entry.switch)).entry(entry)
-            update = p4r.Update(type=p4r.Update.INSERT, entity=p4r.Entity(table_entry=pb))
-            await self._batchers[entry.switch].write([update])
+            codec = self._codec(self._switch(entry.switch))
+            # The channel id's yellow and red counters start from zero with the entry: an id is
+            # reused, and its first window (the monitor's, the REST counters') is its own.
+            updates = codec.zero_colours(entry.channel_id)
+            insert = p4r.Update(type=p4r.Update.INSERT, entity=p4r.Entity(table_entry=codec.entry(entry)))
+            updates.append(insert)
+            await self._batchers[entry.switch].write(updates)
 
     async def remove_channel(self, entry: ChannelEntry) -> None:
         async with self._gate(entry.switch).write():
@@ -857,6 +902,8 @@ class SwitchFabric:
         """Make `queue_bounds` hold exactly `bounds`; returns how many entries were written.
         Read first, so a switch that restarted empty (or a controller that restarted) is
         corrected by the same call."""
+        # Bounds staged for set-ups may still be on their way: the table is read after them.
+        await self._batchers[name].drained()
         sw = self._switch(name)
         have: dict[tuple[int, int], int] = {}
         async for entry in _read(sw, fy.P4TableEntry(T_QUEUE_BOUNDS)):
@@ -868,37 +915,22 @@ class SwitchFabric:
             await sw.write(updates)
         return len(updates)
 
-    async def prepare_channel(
+    def stage_channel(
         self,
         name: str,
         bounds: Sequence[QueueBound],
         installed: Mapping[tuple[int, int], int],
         channel_id: int,
-    ) -> tuple[int, int, int, int]:
-        """Before a channel's entry is written: the queue bounds that change (from `installed`,
-        what the monitor last wrote; a bound entry that is not as it says makes the Write fail),
-        then the channel id's yellow and red counters as they stand, the baseline its first
-        window is measured from (a channel id is reused, and its counters are never cleared)."""
-        sw = self._switch(name)
-        batcher = self._batchers[name]
+    ) -> asyncio.Future[None]:
+        """The queue bounds that change ahead of a channel's entry (from `installed`, what the
+        monitor last wrote; a bound entry that is not as it says makes the write fail), queued
+        now: before the entry's own write, so in the same WriteRequest under load, or the one
+        before. Nothing is read: concurrent set-ups share the switch's writes."""
         updates = _bound_updates(installed, bounds)
-        if updates:
-            await batcher.write(fy.p4entity.encode_updates(updates, sw.p4info))
-        schema = sw.p4info
-        cells = {
-            (schema.counters[counter].id, channel_id): counter
-            for counter in (C_CHANNEL_YELLOW, C_CHANNEL_RED)
-        }
-        asked = [
-            p4r.Entity(counter_entry=p4r.CounterEntry(counter_id=cid, index=p4r.Index(index=index)))
-            for cid, index in cells
-        ]
-        colours = {
-            cells[key]: (e.counter_entry.data.packet_count, e.counter_entry.data.byte_count)
-            for e in await batcher.read(asked)
-            if (key := (e.counter_entry.counter_id, e.counter_entry.index.index)) in cells
-        }
-        return (*colours.get(C_CHANNEL_YELLOW, (0, 0)), *colours.get(C_CHANNEL_RED, (0, 0)))
+        if not updates:
+            return _done()
+        sw = self._switch(name)
+        return self._batchers[name].submit(fy.p4entity.encode_updates(updates, sw.p4info))
 
     async def monitor_sample(
         self, name: str, cells: Sequence[tuple[int, int]], channel_ids: Sequence[int]

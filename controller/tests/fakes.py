@@ -4,6 +4,7 @@ that need no data plane. Integration tests use the real terrapin-switch instead.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -111,17 +112,20 @@ class FakeFabric:
         self.bounds[name] = list(bounds)
         return len(bounds)
 
-    async def prepare_channel(
+    def stage_channel(
         self,
         name: str,
         bounds: Sequence[QueueBound],
         installed: Mapping[tuple[int, int], int],
         channel_id: int,
-    ) -> tuple[int, int, int, int]:
+    ) -> asyncio.Future[None]:
+        staged: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         if name in self.down:
-            raise InjectedFault(f"{name} is down")
-        self.bounds[name] = list(bounds)
-        return (0, 0, 0, 0)
+            staged.set_exception(InjectedFault(f"{name} is down"))
+        else:
+            self.bounds[name] = list(bounds)
+            staged.set_result(None)
+        return staged
 
     async def monitor_sample(
         self, name: str, cells: Sequence[tuple[int, int]], channel_ids: Sequence[int]

@@ -14,7 +14,7 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import asdict, replace
 from typing import Any, Protocol
 
@@ -58,9 +58,9 @@ class MonitorFabric(Protocol):
 
     async def sync_queue_bounds(self, name: str, bounds: Sequence[QueueBound]) -> int: ...
 
-    async def prepare_channel(
+    def stage_channel(
         self, name: str, bounds: Sequence[QueueBound], installed: Mapping[Cell, int], channel_id: int
-    ) -> tuple[int, int, int, int]: ...
+    ) -> Awaitable[None]: ...
 
     async def monitor_sample(
         self, name: str, cells: Sequence[Cell], channel_ids: Sequence[int]
@@ -250,15 +250,22 @@ class GuaranteeMonitor:
             for q in levels
         }
 
-    async def prepare_channel(self, switch: str, channel_id: int, port: int | None = None) -> None:
+    async def stage_channel(
+        self, switch: str, channel_id: int, port: int | None = None
+    ) -> Coroutine[Any, Any, None]:
         """Called before a channel's entry is written to `switch` (the ledger already holds it):
         the switch must judge the new load by its new, larger bounds from the first packet on,
-        and the channel id's colour counters are read as its first window's baseline. Lower
-        bounds wait for a poll (thresholds_to_install). Only the bounds of `port`, the hop's
-        egress port, can have changed (a level's bound depends on its own port's load alone);
-        None recomputes the whole switch's."""
+        and the channel id's colour counters start its first window from zero. Lower bounds
+        wait for a poll (thresholds_to_install). Only the bounds of `port`, the hop's egress
+        port, can have changed (a level's bound depends on its own port's load alone); None
+        recomputes the whole switch's.
+
+        The writes are queued (under the switch's bounds lock) by the time this returns; what
+        it returns waits for the switch's answer. So a channel's entry queued after it goes out
+        behind its bounds, in the same WriteRequest or the next, and the set-ups of one switch
+        share its WriteRequests instead of waiting for each other."""
         if not self._config.enabled:
-            return
+            return _nothing()
         ports = None if port is None else [PortId(switch, port)]
         wanted = self._wanted(queue_expectations(self._ledger, switch, ports), switch)
         async with self._bounds_lock(switch):
@@ -273,15 +280,23 @@ class GuaranteeMonitor:
                     wanted, mine, pending, self._polls, allow_decrease=False
                 )
             bounds = [QueueBound(port, prio, bound) for (port, prio), bound in sorted(target.items())]
-            try:
-                counts = await self._fabric.prepare_channel(switch, bounds, installed, channel_id)
-            except Exception:
-                # The switch's table is not what we last wrote (it restarted, or a write was
-                # lost): read it and set it right, then read the counters alone.
-                await self._fabric.sync_queue_bounds(switch, bounds)
-                counts = await self._fabric.prepare_channel(switch, bounds, target, channel_id)
+            staged = self._fabric.stage_channel(switch, bounds, installed, channel_id)
             self._installed[switch] = target
-        self._fresh.setdefault(switch, {})[channel_id] = counts
+        return self._staged(switch, channel_id, staged)
+
+    async def _staged(self, switch: str, channel_id: int, staged: Awaitable[None]) -> None:
+        try:
+            await staged
+        except Exception:
+            # The switch's table is not what we last wrote (it restarted, or a write was
+            # lost): read it and set it right, then zero the counters alone.
+            async with self._bounds_lock(switch):
+                target = self._installed.get(switch, {})
+                bounds = [QueueBound(port, prio, bound) for (port, prio), bound in sorted(target.items())]
+                await self._fabric.sync_queue_bounds(switch, bounds)
+                staged = self._fabric.stage_channel(switch, bounds, target, channel_id)
+            await staged
+        self._fresh.setdefault(switch, {})[channel_id] = (0, 0, 0, 0)
 
     def _bounds_lock(self, switch: str) -> asyncio.Lock:
         return self._bounds_locks.setdefault(switch, asyncio.Lock())
@@ -402,13 +417,24 @@ class BoundsFirstProgrammer:
 
     async def install_channel(self, entry: ChannelEntry) -> None:
         try:
-            await self._monitor.prepare_channel(entry.switch, entry.channel_id, entry.port)
+            staged = await self._monitor.stage_channel(entry.switch, entry.channel_id, entry.port)
         except Exception as exc:  # the channel matters more; the next poll writes the bounds
             LOG.warning("switch %s: delay bounds not raised before set-up: %s", entry.switch, exc)
-        await self._inner.install_channel(entry)
+            staged = _nothing()
+        # The entry is queued behind the bounds before either is answered.
+        installing = asyncio.ensure_future(self._inner.install_channel(entry))
+        try:
+            await staged
+        except Exception as exc:
+            LOG.warning("switch %s: delay bounds not raised before set-up: %s", entry.switch, exc)
+        await installing
 
     async def remove_channel(self, entry: ChannelEntry) -> None:
         await self._inner.remove_channel(entry)
+
+
+async def _nothing() -> None:
+    return None
 
 
 def _without_maxima(sample: MonitorSample) -> MonitorSample:
