@@ -593,10 +593,11 @@ def _malformed_json(exc: RequestValidationError) -> JSONResponse | None:
     return None
 
 
-def token_required(token: str) -> Callable[[BearerCredentials], None]:
+def token_required(token: str) -> Callable[[BearerCredentials], Awaitable[None]]:
     """The dependency of every mutating call: 401 unless `Authorization: Bearer <token>`."""
 
-    def require_token(credentials: BearerCredentials) -> None:
+    # async: a plain def would be run in a worker thread, a round trip per request.
+    async def require_token(credentials: BearerCredentials) -> None:
         if credentials is None or not hmac.compare_digest(credentials.credentials.encode(), token.encode()):
             raise HTTPException(
                 status_code=401,

@@ -342,6 +342,51 @@ class ChannelCodec:
             for name in (A_ADMIT, A_ADMIT_JUMPING, A_ADMIT_MOVING)
         }
         self._colours = [schema.counters[name].id for name in (C_CHANNEL_YELLOW, C_CHANNEL_RED)]
+        bounds = schema.tables[T_QUEUE_BOUNDS]
+        self._bounds_table: int = bounds.id
+        self._bounds_fields = [bounds.match_fields[name].id for name in ("port", "priority")]
+        bound_action = schema.actions[A_SET_DELAY_BOUND]
+        self._bound_action: int = bound_action.id
+        self._bound_params = [bound_action.params[name].id for name in ("quarter_us", "half_us", "limit_us")]
+
+    def bound_updates(
+        self, have: Mapping[tuple[int, int], int], bounds: Sequence[QueueBound]
+    ) -> list[p4r.Update]:
+        """What turns the queue_bounds entries `have` into `bounds` (as _bound_updates, which
+        sync_queue_bounds writes through finsy; this is the set-ups' fast path)."""
+        want = {(b.port, b.priority): b.bound_us for b in bounds}
+        updates = [
+            p4r.Update(
+                type=p4r.Update.MODIFY if cell in have else p4r.Update.INSERT,
+                entity=p4r.Entity(table_entry=self._bound_entry(cell, bound)),
+            )
+            for cell, bound in want.items()
+            if have.get(cell) != bound
+        ]
+        updates += [
+            p4r.Update(type=p4r.Update.DELETE, entity=p4r.Entity(table_entry=self._bound_entry(cell, None)))
+            for cell in have
+            if cell not in want
+        ]
+        return updates
+
+    def _bound_entry(self, cell: tuple[int, int], bound_us: int | None) -> p4r.TableEntry:
+        match = [
+            p4r.FieldMatch(field_id=fid, exact=p4r.FieldMatch.Exact(value=_canonical(v)))
+            for fid, v in zip(self._bounds_fields, cell, strict=True)
+        ]
+        if bound_us is None:
+            return p4r.TableEntry(table_id=self._bounds_table, match=match)
+        # As _queue_bound_entry: a quarter and a half of the bound, rounded down.
+        values = (bound_us // 4, bound_us // 2, bound_us)
+        action = p4r.Action(
+            action_id=self._bound_action,
+            params=[
+                p4r.Action.Param(param_id=pid, value=_canonical(v))
+                for pid, v in zip(self._bound_params, values, strict=True)
+            ],
+        )
+        return p4r.TableEntry(table_id=self._bounds_table, match=match, action=p4r.TableAction(action=action))
 
     def zero_colours(self, channel_id: int) -> list[p4r.Update]:
         """Updates that set a channel id's yellow and red counters to zero."""
@@ -361,8 +406,8 @@ class ChannelCodec:
 
     def match(self, selector: ChannelSelector) -> list[p4r.FieldMatch]:
         values = (
-            int(ipaddress.IPv4Address(selector.src)),
-            int(ipaddress.IPv4Address(selector.dst)),
+            _ipv4_int(selector.src),
+            _ipv4_int(selector.dst),
             selector.protocol,
             selector.flow_key,
         )
@@ -399,6 +444,12 @@ class ChannelCodec:
 
     def key_only(self, selector: ChannelSelector) -> p4r.TableEntry:
         return p4r.TableEntry(table_id=self.table_id, match=self.match(selector))
+
+
+@functools.lru_cache(maxsize=65536)
+def _ipv4_int(address: str) -> int:
+    # A network's hosts are few and each is in thousands of set-ups: parse each once.
+    return int(ipaddress.IPv4Address(address))
 
 
 def _canonical(value: int) -> bytes:
@@ -926,11 +977,8 @@ class SwitchFabric:
         monitor last wrote; a bound entry that is not as it says makes the write fail), queued
         now: before the entry's own write, so in the same WriteRequest under load, or the one
         before. Nothing is read: concurrent set-ups share the switch's writes."""
-        updates = _bound_updates(installed, bounds)
-        if not updates:
-            return _done()
-        sw = self._switch(name)
-        return self._batchers[name].submit(fy.p4entity.encode_updates(updates, sw.p4info))
+        updates = self._codec(self._switch(name)).bound_updates(installed, bounds)
+        return self._batchers[name].submit(updates) if updates else _done()
 
     async def monitor_sample(
         self, name: str, cells: Sequence[tuple[int, int]], channel_ids: Sequence[int]

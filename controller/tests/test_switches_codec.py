@@ -16,13 +16,15 @@ from terrapin.p4program import (
     A_ADMIT,
     A_ADMIT_JUMPING,
     A_ADMIT_MOVING,
+    C_CHANNEL_RED,
+    C_CHANNEL_YELLOW,
     CHANNEL_KEY,
     EXCESS_DEMOTE,
     EXCESS_DROP,
     T_CHANNELS,
 )
 from terrapin.paths import ChannelEntry, ChannelSelector, JumpingWindowEntry, MovingWindowEntry
-from terrapin.switches import ChannelCodec, entry_key, entry_payload
+from terrapin.switches import ChannelCodec, QueueBound, _bound_updates, entry_key, entry_payload
 
 P4_INFO = Path(__file__).resolve().parents[2] / "build" / "p4" / "terrapin.p4info.txtpb"
 SCHEMA = fy.P4Schema(P4_INFO)
@@ -108,3 +110,32 @@ def test_an_entry_read_back_in_another_order_is_the_same_entry(entry: ChannelEnt
     changed.CopyFrom(written)
     changed.action.action.params[1].value = bytes([(changed.action.action.params[1].value[0] + 1) % 8])
     assert entry_key(changed) == entry_key(written) and entry_payload(changed) != entry_payload(written)
+
+
+cells = st.tuples(st.integers(0, 511), st.integers(0, 7))
+bound_tables = st.dictionaries(cells, st.integers(0, 2**32 - 1), max_size=8)
+
+
+@settings(max_examples=200, deadline=None)
+@given(have=bound_tables, want=bound_tables)
+def test_queue_bound_updates_are_the_bytes_finsy_writes(
+    have: dict[tuple[int, int], int], want: dict[tuple[int, int], int]
+) -> None:
+    """A set-up's queue bounds (ChannelCodec.bound_updates) and a poll's (_bound_updates through
+    finsy) must write the same entries: insert what is new, modify what changed, delete what
+    is no longer wanted, nothing for what is as it should be."""
+    bounds = [QueueBound(port, priority, bound) for (port, priority), bound in want.items()]
+    ours = [u.SerializeToString(deterministic=True) for u in CODEC.bound_updates(have, bounds)]
+    reference = fy.p4entity.encode_updates(_bound_updates(have, bounds), SCHEMA)
+    assert ours == [u.SerializeToString(deterministic=True) for u in reference]
+    assert len(ours) == sum(have.get(c) != b for c, b in want.items()) + len(have.keys() - want.keys())
+
+
+def test_zeroing_a_channels_colours_names_both_counters_at_its_id() -> None:
+    updates = CODEC.zero_colours(77)
+    ids = {SCHEMA.counters[name].id for name in (C_CHANNEL_YELLOW, C_CHANNEL_RED)}
+    assert {u.entity.counter_entry.counter_id for u in updates} == ids
+    for u in updates:
+        assert u.type == p4r.Update.MODIFY
+        assert u.entity.counter_entry.index.index == 77
+        assert (u.entity.counter_entry.data.packet_count, u.entity.counter_entry.data.byte_count) == (0, 0)

@@ -196,6 +196,21 @@ def queue_expectations(
     return found
 
 
+def delay_bounds(ledger: AdmissionLedger, ports: list[PortId]) -> dict[tuple[int, int], int]:
+    """(port number, priority) → bound in µs of every admitted level of `ports` (one switch's):
+    what queue_expectations says of them, without the rest (a set-up's hop needs only this)."""
+    found: dict[tuple[int, int], int] = {}
+    for pid, load in ledger.loads(ports).items():
+        model = ledger.ports[pid]
+        for priority in ADMITTED_PRIORITIES:
+            if load.levels[priority].channels == 0:
+                continue
+            bound = level_delay_bound_us(model, load, priority)
+            if bound is not None:
+                found[(pid.port, priority)] = bound
+    return found
+
+
 def hop_expectations(
     reservations: Iterable[Reservation], entries: Callable[[Reservation], Sequence[ChannelEntry]]
 ) -> list[HopExpectation]:

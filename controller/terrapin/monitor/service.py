@@ -28,6 +28,7 @@ from terrapin.monitor.checks import (
     Finding,
     PollVerdict,
     QueueExpectation,
+    delay_bounds,
     evaluate,
     first_hop_excess,
     hop_expectations,
@@ -266,8 +267,11 @@ class GuaranteeMonitor:
         share its WriteRequests instead of waiting for each other."""
         if not self._config.enabled:
             return _nothing()
-        ports = None if port is None else [PortId(switch, port)]
-        wanted = self._wanted(queue_expectations(self._ledger, switch, ports), switch)
+        if port is None:
+            ports = [pid for pid in self._ledger.ports if pid.switch == switch]
+        else:
+            ports = [PortId(switch, port)]
+        wanted = delay_bounds(self._ledger, ports)
         async with self._bounds_lock(switch):
             installed = self._installed.get(switch, {})
             pending = self._pending.setdefault(switch, {})
