@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import Any
 
 from prometheus_client import (
     CollectorRegistry,
@@ -148,6 +149,20 @@ class ControllerMetrics:
             registry=r,
         )
         r.register(LedgerCollector(ledger))
+        # Each poll updates a few series per queue and per hop of every channel: tens of
+        # thousands at 10,000 channels, too many to look up by label (labels()) every time.
+        self._series = {
+            metric: _Series(metric)
+            for metric in (
+                self.queue_delay_bound,
+                self.queue_delay_max,
+                self.queue_band_packets,
+                self.queue_over_bound,
+                self.channel_delivered,
+                self.channel_reserved,
+                self.channel_excess,
+            )
+        }
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
@@ -160,28 +175,31 @@ class ControllerMetrics:
         self.last_poll.set(time.time())
         for name in errors:
             self.poll_errors.labels(name).inc()
-        # Gauges are set anew each poll so that a queue or channel that is gone disappears.
-        for gauge in (
-            self.queue_delay_max,
-            self.queue_delay_bound,
-            self.channel_delivered,
-            self.channel_reserved,
-        ):
-            gauge.clear()
+        # A queue's or channel's gauges go when it does; its counters stay (they only grow).
+        queues: set[tuple[str, ...]] = set()
         for q in verdict.queues:
             labels = (q.switch, str(q.port), str(q.priority))
-            self.queue_delay_bound.labels(*labels).set(q.bound_us / 1e6)
+            queues.add(labels)
+            self._series[self.queue_delay_bound].child(labels).set(q.bound_us / 1e6)
             if q.max_delay_us is not None:
-                self.queue_delay_max.labels(*labels).set(q.max_delay_us / 1e6)
+                self._series[self.queue_delay_max].child(labels).set(q.max_delay_us / 1e6)
             for name, count in zip(DELAY_BAND_NAMES, q.bands, strict=True):
-                self.queue_band_packets.labels(*labels, name).inc(count)
-            self.queue_over_bound.labels(*labels).inc(q.over_bound)
+                self._series[self.queue_band_packets].child((*labels, name)).inc(count)
+            self._series[self.queue_over_bound].child(labels).inc(q.over_bound)
+        channels: set[tuple[str, ...]] = set()
         for c in verdict.channels:
             labels = (str(c.reservation_id), c.switch, str(c.port))
-            self.channel_delivered.labels(*labels).set(c.delivered_rate)
-            self.channel_reserved.labels(*labels).set(c.reserved_rate)
-            self.channel_excess.labels(*labels, "yellow").inc(c.yellow_packets)
-            self.channel_excess.labels(*labels, "red").inc(c.red_packets)
+            channels.add(labels)
+            self._series[self.channel_delivered].child(labels).set(c.delivered_rate)
+            self._series[self.channel_reserved].child(labels).set(c.reserved_rate)
+            self._series[self.channel_excess].child((*labels, "yellow")).inc(c.yellow_packets)
+            self._series[self.channel_excess].child((*labels, "red")).inc(c.red_packets)
+        self._series[self.queue_delay_bound].keep(queues)
+        self._series[self.queue_delay_max].keep(
+            {(q.switch, str(q.port), str(q.priority)) for q in verdict.queues if q.max_delay_us is not None}
+        )
+        self._series[self.channel_delivered].keep(channels)
+        self._series[self.channel_reserved].keep(channels)
 
     def observe_event(self, event: Event, raised: bool) -> None:
         if raised:
@@ -191,6 +209,26 @@ class ControllerMetrics:
         for cause in (NETWORK, SOURCE):
             self.active.labels(cause).set(active.get(cause, 0))
         self.alarm.set(1 if active.get(NETWORK, 0) else 0)
+
+
+class _Series:
+    """One labelled metric's children, by their label values."""
+
+    def __init__(self, metric: Gauge | Counter) -> None:
+        self._metric = metric
+        self._children: dict[tuple[str, ...], Any] = {}
+
+    def child(self, labels: tuple[str, ...]) -> Any:
+        found = self._children.get(labels)
+        if found is None:
+            found = self._children[labels] = self._metric.labels(*labels)
+        return found
+
+    def keep(self, labels: set[tuple[str, ...]]) -> None:
+        """Remove every child but those of `labels`."""
+        for gone in self._children.keys() - labels:
+            self._metric.remove(*gone)
+            del self._children[gone]
 
 
 # (name, help) of what the ledger says per port, and per admitted level of a port, in the order

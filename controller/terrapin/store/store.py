@@ -49,6 +49,8 @@ T = TypeVar("T")
 
 MAX_CHANNEL_ID = MAX_CHANNELS  # channel_id indexes the data plane's per-channel counters
 _NEXT_ID = "next_reservation_id"
+# SQLite takes at most 32,766 parameters a statement (5 a journal row).
+JOURNAL_ROWS_PER_INSERT = 1000
 _PRUNED = "journal_pruned_through"
 LEASE = "primary"
 
@@ -189,6 +191,7 @@ class ReservationStore:
                     self._catch_up()
                     txn.expired = txn.expire_holds()
                     yield txn
+                    txn.flush()
             except BaseException:
                 if txn.changed:
                     # Put the copy back as it was (reads until the next transaction see what
@@ -455,6 +458,10 @@ class Transaction:
         self.last_seq = 0
         self.expired: list[Hold] = []  # holds this transaction found past their deadline
         self._undo: list[Callable[[], object]] = []  # how to put the copy back, newest last
+        # Written once, at the end (flush): a group commit carries dozens of changes, and a
+        # statement each for the journal and the next id was most of the store's time.
+        self._journal_rows: list[tuple[str, str, int, str, float]] = []
+        self._next_reservation_id: int | None = None
 
     def undo(self) -> None:
         for step in reversed(self._undo):
@@ -551,7 +558,7 @@ class Transaction:
                 record.reservation_id,
             ),
         )
-        self._store._set_meta(_NEXT_ID, record.reservation_id + 1)
+        self._next_reservation_id = record.reservation_id + 1
         self._journal(RESERVE, key, reservation_to_json(record))
         return record
 
@@ -642,13 +649,25 @@ class Transaction:
         return gone
 
     def _journal(self, kind: str, key: ChannelKey, body: str) -> None:
-        row = self._driver.fetchone(
-            "INSERT INTO journal (kind, initiator, context, body, written_at) VALUES (?, ?, ?, ?, ?) "
-            "RETURNING seq",
-            (kind, key.initiator, key.context, body, time.time()),
-        )
-        assert row is not None
-        self.last_seq = int(row[0])
+        self._journal_rows.append((kind, key.initiator, key.context, body, time.time()))
+
+    def flush(self) -> None:
+        """Write what the changes left for the end: the next reservation id, and the journal
+        entries in one statement (in the order of the changes, which is the order of their
+        sequence numbers)."""
+        if self._next_reservation_id is not None:
+            self._store._set_meta(_NEXT_ID, self._next_reservation_id)
+            self._next_reservation_id = None
+        rows, self._journal_rows = self._journal_rows, []
+        for start in range(0, len(rows), JOURNAL_ROWS_PER_INSERT):
+            chunk = rows[start : start + JOURNAL_ROWS_PER_INSERT]
+            seqs = self._driver.fetchall(
+                "INSERT INTO journal (kind, initiator, context, body, written_at) VALUES "
+                + ",".join(["(?, ?, ?, ?, ?)"] * len(chunk))
+                + " RETURNING seq",
+                tuple(value for row in chunk for value in row),
+            )
+            self.last_seq = max(self.last_seq, *(int(row[0]) for row in seqs))
 
 
 # The database's clock in seconds since the epoch, so every replica's lease is judged by one clock.
