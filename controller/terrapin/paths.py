@@ -191,6 +191,29 @@ class ChannelEntry:
     window: JumpingWindowEntry | MovingWindowEntry | None = None
     port: int | None = None  # the hop's egress port (not part of the entry: what it loads)
 
+    def __hash__(self) -> int:
+        # Entries are dictionary keys by the tens of thousands (a backup's encoded entries,
+        # looked up every few seconds): the dataclass hash rebuilt its tuple each time.
+        cached: int | None = self.__dict__.get("_hash")
+        if cached is None:
+            cached = hash(
+                (
+                    self.switch,
+                    self.selector,
+                    self.channel_id,
+                    self.priority,
+                    self.cir,
+                    self.cburst,
+                    self.pir,
+                    self.pburst,
+                    self.demote_excess,
+                    self.window,
+                    self.port,
+                )
+            )
+            object.__setattr__(self, "_hash", cached)
+        return cached
+
 
 class ChannelProgrammer(Protocol):
     """What path setup needs from the switches (switches.SwitchFabric, or a test fake)."""

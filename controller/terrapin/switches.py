@@ -966,12 +966,11 @@ class SwitchFabric:
             await sw.write(updates)
         return len(updates)
 
-    def stage_channel(
+    def stage_bounds(
         self,
         name: str,
         bounds: Sequence[QueueBound],
         installed: Mapping[tuple[int, int], int],
-        channel_id: int,
     ) -> asyncio.Future[None]:
         """The queue bounds that change ahead of a channel's entry (from `installed`, what the
         monitor last wrote; a bound entry that is not as it says makes the write fail), queued

@@ -112,12 +112,11 @@ class FakeFabric:
         self.bounds[name] = list(bounds)
         return len(bounds)
 
-    def stage_channel(
+    def stage_bounds(
         self,
         name: str,
         bounds: Sequence[QueueBound],
         installed: Mapping[tuple[int, int], int],
-        channel_id: int,
     ) -> asyncio.Future[None]:
         staged: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         if name in self.down:

@@ -59,8 +59,8 @@ class MonitorFabric(Protocol):
 
     async def sync_queue_bounds(self, name: str, bounds: Sequence[QueueBound]) -> int: ...
 
-    def stage_channel(
-        self, name: str, bounds: Sequence[QueueBound], installed: Mapping[Cell, int], channel_id: int
+    def stage_bounds(
+        self, name: str, bounds: Sequence[QueueBound], installed: Mapping[Cell, int]
     ) -> Awaitable[None]: ...
 
     async def monitor_sample(
@@ -172,8 +172,13 @@ class GuaranteeMonitor:
     async def _poll(self) -> PollVerdict:
         self._polls += 1
         started = time.perf_counter()
-        queues = queue_expectations(self._ledger)
-        hops = hop_expectations(self._reservations(), self._entries)
+        if not any(self._fabric.is_ready(name) for name in self._fabric.names):
+            # Nothing to read (a backup replica, or every switch away): the expectations of
+            # every hop are not worth building.
+            queues, hops = {}, []
+        else:
+            queues = queue_expectations(self._ledger)
+            hops = hop_expectations(self._reservations(), self._entries)
         samples: dict[str, MonitorSample] = {}
         errors: dict[str, str] = {}
         for name in self._fabric.names:
@@ -255,9 +260,9 @@ class GuaranteeMonitor:
         self, switch: str, channel_id: int, port: int | None = None
     ) -> Coroutine[Any, Any, None]:
         """Called before a channel's entry is written to `switch` (the ledger already holds it):
-        the switch must judge the new load by its new, larger bounds from the first packet on,
-        and the channel id's colour counters start its first window from zero. Lower bounds
-        wait for a poll (thresholds_to_install). Only the bounds of `port`, the hop's egress
+        the switch must judge the new load by its new, larger bounds from the first packet on
+        (the entry's own write zeroes the channel id's colour counters, so its first window
+        counts from zero). Lower bounds wait for a poll (thresholds_to_install). Only the bounds of `port`, the hop's egress
         port, can have changed (a level's bound depends on its own port's load alone); None
         recomputes the whole switch's.
 
@@ -275,17 +280,17 @@ class GuaranteeMonitor:
         async with self._bounds_lock(switch):
             installed = self._installed.get(switch, {})
             pending = self._pending.setdefault(switch, {})
-            if port is None:
-                target = thresholds_to_install(wanted, installed, pending, self._polls, allow_decrease=False)
-            else:
-                others = {cell: b for cell, b in installed.items() if cell[0] != port}
-                mine = {cell: b for cell, b in installed.items() if cell[0] == port}
-                target = others | thresholds_to_install(
-                    wanted, mine, pending, self._polls, allow_decrease=False
+            # The cells that may change (the port's, or all), as they are and as they become.
+            before = installed if port is None else {c: b for c, b in installed.items() if c[0] == port}
+            after = thresholds_to_install(wanted, before, pending, self._polls, allow_decrease=False)
+            if after != before:
+                bounds = [QueueBound(p, prio, bound) for (p, prio), bound in sorted(after.items())]
+                staged = self._fabric.stage_bounds(switch, bounds, before)
+                self._installed[switch] = (
+                    after if port is None else {c: b for c, b in installed.items() if c[0] != port} | after
                 )
-            bounds = [QueueBound(port, prio, bound) for (port, prio), bound in sorted(target.items())]
-            staged = self._fabric.stage_channel(switch, bounds, installed, channel_id)
-            self._installed[switch] = target
+            else:
+                staged = _nothing()
         return self._staged(switch, channel_id, staged)
 
     async def _staged(self, switch: str, channel_id: int, staged: Awaitable[None]) -> None:
@@ -293,13 +298,11 @@ class GuaranteeMonitor:
             await staged
         except Exception:
             # The switch's table is not what we last wrote (it restarted, or a write was
-            # lost): read it and set it right, then zero the counters alone.
+            # lost): read it and set it right.
             async with self._bounds_lock(switch):
                 target = self._installed.get(switch, {})
                 bounds = [QueueBound(port, prio, bound) for (port, prio), bound in sorted(target.items())]
                 await self._fabric.sync_queue_bounds(switch, bounds)
-                staged = self._fabric.stage_channel(switch, bounds, target, channel_id)
-            await staged
         self._fresh.setdefault(switch, {})[channel_id] = (0, 0, 0, 0)
 
     def _bounds_lock(self, switch: str) -> asyncio.Lock:
