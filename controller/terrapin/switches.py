@@ -442,6 +442,12 @@ class ChannelCodec:
             )
         return pb
 
+    def selector_of(self, pb: p4r.TableEntry) -> ChannelSelector:
+        """The selector of a channel entry read back (the inverse of match())."""
+        values = {m.field_id: int.from_bytes(m.exact.value, "big") for m in pb.match}
+        src, dst, protocol, flow_key = (values.get(fid, 0) for fid in self._fields)
+        return ChannelSelector(src=_ipv4_str(src), dst=_ipv4_str(dst), protocol=protocol, flow_key=flow_key)
+
     def key_only(self, selector: ChannelSelector) -> p4r.TableEntry:
         return p4r.TableEntry(table_id=self.table_id, match=self.match(selector))
 
@@ -450,6 +456,11 @@ class ChannelCodec:
 def _ipv4_int(address: str) -> int:
     # A network's hosts are few and each is in thousands of set-ups: parse each once.
     return int(ipaddress.IPv4Address(address))
+
+
+@functools.lru_cache(maxsize=65536)
+def _ipv4_str(address: int) -> str:
+    return str(ipaddress.IPv4Address(address))
 
 
 def _canonical(value: int) -> bytes:
@@ -989,15 +1000,18 @@ class SwitchFabric:
         look smaller, never larger."""
         sw = self._switch(name)
         started = asyncio.get_running_loop().time()
+        codec = self._codec(sw)
         channels: dict[ChannelSelector, tuple[int, int]] = {}
-        read_all = fy.P4DirectCounterEntry(table_entry=fy.P4TableEntry(T_CHANNELS))
-        async for entry in _read(sw, read_all):
-            if entry.table_entry is None or entry.data is None:
-                continue
-            channels[_selector(entry.table_entry.match)] = (
-                entry.data.packet_count,
-                entry.data.byte_count,
-            )
+        # Protobufs straight, not finsy's entities: thousands of channels a switch, every poll.
+        read_all = p4r.ReadRequest(device_id=sw.device_id)
+        read_all.entities.add().direct_counter_entry.table_entry.table_id = codec.table_id
+        async for reply in _read_raw(sw, read_all):
+            for entity in reply.entities:
+                direct = entity.direct_counter_entry
+                channels[codec.selector_of(direct.table_entry)] = (
+                    direct.data.packet_count,
+                    direct.data.byte_count,
+                )
         yellow = await _read_counters(sw, C_CHANNEL_YELLOW, list(channel_ids))
         red = await _read_counters(sw, C_CHANNEL_RED, list(channel_ids))
         excess = {cid: (*yellow.get(cid, (0, 0)), *red.get(cid, (0, 0))) for cid in channel_ids}
@@ -1050,12 +1064,22 @@ async def _read_registers(sw: fy.Switch, name: str, indices: list[int]) -> dict[
 
 
 async def _read_counters(sw: fy.Switch, name: str, indices: list[int]) -> dict[int, tuple[int, int]]:
+    """Cells of an indirect counter, index → (packets, bytes); read as protobufs (a poll reads
+    two cells for every channel of the switch)."""
     found: dict[int, tuple[int, int]] = {}
     if not indices:
         return found
-    async for entry in _read(sw, [fy.P4CounterEntry(name, index=i) for i in indices]):
-        if entry.index is not None:
-            found[entry.index] = (entry.packet_count, entry.byte_count)
+    counter_id = sw.p4info.counters[name].id
+    request = p4r.ReadRequest(device_id=sw.device_id)
+    for index in indices:
+        cell = request.entities.add().counter_entry
+        cell.counter_id = counter_id
+        cell.index.index = index
+    async for reply in _read_raw(sw, request):
+        for entity in reply.entities:
+            counter = entity.counter_entry
+            if counter.HasField("index"):
+                found[counter.index.index] = (counter.data.packet_count, counter.data.byte_count)
     return found
 
 

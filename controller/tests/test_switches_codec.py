@@ -139,3 +139,11 @@ def test_zeroing_a_channels_colours_names_both_counters_at_its_id() -> None:
         assert u.type == p4r.Update.MODIFY
         assert u.entity.counter_entry.index.index == 77
         assert (u.entity.counter_entry.data.packet_count, u.entity.counter_entry.data.byte_count) == (0, 0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(selector=selectors)
+def test_a_channel_entry_read_back_gives_its_selector(selector: ChannelSelector) -> None:
+    """The monitor reads every channel's direct counter as protobufs and names each by
+    selector_of: the inverse of the key the entry was written with."""
+    assert CODEC.selector_of(CODEC.key_only(selector)) == selector

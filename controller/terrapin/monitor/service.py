@@ -262,9 +262,9 @@ class GuaranteeMonitor:
         """Called before a channel's entry is written to `switch` (the ledger already holds it):
         the switch must judge the new load by its new, larger bounds from the first packet on
         (the entry's own write zeroes the channel id's colour counters, so its first window
-        counts from zero). Lower bounds wait for a poll (thresholds_to_install). Only the bounds of `port`, the hop's egress
-        port, can have changed (a level's bound depends on its own port's load alone); None
-        recomputes the whole switch's.
+        counts from zero). Lower bounds wait for a poll (thresholds_to_install). Only the
+        bounds of `port`, the hop's egress port, can have changed (a level's bound depends on
+        its own port's load alone); None recomputes the whole switch's.
 
         The writes are queued (under the switch's bounds lock) by the time this returns; what
         it returns waits for the switch's answer. So a channel's entry queued after it goes out
