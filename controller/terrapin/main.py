@@ -1,6 +1,6 @@
 """`terrapin-controller --config FILE`: the controller process.
 
-One asyncio loop (uvloop) runs everything: the REST server (uvicorn), one P4Runtime stream per switch
+One asyncio loop runs everything: the REST server (uvicorn), one P4Runtime stream per switch
 (finsy), the reservation protocol's PacketIn handler and the expiry of tentative holds. With
 `--replica NAME --replica-index N` (and a PostgreSQL store) it is one replica of several, and
 also runs the lease loop (terrapin/replication.py; docs/deployment.md).
@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any, Protocol, cast
 
 import uvicorn
-import uvloop
 from fastapi import FastAPI
 from pydantic import ValidationError
 
@@ -467,8 +466,7 @@ def main(argv: list[str] | None = None) -> int:
     server = rest_server(
         controller.app, host=config.rest.host, port=config.rest.port, log_level=args.log_level.lower()
     )
-    # uvloop: asyncio's own scheduling was a sixth of a set-up's time in the profile.
-    loop = uvloop.new_event_loop()
+    loop = asyncio.new_event_loop()
 
     def stop() -> None:
         controller.stopping.set()
