@@ -916,6 +916,7 @@ def main(argv: list[str] | None = None) -> int:
         "cProfile's, not the bench's",
     )
     parser.add_argument("--controller-log-level", default="WARNING", help="the scale runs' controllers'")
+    parser.add_argument("--keep-logs", action="store_true", help="keep the scale runs' logs when all passed")
     parser.add_argument(
         "--lease-seconds",
         type=float,
@@ -954,7 +955,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         clean = all(r.check_ok and r.channels == args.channels for r in results.values())
     finally:
-        if clean:
+        if clean and not args.keep_logs:
             shutil.rmtree(workdir, ignore_errors=True)
         else:
             print(f"the scale runs' logs are kept in {workdir}", file=sys.stderr)

@@ -471,6 +471,18 @@ def _canonical(value: int) -> bytes:
 EntryKey = tuple[int, int, bytes]
 
 
+@dataclass(frozen=True)
+class EncodedEntry:
+    """A channel entry ready for a reconciliation: its key and payload (entry_key,
+    entry_payload), the protobuf to write, and the whole entry serialized (what a switch that
+    holds it exactly returns)."""
+
+    key: EntryKey
+    payload: bytes
+    pb: p4r.TableEntry
+    whole: bytes
+
+
 def entry_key(pb: p4r.TableEntry) -> EntryKey:
     """What identifies a table entry (table, priority, match), as bytes that compare equal for
     equal entries whatever order the switch lists the match fields in."""
@@ -629,7 +641,7 @@ class SwitchFabric:
         self._codecs: dict[int, ChannelCodec] = {}
         # Channel entries as protobufs, with their key and payload: what a reconciliation
         # compares (precompute()).
-        self._encoded: dict[ChannelEntry, tuple[EntryKey, bytes, p4r.TableEntry]] = {}
+        self._encoded: dict[ChannelEntry, EncodedEntry] = {}
         # p4lang's PI reads an unset election id as 0 and refuses two streams with one id, so a
         # backup announces its own id to a BMv2 switch (terrapin/arbitration.py).
         self._arbitration = (
@@ -775,9 +787,15 @@ class SwitchFabric:
         others = _forwarding_entries(self._topology.forwarding(name)) + _aggregate_entries(self._aggregates)
         want = {entry_key(pb): pb for pb in (e.encode(schema).table_entry for e in others)}
         payloads = {k: entry_payload(pb) for k, pb in want.items()}
+        # A channel entry read back exactly as written (the same bytes) is as it should be;
+        # only the others are taken apart by key and payload. Comparing whole serialized
+        # entries is one call each, and a takeover compares tens of thousands.
+        exact: dict[bytes, EntryKey] = {}
         for entry in self._desired(name):
-            key, payload, pb = self._encoded_entry(codec, entry)
-            want[key], payloads[key] = pb, payload
+            encoded = self._encoded_entry(codec, entry)
+            want[encoded.key], payloads[encoded.key] = encoded.pb, encoded.payload
+            exact[encoded.whole] = encoded.key
+        same: set[EntryKey] = set()
         have: dict[tuple[int, int, bytes], p4r.TableEntry] = {}
         request = p4r.ReadRequest(device_id=sw.device_id)
         for table in (T_ROUTES, T_ARP, T_PORT_MACS, T_AGGREGATES):
@@ -788,8 +806,12 @@ class SwitchFabric:
         channels.meter_config.SetInParent()
         async for reply in _read_raw(sw, request):
             for entity in reply.entities:
-                have[entry_key(entity.table_entry)] = entity.table_entry
-        inserts = [pb for k, pb in want.items() if k not in have]
+                found = exact.get(entity.table_entry.SerializeToString(deterministic=True))
+                if found is not None and found not in same:
+                    same.add(found)
+                else:
+                    have[entry_key(entity.table_entry)] = entity.table_entry
+        inserts = [pb for k, pb in want.items() if k not in have and k not in same]
         modifies = [pb for k, pb in want.items() if k in have and payloads[k] != entry_payload(have[k])]
         deletes = [_key_only(pb) for k, pb in have.items() if k not in want]
         await _write_raw(sw, p4r.Update.DELETE, deletes)
@@ -808,13 +830,13 @@ class SwitchFabric:
             name, len(inserts), len(modifies), len(deletes), len(want) - len(inserts), len(meters)
         )
 
-    def _encoded_entry(
-        self, codec: ChannelCodec, entry: ChannelEntry
-    ) -> tuple[EntryKey, bytes, p4r.TableEntry]:
+    def _encoded_entry(self, codec: ChannelCodec, entry: ChannelEntry) -> EncodedEntry:
         hit = self._encoded.get(entry)
         if hit is None:
             pb = codec.entry(entry)
-            hit = self._encoded[entry] = (entry_key(pb), entry_payload(pb), pb)
+            hit = self._encoded[entry] = EncodedEntry(
+                entry_key(pb), entry_payload(pb), pb, pb.SerializeToString(deterministic=True)
+            )
         return hit
 
     def precompute(self, desired: Mapping[str, Sequence[ChannelEntry]]) -> int:
@@ -822,7 +844,7 @@ class SwitchFabric:
         backup does this as it follows the primary, so that taking over only reads and
         compares); entries no longer desired are forgotten. Returns how many were new."""
         fresh = 0
-        keep: dict[ChannelEntry, tuple[EntryKey, bytes, p4r.TableEntry]] = {}
+        keep: dict[ChannelEntry, EncodedEntry] = {}
         for name, entries in desired.items():
             sw = self._switches.get(name)
             if sw is None or not sw.p4info.exists:

@@ -1,8 +1,11 @@
 """What a switch holds, read over P4Runtime independently of the controller: the tests compare it
-with what the controller and its store say."""
+with what the controller and its store say (and, to give a reconciliation something to correct,
+a write of their own while no controller is connected)."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
@@ -57,3 +60,39 @@ def read_table(
         entry.meter_config.SetInParent()
         entry.counter_data.SetInParent()
     return [e.table_entry for e in read(address, device_id, p4runtime_pb2.Entity(table_entry=entry))]
+
+
+def write_as_primary(address: str, device_id: int, updates: list[p4runtime_pb2.Update]) -> None:
+    """Apply `updates` as a primary client of its own, for a switch no controller is connected
+    to. The primary is the live client with the highest election id the switch has seen (spec
+    §5), which its answer to any arbitration names: the write is made under that id, so a
+    controller coming back with its own id is primary again."""
+    done = threading.Event()
+
+    def requests(election: p4runtime_pb2.Uint128) -> Iterator[p4runtime_pb2.StreamMessageRequest]:
+        yield p4runtime_pb2.StreamMessageRequest(
+            arbitration=p4runtime_pb2.MasterArbitrationUpdate(device_id=device_id, election_id=election)
+        )
+        done.wait(10)  # the stream stays open (a client that ends it is gone) until the write
+
+    channel = grpc.insecure_channel(address)
+    try:
+        stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
+        election = p4runtime_pb2.Uint128(high=0, low=1)
+        for _attempt in range(2):
+            stream = stub.StreamChannel(requests(election), timeout=10)
+            reply = next(stream).arbitration
+            if reply.status.code == 0:  # primary
+                break
+            stream.cancel()
+            election = reply.election_id  # the highest seen
+        else:
+            raise AssertionError(f"not made primary: {reply}")
+        stub.Write(
+            p4runtime_pb2.WriteRequest(device_id=device_id, election_id=election, updates=updates), timeout=10
+        )
+        done.set()
+        stream.cancel()
+    finally:
+        done.set()
+        channel.close()

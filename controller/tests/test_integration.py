@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import p4read
 import pytest
 from fakes import RESERVATION
+from finsy.proto import p4r as p4runtime_pb2
 from netlab import Lab, missing_prerequisites
 from topo.p4switch import SWITCH_KINDS
 
@@ -206,6 +208,42 @@ def test_controller_restart_reconciles_and_loses_nothing(lab: Lab) -> None:
     # the restored ledger still counts it: a request that no longer fits is refused
     status, denied = lab.rest("POST", "/reservations", BODY | {"src_port": 5101, "rate": 1_100_000})
     assert status == 409 and denied["constraint"] == "rate_buffer.rate"
+    assert lab.rest("DELETE", f"/reservations/{res['id']}")[0] == 204
+
+
+def test_controller_restart_corrects_what_changed_on_the_switches_meanwhile(lab: Lab) -> None:
+    """While the controller is away, s2's entry gets another meter and s3 a channel the store does
+    not hold: the restarted controller's reconciliation modifies the one and deletes the other
+    (entries read back exactly as written are kept without being taken apart; these are not)."""
+    status, res = lab.rest("POST", "/reservations", BODY | {"src_port": 5150})
+    assert status == 201
+    before = [lab.read_channels(i) for i in (1, 2, 3)]
+    lab.stop_controller()
+    changed = p4runtime_pb2.TableEntry()
+    changed.CopyFrom(before[1][0])
+    changed.ClearField("counter_data")
+    changed.meter_config.cburst += 1000
+    stranger = p4runtime_pb2.TableEntry()
+    stranger.CopyFrom(before[2][0])
+    stranger.ClearField("counter_data")
+    flow_key = next(m for m in stranger.match if m.field_id == max(f.field_id for f in stranger.match))
+    flow_key.exact.value = (int.from_bytes(flow_key.exact.value, "big") ^ 1).to_bytes(
+        len(flow_key.exact.value), "big"
+    )
+    for i, kind, entry in (
+        (2, p4runtime_pb2.Update.MODIFY, changed),
+        (3, p4runtime_pb2.Update.INSERT, stranger),
+    ):
+        update = p4runtime_pb2.Update(type=kind, entity=p4runtime_pb2.Entity(table_entry=entry))
+        p4read.write_as_primary(lab.address(i), i, [update])
+    assert len(lab.read_channels(3)) == 2
+    assert lab.read_channels(2)[0].meter_config.cburst == before[1][0].meter_config.cburst + 1000
+    lab.start_controller()
+    reconciled = lab.wait_healthy(10)["reconciled"]
+    assert (reconciled["s2"]["modified"], reconciled["s2"]["deleted"]) == (1, 0), reconciled["s2"]
+    assert (reconciled["s3"]["modified"], reconciled["s3"]["deleted"]) == (0, 1), reconciled["s3"]
+    assert (reconciled["s1"]["modified"], reconciled["s1"]["deleted"]) == (0, 0), reconciled["s1"]
+    assert [lab.read_channels(i) for i in (1, 2, 3)] == before
     assert lab.rest("DELETE", f"/reservations/{res['id']}")[0] == 204
 
 
