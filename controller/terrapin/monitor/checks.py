@@ -279,9 +279,9 @@ def with_fresh_channels(
     hops: Sequence[HopExpectation],
 ) -> MonitorSample:
     """`sample` as if it had seen the channels set up after it was taken (channel id → their
-    colour counters read just before their entries were written): their entries are new, so
-    their direct counters held zero, and their colour counters what was read. Their first
-    window is then checked like any other."""
+    colour counters as their entries were written: zero, since the entry's write zeroes them):
+    their entries are new, so their direct counters held zero, and their colour counters what
+    `fresh` says. Their first window is then checked like any other."""
     channels = dict(sample.channels)
     excess = dict(sample.excess)
     for hop in hops:

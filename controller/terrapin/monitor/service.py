@@ -105,8 +105,8 @@ class GuaranteeMonitor:
         self._samples: dict[str, MonitorSample] = {}
         self._installed: dict[str, dict[Cell, int]] = {}
         self._pending: dict[str, dict[Cell, int]] = {}
-        # channel id → its colour counters just before its entry was written, per switch, for
-        # the channels set up since the switch's last sample
+        # channel id → its colour counters as its entry was written (zeroed with it), per
+        # switch, for the channels set up since the switch's last sample
         self._fresh: dict[str, dict[int, tuple[int, int, int, int]]] = {}
         # Per switch: its bounds are read, compared and written by one task at a time (set-ups
         # and polls of different switches go on side by side).
