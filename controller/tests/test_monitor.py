@@ -31,7 +31,7 @@ from terrapin.monitor.checks import (
     thresholds_to_install,
 )
 from terrapin.monitor.events import EventLog
-from terrapin.monitor.service import GuaranteeMonitor
+from terrapin.monitor.service import BoundsFirstProgrammer, GuaranteeMonitor
 from terrapin.p4program import DELAY_BAND_NAMES, DELAY_BANDS
 from terrapin.paths import ChannelSelector, Topology
 from terrapin.reservations import ReservationService
@@ -431,3 +431,80 @@ def test_a_history_of_an_older_layout_starts_over(tmp_path: Path) -> None:
     log = EventLog(path, history=10)
     log.raise_event(finding, 1.0)
     assert [e.packets for e in log.query()] == [1]
+
+
+# ---- a set-up's bounds go out ahead of its entry ----------------------------------------------
+
+
+class StagingFabric(FakeFabric):
+    """Records when a hop's bounds are queued and holds the switch's answer until told."""
+
+    def __init__(self, config: Config, log: list[str]) -> None:
+        super().__init__([s.name for s in config.switches])
+        self.log = log
+        self.answers: list[asyncio.Future[None]] = []
+        self.synced: list[str] = []
+
+    def stage_bounds(self, name: str, bounds: Any, installed: Any) -> asyncio.Future[None]:
+        self.log.append(f"bounds {name} {sorted((b.port, b.priority, b.bound_us) for b in bounds)}")
+        answer: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.answers.append(answer)
+        return answer
+
+    async def sync_queue_bounds(self, name: str, bounds: Any) -> int:
+        self.synced.append(name)
+        return await super().sync_queue_bounds(name, bounds)
+
+
+class EntryLog:
+    """The switches' channel writes: each is logged when it is queued."""
+
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+
+    def is_ready(self, name: str) -> bool:
+        return True
+
+    async def install_channel(self, entry: Any) -> None:
+        self.log.append(f"entry {entry.switch}")
+
+    async def remove_channel(self, entry: Any) -> None:
+        self.log.append(f"removed {entry.switch}")
+
+
+@pytest.mark.parametrize("switch_answers", ["ok", "refused"])
+def test_a_hops_bounds_are_queued_before_its_entry_which_does_not_wait_for_them(
+    switch_answers: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The raised bound is queued first, the entry right behind it before the switch has
+    answered either (so both can share one WriteRequest); a refused bound write does not stop
+    the channel, and the switch's bounds are read and set right."""
+    config, ledger, store = ledger_with_channel(switches=1)
+    log: list[str] = []
+    fabric = StagingFabric(config, log)
+    monitor = monitor_for(fabric, ledger, store)
+    programmer = BoundsFirstProgrammer(EntryLog(log), monitor)  # type: ignore[arg-type]
+    (record,) = store.all()
+    (entry,) = entries(ledger, store)(record)
+
+    async def set_up() -> None:
+        installing = asyncio.ensure_future(programmer.install_channel(entry))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert [line.split(" ")[0] for line in log] == ["bounds", "entry"], log
+        assert not installing.done()  # waiting for the switch's answer to the bounds
+        answer = fabric.answers[0]
+        if switch_answers == "ok":
+            answer.set_result(None)
+        else:
+            answer.set_exception(RuntimeError("ALREADY_EXISTS"))
+        await installing
+
+    asyncio.run(set_up())
+    (bound,) = queue_expectations(ledger)[PortId("s1", 2)]
+    assert log[0] == f"bounds s1 {[(2, 6, bound.bound_us)]}"
+    assert fabric.synced == ([] if switch_answers == "ok" else ["s1"])
+    # the same channel again: the bounds already hold it, so only its entry goes out
+    log.clear()
+    asyncio.run(programmer.install_channel(entry))
+    assert log == ["entry s1"]

@@ -432,6 +432,9 @@ class BoundsFirstProgrammer:
         installing = asyncio.ensure_future(self._inner.install_channel(entry))
         try:
             await staged
+        except asyncio.CancelledError:
+            installing.cancel()  # the set-up was abandoned: its entry's write is too
+            raise
         except Exception as exc:
             LOG.warning("switch %s: delay bounds not raised before set-up: %s", entry.switch, exc)
         await installing
