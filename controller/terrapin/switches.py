@@ -352,8 +352,8 @@ class ChannelCodec:
     def bound_updates(
         self, have: Mapping[tuple[int, int], int], bounds: Sequence[QueueBound]
     ) -> list[p4r.Update]:
-        """What turns the queue_bounds entries `have` into `bounds` (as _bound_updates, which
-        sync_queue_bounds writes through finsy; this is the set-ups' fast path)."""
+        """What turns the queue_bounds entries `have` into `bounds`: insert what is new, modify
+        what changed, delete what is no longer wanted."""
         want = {(b.port, b.priority): b.bound_us for b in bounds}
         updates = [
             p4r.Update(
@@ -377,7 +377,8 @@ class ChannelCodec:
         ]
         if bound_us is None:
             return p4r.TableEntry(table_id=self._bounds_table, match=match)
-        # As _queue_bound_entry: a quarter and a half of the bound, rounded down.
+        # Quarter and half of the bound, rounded down, so a band never claims more headroom than
+        # there was (the data plane cannot divide; docs/dataplane.md, "Delay bands").
         values = (bound_us // 4, bound_us // 2, bound_us)
         action = p4r.Action(
             action_id=self._bound_action,
@@ -994,7 +995,7 @@ class SwitchFabric:
             match = entry.match or fy.P4TableMatch()
             args = entry.action.args if isinstance(entry.action, fy.P4TableAction) else {}
             have[(int(match["port"]), int(match["priority"]))] = int((args or {}).get("limit_us", -1))
-        updates = _bound_updates(have, bounds)
+        updates = self._codec(sw).bound_updates(have, bounds)
         if updates:
             await sw.write(updates)
         return len(updates)
@@ -1103,34 +1104,6 @@ async def _read_counters(sw: fy.Switch, name: str, indices: list[int]) -> dict[i
             if counter.HasField("index"):
                 found[counter.index.index] = (counter.data.packet_count, counter.data.byte_count)
     return found
-
-
-def _bound_updates(have: Mapping[tuple[int, int], int], bounds: Sequence[QueueBound]) -> list[Any]:
-    want = {(b.port, b.priority): b.bound_us for b in bounds}
-    updates: list[Any] = []
-    for cell, bound in want.items():
-        if have.get(cell) == bound:
-            continue
-        entry = _queue_bound_entry(cell, bound)
-        updates.append(~entry if cell in have else +entry)
-    updates += [-_queue_bound_entry(cell, None) for cell in have if cell not in want]
-    return updates
-
-
-def _queue_bound_entry(cell: tuple[int, int], bound_us: int | None) -> fy.P4TableEntry:
-    port, priority = cell
-    match = fy.P4TableMatch(port=port, priority=priority)
-    if bound_us is None:
-        return fy.P4TableEntry(T_QUEUE_BOUNDS, match=match)
-    # Quarter and half of the bound, rounded down, so a band never claims more headroom than
-    # there was (the data plane cannot divide; docs/dataplane.md, "Delay bands").
-    return fy.P4TableEntry(
-        T_QUEUE_BOUNDS,
-        match=match,
-        action=fy.P4TableAction(
-            A_SET_DELAY_BOUND, quarter_us=bound_us // 4, half_us=bound_us // 2, limit_us=bound_us
-        ),
-    )
 
 
 def _channel_match(selector: ChannelSelector) -> fy.P4TableMatch:

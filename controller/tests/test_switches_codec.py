@@ -6,6 +6,7 @@ checked on what a switch may answer: match fields in any order, no meter config 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import finsy as fy
 from finsy.proto import p4r
@@ -16,15 +17,17 @@ from terrapin.p4program import (
     A_ADMIT,
     A_ADMIT_JUMPING,
     A_ADMIT_MOVING,
+    A_SET_DELAY_BOUND,
     C_CHANNEL_RED,
     C_CHANNEL_YELLOW,
     CHANNEL_KEY,
     EXCESS_DEMOTE,
     EXCESS_DROP,
     T_CHANNELS,
+    T_QUEUE_BOUNDS,
 )
 from terrapin.paths import ChannelEntry, ChannelSelector, JumpingWindowEntry, MovingWindowEntry
-from terrapin.switches import ChannelCodec, QueueBound, _bound_updates, entry_key, entry_payload
+from terrapin.switches import ChannelCodec, QueueBound, entry_key, entry_payload
 
 P4_INFO = Path(__file__).resolve().parents[2] / "build" / "p4" / "terrapin.p4info.txtpb"
 SCHEMA = fy.P4Schema(P4_INFO)
@@ -112,6 +115,26 @@ def test_an_entry_read_back_in_another_order_is_the_same_entry(entry: ChannelEnt
     assert entry_key(changed) == entry_key(written) and entry_payload(changed) != entry_payload(written)
 
 
+def finsy_bound_entry(cell: tuple[int, int], bound_us: int | None) -> fy.P4TableEntry:
+    match = fy.P4TableMatch(port=cell[0], priority=cell[1])
+    if bound_us is None:
+        return fy.P4TableEntry(T_QUEUE_BOUNDS, match=match)
+    action = fy.P4TableAction(
+        A_SET_DELAY_BOUND, quarter_us=bound_us // 4, half_us=bound_us // 2, limit_us=bound_us
+    )
+    return fy.P4TableEntry(T_QUEUE_BOUNDS, match=match, action=action)
+
+
+def finsy_bound_updates(have: dict[tuple[int, int], int], want: dict[tuple[int, int], int]) -> list[Any]:
+    """The reference: the same diff as finsy entities (+ insert, ~ modify, - delete)."""
+    updates: list[Any] = [
+        ~finsy_bound_entry(cell, bound) if cell in have else +finsy_bound_entry(cell, bound)
+        for cell, bound in want.items()
+        if have.get(cell) != bound
+    ]
+    return updates + [-finsy_bound_entry(cell, None) for cell in have if cell not in want]
+
+
 cells = st.tuples(st.integers(0, 511), st.integers(0, 7))
 bound_tables = st.dictionaries(cells, st.integers(0, 2**32 - 1), max_size=8)
 
@@ -121,12 +144,12 @@ bound_tables = st.dictionaries(cells, st.integers(0, 2**32 - 1), max_size=8)
 def test_queue_bound_updates_are_the_bytes_finsy_writes(
     have: dict[tuple[int, int], int], want: dict[tuple[int, int], int]
 ) -> None:
-    """A set-up's queue bounds (ChannelCodec.bound_updates) and a poll's (_bound_updates through
-    finsy) must write the same entries: insert what is new, modify what changed, delete what
-    is no longer wanted, nothing for what is as it should be."""
+    """ChannelCodec.bound_updates against the same updates through finsy's generic encoder:
+    insert what is new, modify what changed, delete what is no longer wanted, nothing for
+    what is as it should be."""
     bounds = [QueueBound(port, priority, bound) for (port, priority), bound in want.items()]
     ours = [u.SerializeToString(deterministic=True) for u in CODEC.bound_updates(have, bounds)]
-    reference = fy.p4entity.encode_updates(_bound_updates(have, bounds), SCHEMA)
+    reference = fy.p4entity.encode_updates(finsy_bound_updates(have, want), SCHEMA)
     assert ours == [u.SerializeToString(deterministic=True) for u in reference]
     assert len(ours) == sum(have.get(c) != b for c, b in want.items()) + len(have.keys() - want.keys())
 
