@@ -161,15 +161,11 @@ class PollVerdict:
 # ---- expectations -------------------------------------------------------------------------
 
 
-def queue_expectations(
-    ledger: AdmissionLedger, switch: str | None = None, ports: list[PortId] | None = None
-) -> dict[PortId, list[QueueExpectation]]:
-    """Every admitted level of every port (of `switch` only, or of `ports` only, if given) with
-    its bound, from one reading of the ledger."""
-    if ports is None and switch is not None:
-        ports = [pid for pid in ledger.ports if pid.switch == switch]
+def queue_expectations(ledger: AdmissionLedger) -> dict[PortId, list[QueueExpectation]]:
+    """Every admitted level of every port with its bound, from one reading of the ledger (a
+    set-up's hop needs only its port's bounds: delay_bounds)."""
     found: dict[PortId, list[QueueExpectation]] = {}
-    for pid, load in ledger.loads(ports).items():
+    for pid, load in ledger.loads().items():
         model = ledger.ports[pid]
         levels = []
         for priority in ADMITTED_PRIORITIES:
