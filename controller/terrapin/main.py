@@ -64,7 +64,7 @@ class Fabric(Telemetry, ChannelProgrammer, MonitorFabric, Protocol):
 
     def is_connected(self, name: str) -> bool: ...
 
-    def precompute(self, desired: Mapping[str, Sequence[ChannelEntry]]) -> int: ...
+    def precompute(self, desired: Mapping[str, Sequence[ChannelEntry]], encode: bool = True) -> int: ...
 
 
 class ReplicaFabric(Fabric, Protocol):
@@ -269,7 +269,7 @@ class Controller:
             every = PRECOMPUTE_BACKUP_EVERY_S if backup else PRECOMPUTE_PRIMARY_EVERY_S
             if now - precomputed_at > every and self.store.cursor != precomputed_cursor:
                 precomputed_at, precomputed_cursor = now, self.store.cursor
-                self._precompute()
+                self._precompute(encode=backup)
             if backup:
                 continue
             try:
@@ -281,11 +281,12 @@ class Controller:
             except (StoreUnavailable, NotPrimary) as exc:
                 LOG.warning("store upkeep postponed: %s", exc)
 
-    def _precompute(self) -> None:
-        """Encode every switch's channel entries (those not encoded yet), forget what is gone."""
+    def _precompute(self, encode: bool) -> None:
+        """Encode every switch's channel entries (those not encoded yet, if `encode`), forget
+        what is gone."""
         self.service.forget_entries()
         started = time.perf_counter()
-        fresh = self.fabric.precompute(self.service.desired_by_switch())
+        fresh = self.fabric.precompute(self.service.desired_by_switch(), encode)
         if fresh:
             LOG.debug("encoded %d channel entries in %.3f s", fresh, time.perf_counter() - started)
 

@@ -60,7 +60,7 @@ class FakeFabric:
     def is_connected(self, name: str) -> bool:
         return self.is_ready(name)
 
-    def precompute(self, desired: Mapping[str, Sequence[ChannelEntry]]) -> int:
+    def precompute(self, desired: Mapping[str, Sequence[ChannelEntry]], encode: bool = True) -> int:
         return 0  # nothing is encoded here
 
     def why_not_ready(self, name: str) -> str | None:

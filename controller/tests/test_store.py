@@ -205,6 +205,32 @@ def test_a_hold_has_one_deadline_for_every_replica(replicas: Callable[[], Reserv
     assert loads(b) == loads(a) and loads(b)[PATH[0]][2] == 1
 
 
+def test_one_transactions_changes_reach_the_tables_in_their_order(
+    replicas: Callable[[], ReservationStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A group commit carries many set-ups' rows and state changes, written together at the
+    end, and other changes in between that must see them (or be undone by them) in order."""
+    from terrapin.store import store as store_module
+
+    monkeypatch.setattr(store_module, "RESERVATION_ROWS_PER_INSERT", 2)  # several statements
+    monkeypatch.setattr(store_module, "KEYS_PER_UPDATE", 2)
+    a = replicas()
+    with a.transaction() as txn:
+        for context in range(1, 6):
+            admit_in(txn, context)
+        for context in (1, 2, 3):
+            txn.set_state(ChannelKey("10.0.1.2", context), "active")
+        txn.release(ChannelKey("10.0.1.2", 2))  # a row inserted in this transaction
+        admit_in(txn, 2)  # and the key again, after its release
+        txn.set_state(ChannelKey("10.0.1.2", 3), "failed")  # the last state counts
+        txn.set_state(ChannelKey("10.0.1.2", 4), "active")
+    expected = [(1, "active"), (2, INSTALLING), (3, "failed"), (4, "active"), (5, INSTALLING)]
+    assert sorted((r.key.context, r.state) for r in a.all()) == expected
+    fresh = replicas()  # the tables, read afresh
+    assert sorted((r.key.context, r.state) for r in fresh.all()) == expected
+    assert fresh.all() == a.all() and loads(fresh) == loads(a)
+
+
 def test_a_failed_transaction_leaves_nothing(replicas: Callable[[], ReservationStore]) -> None:
     a = replicas()
     admit(a, 1)

@@ -51,6 +51,8 @@ MAX_CHANNEL_ID = MAX_CHANNELS  # channel_id indexes the data plane's per-channel
 _NEXT_ID = "next_reservation_id"
 # SQLite takes at most 32,766 parameters a statement (5 a journal row).
 JOURNAL_ROWS_PER_INSERT = 1000
+RESERVATION_ROWS_PER_INSERT = 500  # 13 a row
+KEYS_PER_UPDATE = 1000  # 2 a key
 _PRUNED = "journal_pruned_through"
 LEASE = "primary"
 
@@ -58,6 +60,7 @@ _COLUMNS = (
     "channel_id, initiator, context, src, dst, protocol, flow_key, origin, state, demote, "
     "allocation, created_at, reservation_id"
 )
+_RESERVATION_VALUES = "(" + ",".join(["?"] * len(_COLUMNS.split(","))) + ")"
 
 
 class StoreFull(Exception):
@@ -462,6 +465,10 @@ class Transaction:
         # statement each for the journal and the next id was most of the store's time.
         self._journal_rows: list[tuple[str, str, int, str, float]] = []
         self._next_reservation_id: int | None = None
+        # So are new reservations' rows and state changes (a set-up's two changes), until a
+        # statement that might touch the same rows comes (_write_deferred keeps the order).
+        self._new_rows: list[tuple[Any, ...]] = []
+        self._new_states: dict[ChannelKey, str] = {}
 
     def undo(self) -> None:
         for step in reversed(self._undo):
@@ -537,11 +544,11 @@ class Transaction:
                 m.ledger.restore(allocation)
 
         self._undo.append(undo)
-        d = self._driver
         if was_held:
-            d.execute("DELETE FROM holds WHERE initiator = ? AND context = ?", (key.initiator, key.context))
-        d.execute(
-            f"INSERT INTO reservations ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            self._execute(
+                "DELETE FROM holds WHERE initiator = ? AND context = ?", (key.initiator, key.context)
+            )
+        self._new_rows.append(
             (
                 record.channel_id,
                 key.initiator,
@@ -556,7 +563,7 @@ class Transaction:
                 allocation_to_json(allocation),
                 record.created_at,
                 record.reservation_id,
-            ),
+            )
         )
         self._next_reservation_id = record.reservation_id + 1
         self._journal(RESERVE, key, reservation_to_json(record))
@@ -574,7 +581,7 @@ class Transaction:
         m.add_hold(held, in_ledger=True)
         self._undo.append(lambda: m.remove(held.key))
         body = hold_to_json(held)
-        self._driver.execute(
+        self._execute(
             "INSERT INTO holds VALUES (?, ?, ?, ?)",
             (held.key.initiator, held.key.context, body, held.expires_at),
         )
@@ -592,7 +599,7 @@ class Transaction:
         m.refresh(key, deadline)
         self._undo.append(lambda: m.refresh(key, hold.expires_at))
         body = hold_to_json(m.holds[key])
-        self._driver.execute(
+        self._execute(
             "UPDATE holds SET expires_at = ?, body = ? WHERE initiator = ? AND context = ?",
             (deadline, body, key.initiator, key.context),
         )
@@ -611,7 +618,7 @@ class Transaction:
         else:
             self._undo.append(lambda: m.add_hold(removed, in_ledger=False))
         table = "reservations" if isinstance(removed, Reservation) else "holds"
-        self._driver.execute(
+        self._execute(
             f"DELETE FROM {table} WHERE initiator = ? AND context = ?", (key.initiator, key.context)
         )
         self._journal(RELEASE, key, "")
@@ -627,10 +634,7 @@ class Transaction:
         if record is None or before is None:
             return None
         self._undo.append(lambda: m.set_state(key, before.state))
-        self._driver.execute(
-            "UPDATE reservations SET state = ? WHERE initiator = ? AND context = ?",
-            (state, key.initiator, key.context),
-        )
+        self._new_states[key] = state
         self._journal(STATE, key, json.dumps({"state": state}))
         return record
 
@@ -651,10 +655,42 @@ class Transaction:
     def _journal(self, kind: str, key: ChannelKey, body: str) -> None:
         self._journal_rows.append((kind, key.initiator, key.context, body, time.time()))
 
+    def _execute(self, sql: str, params: tuple[Any, ...]) -> None:
+        """A statement now, after the deferred writes it might depend on or undo."""
+        self._write_deferred()
+        self._driver.execute(sql, params)
+
+    def _write_deferred(self) -> None:
+        """The new reservations' rows, a multi-row INSERT per chunk, then their state changes,
+        an UPDATE per state (a state change is of a row inserted before it, or already there;
+        a key changed twice has only its last state kept)."""
+        rows, self._new_rows = self._new_rows, []
+        for start in range(0, len(rows), RESERVATION_ROWS_PER_INSERT):
+            chunk = rows[start : start + RESERVATION_ROWS_PER_INSERT]
+            self._driver.execute(
+                f"INSERT INTO reservations ({_COLUMNS}) VALUES "
+                + ",".join([_RESERVATION_VALUES] * len(chunk)),
+                tuple(value for row in chunk for value in row),
+            )
+        states, self._new_states = self._new_states, {}
+        by_state: dict[str, list[ChannelKey]] = {}
+        for key, state in states.items():
+            by_state.setdefault(state, []).append(key)
+        for state, keys in by_state.items():
+            for start in range(0, len(keys), KEYS_PER_UPDATE):
+                some = keys[start : start + KEYS_PER_UPDATE]
+                self._driver.execute(
+                    "UPDATE reservations SET state = ? WHERE (initiator, context) IN ("
+                    + ",".join(["(?, ?)"] * len(some))
+                    + ")",
+                    (state, *(value for key in some for value in (key.initiator, key.context))),
+                )
+
     def flush(self) -> None:
         """Write what the changes left for the end: the next reservation id, and the journal
         entries in one statement (in the order of the changes, which is the order of their
-        sequence numbers)."""
+        sequence numbers), and the deferred rows."""
+        self._write_deferred()
         if self._next_reservation_id is not None:
             self._store._set_meta(_NEXT_ID, self._next_reservation_id)
             self._next_reservation_id = None
