@@ -282,6 +282,8 @@ class MonitorConfig(_Strict):
     # /status/switches, REPORT_STATUS and make demo report the maxima since the switch started;
     # without clearing, a window's maximum is shown when it raised the register.
     reset_maxima: bool = False
+    # At most this many channels have Prometheus series of their own (terrapin/metrics.py).
+    channel_series: int = Field(default=1000, ge=0)
     # The violation history's SQLite file; by default the store's file, or (on a PostgreSQL
     # store) build/run/events-<replica>.sqlite: each replica keeps the history it observed.
     events: str | None = None

@@ -132,7 +132,7 @@ class Controller:
             if self.identity is None
             else Replication(self.identity, self.store, self._promote, self._demote)
         )
-        self.metrics = ControllerMetrics(self.ledger)
+        self.metrics = ControllerMetrics(self.ledger, config.monitor.channel_series)
         self.events = EventLog(
             _resolve(config_dir, _events_location(config, self.identity)), config.monitor.history
         )

@@ -47,7 +47,13 @@ POLL_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.
 
 
 class ControllerMetrics:
-    def __init__(self, ledger: AdmissionLedger) -> None:
+    def __init__(self, ledger: AdmissionLedger, channel_series: int = 1000) -> None:
+        """`channel_series`: at most this many channels have series of their own (one per hop
+        and figure): a channel label is a reservation id, and at 10,000 channels of 3-4 hops a
+        series each would be over 100,000 series, more than a Prometheus server should take
+        from one target and a fifth of the controller's memory. The status API has them all."""
+        self._channel_series = channel_series
+        self._exported: set[int] = set()  # the reservation ids with series
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.decisions = Counter(
@@ -133,6 +139,12 @@ class ControllerMetrics:
             [*channel, "colour"],
             registry=r,
         )
+        self.channels_without_series = Gauge(
+            "terrapin_monitor_channels_without_series",
+            "channels the monitor checks whose per-hop series are not exported (beyond "
+            "monitor.channel_series; GET /status/channels has them)",
+            registry=r,
+        )
         self.violations = Counter(
             "terrapin_monitor_violations",
             "violation episodes raised, by kind and cause (network: a bound broken while the "
@@ -175,7 +187,8 @@ class ControllerMetrics:
         self.last_poll.set(time.time())
         for name in errors:
             self.poll_errors.labels(name).inc()
-        # A queue's or channel's gauges go when it does; its counters stay (they only grow).
+        # A queue's gauges go when it does, its counters stay (they only grow, and a queue
+        # comes back); a channel's series go with it (its reservation id is never used again).
         queues: set[tuple[str, ...]] = set()
         for q in verdict.queues:
             labels = (q.switch, str(q.port), str(q.priority))
@@ -186,8 +199,11 @@ class ControllerMetrics:
             for name, count in zip(DELAY_BAND_NAMES, q.bands, strict=True):
                 self._series[self.queue_band_packets].child((*labels, name)).inc(count)
             self._series[self.queue_over_bound].child(labels).inc(q.over_bound)
+        self._choose_exported({c.reservation_id for c in verdict.channels})
         channels: set[tuple[str, ...]] = set()
         for c in verdict.channels:
+            if c.reservation_id not in self._exported:
+                continue
             labels = (str(c.reservation_id), c.switch, str(c.port))
             channels.add(labels)
             self._series[self.channel_delivered].child(labels).set(c.delivered_rate)
@@ -200,6 +216,18 @@ class ControllerMetrics:
         )
         self._series[self.channel_delivered].keep(channels)
         self._series[self.channel_reserved].keep(channels)
+        self._series[self.channel_excess].keep(
+            {(*c, colour) for c in channels for colour in ("yellow", "red")}
+        )
+
+    def _choose_exported(self, checked: set[int]) -> None:
+        """The channels with series: those that had them and are still checked, then the
+        oldest others up to the limit (a channel keeps its series while it lives)."""
+        self._exported &= checked
+        room = self._channel_series - len(self._exported)
+        if room > 0:
+            self._exported |= set(sorted(checked - self._exported)[:room])
+        self.channels_without_series.set(len(checked) - len(self._exported))
 
     def observe_event(self, event: Event, raised: bool) -> None:
         if raised:

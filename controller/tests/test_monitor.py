@@ -508,3 +508,35 @@ def test_a_hops_bounds_are_queued_before_its_entry_which_does_not_wait_for_them(
     log.clear()
     asyncio.run(programmer.install_channel(entry))
     assert log == ["entry s1"]
+
+
+def test_only_so_many_channels_have_series_of_their_own() -> None:
+    """monitor.channel_series caps the per-channel series (a reservation id is a label); a
+    channel keeps its series while it lives, and its series go with it."""
+    from terrapin.metrics import ControllerMetrics
+    from terrapin.monitor.checks import ChannelReading, PollVerdict
+
+    ledger = AdmissionLedger(chain_config(2).port_models())
+    metrics = ControllerMetrics(ledger, channel_series=2)
+
+    def reading(rid: int, switch: str) -> ChannelReading:
+        return ChannelReading(
+            rid, rid, f"ch{rid}", switch, 2, 6, switch == "s1", 1.0, 1, 100, 100, 1, 0, 100, 90
+        )
+
+    def poll(*ids: int) -> tuple[set[str], float]:
+        verdict = PollVerdict([], [reading(rid, sw) for rid in ids for sw in ("s1", "s2")], [])
+        metrics.observe_poll(0.01, verdict, {})
+        text = metrics.render().decode()
+        series = {
+            m.group(1)
+            for m in re.finditer(r'^terrapin_monitor_channel_\w+\{channel="(\d+)"', text, re.MULTILINE)
+        }
+        omitted = re.search(r"^terrapin_monitor_channels_without_series (\S+)$", text, re.MULTILINE)
+        assert omitted is not None
+        return series, float(omitted.group(1))
+
+    assert poll(7, 3, 5) == ({"3", "5"}, 1.0)  # the oldest first
+    assert poll(1, 3, 5, 7) == ({"3", "5"}, 2.0)  # kept, not taken by an older newcomer
+    assert poll(1, 5, 7) == ({"1", "5"}, 1.0)  # 3 went: its series too, and a place is free
+    assert poll() == (set(), 0.0)

@@ -223,7 +223,8 @@ class GuaranteeMonitor:
         if self._observer is not None:
             self._observer.observe_poll(time.perf_counter() - started, verdict, errors)
             self._observer.observe_state(self._active_counts())
-        self._broadcast("monitor", self.snapshot())
+        if self._subscribers:  # a snapshot has every channel hop: thousands of them
+            self._broadcast("monitor", self.snapshot())
         return verdict
 
     async def _sample(
