@@ -82,6 +82,9 @@ class Topology:
                         break
 
     def host(self, ip: str) -> HostConfig:
+        found = self.hosts_by_ip.get(ip)  # an address in its usual form: no parsing (each hop asks)
+        if found is not None:
+            return found
         try:
             return self.hosts_by_ip[str(ipaddress.IPv4Address(ip))]
         except (KeyError, ValueError):
