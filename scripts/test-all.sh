@@ -139,9 +139,9 @@ want conformance   && run_counted conformance-p4c make --no-print-directory conf
 want conformance   && run_counted conformance-p4rt make --no-print-directory conformance JSON=ours VIA=p4runtime
 want python-lint   && run_counted python-lint python_checks
 want scripts       && run_counted scripts pytest_suite scripts/tests
-want controller    && run_counted controller pytest_suite controller/tests -k "not bmv2"
+want controller    && run_counted controller pytest_suite controller/tests -m "not bmv2"
 want ptf           && run_counted ptf make --no-print-directory ptf SWITCH=terrapin
-want topo          && run_counted topo pytest_suite topo/tests -k "not bmv2"
+want topo          && run_counted topo pytest_suite topo/tests -m "not bmv2"
 # The seeds' experiments, shortened (docs/experiments.md): each verdict is a guarantee the system
 # makes, so a regression in one fails here. terrapin-switch only: on BMv2 they take several times
 # longer than the CI budget allows (make experiments SWITCH=bmv2 runs them there).
@@ -153,8 +153,8 @@ want_bmv2 conformance-bmv2 && run_counted conformance-bmv2 on_bmv2 \
     make --no-print-directory conformance JSON=ours VIA=p4runtime SWITCH=bmv2
 want_bmv2 controller-bmv2  && run_counted controller-bmv2 on_bmv2 \
     pytest_suite controller/tests/test_integration.py controller/tests/test_failover.py \
-    controller/tests/test_arbitration.py -k bmv2
-want_bmv2 topo-bmv2        && run_counted topo-bmv2 on_bmv2 pytest_suite topo/tests/test_christie_e2e.py -k bmv2
+    controller/tests/test_arbitration.py controller/tests/test_monitor_integration.py -m bmv2
+want_bmv2 topo-bmv2        && run_counted topo-bmv2 on_bmv2 pytest_suite topo/tests/test_christie_e2e.py -m bmv2
 
 echo
 echo "Summary"

@@ -149,7 +149,10 @@ def test_an_understated_bound_raises_the_network_alarm_within_two_polls(lab: Lab
     first = res["allocation"]["hops"][0]
     assert (first["switch"], first["port"]) == ("s3", 1)
     bound = first["worst_case_delay_us"]
-    assert bound < 300  # (30,000 + 720 + 1,500) B at 125 MB/s: what 1 Gbit/s would promise
+    # What 1 Gbit/s promises, far below what the real 10 Mbit/s port takes for a burst: on a
+    # byte-rate port (30,000 + 720 + 1,500) B at 125 MB/s, 258 µs; BMv2's ports are packet-rate
+    # limited, and the model's packet slots make it 349 µs there.
+    assert bound < (300 if lab.kind == "terrapin" else 400), bound
     assert wait_for(lambda: lab.read_queue_bounds(3).get((1, 6)) == bound, timeout=5)
     # 20 packets of 200 bytes, within the envelope, take ~4 ms on the 10 Mbit/s port
     lab.send_udp("h2", "10.0.1.2", 5200, 6000, count=20)
