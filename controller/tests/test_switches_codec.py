@@ -170,3 +170,26 @@ def test_a_channel_entry_read_back_gives_its_selector(selector: ChannelSelector)
     """The monitor reads every channel's direct counter as protobufs and names each by
     selector_of: the inverse of the key the entry was written with."""
     assert CODEC.selector_of(CODEC.key_only(selector)) == selector
+
+
+def test_precompute_encodes_ahead_on_a_backup_and_only_forgets_on_the_primary() -> None:
+    """A backup encodes every desired entry ahead of a takeover; the primary (encode=False),
+    whose set-ups wrote its entries already, only drops what is no longer desired."""
+    from fakes import chain_config
+
+    from terrapin.paths import Topology
+    from terrapin.switches import SwitchFabric
+
+    config = chain_config(2)
+    config = config.model_copy(update={"p4": config.p4.model_copy(update={"p4info": str(P4_INFO)})})
+    fabric = SwitchFabric(config, Topology(config), lambda *_: None, lambda _name: [])
+
+    def entry(flow_key: int) -> ChannelEntry:
+        selector = ChannelSelector("10.0.1.2", "10.0.2.2", 17, flow_key)
+        return ChannelEntry("s1", selector, flow_key, 6, 1000, 1500, 2000, 3000, True)
+
+    a, b, c = entry(1), entry(2), entry(3)
+    assert fabric.precompute({"s1": [a, b]}) == 2  # encoded ahead
+    assert fabric.precompute({"s1": [a, b, c]}, encode=False) == 0  # c is not encoded ...
+    assert fabric.precompute({"s1": [b]}, encode=False) == 0  # ... a is forgotten, b kept
+    assert fabric.precompute({"s1": [a, b, c]}) == 2  # so a and c are new to a backup's pass
