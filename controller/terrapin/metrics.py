@@ -51,7 +51,7 @@ class ControllerMetrics:
         """`channel_series`: at most this many channels have series of their own (one per hop
         and figure): a channel label is a reservation id, and at 10,000 channels of 3-4 hops a
         series each would be over 100,000 series, more than a Prometheus server should take
-        from one target and a fifth of the controller's memory. The status API has them all."""
+        from one target and a fifth of the controller's memory. GET /monitor has them all."""
         self._channel_series = channel_series
         self._exported: set[int] = set()  # the reservation ids with series
         self.registry = CollectorRegistry(auto_describe=True)
@@ -142,7 +142,7 @@ class ControllerMetrics:
         self.channels_without_series = Gauge(
             "terrapin_monitor_channels_without_series",
             "channels the monitor checks whose per-hop series are not exported (beyond "
-            "monitor.channel_series; GET /status/channels has them)",
+            "monitor.channel_series; GET /monitor has them)",
             registry=r,
         )
         self.violations = Counter(
