@@ -21,7 +21,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, ParamSpec, TypeVar, cast
 
 import finsy as fy
 from finsy.proto import p4r
@@ -83,6 +83,33 @@ DesiredChannels = Callable[[str], Sequence[ChannelEntry]]
 
 class SwitchUnavailable(Exception):
     """The switch is not connected (or not yet reconciled); nothing was written."""
+
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+
+def _lost_stream_is_unavailable(
+    call: Callable[_P, Coroutine[Any, Any, _T]],
+) -> Callable[_P, Coroutine[Any, Any, _T]]:
+    """grpc.aio cancels the calls in flight on a channel it closes, and finsy closes a switch's
+    channel when its stream ends: the caller sees CancelledError although nobody cancelled its
+    task. Left as it is, that ends whatever awaited the call as if it had been cancelled: a
+    batcher's callers were never answered (and held the switch's WriteGate, so the next
+    reconciliation waited for ever), a monitor loop would stop. Raised as SwitchUnavailable it
+    is handled as the lost switch it is; a real cancellation of the task still propagates."""
+
+    @functools.wraps(call)
+    async def guarded(*args: _P.args, **kwargs: _P.kwargs) -> _T:
+        try:
+            return await call(*args, **kwargs)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise
+            raise SwitchUnavailable("the switch's P4Runtime connection closed during the request") from None
+
+    return guarded
 
 
 class WriteGate:
@@ -189,7 +216,7 @@ class SwitchBatcher:
                 self._in_flight = batch
                 updates = [u for mine, _strict, _future in batch for u in mine]
                 try:
-                    await self._switch().write(updates, strict=True)
+                    await _write_updates(self._switch(), updates)
                 except fy.P4ClientError as exc:
                     _answer_writes(batch, exc)
                 except Exception as exc:  # the switch went away: nothing of the batch is known
@@ -201,17 +228,22 @@ class SwitchBatcher:
                             future.set_result(None)
         finally:
             self._writing = False
-            self._in_flight = []
+            # Callers left unanswered here (only when this task itself was cancelled) would
+            # wait for ever, and hold the switch's WriteGate.
+            for _mine, _strict, future in self._in_flight + self._writes:
+                _fail(future, SwitchUnavailable("the switch's writes were abandoned"))
+            self._in_flight, self._writes = [], []
 
     async def _send_reads(self) -> None:
+        batch: list[tuple[list[p4r.Entity], asyncio.Future[list[p4r.Entity]]]] = []
         try:
             while self._reads:
                 batch, self._reads = self._reads, []
-                sw = self._switch()
-                request = p4r.ReadRequest(device_id=sw.device_id)
-                for entities, _future in batch:
-                    request.entities.extend(entities)
                 try:
+                    sw = self._switch()
+                    request = p4r.ReadRequest(device_id=sw.device_id)
+                    for entities, _future in batch:
+                        request.entities.extend(entities)
                     found = [e for reply in await _collect(_read_raw(sw, request)) for e in reply.entities]
                 except Exception as exc:
                     for _entities, future in batch:
@@ -222,6 +254,9 @@ class SwitchBatcher:
                         future.set_result(found)
         finally:
             self._reading = False
+            for _entities, future in batch + self._reads:  # as in _send_writes
+                _fail(future, SwitchUnavailable("the switch's reads were abandoned"))
+            self._reads = []
 
 
 class SwitchWriteError(Exception):
@@ -261,6 +296,12 @@ def _fail(future: asyncio.Future[Any], exc: BaseException) -> None:
         future.set_exception(exc)
 
 
+@_lost_stream_is_unavailable
+async def _write_updates(sw: fy.Switch, updates: list[p4r.Update]) -> None:
+    await sw.write(updates, strict=True)
+
+
+@_lost_stream_is_unavailable
 async def _collect(replies: AsyncIterator[p4r.ReadResponse]) -> list[p4r.ReadResponse]:
     return [reply async for reply in replies]
 
@@ -774,6 +815,7 @@ class SwitchFabric:
             except Exception:  # one bad packet must not stop the loop
                 LOG.exception("switch %s: packet handler failed", sw.name)
 
+    @_lost_stream_is_unavailable
     async def reconcile(self, name: str) -> ReconcileReport:
         """Make the switch's entries equal the desired state: insert what is missing, modify
         what differs (in place, so an admitted channel never disappears), delete the rest.
@@ -898,6 +940,7 @@ class SwitchFabric:
             raise SwitchUnavailable(f"switch {name} is not configured")
         return gate
 
+    @_lost_stream_is_unavailable
     async def read_channels(self, name: str) -> list[tuple[ChannelSelector, dict[str, Any]]]:
         """Channel entries as the switch has them, with action parameters and meter."""
         sw = self._switch(name)
@@ -915,6 +958,7 @@ class SwitchFabric:
 
     # ---- packet I/O ---------------------------------------------------------------------------
 
+    @_lost_stream_is_unavailable
     async def packet_out(self, name: str, frame: bytes, egress_port: int | None = None) -> None:
         """Through the pipeline (routed like a host's packet) unless a port is named."""
         sw = self._switch(name)
@@ -923,6 +967,7 @@ class SwitchFabric:
 
     # ---- telemetry ----------------------------------------------------------------------------
 
+    @_lost_stream_is_unavailable
     async def queue_telemetry(self, name: str, ports: Iterable[int]) -> list[QueueTelemetry]:
         sw = self._switch(name)
         cells = [(port, prio) for port in ports for prio in range(QUEUES_PER_PORT)]
@@ -948,6 +993,7 @@ class SwitchFabric:
             for (port, prio), i in zip(cells, indices, strict=True)
         ]
 
+    @_lost_stream_is_unavailable
     async def reset_queue_telemetry(self, name: str, ports: Iterable[int]) -> None:
         sw = self._switch(name)
         cli = self._bmv2_cli.get(name)
@@ -963,6 +1009,7 @@ class SwitchFabric:
                 updates.append(~fy.P4RegisterEntry(R_MAX_DELAY, index=i, data=0))
         await sw.write(updates)
 
+    @_lost_stream_is_unavailable
     async def channel_counters(
         self, name: str, selector: ChannelSelector, channel_id: int
     ) -> ChannelCounters:
@@ -983,6 +1030,7 @@ class SwitchFabric:
             red_packets=red.get(channel_id, (0, 0))[0],
         )
 
+    @_lost_stream_is_unavailable
     async def drop_counters(self, name: str) -> dict[str, int]:
         sw = self._switch(name)
         counts = await _read_counters(sw, C_DROPS, list(range(len(DROP_REASONS))))
@@ -990,6 +1038,7 @@ class SwitchFabric:
 
     # ---- the guarantee monitor (terrapin.monitor) -----------------------------------------------
 
+    @_lost_stream_is_unavailable
     async def sync_queue_bounds(self, name: str, bounds: Sequence[QueueBound]) -> int:
         """Make `queue_bounds` hold exactly `bounds`; returns how many entries were written.
         Read first, so a switch that restarted empty (or a controller that restarted) is
@@ -1020,6 +1069,7 @@ class SwitchFabric:
         updates = self._codec(self._switch(name)).bound_updates(installed, bounds)
         return self._batchers[name].submit(updates) if updates else _done()
 
+    @_lost_stream_is_unavailable
     async def monitor_sample(
         self, name: str, cells: Sequence[tuple[int, int]], channel_ids: Sequence[int]
     ) -> MonitorSample:

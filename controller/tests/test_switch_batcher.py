@@ -1,14 +1,19 @@
 """switches.SwitchBatcher without a switch: what concurrent callers submit goes out together,
-in order, and drained() waits for what was submitted before it only."""
+in order, and drained() waits for what was submitted before it only; every caller is answered
+even when the switch's connection closes under a request."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from typing import Any
 
+import grpc
+import pytest
 from finsy.proto import p4r
+from grpc import aio
 
-from terrapin.switches import SwitchBatcher
+from terrapin.switches import SwitchBatcher, SwitchUnavailable, WriteGate
 
 
 class HeldSwitch:
@@ -93,5 +98,167 @@ def test_a_switch_gone_mid_write_fails_every_caller_of_the_batch() -> None:
         futures = [batcher.submit([update(1)]), batcher.submit([update(2)])]
         results = await asyncio.gather(*futures, return_exceptions=True)
         assert all(isinstance(r, ConnectionError) for r in results), results
+
+    run(scenario)
+
+
+class ClosingChannelSwitch:
+    """Each write is a real grpc.aio call to a server that never answers in time; close() closes
+    the client channel under it, as finsy does when a switch's stream ends. grpc.aio then ends the
+    call with CancelledError, although nobody cancelled the caller's task."""
+
+    def __init__(self, channel: aio.Channel) -> None:
+        self._call = channel.unary_unary("/test.Slow/Write")
+        self.calls = 0
+
+    async def write(self, updates: list[p4r.Update], strict: bool = True) -> None:
+        self.calls += 1
+        await self._call(b"", timeout=30)
+
+    @property
+    def device_id(self) -> int:
+        return 1
+
+
+@pytest.fixture
+def slow_server_port() -> Any:
+    """A loopback gRPC server whose only method sleeps for a minute."""
+
+    async def slow(_request: bytes, _context: Any) -> bytes:
+        await asyncio.sleep(60)
+        return b""
+
+    async def start() -> tuple[aio.Server, int]:
+        server = aio.server()
+        handler = grpc.method_handlers_generic_handler(
+            "test.Slow", {"Write": grpc.unary_unary_rpc_method_handler(slow)}
+        )
+        server.add_generic_rpc_handlers((handler,))
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        return server, port
+
+    return start
+
+
+def test_a_connection_closed_under_a_write_answers_its_callers_and_frees_the_gate(
+    slow_server_port: Any,
+) -> None:
+    """The failover drill's hang (a switch killed mid-burst): the writers of the batch in flight
+    held the switch's WriteGate, never answered, so its reconciliation on reconnect waited for
+    ever."""
+
+    async def scenario() -> None:
+        server, port = await slow_server_port()
+        channel = aio.insecure_channel(f"127.0.0.1:{port}")
+        switch = ClosingChannelSwitch(channel)
+        batcher = SwitchBatcher(lambda: switch)  # type: ignore[arg-type, return-value]
+        gate = WriteGate()
+
+        async def install(n: int) -> None:
+            async with gate.write():
+                await batcher.write([update(n)])
+
+        writers = [asyncio.ensure_future(install(n)) for n in (1, 2)]
+        try:
+            while switch.calls == 0:
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.1)  # the call is on the wire
+            await channel.close()
+            results = await asyncio.wait_for(asyncio.gather(*writers, return_exceptions=True), 5)
+            assert all(isinstance(r, SwitchUnavailable) for r in results), results
+            async with asyncio.timeout(5):
+                async with gate.exclusive():  # what a reconciliation takes
+                    pass
+        finally:
+            for writer in writers:
+                writer.cancel()
+            await channel.close()
+            await server.stop(0)
+
+    run(scenario)
+
+
+def test_a_cancelled_batcher_task_still_answers_its_callers() -> None:
+    async def scenario() -> None:
+        switch = HeldSwitch()
+        batcher = SwitchBatcher(lambda: switch)  # type: ignore[arg-type, return-value]
+        sent = batcher.submit([update(1)])
+        await turns()
+        queued = batcher.submit([update(2)])
+        for task in list(batcher._tasks):
+            task.cancel()
+        results = await asyncio.wait_for(asyncio.gather(sent, queued, return_exceptions=True), 1)
+        assert all(isinstance(r, SwitchUnavailable) for r in results), results
+        after = batcher.submit([update(3)])  # the batcher still sends
+        await turns()
+        assert switch.requests[-1] == [3]
+        switch.release[-1].set()
+        await asyncio.wait_for(after, 1)
+
+    run(scenario)
+
+
+def test_reads_of_a_switch_that_is_not_connected_fail_rather_than_wait() -> None:
+    def not_connected() -> Any:
+        raise SwitchUnavailable("switch s1 is not connected")
+
+    async def scenario() -> None:
+        batcher = SwitchBatcher(not_connected)
+        entity = p4r.Entity(counter_entry=p4r.CounterEntry(counter_id=1))
+        results = await asyncio.wait_for(
+            asyncio.gather(batcher.read([entity]), batcher.read([entity]), return_exceptions=True), 1
+        )
+        assert all(isinstance(r, SwitchUnavailable) for r in results), results
+
+    run(scenario)
+
+
+def test_a_connection_closed_under_a_read_fails_its_readers() -> None:
+    class Client:
+        def request_iter(self, _request: p4r.ReadRequest) -> AsyncIterator[p4r.ReadResponse]:
+            async def replies() -> AsyncIterator[p4r.ReadResponse]:
+                raise asyncio.CancelledError  # as grpc.aio ends a call whose channel closed
+                yield p4r.ReadResponse()
+
+            return replies()
+
+    class Switch:
+        name = "s1"
+        device_id = 1
+        _p4client = Client()
+
+    async def scenario() -> None:
+        batcher = SwitchBatcher(lambda: Switch())  # type: ignore[arg-type, return-value]
+        entity = p4r.Entity(counter_entry=p4r.CounterEntry(counter_id=1))
+        results = await asyncio.wait_for(asyncio.gather(batcher.read([entity]), return_exceptions=True), 1)
+        assert isinstance(results[0], SwitchUnavailable), results
+
+    run(scenario)
+
+
+def test_the_fabrics_calls_tell_a_lost_stream_from_a_cancelled_caller() -> None:
+    """What SwitchFabric's switch calls are wrapped in: the monitor's poll loop, for one, must not
+    end because a switch's channel closed under its read; but cancelling a caller still cancels."""
+    from terrapin.switches import _lost_stream_is_unavailable
+
+    started = asyncio.Event()
+
+    @_lost_stream_is_unavailable
+    async def read(closes: bool) -> int:
+        started.set()
+        if closes:
+            raise asyncio.CancelledError  # grpc.aio, its channel closed
+        await asyncio.sleep(60)
+        return 0
+
+    async def scenario() -> None:
+        with pytest.raises(SwitchUnavailable):
+            await read(True)
+        waiting = asyncio.ensure_future(read(False))
+        await started.wait()
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
 
     run(scenario)
