@@ -381,3 +381,85 @@ def test_misconfigured_windows_are_422_naming_the_field(
     assert r.status_code == 422, r.text
     problems = {p["field"]: p["message"] for p in r.json()["detail"]}
     assert field in problems and says in problems[field], problems
+
+
+# ---- POST /reservations/batch ----------------------------------------------------------------
+
+
+def test_a_batch_answers_each_reservation_as_its_own_post_would(
+    api: tuple[TestClient, FakeFabric, Controller],
+) -> None:
+    client, fab, ctl = api
+    items = [
+        BODY | {"src_port": 1},
+        BODY | {"src_port": 2, "rate": 900_000},  # more than the hop can give: a denial
+        BODY | {"src_port": 3},
+        BODY | {"src_port": 1, "context": 7},  # src_port 1's flow is the first one's
+    ]
+    r = client.post("/reservations/batch", json={"reservations": items}, headers=TOKEN)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    statuses = [x["status"] for x in body["results"]]
+    assert statuses[0] == 201 and statuses[2] == 201 and body["created"] == 2, statuses
+    denied = body["results"][1]
+    assert denied["status"] == 409 and denied["reservation"] is None
+    assert (
+        denied["error"]["error"] == "admission denied" and denied["error"]["constraint"] == "rate_buffer.rate"
+    )
+    clash = body["results"][3]
+    assert clash["status"] == 409 and clash["error"]["constraint"] == "flow_reserved"
+    made = [x["reservation"] for x in body["results"] if x["status"] == 201]
+    assert [m["src_port"] for m in made] == [1, 3] and all(m["state"] == "active" for m in made)
+    assert clash["error"]["reservation"] == made[0]["id"]
+    listed = client.get("/reservations").json()
+    assert sorted(x["id"] for x in listed) == sorted(m["id"] for m in made)
+    assert all(len(t) == 2 for t in fab.entries.values())
+    assert len(ctl.store.all()) == 2
+
+
+def test_a_batch_admits_what_one_by_one_posts_admit() -> None:
+    """Side by side they compete as concurrent POSTs do: equal requests, so as many fit."""
+    items = [BODY | {"src_port": p, "rate": 90_000} for p in range(1, 16)]
+    ctl, _fab = make()
+    with TestClient(ctl.app) as client:
+        singles = sum(client.post("/reservations", json=b, headers=TOKEN).status_code == 201 for b in items)
+    ctl, fab = make()
+    with TestClient(ctl.app) as client:
+        body = client.post("/reservations/batch", json={"reservations": items}, headers=TOKEN).json()
+        assert 0 < singles < len(items)
+        assert body["created"] == singles, body
+        assert {x["status"] for x in body["results"]} == {201, 409}
+        assert all(len(t) == singles for t in fab.entries.values())
+
+
+def test_a_batch_with_an_invalid_reservation_is_refused_whole_naming_it(
+    api: tuple[TestClient, FakeFabric, Controller],
+) -> None:
+    client, fab, ctl = api
+    items = [BODY | {"src_port": 1}, BODY | {"src_port": 2, "rate": -5}]
+    r = client.post("/reservations/batch", json={"reservations": items}, headers=TOKEN)
+    assert r.status_code == 422, r.text
+    assert [p["field"] for p in r.json()["detail"]] == ["reservations.1.rate"]
+    assert_nothing_reserved(fab, ctl)
+    for bad in ({"reservations": []}, {"reservations": [BODY] * 1001}, {}, {"reservations": BODY}):
+        assert client.post("/reservations/batch", json=bad, headers=TOKEN).status_code == 422, bad
+    r = client.post(
+        "/reservations/batch", content=b"{not json", headers=TOKEN | {"content-type": "application/json"}
+    )
+    assert r.status_code == 400 and r.json()["error"] == "malformed JSON"
+    assert client.post("/reservations/batch", json={"reservations": items[:1]}).status_code == 401
+    assert_nothing_reserved(fab, ctl)
+
+
+def test_a_batch_through_a_switch_that_is_down_is_503_per_reservation(
+    api: tuple[TestClient, FakeFabric, Controller],
+) -> None:
+    client, fab, ctl = api
+    fab.down.add("s3")
+    items = [BODY | {"src_port": 1}, BODY | {"src_port": 2}]
+    body = client.post("/reservations/batch", json={"reservations": items}, headers=TOKEN).json()
+    assert body["created"] == 0
+    for result in body["results"]:
+        assert result["status"] == 503 and result["error"]["switch"] == "s3"
+        assert result["error"]["retry_after"] == 10
+    assert_nothing_reserved(fab, ctl)
