@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -540,3 +541,36 @@ def test_only_so_many_channels_have_series_of_their_own() -> None:
     assert poll(1, 3, 5, 7) == ({"3", "5"}, 2.0)  # kept, not taken by an older newcomer
     assert poll(1, 5, 7) == ({"1", "5"}, 1.0)  # 3 went: its series too, and a place is free
     assert poll() == (set(), 0.0)
+
+
+def test_a_hops_bounds_follow_every_change_of_its_ports_load() -> None:
+    """The bounds a set-up stages are computed once per change of the port's load (the ledger
+    hands out one load until then): a second channel through the port raises them again."""
+    config, ledger, store = ledger_with_channel(switches=1)
+    log: list[str] = []
+    fabric = StagingFabric(config, log)
+    monitor = monitor_for(fabric, ledger, store)
+    programmer = BoundsFirstProgrammer(EntryLog(log), monitor)  # type: ignore[arg-type]
+    (record,) = store.all()
+    (entry,) = entries(ledger, store)(record)
+
+    async def install(e: Any) -> None:
+        installing = asyncio.ensure_future(programmer.install_channel(e))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        for answer in fabric.answers:
+            if not answer.done():
+                answer.set_result(None)
+        await installing
+
+    asyncio.run(install(entry))
+    (first,) = queue_expectations(ledger)[PortId("s1", 2)]
+    assert log == [f"bounds s1 {[(2, 6, first.bound_us)]}", "entry s1"]
+    log.clear()
+    bigger = replace(ENVELOPE, burst=20_000)
+    allocation = ledger.admit(ChannelKey("10.0.1.2", 8), [PortId("s1", 2)], bigger)
+    store.add(allocation, replace(SELECTOR, flow_key=1), "rest", True)  # type: ignore[arg-type]
+    (second,) = queue_expectations(ledger)[PortId("s1", 2)]
+    assert second.bound_us > first.bound_us
+    asyncio.run(install(entry))
+    assert log == [f"bounds s1 {[(2, 6, second.bound_us)]}", "entry s1"]

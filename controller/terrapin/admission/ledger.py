@@ -137,6 +137,10 @@ class AdmissionLedger:
     ) -> None:
         self._ports: dict[PortId, PortModel] = {p.port: p for p in ports}
         self._books: dict[PortId, list[_LevelBook]] = {}
+        # Each port's aggregates as last taken, until the port's load changes: a burst of
+        # set-ups reads the same few ports' loads for every hop it admits and stages. Shared,
+        # so a PortLoad handed out is never changed (checks.with_candidate copies).
+        self._snapshots: dict[PortId, PortLoad] = {}
         self._entries: dict[ChannelKey, _Entry] = {}
         self._held: dict[ChannelKey, float] = {}  # tentative holds only, so expiry is cheap
         self._lock = threading.RLock()
@@ -250,6 +254,7 @@ class AdmissionLedger:
         with self._lock:
             self._entries.clear()
             self._held.clear()
+            self._snapshots.clear()
             for pid, model in self._ports.items():
                 self._books[pid] = [_LevelBook() for _ in range(8)]
                 for standing in model.standing:
@@ -323,15 +328,20 @@ class AdmissionLedger:
     # ---- internals -------------------------------------------------------------------------
 
     def _load_locked(self, port: PortId) -> PortLoad:
-        return PortLoad(levels=[book.snapshot() for book in self._books[port]])
+        load = self._snapshots.get(port)
+        if load is None:
+            load = self._snapshots[port] = PortLoad(levels=[book.snapshot() for book in self._books[port]])
+        return load
 
     def _apply(self, allocation: Allocation) -> None:
         for hop in allocation.hops:
             self._books[hop.port][hop.priority].add(hop, self._ports[hop.port])
+            self._snapshots.pop(hop.port, None)
 
     def _unapply(self, allocation: Allocation) -> None:
         for hop in allocation.hops:
             self._books[hop.port][hop.priority].remove(hop, self._ports[hop.port])
+            self._snapshots.pop(hop.port, None)
 
     def _expire_locked(self) -> list[Allocation]:
         if not self._held:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 
 from terrapin.admission.checks import level_backlog_bound, level_delay_bound_us
 from terrapin.admission.ledger import AdmissionLedger
-from terrapin.admission.model import ChannelKey, PortId
+from terrapin.admission.model import ChannelKey, PortId, PortLoad, PortModel
 from terrapin.constants import ADMITTED_PRIORITIES
 from terrapin.p4program import DELAY_BAND_NAMES
 from terrapin.paths import ChannelEntry, ChannelSelector
@@ -192,18 +192,39 @@ def queue_expectations(ledger: AdmissionLedger) -> dict[PortId, list[QueueExpect
     return found
 
 
-def delay_bounds(ledger: AdmissionLedger, ports: list[PortId]) -> dict[tuple[int, int], int]:
+def delay_bounds(
+    ledger: AdmissionLedger,
+    ports: list[PortId],
+    memo: dict[PortId, tuple[PortLoad, dict[int, int]]] | None = None,
+) -> dict[tuple[int, int], int]:
     """(port number, priority) → bound in µs of every admitted level of `ports` (one switch's):
-    what queue_expectations says of them, without the rest (a set-up's hop needs only this)."""
+    what queue_expectations says of them, without the rest (a set-up's hop needs only this).
+    `memo` keeps each port's bounds with the load they were computed from: the ledger hands out
+    the same PortLoad until the port's load changes, so a burst of set-ups through a port
+    computes them once per change, not once per hop."""
     found: dict[tuple[int, int], int] = {}
     for pid, load in ledger.loads(ports).items():
-        model = ledger.ports[pid]
-        for priority in ADMITTED_PRIORITIES:
-            if load.levels[priority].channels == 0:
-                continue
-            bound = level_delay_bound_us(model, load, priority)
-            if bound is not None:
-                found[(pid.port, priority)] = bound
+        known = memo.get(pid) if memo is not None else None
+        if known is not None and known[0] is load:
+            bounds = known[1]
+        else:
+            bounds = port_delay_bounds(ledger.ports[pid], load)
+            if memo is not None:
+                memo[pid] = (load, bounds)
+        for priority, bound in bounds.items():
+            found[(pid.port, priority)] = bound
+    return found
+
+
+def port_delay_bounds(model: PortModel, load: PortLoad) -> dict[int, int]:
+    """priority → bound in µs of every admitted level of one port."""
+    found: dict[int, int] = {}
+    for priority in ADMITTED_PRIORITIES:
+        if load.levels[priority].channels == 0:
+            continue
+        bound = level_delay_bound_us(model, load, priority)
+        if bound is not None:
+            found[priority] = bound
     return found
 
 

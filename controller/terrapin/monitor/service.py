@@ -19,7 +19,7 @@ from dataclasses import asdict, replace
 from typing import Any, Protocol
 
 from terrapin.admission.ledger import AdmissionLedger
-from terrapin.admission.model import PortId
+from terrapin.admission.model import PortId, PortLoad
 from terrapin.config import MonitorConfig
 from terrapin.constants import ADMITTED_PRIORITIES
 from terrapin.monitor.checks import (
@@ -105,6 +105,7 @@ class GuaranteeMonitor:
         self._samples: dict[str, MonitorSample] = {}
         self._installed: dict[str, dict[Cell, int]] = {}
         self._pending: dict[str, dict[Cell, int]] = {}
+        self._port_bounds: dict[PortId, tuple[PortLoad, dict[int, int]]] = {}  # checks.delay_bounds
         # channel id → its colour counters as its entry was written (zeroed with it), per
         # switch, for the channels set up since the switch's last sample
         self._fresh: dict[str, dict[int, tuple[int, int, int, int]]] = {}
@@ -277,7 +278,7 @@ class GuaranteeMonitor:
             ports = [pid for pid in self._ledger.ports if pid.switch == switch]
         else:
             ports = [PortId(switch, port)]
-        wanted = delay_bounds(self._ledger, ports)
+        wanted = delay_bounds(self._ledger, ports, self._port_bounds)
         async with self._bounds_lock(switch):
             installed = self._installed.get(switch, {})
             pending = self._pending.setdefault(switch, {})
