@@ -41,6 +41,7 @@ from finsy.p4client import P4Client
 from finsy.proto import p4i, p4r
 
 from terrapin.admission import AdmissionLedger, ChannelEnvelope, ChannelKey
+from terrapin.api import MAX_BATCH
 from terrapin.config import parse_config
 from terrapin.paths import Topology
 from terrapin.pgserver import PostgresServer, cluster_processes
@@ -420,26 +421,45 @@ class Installed:
 
 
 def install_with_progress(
-    port: int, numbers: list[int], clients: int, stage: str, watch: Callable[[], str] | None = None
+    port: int,
+    numbers: list[int],
+    clients: int,
+    stage: str,
+    watch: Callable[[], str] | None = None,
+    batch: int = 1,
 ) -> Installed:
     """POST scale_reservation(n) for every n from `clients` threads, each with its own keep-alive
-    connection; a line of progress every PROGRESS_EVERY_S (with what `watch` says)."""
+    connection, `batch` reservations a request (1: POST /reservations, more: POST
+    /reservations/batch); a line of progress every PROGRESS_EVERY_S (with what `watch` says)."""
     failures: list[str] = []
     done = [0] * clients
     finished = threading.Event()
 
     def worker(index: int, part: list[int]) -> None:
         rest = Rest(port)
-        for n in part:
+        for start in range(0, len(part), batch):
+            chunk = part[start : start + batch]
             try:
-                status, body = rest.call("POST", "/reservations", scale_reservation(n))
+                if batch == 1:
+                    status, body = rest.call("POST", "/reservations", scale_reservation(chunk[0]))
+                    answers = [(status, body)]
+                else:
+                    status, body = rest.call(
+                        "POST", "/reservations/batch", {"reservations": [scale_reservation(n) for n in chunk]}
+                    )
+                    answers = (
+                        [(x["status"], x["error"]) for x in body["results"]]
+                        if status == 200
+                        else [(status, body)] * len(chunk)
+                    )
             except OSError as exc:
-                status, body = 0, str(exc)
+                answers = [(0, str(exc))] * len(chunk)
                 rest = Rest(port)
-            if status == 201:
-                done[index] += 1
-            else:
-                failures.append(f"{n}: {status} {body}")
+            for n, (status, body) in zip(chunk, answers, strict=True):
+                if status == 201:
+                    done[index] += 1
+                else:
+                    failures.append(f"{n}: {status} {body}")
 
     def progress() -> None:
         # The estimate uses the last RATE_WINDOW_S: the rate falls as the ledger fills.
@@ -750,6 +770,7 @@ def bench_scale(
     profile_dir: Path | None,
     log_level: str = "WARNING",
     lease_seconds: float | None = None,
+    batch: int = 1,
 ) -> ScaleResult:
     """One scale run: 'postgres' (replicas r0 and r1 on a fresh PostgreSQL) or 'sqlite' (one
     controller). Installs `channels`, checks every switch against the store; then, replicated,
@@ -783,7 +804,11 @@ def bench_scale(
         time.sleep(1.0)  # let start-up settle before the memory reading
         rss_before = vm_rss_mb(primary)
         cpu_before = cpu_snapshot(dep, pg)
-        say(stage, f"installing {channels} channels from {clients} clients; load {load_average()}")
+        per_request = "one per request" if batch == 1 else f"{batch} per request"
+        say(
+            stage,
+            f"installing {channels} channels from {clients} clients, {per_request}; load {load_average()}",
+        )
         primaries: list[str] = ["r0"]
 
         def watch() -> str:
@@ -794,7 +819,7 @@ def bench_scale(
             return f"primary {now}"
 
         installed = install_with_progress(
-            SCALE_REST["r0"], list(range(channels)), clients, stage, watch if replicated else None
+            SCALE_REST["r0"], list(range(channels)), clients, stage, watch if replicated else None, batch
         )
         print_cpu(stage, installed.seconds, cpu_before, cpu_snapshot(dep, pg))
         rss_after = vm_rss_mb(primary)
@@ -903,6 +928,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=8, help="concurrent clients installing")
     parser.add_argument("--channels", type=int, default=10_000, help="channels of each scale run")
     parser.add_argument("--scale-clients", type=int, default=16, help="concurrent clients of the scale runs")
+    parser.add_argument(
+        "--scale-batch",
+        type=int,
+        default=100,
+        help="reservations per request of the scale runs' install (POST /reservations/batch; 1: one "
+        "POST /reservations each)",
+    )
     parser.add_argument("--failovers", type=int, default=3, help="kill -9 drills after the PostgreSQL run")
     parser.add_argument(
         "--stores", default="sqlite,postgres", help="the scale runs, in order (sqlite, postgres; '' for none)"
@@ -925,6 +957,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # A SIGTERM unwinds like Ctrl-C, so the switches, controllers and PostgreSQL are stopped.
     signal.signal(signal.SIGTERM, _terminated)
+    if not 1 <= args.scale_batch <= MAX_BATCH:
+        parser.error(f"--scale-batch: 1..{MAX_BATCH}, not {args.scale_batch}")
     stores = [x for x in args.stores.split(",") if x]
     if any(x not in ("sqlite", "postgres") for x in stores):
         parser.error(f"--stores: {args.stores!r} (sqlite, postgres)")
@@ -952,6 +986,7 @@ def main(argv: list[str] | None = None) -> int:
                 profile_dir,
                 args.controller_log_level,
                 args.lease_seconds,
+                args.scale_batch,
             )
         clean = all(r.check_ok and r.channels == args.channels for r in results.values())
     finally:
@@ -968,7 +1003,9 @@ def main(argv: list[str] | None = None) -> int:
         short = "" if r.channels == args.channels else f" (ONLY {r.channels} of {args.channels})"
         print(
             f"install {args.channels} channels over 16 switches (2-5 hops), {how}, "
-            f"{args.scale_clients} clients: "
+            f"{args.scale_clients} clients, "
+            + ("one reservation per request" if args.scale_batch == 1 else f"{args.scale_batch} per request")
+            + ": "
             f"{r.install.seconds:.2f} s ({r.channels / r.install.seconds:.0f}/s){short}; switches checked: "
             f"{'equal to the store' if r.check_ok else 'MISMATCH'}; primary RSS {r.rss_before_mb:.0f} -> "
             f"{r.rss_after_mb:.0f} MB ({r.mb_per_1000:.1f} MB per 1000 channels)"
