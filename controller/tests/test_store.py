@@ -291,3 +291,16 @@ def test_installing_rows_are_reloaded_as_they_are(replicas: Callable[[], Reserva
 def test_an_unreachable_postgresql_is_a_clear_error() -> None:
     with pytest.raises(StoreUnavailable, match=r"127\.0\.0\.1:1/terrapin"):
         ReservationStore("postgresql://terrapin@127.0.0.1:1/terrapin")
+
+
+def test_a_reservation_as_the_journal_carries_it_reads_back_whole() -> None:
+    """The journal's body splices in the allocation's JSON made for the row (made once)."""
+    from terrapin.store.records import allocation_to_json, reservation_from_json, reservation_to_json
+
+    store = ReservationStore(":memory:", ledger())
+    assert isinstance(admit(store, 5), Allocation)
+    (record,) = store.all()
+    assert reservation_from_json(reservation_to_json(record)) == record
+    given = reservation_to_json(record, allocation_to_json(record.allocation))
+    assert reservation_from_json(given) == record
+    store.close()

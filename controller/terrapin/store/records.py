@@ -101,19 +101,22 @@ def selector_from_list(v: list[Any]) -> ChannelSelector:
     return ChannelSelector(str(v[0]), str(v[1]), int(v[2]), int(v[3]))
 
 
-def reservation_to_json(r: Reservation) -> str:
-    return json.dumps(
+def reservation_to_json(r: Reservation, allocation_json: str | None = None) -> str:
+    """`allocation_json`: allocation_to_json(r.allocation) if the caller has it already (a
+    reservation's row and its journal entry both carry the allocation: it is encoded once)."""
+    rest = json.dumps(
         {
             "channel_id": r.channel_id,
             "selector": selector_to_list(r.selector),
             "origin": r.origin,
             "state": r.state,
             "demote_excess": r.demote_excess,
-            "allocation": allocation_to_dict(r.allocation),
             "created_at": r.created_at,
             "reservation_id": r.reservation_id,
         }
     )
+    allocation = allocation_json if allocation_json is not None else allocation_to_json(r.allocation)
+    return f'{rest[:-1]}, "allocation": {allocation}}}'
 
 
 def reservation_from_json(text: str) -> Reservation:

@@ -599,6 +599,7 @@ class Transaction:
             self._execute(
                 "DELETE FROM holds WHERE initiator = ? AND context = ?", (key.initiator, key.context)
             )
+        allocation_json = allocation_to_json(allocation)
         self._new_rows.append(
             (
                 record.channel_id,
@@ -611,13 +612,13 @@ class Transaction:
                 origin,
                 state,
                 int(demote_excess),
-                allocation_to_json(allocation),
+                allocation_json,
                 record.created_at,
                 record.reservation_id,
             )
         )
         self._next_reservation_id = record.reservation_id + 1
-        self._journal(RESERVE, key, reservation_to_json(record))
+        self._journal(RESERVE, key, reservation_to_json(record, allocation_json))
         return record
 
     def hold(self, allocation: Allocation, selector: ChannelSelector) -> Hold:
