@@ -141,6 +141,7 @@ class AdmissionLedger:
         # set-ups reads the same few ports' loads for every hop it admits and stages. Shared,
         # so a PortLoad handed out is never changed (checks.with_candidate copies).
         self._snapshots: dict[PortId, PortLoad] = {}
+        self._level_snapshots: dict[tuple[PortId, int], LevelLoad] = {}  # the same, per level
         self._entries: dict[ChannelKey, _Entry] = {}
         self._held: dict[ChannelKey, float] = {}  # tentative holds only, so expiry is cheap
         self._lock = threading.RLock()
@@ -255,6 +256,7 @@ class AdmissionLedger:
             self._entries.clear()
             self._held.clear()
             self._snapshots.clear()
+            self._level_snapshots.clear()
             for pid, model in self._ports.items():
                 self._books[pid] = [_LevelBook() for _ in range(8)]
                 for standing in model.standing:
@@ -330,18 +332,28 @@ class AdmissionLedger:
     def _load_locked(self, port: PortId) -> PortLoad:
         load = self._snapshots.get(port)
         if load is None:
-            load = self._snapshots[port] = PortLoad(levels=[book.snapshot() for book in self._books[port]])
+            load = self._snapshots[port] = PortLoad(levels=[self._level(port, p) for p in range(8)])
         return load
+
+    def _level(self, port: PortId, priority: int) -> LevelLoad:
+        level = self._level_snapshots.get((port, priority))
+        if level is None:
+            level = self._level_snapshots[(port, priority)] = self._books[port][priority].snapshot()
+        return level
 
     def _apply(self, allocation: Allocation) -> None:
         for hop in allocation.hops:
             self._books[hop.port][hop.priority].add(hop, self._ports[hop.port])
-            self._snapshots.pop(hop.port, None)
+            self._changed(hop.port, hop.priority)
 
     def _unapply(self, allocation: Allocation) -> None:
         for hop in allocation.hops:
             self._books[hop.port][hop.priority].remove(hop, self._ports[hop.port])
-            self._snapshots.pop(hop.port, None)
+            self._changed(hop.port, hop.priority)
+
+    def _changed(self, port: PortId, priority: int) -> None:
+        self._snapshots.pop(port, None)
+        self._level_snapshots.pop((port, priority), None)
 
     def _expire_locked(self) -> list[Allocation]:
         if not self._held:
