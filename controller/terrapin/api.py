@@ -14,6 +14,7 @@ machine without internet.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import ipaddress
 import json
@@ -506,6 +507,12 @@ def allocation_out(a: Allocation) -> AllocationOut:
     )
 
 
+@functools.lru_cache(maxsize=65536)
+def _address(text: str) -> ipaddress.IPv4Address:
+    # A network's hosts are few and each is in thousands of reservations: parsed once each.
+    return ipaddress.IPv4Address(text)
+
+
 def reservation_out(r: Reservation) -> ReservationOut:
     env = r.allocation.requested
     sport, dport = (0, 0)
@@ -513,10 +520,10 @@ def reservation_out(r: Reservation) -> ReservationOut:
         sport, dport = ports_from_flow_key(r.selector.flow_key)
     return ReservationOut(
         id=r.reservation_id,
-        initiator=ipaddress.IPv4Address(r.key.initiator),
+        initiator=_address(r.key.initiator),
         context=r.key.context,
-        src=ipaddress.IPv4Address(r.selector.src),
-        dst=ipaddress.IPv4Address(r.selector.dst),
+        src=_address(r.selector.src),
+        dst=_address(r.selector.dst),
         protocol=r.selector.protocol,
         src_port=sport,
         dst_port=dport,
