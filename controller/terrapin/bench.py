@@ -331,7 +331,7 @@ def grid(store: str, rest_port: int, replicated: bool, lease_seconds: float | No
     config = chain(1, store) | {"switches": switches, "hosts": hosts}
     config["rest"] = {"host": "127.0.0.1", "port": rest_port, "token": TOKEN}
     if replicated:
-        # By default the configuration's defaults: a 1.5 s lease renewed every 0.25 s.
+        # By default the configuration's defaults: a 1.0 s lease renewed every 0.2 s.
         lease = (
             {}
             if lease_seconds is None
@@ -952,7 +952,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--lease-seconds",
         type=float,
-        help="the replicas' lease (renewed every sixth of it; default the configuration's, 1.5 s)",
+        help="the replicas' lease (renewed every sixth of it; default the configuration's, 1.0 s)",
     )
     args = parser.parse_args(argv)
     # A SIGTERM unwinds like Ctrl-C, so the switches, controllers and PostgreSQL are stopped.
