@@ -370,6 +370,13 @@ class OutcomeUnknownOut(BaseModel):
 
 MAX_BATCH = 1000  # reservations in one POST /reservations/batch
 
+# The answers of every call that takes a JSON body and the token, before it looks at the body.
+_BODY_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorOut, "description": "the body is not JSON"},
+    401: {"model": ErrorOut, "description": "no valid bearer token"},
+    415: {"model": ErrorOut, "description": "the body is not sent as application/json"},
+}
+
 
 class ReservationBatchIn(BaseModel):
     reservations: list[ReservationIn] = Field(
@@ -726,13 +733,11 @@ def create_app(
         status_code=201,
         tags=["reservations"],
         responses={
-            400: {"model": ErrorOut, "description": "the body is not JSON"},
-            401: {"model": ErrorOut, "description": "no valid bearer token"},
+            **_BODY_ERRORS,
             409: {
                 "model": DenialOut | ConflictOut,
                 "description": "admission denied (DenialOut), or the flow or context is taken (ConflictOut)",
             },
-            415: {"model": ErrorOut, "description": "the body is not sent as application/json"},
             422: {"model": InvalidOut, "description": "a field is invalid; each is named"},
             502: {"model": SwitchErrorOut, "description": "a switch refused the write; all rolled back"},
             504: {
@@ -760,9 +765,7 @@ def create_app(
         "/reservations/batch",
         tags=["reservations"],
         responses={
-            400: {"model": ErrorOut, "description": "the body is not JSON"},
-            401: {"model": ErrorOut, "description": "no valid bearer token"},
-            415: {"model": ErrorOut, "description": "the body is not sent as application/json"},
+            **_BODY_ERRORS,
             422: {
                 "model": InvalidOut,
                 "description": "a field of some reservation is invalid (each is named, e.g. "
@@ -780,7 +783,7 @@ def create_app(
 
         200 with one result per reservation, in order: its status (201, 409, 502, 503, 504) and
         the reservation made or the error body POST /reservations would have answered. One
-        request instead of many costs the controller far less per reservation (docs/api.md)."""
+        request instead of many costs the controller far less per reservation (docs/controller.md)."""
         results = await asyncio.gather(*(_batch_item(item) for item in body.reservations))
         return ReservationBatchOut(created=sum(r.status == 201 for r in results), results=list(results))
 

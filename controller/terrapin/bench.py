@@ -420,6 +420,10 @@ class Installed:
     failures: list[str]
 
 
+def per_request(batch: int) -> str:
+    return "one reservation per request" if batch == 1 else f"{batch} per request"
+
+
 def install_with_progress(
     port: int,
     numbers: list[int],
@@ -804,10 +808,10 @@ def bench_scale(
         time.sleep(1.0)  # let start-up settle before the memory reading
         rss_before = vm_rss_mb(primary)
         cpu_before = cpu_snapshot(dep, pg)
-        per_request = "one per request" if batch == 1 else f"{batch} per request"
         say(
             stage,
-            f"installing {channels} channels from {clients} clients, {per_request}; load {load_average()}",
+            f"installing {channels} channels from {clients} clients, {per_request(batch)}; "
+            f"load {load_average()}",
         )
         primaries: list[str] = ["r0"]
 
@@ -1003,9 +1007,7 @@ def main(argv: list[str] | None = None) -> int:
         short = "" if r.channels == args.channels else f" (ONLY {r.channels} of {args.channels})"
         print(
             f"install {args.channels} channels over 16 switches (2-5 hops), {how}, "
-            f"{args.scale_clients} clients, "
-            + ("one reservation per request" if args.scale_batch == 1 else f"{args.scale_batch} per request")
-            + ": "
+            f"{args.scale_clients} clients, {per_request(args.scale_batch)}: "
             f"{r.install.seconds:.2f} s ({r.channels / r.install.seconds:.0f}/s){short}; switches checked: "
             f"{'equal to the store' if r.check_ok else 'MISMATCH'}; primary RSS {r.rss_before_mb:.0f} -> "
             f"{r.rss_after_mb:.0f} MB ({r.mb_per_1000:.1f} MB per 1000 channels)"

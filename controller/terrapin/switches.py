@@ -472,15 +472,9 @@ class ChannelCodec:
         return updates
 
     def match(self, selector: ChannelSelector) -> list[p4r.FieldMatch]:
-        values = (
-            _ipv4_int(selector.src),
-            _ipv4_int(selector.dst),
-            selector.protocol,
-            selector.flow_key,
-        )
         return [
-            p4r.FieldMatch(field_id=fid, exact=p4r.FieldMatch.Exact(value=_canonical(v)))
-            for fid, v in zip(self._fields, values, strict=True)
+            p4r.FieldMatch(field_id=fid, exact=p4r.FieldMatch.Exact(value=value))
+            for fid, value in zip(self._fields, _match_values(selector), strict=True)
         ]
 
     def entry(self, entry: ChannelEntry) -> p4r.TableEntry:
@@ -495,12 +489,8 @@ class ChannelCodec:
         template, names = self._templates[name]
         pb = p4r.TableEntry()
         pb.CopyFrom(template)
-        selector = entry.selector
-        match = pb.match
-        match[0].exact.value = _canonical_ipv4(selector.src)
-        match[1].exact.value = _canonical_ipv4(selector.dst)
-        match[2].exact.value = _canonical(selector.protocol)
-        match[3].exact.value = _canonical(selector.flow_key)
+        for field_match, value in zip(pb.match, _match_values(entry.selector), strict=True):
+            field_match.exact.value = value
         for param, key in zip(pb.action.action.params, names, strict=True):
             param.value = _canonical(args[key])
         if entry.window is None:
@@ -524,14 +514,19 @@ class ChannelCodec:
 
 
 @functools.lru_cache(maxsize=65536)
-def _ipv4_int(address: str) -> int:
-    # A network's hosts are few and each is in thousands of set-ups: parse each once.
-    return int(ipaddress.IPv4Address(address))
-
-
-@functools.lru_cache(maxsize=65536)
 def _canonical_ipv4(address: str) -> bytes:
-    return _canonical(_ipv4_int(address))
+    # A network's hosts are few and each is in thousands of set-ups: converted once each.
+    return _canonical(int(ipaddress.IPv4Address(address)))
+
+
+def _match_values(selector: ChannelSelector) -> tuple[bytes, bytes, bytes, bytes]:
+    """A channel entry's match values, in CHANNEL_KEY's order."""
+    return (
+        _canonical_ipv4(selector.src),
+        _canonical_ipv4(selector.dst),
+        _canonical(selector.protocol),
+        _canonical(selector.flow_key),
+    )
 
 
 @functools.lru_cache(maxsize=65536)

@@ -34,7 +34,7 @@ from terrapin.monitor.checks import (
 from terrapin.monitor.events import EventLog
 from terrapin.monitor.service import BoundsFirstProgrammer, GuaranteeMonitor
 from terrapin.p4program import DELAY_BAND_NAMES, DELAY_BANDS
-from terrapin.paths import ChannelSelector, Topology
+from terrapin.paths import ChannelEntry, ChannelSelector, Topology
 from terrapin.reservations import ReservationService
 from terrapin.store import ReservationStore
 from terrapin.switches import MonitorSample
@@ -473,13 +473,11 @@ class EntryLog:
         self.log.append(f"removed {entry.switch}")
 
 
-@pytest.mark.parametrize("switch_answers", ["ok", "refused"])
-def test_a_hops_bounds_are_queued_before_its_entry_which_does_not_wait_for_them(
-    switch_answers: str, caplog: pytest.LogCaptureFixture
-) -> None:
-    """The raised bound is queued first, the entry right behind it before the switch has
-    answered either (so both can share one WriteRequest); a refused bound write does not stop
-    the channel, and the switch's bounds are read and set right."""
+def staged_set_up() -> tuple[
+    AdmissionLedger, ReservationStore, list[str], StagingFabric, BoundsFirstProgrammer, ChannelEntry
+]:
+    """One switch with one channel, whose set-up stages its bounds before its entry; `log` says
+    in which order the two were queued."""
     config, ledger, store = ledger_with_channel(switches=1)
     log: list[str] = []
     fabric = StagingFabric(config, log)
@@ -487,6 +485,17 @@ def test_a_hops_bounds_are_queued_before_its_entry_which_does_not_wait_for_them(
     programmer = BoundsFirstProgrammer(EntryLog(log), monitor)  # type: ignore[arg-type]
     (record,) = store.all()
     (entry,) = entries(ledger, store)(record)
+    return ledger, store, log, fabric, programmer, entry
+
+
+@pytest.mark.parametrize("switch_answers", ["ok", "refused"])
+def test_a_hops_bounds_are_queued_before_its_entry_which_does_not_wait_for_them(
+    switch_answers: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The raised bound is queued first, the entry right behind it before the switch has
+    answered either (so both can share one WriteRequest); a refused bound write does not stop
+    the channel, and the switch's bounds are read and set right."""
+    ledger, _store, log, fabric, programmer, entry = staged_set_up()
 
     async def set_up() -> None:
         installing = asyncio.ensure_future(programmer.install_channel(entry))
@@ -546,13 +555,7 @@ def test_only_so_many_channels_have_series_of_their_own() -> None:
 def test_a_hops_bounds_follow_every_change_of_its_ports_load() -> None:
     """The bounds a set-up stages are computed once per change of the port's load (the ledger
     hands out one load until then): a second channel through the port raises them again."""
-    config, ledger, store = ledger_with_channel(switches=1)
-    log: list[str] = []
-    fabric = StagingFabric(config, log)
-    monitor = monitor_for(fabric, ledger, store)
-    programmer = BoundsFirstProgrammer(EntryLog(log), monitor)  # type: ignore[arg-type]
-    (record,) = store.all()
-    (entry,) = entries(ledger, store)(record)
+    ledger, store, log, fabric, programmer, entry = staged_set_up()
 
     async def install(e: Any) -> None:
         installing = asyncio.ensure_future(programmer.install_channel(e))

@@ -193,9 +193,7 @@ def queue_expectations(ledger: AdmissionLedger) -> dict[PortId, list[QueueExpect
 
 
 def delay_bounds(
-    ledger: AdmissionLedger,
-    ports: list[PortId],
-    memo: dict[PortId, tuple[PortLoad, dict[int, int]]] | None = None,
+    ledger: AdmissionLedger, ports: list[PortId], memo: dict[PortId, tuple[PortLoad, dict[int, int]]]
 ) -> dict[tuple[int, int], int]:
     """(port number, priority) → bound in µs of every admitted level of `ports` (one switch's):
     what queue_expectations says of them, without the rest (a set-up's hop needs only this).
@@ -204,13 +202,12 @@ def delay_bounds(
     computes them once per change, not once per hop."""
     found: dict[tuple[int, int], int] = {}
     for pid, load in ledger.loads(ports).items():
-        known = memo.get(pid) if memo is not None else None
+        known = memo.get(pid)
         if known is not None and known[0] is load:
             bounds = known[1]
         else:
             bounds = port_delay_bounds(ledger.ports[pid], load)
-            if memo is not None:
-                memo[pid] = (load, bounds)
+            memo[pid] = (load, bounds)
         for priority, bound in bounds.items():
             found[(pid.port, priority)] = bound
     return found
