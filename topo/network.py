@@ -37,7 +37,9 @@ from topo.p4switch import REPO, P4RuntimeSwitch
 from topo.plan import NetworkPlan
 from topo.supervise import Supervisor, write_pid
 
-RUN_DIR = REPO / "build" / "run"
+# make run's logs, state and PIDs. TERRAPIN_RUN_DIR moves it (as it does for make stop), so a
+# test can run the real runner without touching a developer's build/run.
+RUN_DIR = REPO / os.environ.get("TERRAPIN_RUN_DIR", "build/run")
 # make stop (scripts/stop.sh) stops what the files here list: the runner, each switch, the controller.
 PID_DIR = RUN_DIR / "pids"
 CONTROLLER = REPO / "build" / "venv" / "bin" / "terrapin-controller"
@@ -423,6 +425,7 @@ def running(
     replicas: int = 1,
     postgres_dir: Path | None = None,
     postgres_port: int | None = None,
+    mininet_log: str = "warning",
 ) -> Iterator[RunningNetwork]:
     """Brings the whole network up and guarantees it is torn down again (`intf_prefix`: see
     `build`). With `supervise`, a switch or controller that dies is restarted (topo/supervise.py);
@@ -433,11 +436,14 @@ def running(
     `store="postgres"` starts a PostgreSQL cluster in `postgres_dir` (kept between runs; None: a
     temporary one, removed after) on `postgres_port` (None: the cluster's last, else a free one),
     with a database named after the plan, and `replicas` controller replicas on it; it is
-    stopped after the controllers."""
+    stopped after the controllers.
+
+    `mininet_log` is Mininet's log level (MININET_LOG overrides it): make run's CLI needs
+    "output", the level at which it prints what a host command printed."""
     problem = store_problem(store, replicas)
     if problem is not None:
         raise ValueError(problem)
-    setLogLevel(os.environ.get("MININET_LOG", "warning"))
+    setLogLevel(os.environ.get("MININET_LOG", mininet_log))
     RUN_DIR.mkdir(parents=True, exist_ok=True)
     state = state_dir or RUN_DIR / plan.name
     state.mkdir(parents=True, exist_ok=True)

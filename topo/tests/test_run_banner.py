@@ -12,11 +12,12 @@ from topo import chain, christie, sequoia
 from topo.network import RunningNetwork, plan_controllers, store_problem
 from topo.p4switch import REPO, metrics_port
 from topo.run import describe, example_pair
+from topo.tests.configs import example_for
 
 
 def banner(plan: Any, switch_kind: str = "terrapin") -> str:
     run = RunningNetwork(plan, None, None, "http://127.0.0.1:8080", "terrapin", Path(), None, switch_kind)
-    return describe(run)
+    return describe(run, example_for(plan, switch_kind))
 
 
 def reservation_body(text: str) -> dict[str, Any]:
@@ -71,7 +72,7 @@ def test_the_replicas_banner_names_the_primary_and_every_port() -> None:
         controllers=controllers,
         store="postgresql://x",
     )
-    text = describe(run, {"c0": "backup", "c1": "primary"})
+    text = describe(run, example_for(plan), {"c0": "backup", "c1": "primary"})
     assert "c0 http://127.0.0.1:8080 (backup), c1 http://127.0.0.1:8081 (primary)" in text
     assert "c1 is primary" in text and "any replica's" in text
     assert [c.flags() for c in controllers] == [
