@@ -503,6 +503,10 @@ def running(
             else [run.controller, *(run.process(c) for c in controllers)]
         )
         if net is not None:
+            # The switches first, all at once, while their interfaces still exist: Mininet's stop
+            # deletes the links before it stops the switches one by one, and a terrapin-switch
+            # whose interfaces vanished under it sat out its whole SIGTERM grace (5 s each).
+            stop_processes([getattr(sw, "process", None) for sw in net.switches])
             try:
                 net.stop()
             except Exception as error:
