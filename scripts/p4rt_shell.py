@@ -223,6 +223,9 @@ class RegisterCell(NamedTuple):
 class RegisterUnsupported(Exception):
     """The switch's P4Runtime server does not read registers."""
 
+    def _render_traceback_(self) -> list[str]:  # IPython shows the advice, not a traceback
+        return [str(self)]
+
 
 class RegisterEntry:
     """register_entry["name"]: read every cell, or one after `.index = N`."""
