@@ -30,7 +30,10 @@ def reservation_body(text: str) -> dict[str, Any]:
 
 def test_the_banner_reserves_what_the_readme_reserves() -> None:
     readme = (REPO / "README.md").read_text()
-    assert reservation_body(banner(christie.plan())) == reservation_body(readme)
+    text = banner(christie.plan())
+    assert reservation_body(text) == reservation_body(readme)
+    request = next(line.strip() for line in text.splitlines() if " terrapin-host request " in line)
+    assert f"mininet> {request}\n" in readme
 
 
 def test_the_example_crosses_the_router_between_subnets() -> None:
