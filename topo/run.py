@@ -30,7 +30,7 @@ from mininet.cli import CLI
 
 from terrapin.config import load_config
 from topo import TOPOLOGIES
-from topo.examples import Example, derive
+from topo.examples import Example, NoExample, derive
 from topo.network import (
     PID_DIR,
     POSTGRES_DIR,
@@ -93,23 +93,12 @@ def describe_replicas(run: RunningNetwork, role: Mapping[str, str | None]) -> li
     ]
 
 
-def describe(run: RunningNetwork, example: Example, role: Mapping[str, str | None] | None = None) -> str:
-    """What make run prints; `example`: the reservation it suggests (examples.derive); `role`:
-    each replica's (roles()), when the controllers are replicas."""
-    plan = run.plan
-    hosts = sorted(plan.hosts.values(), key=lambda h: h.name)
+def describe_examples(run: RunningNetwork, example: Example | NoExample) -> list[str]:
+    """The banner's example reservations, or why there is none (a network too slow for any)."""
+    if isinstance(example, NoExample):
+        return [f"No example reservation is printed: {example}", ""]
     src, dst = example.src, example.dst
-    shell_choice = " [DEVICE=<switch>]" if len(plan.switches) > 1 else ""
-    lines = [
-        f"Terrapin is up: topology {plan.name!r}, {len(plan.switches)} switch(es), {len(hosts)} hosts.",
-        "",
-        "  hosts:    " + ", ".join(f"{h.name} {h.address}" for h in hosts),
-        "  switches: " + ", ".join(f"{s.name} (P4Runtime {s.grpc_addr})" for s in plan.switches.values()),
-        f"  REST API: {run.rest_url}  (OpenAPI at {run.rest_url}/docs, token {run.token!r})",
-        *describe_replicas(run, role or {}),
-        f"  dashboard: {run.rest_url}/  (guarantee monitor: {run.rest_url}/monitor;"
-        f" controller metrics: {run.rest_url}/metrics)",
-        "",
+    return [
         f"Reserve a channel {src.name} -> {dst.name} (UDP {example.rest_port} -> {example.rest_port},"
         f" {example.envelope_text()}):",
         f"  curl -s -X POST {run.rest_url}/reservations -H 'Authorization: Bearer {run.token}' \\",
@@ -124,6 +113,28 @@ def describe(run: RunningNetwork, example: Example, role: Mapping[str, str | Non
         f"(Sized by the controller's admission tests for the path {src.name} -> {dst.name}: four such"
         " channels fit side by side.)",
         "",
+    ]
+
+
+def describe(
+    run: RunningNetwork, example: Example | NoExample, role: Mapping[str, str | None] | None = None
+) -> str:
+    """What make run prints; `example`: the reservations it suggests (the_example); `role`:
+    each replica's (roles()), when the controllers are replicas."""
+    plan = run.plan
+    hosts = sorted(plan.hosts.values(), key=lambda h: h.name)
+    shell_choice = " [DEVICE=<switch>]" if len(plan.switches) > 1 else ""
+    lines = [
+        f"Terrapin is up: topology {plan.name!r}, {len(plan.switches)} switch(es), {len(hosts)} hosts.",
+        "",
+        "  hosts:    " + ", ".join(f"{h.name} {h.address}" for h in hosts),
+        "  switches: " + ", ".join(f"{s.name} (P4Runtime {s.grpc_addr})" for s in plan.switches.values()),
+        f"  REST API: {run.rest_url}  (OpenAPI at {run.rest_url}/docs, token {run.token!r})",
+        *describe_replicas(run, role or {}),
+        f"  dashboard: {run.rest_url}/  (guarantee monitor: {run.rest_url}/monitor;"
+        f" controller metrics: {run.rest_url}/metrics)",
+        "",
+        *describe_examples(run, example),
         f"A P4Runtime shell on a switch, reading its tables beside the controller: make shell{shell_choice}",
         "Switch metrics (Prometheus text): "
         + ", ".join(
@@ -144,9 +155,12 @@ def stored_reservations(run: RunningNetwork) -> list[dict[str, Any]]:
     return listed if status == 200 and isinstance(listed, list) else []
 
 
-def the_example(run: RunningNetwork) -> Example:
+def the_example(run: RunningNetwork) -> Example | NoExample:
     src, dst = example_pair(run.plan)
-    return derive(load_config(run.config_path), src.name, dst.name, stored_reservations(run))
+    try:
+        return derive(load_config(run.config_path), src.name, dst.name, stored_reservations(run))
+    except NoExample as none:
+        return none
 
 
 def describe_network(run: RunningNetwork) -> dict[str, Any]:

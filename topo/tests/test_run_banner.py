@@ -8,7 +8,10 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from topo import chain, christie, sequoia
+from topo.examples import NoExample
 from topo.network import RunningNetwork, plan_controllers, store_problem
 from topo.p4switch import REPO, metrics_port
 from topo.run import describe, example_pair
@@ -88,3 +91,13 @@ def test_the_replicas_banner_names_the_primary_and_every_port() -> None:
 def test_replicas_need_the_postgresql_store() -> None:
     assert store_problem("sqlite", 1) is None and store_problem("postgres", 3) is None
     assert "needs STORE=postgres" in (store_problem("sqlite", 2) or "")
+
+
+def test_a_network_too_slow_for_any_example_says_so_instead() -> None:
+    plan = christie.plan(rate_mbps=0.001)
+    with pytest.raises(NoExample) as none:
+        example_for(plan)
+    run = RunningNetwork(plan, None, None, "http://127.0.0.1:8080", "terrapin", Path())
+    text = describe(run, none.value)
+    assert "No example reservation is printed: no example fits between a1 and b1: " in text
+    assert "curl -s -X POST" not in text and "terrapin-host request" not in text
