@@ -194,6 +194,13 @@ def wait_primary(run: RunningNetwork, timeout: float = 30) -> ControllerProcess:
         time.sleep(0.2)
 
 
+def announce(line: str) -> None:
+    """The supervisor's lines worth printing where a person works (make run's CLI): deaths and
+    restarts, not the "watching" of every process it starts; its log keeps them all."""
+    if ": watching " not in line:
+        print(line, flush=True)
+
+
 def _quiet_offloads(intf_name: str, run: object) -> None:
     # Segmentation offloads would hand the switch frames larger than the MTU, and checksum
     # offload leaves partial checksums in the frames it reads.
@@ -450,7 +457,7 @@ def running(
     controllers = plan_controllers(plan, rest_port, replicas, store, pid_dir)
     postgres = None
     net = None
-    supervisor = Supervisor(state / "supervisor.log") if supervise else None
+    supervisor = Supervisor(state / "supervisor.log", echo=announce) if supervise else None
     run = None
     try:
         if store == "postgres":

@@ -241,7 +241,8 @@ def test_a_denial_names_the_constraint(session: Session) -> None:
 
 def test_the_cli_shows_nothing_of_the_runners_own(session: Session) -> None:
     """Every command's output so far came from the command: no Mininet progress lines, no
-    supervisor or controller log lines."""
+    supervisor or controller log lines; and the banner is the first thing printed."""
+    assert session.banner.lstrip().startswith("Terrapin is up"), session.banner
     assert session.typed
     for output in session.typed:
         assert "***" not in output and "supervisor" not in output and "INFO" not in output, output
