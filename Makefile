@@ -1,10 +1,11 @@
 # Terrapin — guaranteed-service networking on a P4 switch.
 #
 #   make run      bring up the christie topology, the controller and its REST API
+#   make shell [DEVICE=<switch>]   p4runtime-shell on a switch of that network, beside the controller
 #   make test     every test suite, ending with one "N passed, M failed" line
 #   make experiments [ONLY=E3] [SHORT=1] [ATTEMPTS=3]   the seeds' results E1-E10 and build/results/report.html
 #
-# Both run `make setup` first, which installs what a fresh Debian machine lacks.
+# make run and make test run `make setup` first, which installs what a fresh Debian machine lacks.
 # p4lang's switch instead of the bundled one: `make bmv2` once, then SWITCH=bmv2
 # (and P4C=p4c-bm2-ss for p4lang's compiler where it is installed).
 
@@ -85,8 +86,11 @@ conformance: toolchain
 ptf: toolchain p4
 	PTF_SWITCHES="$(PTF_SWITCHES)" bash ptf-tests/run.sh
 
+# p4runtime-shell on a switch of the running make run network, beside its controller:
+# DEVICE=<name or device id> picks one of several (SWITCH names the switch program elsewhere),
+# PUSH=1 pushes build/p4's pipeline (refused while a controller is primary); scripts/p4rt-shell.sh.
 shell:
-	bash scripts/p4rt-shell.sh
+	@SWITCH="$(SWITCH)" DEVICE="$(DEVICE)" PUSH="$(PUSH)" bash scripts/p4rt-shell.sh
 
 test-go:
 	cd toolchain && $(GO) vet ./... && $(GO) test ./...

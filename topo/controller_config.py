@@ -5,6 +5,12 @@ most the MTU, so that is its buffer in bytes; the largest packet any level sends
 switch is declared as such (its Thrift port and CLI serve the telemetry registers), and its ports
 with the packet rate it shapes them at (`rate_pps`), so admission counts packets, not bytes.
 
+The reservation protocol's own envelope (`control_rate`, 12,000 B/s of 90-byte messages by
+default) would take half or more of a slow port; there it is capped to a tenth of what the port
+carries (`protocol_rate`): of its bytes, or on a packet-rate port, where every message takes a
+whole packet slot, of its packets. Uncapped, a T1 of 1,500-byte slots on BMv2 (128 packets/s,
+fewer than the default's 134 messages/s) or a 64 kbit/s line would leave nothing to admit.
+
 The store is a SQLite file in the state directory (one controller), or a PostgreSQL URL and a
 `replication:` section for replicas, which share the file and name themselves with --replica and
 --replica-index (docs/deployment.md).
@@ -17,8 +23,31 @@ from typing import Any
 
 import yaml
 
+from terrapin.config import AdmissionConfig
+from terrapin.constants import CONTROL_FRAME_BYTES
 from topo.p4switch import REPO, bmv2_command, port_shaping
 from topo.plan import NetworkPlan
+
+# On a port where the protocol's default envelope would take half or more (of its bytes, or of
+# its packets on a packet-rate port), it is given a tenth instead.
+PROTOCOL_SLOW_PORT_SHARE = 2
+PROTOCOL_CAPPED_SHARE = 10
+
+
+def protocol_rate(rate_bps: int, rate_pps: int | None = None) -> int | None:
+    """The protocol's rate (B/s of its messages) on a port of `rate_bps`, shaped to `rate_pps` on
+    BMv2, when the default would take half of it or more; None keeps the default."""
+    frame: int = CONTROL_FRAME_BYTES
+    default: int = AdmissionConfig().control_rate
+    if rate_pps is None:  # a byte-rate port: messages are charged their bytes
+        port, charged = rate_bps // 8, default
+    else:  # a packet-rate port: every message takes one of its packets
+        port, charged = rate_pps, -(-default // frame)
+    if charged * PROTOCOL_SLOW_PORT_SHARE < port:
+        return None
+    share = port // PROTOCOL_CAPPED_SHARE
+    messages = share if rate_pps is not None else share // frame
+    return max(1, messages) * frame
 
 
 def controller_config(
@@ -51,6 +80,9 @@ def controller_config(
             pps = port_shaping(switch_kind, port.rate_bps, plan.mtu)
             if pps is not None:
                 entry["rate_pps"] = pps
+            capped = protocol_rate(port.rate_bps, pps)
+            if capped is not None:
+                entry["admission"] = {"control_rate": capped}
             ports.append(entry)
         gateways = [p.gateway_ip for p in sw.ports.values() if p.gateway_ip]
         kind: dict[str, Any] = {}

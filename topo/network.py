@@ -37,7 +37,9 @@ from topo.p4switch import REPO, P4RuntimeSwitch
 from topo.plan import NetworkPlan
 from topo.supervise import Supervisor, write_pid
 
-RUN_DIR = REPO / "build" / "run"
+# make run's logs, state and PIDs. TERRAPIN_RUN_DIR moves it (as it does for make stop), so a
+# test can run the real runner without touching a developer's build/run.
+RUN_DIR = REPO / os.environ.get("TERRAPIN_RUN_DIR", "build/run")
 # make stop (scripts/stop.sh) stops what the files here list: the runner, each switch, the controller.
 PID_DIR = RUN_DIR / "pids"
 CONTROLLER = REPO / "build" / "venv" / "bin" / "terrapin-controller"
@@ -190,6 +192,13 @@ def wait_primary(run: RunningNetwork, timeout: float = 30) -> ControllerProcess:
         if time.monotonic() > deadline:
             raise TimeoutError(f"no single primary among the replicas: {roles(run)}")
         time.sleep(0.2)
+
+
+def announce(line: str) -> None:
+    """The supervisor's lines worth printing where a person works (make run's CLI): deaths and
+    restarts, not the "watching" of every process it starts; its log keeps them all."""
+    if ": watching " not in line:
+        print(line, flush=True)
 
 
 def _quiet_offloads(intf_name: str, run: object) -> None:
@@ -423,6 +432,7 @@ def running(
     replicas: int = 1,
     postgres_dir: Path | None = None,
     postgres_port: int | None = None,
+    mininet_log: str = "warning",
 ) -> Iterator[RunningNetwork]:
     """Brings the whole network up and guarantees it is torn down again (`intf_prefix`: see
     `build`). With `supervise`, a switch or controller that dies is restarted (topo/supervise.py);
@@ -433,18 +443,21 @@ def running(
     `store="postgres"` starts a PostgreSQL cluster in `postgres_dir` (kept between runs; None: a
     temporary one, removed after) on `postgres_port` (None: the cluster's last, else a free one),
     with a database named after the plan, and `replicas` controller replicas on it; it is
-    stopped after the controllers."""
+    stopped after the controllers.
+
+    `mininet_log` is Mininet's log level (MININET_LOG overrides it): make run's CLI needs
+    "output", the level at which it prints what a host command printed."""
     problem = store_problem(store, replicas)
     if problem is not None:
         raise ValueError(problem)
-    setLogLevel(os.environ.get("MININET_LOG", "warning"))
+    setLogLevel(os.environ.get("MININET_LOG", mininet_log))
     RUN_DIR.mkdir(parents=True, exist_ok=True)
     state = state_dir or RUN_DIR / plan.name
     state.mkdir(parents=True, exist_ok=True)
     controllers = plan_controllers(plan, rest_port, replicas, store, pid_dir)
     postgres = None
     net = None
-    supervisor = Supervisor(state / "supervisor.log") if supervise else None
+    supervisor = Supervisor(state / "supervisor.log", echo=announce) if supervise else None
     run = None
     try:
         if store == "postgres":
@@ -497,6 +510,10 @@ def running(
             else [run.controller, *(run.process(c) for c in controllers)]
         )
         if net is not None:
+            # The switches first, all at once, while their interfaces still exist: Mininet's stop
+            # deletes the links before it stops the switches one by one, and a terrapin-switch
+            # whose interfaces vanished under it sat out its whole SIGTERM grace (5 s each).
+            stop_processes([getattr(sw, "process", None) for sw in net.switches])
             try:
                 net.stop()
             except Exception as error:

@@ -4,7 +4,11 @@
                        [--store sqlite|postgres] [--replicas N]
 
 Opens the Mininet CLI (or, headless, waits for Ctrl-C / SIGTERM); everything it started is
-stopped on the way out. `--store postgres` runs N controller replicas on a PostgreSQL cluster in
+stopped on the way out. The CLI shows what host commands print (Mininet's `output` level;
+MININET_LOG=info|debug|warning chooses another). While it runs, build/run/network.json says where
+its switches are, for make shell. TERRAPIN_RUN_DIR moves build/run and TERRAPIN_INTF_PREFIX names
+the switches' interfaces <prefix><device id>p<port>, so a test can run the real runner beside a
+developer's own. `--store postgres` runs N controller replicas on a PostgreSQL cluster in
 build/run/postgres (127.0.0.1:15432), REST on 8080, 8081, ... (docs/deployment.md).
 """
 
@@ -13,22 +17,28 @@ from __future__ import annotations
 import argparse
 import importlib
 import ipaddress
+import json
 import os
 import signal
 import sys
 import threading
 from collections.abc import Mapping
 from types import FrameType
+from typing import Any
 
 from mininet.cli import CLI
 
+from terrapin.config import load_config
 from topo import TOPOLOGIES
+from topo.examples import Example, NoExample, derive
 from topo.network import (
     PID_DIR,
     POSTGRES_DIR,
     POSTGRES_PORT,
+    RUN_DIR,
     STORES,
     RunningNetwork,
+    call,
     roles,
     running,
     store_problem,
@@ -37,10 +47,14 @@ from topo.p4switch import metrics_port
 from topo.plan import Host, NetworkPlan
 from topo.supervise import write_pid
 
+# make shell reads it (scripts/p4rt_shell.py): present exactly while a runner is up.
+NETWORK_FILE = RUN_DIR / "network.json"
+
 
 class Stopped(BaseException):
-    """SIGTERM (make stop) while the CLI runs. Not a KeyboardInterrupt, which Mininet's CLI
-    catches and carries on from, and not an Exception, which a command might swallow."""
+    """SIGTERM (make stop) or SIGHUP (its terminal closed) while the CLI runs. Not a
+    KeyboardInterrupt, which Mininet's CLI catches and carries on from, and not an Exception,
+    which a command might swallow."""
 
 
 def load_plan(name: str, rate_mbps: float | None) -> NetworkPlan:
@@ -79,11 +93,37 @@ def describe_replicas(run: RunningNetwork, role: Mapping[str, str | None]) -> li
     ]
 
 
-def describe(run: RunningNetwork, role: Mapping[str, str | None] | None = None) -> str:
-    """What make run prints; `role`: each replica's (roles()), when the controllers are replicas."""
+def describe_examples(run: RunningNetwork, example: Example | NoExample) -> list[str]:
+    """The banner's example reservations, or why there is none (a network too slow for any)."""
+    if isinstance(example, NoExample):
+        return [f"No example reservation is printed: {example}", ""]
+    src, dst = example.src, example.dst
+    return [
+        f"Reserve a channel {src.name} -> {dst.name} (UDP {example.rest_port} -> {example.rest_port},"
+        f" {example.envelope_text()}):",
+        f"  curl -s -X POST {run.rest_url}/reservations -H 'Authorization: Bearer {run.token}' \\",
+        f"       -H 'Content-Type: application/json' -d '{json.dumps(example.rest_body())}'",
+        f"  curl -s {run.rest_url}/reservations",
+        "",
+        "Or in band, from the hosts (in the Mininet CLI below):",
+        f"  {dst.name} terrapin-host serve &",
+        f"  {src.name} {example.inband_request()}",
+        f"  {src.name} terrapin-host status",
+        "",
+        f"(Sized by the controller's admission tests for the path {src.name} -> {dst.name}: four such"
+        " channels fit side by side.)",
+        "",
+    ]
+
+
+def describe(
+    run: RunningNetwork, example: Example | NoExample, role: Mapping[str, str | None] | None = None
+) -> str:
+    """What make run prints; `example`: the reservations it suggests (the_example); `role`:
+    each replica's (roles()), when the controllers are replicas."""
     plan = run.plan
     hosts = sorted(plan.hosts.values(), key=lambda h: h.name)
-    src, dst = example_pair(plan)
+    shell_choice = " [DEVICE=<switch>]" if len(plan.switches) > 1 else ""
     lines = [
         f"Terrapin is up: topology {plan.name!r}, {len(plan.switches)} switch(es), {len(hosts)} hosts.",
         "",
@@ -94,21 +134,8 @@ def describe(run: RunningNetwork, role: Mapping[str, str | None] | None = None) 
         f"  dashboard: {run.rest_url}/  (guarantee monitor: {run.rest_url}/monitor;"
         f" controller metrics: {run.rest_url}/metrics)",
         "",
-        f"Reserve a channel {src.name} -> {dst.name} (UDP 5004 -> 5004, 9 Mbit/s = 1,125,000 B/s,"
-        " 27,000-byte burst, priority 6):",
-        f"  curl -s -X POST {run.rest_url}/reservations -H 'Authorization: Bearer {run.token}' \\",
-        "       -H 'Content-Type: application/json' -d '"
-        f'{{"src": "{src.address}", "dst": "{dst.address}", "protocol": "udp", "src_port": 5004, '
-        f'"dst_port": 5004, "priority": 6, "rate": 1125000, "burst": 27000, '
-        f'"max_packet": {plan.mtu}}}\'',
-        f"  curl -s {run.rest_url}/reservations",
-        "",
-        "Or in band, from the hosts (in the Mininet CLI):",
-        f"  {dst.name} terrapin-host serve &",
-        f"  {src.name} terrapin-host request --dst {dst.address} --protocol udp --sport 5004 "
-        f"--dport 5004 --priority 6 --rate 1125000 --burst 27000 --max-packet {plan.mtu}",
-        f"  {src.name} terrapin-host status",
-        "",
+        *describe_examples(run, example),
+        f"A P4Runtime shell on a switch, reading its tables beside the controller: make shell{shell_choice}",
         "Switch metrics (Prometheus text): "
         + ", ".join(
             f"{s.name} http://127.0.0.1:{metrics_port(s.device_id)}/metrics" for s in plan.switches.values()
@@ -120,6 +147,46 @@ def describe(run: RunningNetwork, role: Mapping[str, str | None] | None = None) 
         "Stop with Ctrl-C (or `exit` in the CLI) or `make stop`.",
     ]
     return "\n".join(lines)
+
+
+def stored_reservations(run: RunningNetwork) -> list[dict[str, Any]]:
+    """What the controller holds already (a run restores its store): the example fits beside it."""
+    status, listed = call(run, "GET", "/reservations")
+    return listed if status == 200 and isinstance(listed, list) else []
+
+
+def the_example(run: RunningNetwork) -> Example | NoExample:
+    src, dst = example_pair(run.plan)
+    try:
+        return derive(load_config(run.config_path), src.name, dst.name, stored_reservations(run))
+    except NoExample as none:
+        return none
+
+
+def describe_network(run: RunningNetwork) -> dict[str, Any]:
+    """What make shell (scripts/p4rt_shell.py) reads to attach to this run: every switch's
+    P4Runtime address and device id as the run's configuration gives them."""
+    config = load_config(run.config_path)
+    return {
+        "runner_pid": os.getpid(),
+        "topology": run.plan.name,
+        "switch_kind": run.switch_kind,
+        "config": str(run.config_path),
+        "rest_url": run.rest_url,
+        "p4info": config.p4.p4info,
+        "json": config.p4.json_path,
+        "switches": [
+            {
+                "name": s.name,
+                "address": s.address,
+                "device_id": s.device_id,
+                "kind": s.kind,
+                "thrift_port": s.thrift_port,
+                "bmv2_cli": s.bmv2_cli,
+            }
+            for s in config.switches
+        ],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -151,6 +218,9 @@ def main(argv: list[str] | None = None) -> int:
             raise Stopped
 
     signal.signal(signal.SIGTERM, on_signal)
+    # A closed terminal (SIGHUP) ends the run as make stop does, rather than killing the runner
+    # and leaving its switches and controller behind.
+    signal.signal(signal.SIGHUP, on_signal)
     plan = load_plan(args.topo, args.rate_mbps)
     runner_pid = PID_DIR / "runner.pid"
     write_pid(runner_pid, os.getpid())
@@ -166,8 +236,11 @@ def main(argv: list[str] | None = None) -> int:
             replicas=args.replicas,
             postgres_dir=POSTGRES_DIR,
             postgres_port=args.postgres_port,
+            intf_prefix=os.environ.get("TERRAPIN_INTF_PREFIX") or None,
+            mininet_log="output",
         ) as run:
-            print(describe(run, roles(run) if run.replicated else None), flush=True)
+            NETWORK_FILE.write_text(json.dumps(describe_network(run), indent=2) + "\n")
+            print(describe(run, the_example(run), roles(run) if run.replicated else None), flush=True)
             if args.headless:
                 signal.signal(signal.SIGINT, on_signal)
                 stop.wait()
@@ -176,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     except (KeyboardInterrupt, Stopped):
         pass
     finally:
+        NETWORK_FILE.unlink(missing_ok=True)
         runner_pid.unlink(missing_ok=True)
     print("Terrapin stopped; everything it started is gone.")
     return 0

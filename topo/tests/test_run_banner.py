@@ -8,15 +8,19 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from topo import chain, christie, sequoia
+from topo.examples import NoExample
 from topo.network import RunningNetwork, plan_controllers, store_problem
 from topo.p4switch import REPO, metrics_port
 from topo.run import describe, example_pair
+from topo.tests.configs import example_for
 
 
 def banner(plan: Any, switch_kind: str = "terrapin") -> str:
     run = RunningNetwork(plan, None, None, "http://127.0.0.1:8080", "terrapin", Path(), None, switch_kind)
-    return describe(run)
+    return describe(run, example_for(plan, switch_kind))
 
 
 def reservation_body(text: str) -> dict[str, Any]:
@@ -29,7 +33,10 @@ def reservation_body(text: str) -> dict[str, Any]:
 
 def test_the_banner_reserves_what_the_readme_reserves() -> None:
     readme = (REPO / "README.md").read_text()
-    assert reservation_body(banner(christie.plan())) == reservation_body(readme)
+    text = banner(christie.plan())
+    assert reservation_body(text) == reservation_body(readme)
+    request = next(line.strip() for line in text.splitlines() if " terrapin-host request " in line)
+    assert f"mininet> {request}\n" in readme
 
 
 def test_the_example_crosses_the_router_between_subnets() -> None:
@@ -71,7 +78,7 @@ def test_the_replicas_banner_names_the_primary_and_every_port() -> None:
         controllers=controllers,
         store="postgresql://x",
     )
-    text = describe(run, {"c0": "backup", "c1": "primary"})
+    text = describe(run, example_for(plan), {"c0": "backup", "c1": "primary"})
     assert "c0 http://127.0.0.1:8080 (backup), c1 http://127.0.0.1:8081 (primary)" in text
     assert "c1 is primary" in text and "any replica's" in text
     assert [c.flags() for c in controllers] == [
@@ -84,3 +91,13 @@ def test_the_replicas_banner_names_the_primary_and_every_port() -> None:
 def test_replicas_need_the_postgresql_store() -> None:
     assert store_problem("sqlite", 1) is None and store_problem("postgres", 3) is None
     assert "needs STORE=postgres" in (store_problem("sqlite", 2) or "")
+
+
+def test_a_network_too_slow_for_any_example_says_so_instead() -> None:
+    plan = christie.plan(rate_mbps=0.001)
+    with pytest.raises(NoExample) as none:
+        example_for(plan)
+    run = RunningNetwork(plan, None, None, "http://127.0.0.1:8080", "terrapin", Path())
+    text = describe(run, none.value)
+    assert "No example reservation is printed: no example fits between a1 and b1: " in text
+    assert "curl -s -X POST" not in text and "terrapin-host request" not in text
