@@ -262,9 +262,11 @@ class PostgresServer:
 
     @property
     def postmaster(self) -> subprocess.Popen[bytes] | None:
-        """The postmaster this object started, while it has not been reaped here: a supervisor
-        polls it (which reaps it) and calls start() again when it has died."""
-        return self._postmaster
+        """The running server's postmaster when this object started it, a child of this process:
+        a supervisor polls it (which also reaps it) and calls start() again once it has died.
+        None while no server runs, or one started elsewhere does."""
+        proc = self._postmaster
+        return proc if proc is not None and proc.returncode is None and proc.pid == self.pid else None
 
     @property
     def running(self) -> bool:

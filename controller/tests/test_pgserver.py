@@ -223,17 +223,18 @@ def test_start_after_the_postmaster_became_a_zombie_starts_a_new_one(cluster: Pa
     """Issue 28's case: the postmaster was killed and its parent (here this test, under make
     run the runner) has not waited for it. PostgreSQL takes a zombie's PID for a live server."""
     server = PostgresServer(cluster).start()
-    zombie = server.pid
-    assert zombie is not None and server.postmaster is not None
+    postmaster = server.postmaster
+    assert postmaster is not None and postmaster.pid == server.pid
+    zombie = postmaster.pid
     os.kill(zombie, signal.SIGKILL)
     _wait(lambda: _state(zombie) == "Z" and not cluster_processes(cluster))
-    assert not server.running
+    assert not server.running and server.postmaster is None
     try:
         pid, _ = _start_by_hand(cluster)
         assert pid != zombie
         assert _state(zombie) == "Z", "the zombie was still there when the new server started"
     finally:
-        server.postmaster.wait()  # reaped at last
+        postmaster.wait()  # reaped at last
     assert _cli(cluster, "stop").returncode == 0
 
 
