@@ -742,27 +742,9 @@ def failover_once(dep: Deployment, number: int) -> tuple[str, float, float, int]
     time.sleep(FAILOVER_SETTLE_S)
     start = time.perf_counter()
     dep.kill(primary)
-    used = 0
-    answers: dict[int, int] = {}
-    while True:
-        attempt = time.perf_counter()
-        try:
-            status, _body = Rest(SCALE_REST[backup], timeout=10).call(
-                "POST", "/reservations", scale_reservation(number + used)
-            )
-        except (OSError, http.client.HTTPException):
-            status = 0
-        used += 1
-        answers[status] = answers.get(status, 0) + 1
-        if status == 201:
-            first = time.perf_counter() - start
-            break
-        if attempt - start > 120:
-            raise RuntimeError(f"no 201 from {backup} within 120 s of the kill: {answers}")
-        time.sleep(max(0.0, FAILOVER_RETRY_S - (time.perf_counter() - attempt)))
+    first, used, tried = post_until_accepted([backup], number, start)
     dep.wait_role(backup, "primary")
     ready = time.perf_counter() - start
-    tried = ", ".join(f"{count}× {status or 'no answer'}" for status, count in sorted(answers.items()))
     say(
         "failover",
         f"{primary} killed: first 201 from {backup} after {first:.2f} s ({tried}); "
@@ -791,30 +773,35 @@ def database_outage_once(dep: Deployment, pg: PostgresServer, number: int) -> tu
     try:
         start = time.perf_counter()
         os.kill(postmaster.pid, signal.SIGKILL)
-        used = 0
-        answers: dict[str, int] = {}
-        while True:
-            attempt = time.perf_counter()
-            target = names[used % len(names)]
-            status, body = Rest(SCALE_REST[target], timeout=10).attempt(
-                "POST", "/reservations", scale_reservation(number + used)
-            )
-            used += 1
-            # A refusal says whose: the store's, the lease's (no primary), or a switch's.
-            error = body.get("error") if isinstance(body, dict) else None
-            why = f"{status} {error}" if error else str(status)
-            answers[why] = answers.get(why, 0) + 1
-            if status == 201:
-                first = time.perf_counter() - start
-                break
-            if attempt - start > 120:
-                raise RuntimeError(f"no 201 within 120 s of the database's kill: {answers}")
-            time.sleep(max(0.0, FAILOVER_RETRY_S - (time.perf_counter() - attempt)))
+        first, used, tried = post_until_accepted(names, number, start)
     finally:
         supervisor.stop()
-    tried = ", ".join(f"{count}× {why}" for why, count in sorted(answers.items()))
     say("database", f"PostgreSQL killed: first 201 after {first:.2f} s ({tried})")
     return first, used
+
+
+def post_until_accepted(replicas: list[str], number: int, since: float) -> tuple[float, int, str]:
+    """POST a new channel (`number`, `number` + 1, ...) every FAILOVER_RETRY_S, to each replica
+    in turn, until one is answered 201. Returns (seconds from `since` to that 201, channel
+    numbers used, how often each answer came)."""
+    used = 0
+    answers: dict[str, int] = {}
+    while True:
+        attempt = time.perf_counter()
+        status, body = Rest(SCALE_REST[replicas[used % len(replicas)]], timeout=10).attempt(
+            "POST", "/reservations", scale_reservation(number + used)
+        )
+        used += 1
+        # A refusal says whose: the store's, the lease's (no primary), or a switch's.
+        error = body.get("error") if isinstance(body, dict) else None
+        why = f"{status} {error}" if error else str(status or "no answer")
+        answers[why] = answers.get(why, 0) + 1
+        if status == 201:
+            tried = ", ".join(f"{count}× {why}" for why, count in sorted(answers.items()))
+            return time.perf_counter() - since, used, tried
+        if attempt - since > 120:
+            raise RuntimeError(f"no 201 from {', '.join(replicas)} within 120 s of the kill: {answers}")
+        time.sleep(max(0.0, FAILOVER_RETRY_S - (time.perf_counter() - attempt)))
 
 
 def bench_scale(

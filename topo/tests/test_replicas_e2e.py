@@ -275,7 +275,7 @@ def health_watch(run: RunningNetwork, recorder: Recorder) -> None:
 
 
 def test_killing_the_database_under_writes_loses_nothing_and_health_says_so(
-    replicas: RunningNetwork,
+    replicas: RunningNetwork, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run = replicas
     supervisor = run.supervisor
@@ -311,22 +311,24 @@ def test_killing_the_database_under_writes_loses_nothing_and_health_says_so(
             a.status for a in writes.seen()
         )
         time.sleep(1.0)  # writes keep being accepted
-    finally:
         posted = writes.stop()
+        # /health is 200 again on both replicas, and stays so
+        assert wait_until(lambda: all(health(run, c)[0] == 200 for c in run.controllers), timeout=30)
+        time.sleep(0.3)
+        probed = probes.stop()
+    finally:
+        writes.stop()
+        probes.stop()
     resumed = min(a.answered for a in posted if a.sent > killed_at and a.status == 201)
     db_outage_s = resumed - killed_at
-    # /health is 200 again on both replicas, and stays so
-    assert wait_until(lambda: all(health(run, c)[0] == 200 for c in run.controllers), timeout=30)
-    time.sleep(0.3)
-    probed = probes.stop()
-
     during = [a for a in posted if a.sent > killed_at and a.answered < resumed]
     refused = [a for a in posted if a.status != 201]
-    print(
-        f"db_outage_s: {db_outage_s:.2f} (database back {last_down - killed_at:.2f} s after the kill); "
-        f"writes {dict(Counter(a.status for a in posted))}, {len(during)} during the outage, the slowest "
-        f"answered in {max(a.answered - a.sent for a in posted):.2f} s; /health asked {len(probed)} times"
-    )
+    with capsys.disabled():  # into make test's log (build/test-logs/topo.log), passed or not
+        print(
+            f"\ndb_outage_s: {db_outage_s:.2f} (database back {last_down - killed_at:.2f} s after the kill); "
+            f"writes {dict(Counter(a.status for a in posted))}, {len(during)} during the outage, the slowest "
+            f"answered in {max(a.answered - a.sent for a in posted):.2f} s; /health asked {len(probed)} times"
+        )
     assert db_outage_s < DB_OUTAGE_LIMIT_S
     assert any(a.status == 201 for a in posted if a.sent < killed_at), "nothing accepted before the kill"
     assert refused, "the kill refused no write"
