@@ -35,7 +35,7 @@ from terrapin.pgserver import PostgresServer
 from topo.controller_config import write_config
 from topo.p4switch import REPO, P4RuntimeSwitch
 from topo.plan import NetworkPlan
-from topo.supervise import Supervisor, write_pid
+from topo.supervise import Supervisor, watch_postgres, write_pid
 
 # make run's logs, state and PIDs. TERRAPIN_RUN_DIR moves it (as it does for make stop), so a
 # test can run the real runner without touching a developer's build/run.
@@ -435,10 +435,10 @@ def running(
     mininet_log: str = "warning",
 ) -> Iterator[RunningNetwork]:
     """Brings the whole network up and guarantees it is torn down again (`intf_prefix`: see
-    `build`). With `supervise`, a switch or controller that dies is restarted (topo/supervise.py);
-    `pid_dir` records every PID there (`make stop` stops what it lists). `admission` overrides
-    keys of the controller's admission defaults (an experiment's service classes or best-effort
-    floor), `controller_extra` adds top-level sections (`monitor:`).
+    `build`). With `supervise`, a switch, a controller or the PostgreSQL server that dies is
+    restarted (topo/supervise.py); `pid_dir` records every PID there (`make stop` stops what it
+    lists). `admission` overrides keys of the controller's admission defaults (an experiment's
+    service classes or best-effort floor), `controller_extra` adds top-level sections (`monitor:`).
 
     `store="postgres"` starts a PostgreSQL cluster in `postgres_dir` (kept between runs; None: a
     temporary one, removed after) on `postgres_port` (None: the cluster's last, else a free one),
@@ -462,6 +462,8 @@ def running(
     try:
         if store == "postgres":
             postgres = PostgresServer(postgres_dir, port=postgres_port, database=plan.name).start()
+            if supervisor is not None:
+                watch_postgres(supervisor, postgres)
         config_path = write_config(
             plan,
             state,

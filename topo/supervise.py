@@ -1,5 +1,6 @@
-"""Keeps `make run`'s switches and controller running: a process that dies is logged with why
-(its exit status or the signal that killed it) and started again after a back-off.
+"""Keeps `make run`'s switches, controllers and PostgreSQL server running: a process that dies
+is logged with why (its exit status or the signal that killed it) and started again after a
+back-off.
 
 The processes are children of the topology runner; nothing else waited for them, so one that
 died stayed a zombie (<defunct>) and nothing noticed. The supervisor polls them (which also reaps
@@ -21,6 +22,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from terrapin.pgserver import PostgresServer
 
 Launch = Callable[[], "subprocess.Popen[bytes]"]
 
@@ -148,3 +153,25 @@ class Supervisor:
         child.restarts += 1
         write_pid(child.pid_file, process.pid)
         self.log(f"{child.name} restarted (pid {process.pid}, restart {child.restarts})")
+
+
+def watch_postgres(supervisor: Supervisor, server: PostgresServer, name: str = "postgres") -> None:
+    """Watch the PostgreSQL server `server` started, as a switch or a controller is watched: once
+    its postmaster has died it is started again on the same data directory, where PostgreSQL's
+    crash recovery brings back every committed transaction (the replicas reconnect and take the
+    lease again by themselves; docs/deployment.md)."""
+    postmaster: subprocess.Popen[bytes] | None = server.postmaster
+    if postmaster is None:  # it ran before this runner started (make stop had not stopped it)
+        supervisor.log(
+            f"{name}: {server.data_dir} is served by pid {server.pid}, not started here; not watched"
+        )
+        return
+
+    def launch() -> subprocess.Popen[bytes]:
+        server.start()
+        restarted: subprocess.Popen[bytes] | None = server.postmaster
+        if restarted is None:  # started meanwhile from elsewhere (pgserver start, by hand)
+            raise RuntimeError(f"{server.data_dir} is served by pid {server.pid}, not started here")
+        return restarted
+
+    supervisor.watch(name, postmaster, launch)

@@ -432,8 +432,14 @@ class HealthOut(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     status: Literal["ok", "degraded"] = Field(
-        description="ok (HTTP 200): every switch is connected and reconciled; degraded (HTTP 503): "
-        "at least one is not, and channels through it can be neither set up nor removed"
+        description="ok (HTTP 200): this controller can do its part: its store answers, a replica "
+        "holds the lease (replicated controllers), and every switch is connected and reconciled (a "
+        "backup replica's: connected); degraded (HTTP 503) otherwise, `reasons` saying why"
+    )
+    reasons: list[str] = Field(
+        default_factory=list,
+        description="why the status is degraded: the store cannot be reached, no replica holds the "
+        "lease, a switch is not ready (empty when ok)",
     )
     degraded: list[str] = Field(description="the switches that are not ready")
     switches: dict[str, SwitchHealthOut]
@@ -655,9 +661,12 @@ def create_app(
     token: str,
     health_extra: Callable[[], Awaitable[dict[str, Any]]] | None = None,
     serving: Callable[[str], bool] | None = None,
+    store_problems: Callable[[], Awaitable[list[str]]] | None = None,
 ) -> FastAPI:
     """`serving(name)`: whether this controller does its part with switch `name` (by default
-    telemetry.is_ready; a backup replica's part is only to stay connected)."""
+    telemetry.is_ready; a backup replica's part is only to stay connected). `store_problems()`:
+    what keeps it from doing its part besides its switches (a store it cannot reach, nobody
+    holding the lease); /health is degraded while there is any."""
     serves = serving or telemetry.is_ready
     app = FastAPIOffline(
         title="Terrapin controller",
@@ -705,23 +714,33 @@ def create_app(
         "/health",
         tags=["status"],
         response_model=HealthOut,
-        responses={503: {"model": HealthOut, "description": "degraded: a switch is not ready"}},
+        responses={
+            503: {
+                "model": HealthOut,
+                "description": "degraded: the store cannot be reached, no replica holds the lease, "
+                "or a switch is not ready (`reasons`)",
+            }
+        },
     )
     async def health(response: FastAPIResponse) -> HealthOut:
-        """Whether the controller can serve every path: 200 with `ok` when every switch is
-        connected and reconciled, 503 with `degraded` (and the switches in `degraded`) when one
-        is not, so a load balancer or a supervisor can act on the status code alone."""
+        """Whether this controller can do its part: 200 with `ok` when its store answers, a
+        replica holds the lease (replicated controllers) and every switch is connected and
+        reconciled (a backup's: connected); else 503 with `degraded` and the `reasons`, so a
+        load balancer or a supervisor can act on the status code alone (docs/deployment.md)."""
         switches = {}
         for name in telemetry.names:
             ready = serves(name)
             problem = None if ready else telemetry.why_not_ready(name)
             switches[name] = SwitchHealthOut(ready=ready, problem=problem)
         down = sorted(name for name, s in switches.items() if not s.ready)
+        reasons = await store_problems() if store_problems is not None else []
+        reasons += [f"switch {name}: {switches[name].problem or 'not ready'}" for name in down]
         extra = await health_extra() if health_extra is not None else {}
-        if down:
+        if reasons:
             response.status_code = 503
         return HealthOut(
-            status="degraded" if down else "ok",
+            status="degraded" if reasons else "ok",
+            reasons=reasons,
             degraded=down,
             switches=switches,
             reservations=service.count(),

@@ -9,6 +9,10 @@
 
 It ends with three machine-readable lines (admission_decision_p99_ms, setup_4hop_p50_ms,
 install_1000_s). The switches run without interfaces: only the control path is measured.
+
+Then the scale runs (--stores): 10,000 channels over 16 switches on SQLite and on replicated
+PostgreSQL, where kill -9 drills of the primary (failover_s) and of PostgreSQL itself, restarted
+by make run's supervisor (db_outage_s: from the kill to the first accepted write), follow.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ import yaml
 from finsy import P4Schema
 from finsy.p4client import P4Client
 from finsy.proto import p4i, p4r
+from topo.supervise import Supervisor, watch_postgres
 
 from terrapin.admission import AdmissionLedger, ChannelEnvelope, ChannelKey
 from terrapin.api import MAX_BATCH
@@ -700,6 +705,7 @@ class ScaleResult:
     rss_before_mb: float
     rss_after_mb: float
     failovers: list[float] = field(default_factory=list)
+    db_outages: list[float] = field(default_factory=list)
 
     @property
     def mb_per_1000(self) -> float:
@@ -736,33 +742,66 @@ def failover_once(dep: Deployment, number: int) -> tuple[str, float, float, int]
     time.sleep(FAILOVER_SETTLE_S)
     start = time.perf_counter()
     dep.kill(primary)
-    used = 0
-    answers: dict[int, int] = {}
-    while True:
-        attempt = time.perf_counter()
-        try:
-            status, _body = Rest(SCALE_REST[backup], timeout=10).call(
-                "POST", "/reservations", scale_reservation(number + used)
-            )
-        except (OSError, http.client.HTTPException):
-            status = 0
-        used += 1
-        answers[status] = answers.get(status, 0) + 1
-        if status == 201:
-            first = time.perf_counter() - start
-            break
-        if attempt - start > 120:
-            raise RuntimeError(f"no 201 from {backup} within 120 s of the kill: {answers}")
-        time.sleep(max(0.0, FAILOVER_RETRY_S - (time.perf_counter() - attempt)))
+    first, used, tried = post_until_accepted([backup], number, start)
     dep.wait_role(backup, "primary")
     ready = time.perf_counter() - start
-    tried = ", ".join(f"{count}× {status or 'no answer'}" for status, count in sorted(answers.items()))
     say(
         "failover",
         f"{primary} killed: first 201 from {backup} after {first:.2f} s ({tried}); "
         f"every switch ready on it after {ready:.2f} s",
     )
     return primary, first, ready, used
+
+
+def database_outage_once(dep: Deployment, pg: PostgresServer, number: int) -> tuple[float, int]:
+    """kill -9 the PostgreSQL postmaster once both replicas are settled, with make run's
+    supervisor watching it (topo/supervise.py: reaped, started again on its data after the first
+    back-off); POST a new channel every FAILOVER_RETRY_S, to each replica in turn, until one is
+    answered 201. Returns (seconds from the kill to that 201, channel numbers used)."""
+    names = list(dep.controllers)
+    primary = primary_of(names)
+    if primary is None:
+        raise RuntimeError("no replica is primary before the database drill")
+    for name in names:
+        dep.wait_role(name, "primary" if name == primary else "backup")
+        dep.wait_count(name, health(SCALE_REST[primary])[1]["reservations"])
+    supervisor = Supervisor(echo=lambda line: say("database", line.partition("supervisor: ")[2]))
+    watch_postgres(supervisor, pg)
+    postmaster = supervisor.process("postgres")
+    assert postmaster is not None
+    supervisor.start()
+    try:
+        start = time.perf_counter()
+        os.kill(postmaster.pid, signal.SIGKILL)
+        first, used, tried = post_until_accepted(names, number, start)
+    finally:
+        supervisor.stop()
+    say("database", f"PostgreSQL killed: first 201 after {first:.2f} s ({tried})")
+    return first, used
+
+
+def post_until_accepted(replicas: list[str], number: int, since: float) -> tuple[float, int, str]:
+    """POST a new channel (`number`, `number` + 1, ...) every FAILOVER_RETRY_S, to each replica
+    in turn, until one is answered 201. Returns (seconds from `since` to that 201, channel
+    numbers used, how often each answer came)."""
+    used = 0
+    answers: dict[str, int] = {}
+    while True:
+        attempt = time.perf_counter()
+        status, body = Rest(SCALE_REST[replicas[used % len(replicas)]], timeout=10).attempt(
+            "POST", "/reservations", scale_reservation(number + used)
+        )
+        used += 1
+        # A refusal says whose: the store's, the lease's (no primary), or a switch's.
+        error = body.get("error") if isinstance(body, dict) else None
+        why = f"{status} {error}" if error else str(status or "no answer")
+        answers[why] = answers.get(why, 0) + 1
+        if status == 201:
+            tried = ", ".join(f"{count}× {why}" for why, count in sorted(answers.items()))
+            return time.perf_counter() - since, used, tried
+        if attempt - since > 120:
+            raise RuntimeError(f"no 201 from {', '.join(replicas)} within 120 s of the kill: {answers}")
+        time.sleep(max(0.0, FAILOVER_RETRY_S - (time.perf_counter() - attempt)))
 
 
 def bench_scale(
@@ -775,10 +814,12 @@ def bench_scale(
     log_level: str = "WARNING",
     lease_seconds: float | None = None,
     batch: int = 1,
+    db_outages: int = 0,
 ) -> ScaleResult:
     """One scale run: 'postgres' (replicas r0 and r1 on a fresh PostgreSQL) or 'sqlite' (one
     controller). Installs `channels`, checks every switch against the store; then, replicated,
-    `failovers` kill -9 drills (without profiling) or one clean hand-over (with it)."""
+    `failovers` kill -9 drills of the primary and `db_outages` of PostgreSQL (without
+    profiling), or one clean hand-over (with it)."""
     replicated = store == "postgres"
     stage = f"{store}{' r0+r1' if replicated else ''}"
     with contextlib.ExitStack() as stack:
@@ -869,12 +910,19 @@ def bench_scale(
                     total += 1
                     dep.start_controller(killed, REPLICA_INDEX[killed])
                     dep.wait_role(killed, "backup")
-                if failovers:
+                assert pg is not None
+                for _ in range(db_outages):
+                    outage, used = database_outage_once(dep, pg, number)
+                    result.db_outages.append(outage)
+                    number += used
+                    total += 1
+                if failovers or db_outages:
                     primary_name = primary_of(list(dep.controllers)) or "r0"
                     for name in dep.controllers:
                         dep.wait_count(name, total)
                     ok, text = check_switches(SCALE_REST[primary_name], total, dep.switch_count)
-                    say(stage, f"after {failovers} failovers, check {'passed' if ok else 'FAILED'}: {text}")
+                    drills = f"{failovers} failovers and {db_outages} database kills"
+                    say(stage, f"after {drills}, check {'passed' if ok else 'FAILED'}: {text}")
                     result.check_ok = result.check_ok and ok
         say(stage, f"done; load {load_average()}")
     return result
@@ -941,6 +989,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--failovers", type=int, default=3, help="kill -9 drills after the PostgreSQL run")
     parser.add_argument(
+        "--db-outages", type=int, default=1, help="kill -9 drills of PostgreSQL itself, after the failovers"
+    )
+    parser.add_argument(
         "--stores", default="sqlite,postgres", help="the scale runs, in order (sqlite, postgres; '' for none)"
     )
     parser.add_argument("--scale-only", action="store_true", help="skip the decision and 4-switch figures")
@@ -991,6 +1042,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.controller_log_level,
                 args.lease_seconds,
                 args.scale_batch,
+                args.db_outages,
             )
         clean = all(r.check_ok and r.channels == args.channels for r in results.values())
     finally:
@@ -1016,6 +1068,10 @@ def main(argv: list[str] | None = None) -> int:
             each = ", ".join(f"{x:.2f}" for x in r.failovers)
             median = statistics.median(r.failovers)
             print(f"failover (kill -9 primary -> first 201 on the new one): {each} s; median {median:.2f} s")
+        if r.db_outages:
+            each = ", ".join(f"{x:.2f}" for x in r.db_outages)
+            median = statistics.median(r.db_outages)
+            print(f"database outage (kill -9 PostgreSQL -> first 201): {each} s; median {median:.2f} s")
     print(f"load average: {load_average()}")
     if profile_dir is not None:
         for store, r in results.items():
@@ -1028,6 +1084,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"install_{args.channels}_s: {r.install.seconds:.2f}")
         if r.failovers:
             print(f"failover_s: {statistics.median(r.failovers):.2f}")
+        if r.db_outages:
+            print(f"db_outage_s: {statistics.median(r.db_outages):.2f}")
         print(f"controller_memory_per_1000_channels_mb: {r.mb_per_1000:.1f}")
     if "sqlite" in results:
         print(f"install_{args.channels}_sqlite_s: {results['sqlite'].install.seconds:.2f}")

@@ -76,6 +76,22 @@ class ReplicaFabric(Fabric, Protocol):
     async def step_down(self) -> None: ...
 
 
+class StoreProbe:
+    """Looks at the store for /health, in a thread and one look at a time: a store that does not
+    answer (a connect timeout) must neither hold the event loop nor tie up a thread per request
+    while a probe polls. Callers that come while a look is under way share its answer."""
+
+    def __init__(self, look: Callable[[], str | None]) -> None:
+        self._look = look
+        self._looking: asyncio.Future[str | None] | None = None
+
+    async def problems(self) -> list[str]:
+        if self._looking is None or self._looking.done():
+            self._looking = asyncio.ensure_future(asyncio.to_thread(self._look))
+        problem = await asyncio.shield(self._looking)
+        return [] if problem is None else [problem]
+
+
 # (config, topology, PacketIn handler, desired channels, replica index or None) → the switches
 FabricFactory = Callable[[Config, Topology, PacketHandler, DesiredChannels, int | None], Fabric]
 
@@ -176,7 +192,15 @@ class Controller:
             len(self.store.holds()),
             unfinished,
         )
-        self.app = create_app(self.service, self.fabric, self.token, self._health_extra, self._serving)
+        self.store_probe = StoreProbe(self._store_problem)
+        self.app = create_app(
+            self.service,
+            self.fabric,
+            self.token,
+            self._health_extra,
+            self._serving,
+            self.store_probe.problems,
+        )
         self._close_forwarding: Callable[[], Awaitable[None]] | None = None
         if self.replication is not None:
             replication = self.replication
@@ -212,6 +236,17 @@ class Controller:
                 store_error=r.last_error,
             )
         return extra
+
+    def _store_problem(self) -> str | None:
+        """What keeps this controller from doing its part besides its switches (blocking: a
+        round trip to the store). A replica asks the lease; a single controller, any read."""
+        if self.replication is not None:
+            return self.replication.lease_problem()
+        try:
+            self.store.lease()  # the smallest read there is: it fails as any statement would
+        except StoreUnavailable as exc:
+            return f"the store cannot be reached: {exc}"
+        return None
 
     def _serving(self, name: str) -> bool:
         if self.replication is not None and not self.replication.is_primary:

@@ -13,9 +13,15 @@ must survive both. `kill()` is SIGKILL of the postmaster, which is what a crashe
 behind; the next `start()` runs PostgreSQL's crash recovery.
 
 The postmaster is started as a child of this process, not through `pg_ctl start`: pg_ctl's
-postmaster is orphaned at once, and an init that does not reap orphans (this project's machines'
-does not) keeps it as a zombie, which PostgreSQL's lock-file check then takes for a server still
-running, so no start() after a kill() would succeed. A child is reaped here.
+postmaster is orphaned at once, and an init that does not reap orphans keeps it as a zombie. A
+child is reaped here, and `postmaster` hands it to whoever watches it (make run's supervisor).
+
+PostgreSQL judges its lock files (postmaster.pid, and .s.PGSQL.<port>.lock beside the socket) by
+whether the PID they record is a process at all, so a zombie postmaster (dead, its parent never
+waited for it) or a PID the kernel has since given to an unrelated program makes it refuse to
+start. start() judges the record itself: a server runs only where the recorded PID is a live
+process working in this data directory; otherwise, once no process of the old server is left,
+the stale lock files go and a new server starts (with crash recovery where the old one died).
 
     python -m terrapin.pgserver --dir build/run/postgres [--port 5432] start|stop|status
 
@@ -116,9 +122,25 @@ def _process_alive(pid: int) -> bool:
     return found is not None and found[1] not in ("Z", "X")
 
 
-def _is_zombie(pid: int) -> bool:
-    found = _proc_stat(pid)
-    return found is not None and found[1] == "Z"
+def _works_in(pid: int, directory: Path, if_unreadable: bool = False) -> bool:
+    """True while `pid` is a live process whose working directory is `directory` (every
+    PostgreSQL server process works in its data directory; an unrelated program given a recycled
+    PID does not). `if_unreadable`: the answer for a live process whose directory this user may
+    not read (another user's)."""
+    try:
+        cwd = os.readlink(f"/proc/{pid}/cwd")
+    except PermissionError:
+        return if_unreadable and _process_alive(pid)
+    except OSError:  # gone, or a zombie
+        return False
+    return cwd == str(directory) and _process_alive(pid)
+
+
+def _may_be_postmaster_of(pid: int, directory: Path) -> bool:
+    """Whether the PID a lock file of `directory` records may be that cluster's server. A live
+    process this user cannot look into counts, so that a server is never started beside one
+    that might be running."""
+    return _works_in(pid, directory, if_unreadable=True)
 
 
 def _pids() -> list[int]:
@@ -128,15 +150,7 @@ def _pids() -> list[int]:
 def cluster_processes(data_dir: Path) -> list[int]:
     """The live processes of the cluster in `data_dir`: every PostgreSQL server process works in
     its data directory. (Each also makes itself a process group leader, so a group says nothing.)"""
-    found = []
-    for pid in _pids():
-        try:
-            cwd = os.readlink(f"/proc/{pid}/cwd")
-        except OSError:  # gone, a zombie, or another user's
-            continue
-        if cwd == str(data_dir) and _process_alive(pid):
-            found.append(pid)
-    return found
+    return [pid for pid in _pids() if _works_in(pid, data_dir)]
 
 
 def _children(ppid: int) -> set[int]:
@@ -165,6 +179,14 @@ def _tail(path: Path, lines: int = 25) -> str:
     except OSError:
         return f"(no log at {path})"
     return "\n".join(text.splitlines()[-lines:]) or f"({path} is empty)"
+
+
+def _first_line(path: Path) -> str:
+    try:
+        with path.open(errors="replace") as f:
+            return f.readline().strip()
+    except OSError:
+        return ""
 
 
 def _conf_quote(value: str) -> str:
@@ -233,12 +255,18 @@ class PostgresServer:
 
     @property
     def pid(self) -> int | None:
-        """The postmaster's pid while it runs."""
-        first = self._pidfile_field(0)
-        if first is None or not first.isdigit():
-            return None
-        pid = int(first)
-        return pid if _process_alive(pid) else None
+        """The postmaster's pid while it runs: the PID postmaster.pid records, if that is a live
+        process of this cluster (not a zombie, nor another program given the PID since)."""
+        pid = self._recorded_pid()
+        return pid if pid is not None and _may_be_postmaster_of(pid, self.data_dir) else None
+
+    @property
+    def postmaster(self) -> subprocess.Popen[bytes] | None:
+        """The running server's postmaster when this object started it, a child of this process:
+        a supervisor polls it (which also reaps it) and calls start() again once it has died.
+        None while no server runs, or one started elsewhere does."""
+        proc = self._postmaster
+        return proc if proc is not None and proc.returncode is None and proc.pid == self.pid else None
 
     @property
     def running(self) -> bool:
@@ -259,7 +287,7 @@ class PostgresServer:
             return self
         if not self.initialized:
             self._initdb()
-        self._clear_stale_pidfile()
+        self._clear_stale_locks()
         for attempt in range(3):
             self._write_settings()
             try:
@@ -476,6 +504,10 @@ class PostgresServer:
         match = re.search(r"^port = (\d+)$", text, re.M)
         return int(match.group(1)) if match else None
 
+    def _recorded_pid(self) -> int | None:
+        first = self._pidfile_field(0)
+        return int(first) if first is not None and first.isdigit() else None
+
     def _pidfile_field(self, index: int) -> str | None:
         """Line `index` of postmaster.pid: 0 the pid, 3 the port, 7 the status."""
         try:
@@ -525,18 +557,25 @@ class PostgresServer:
             self._postmaster.wait()
             self._postmaster = None
 
-    def _clear_stale_pidfile(self) -> None:
-        """A postmaster that died orphaned stays a zombie where init does not reap it, and
-        PostgreSQL counts a zombie as a running server. Its lock file goes once none of its
-        processes lives on (the check PostgreSQL would otherwise make through shared memory)."""
-        first = self._pidfile_field(0)
-        if (
-            first is not None
-            and first.isdigit()
-            and _is_zombie(int(first))
-            and not cluster_processes(self.data_dir)
-        ):
-            (self.data_dir / "postmaster.pid").unlink(missing_ok=True)
+    def _clear_stale_locks(self) -> None:
+        """Removes the lock files of a server that no longer runs (the caller found none
+        running): postmaster.pid and the socket's lock, which PostgreSQL would take for a live
+        server's while their PID is a zombie or a recycled one. A process of the old server still
+        alive (a backend yet to notice its postmaster died) still holds the shared memory: it is
+        waited for, and a new server is refused while it stays."""
+        deadline = time.monotonic() + min(self.timeout, 10.0)
+        while left := cluster_processes(self.data_dir):
+            if time.monotonic() > deadline:
+                raise PostgresError(
+                    f"{self.data_dir}: no postmaster runs, but processes of the last server do "
+                    f"({', '.join(map(str, left))}): stop them first"
+                )
+            time.sleep(0.05)
+        (self.data_dir / "postmaster.pid").unlink(missing_ok=True)
+        for lock in self.data_dir.glob(".s.PGSQL.*.lock"):
+            first = _first_line(lock)
+            if not (first.isdigit() and _may_be_postmaster_of(int(first), self.data_dir)):
+                lock.unlink(missing_ok=True)
 
     def _server_env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}

@@ -111,6 +111,26 @@ class Replication:
         lease = self._valid_lease()
         return None if lease is None else replica_name(lease.holder)
 
+    def lease_problem(self) -> str | None:
+        """What keeps the replicas from serving, by the lease as the store holds it now (not as
+        last read): the store cannot be reached, no replica holds a valid lease, or this replica
+        acts as primary in a term the lease no longer names. None when none of these. A round
+        trip on the lease's own connection: call it off the event loop."""
+        leases = self._leases or self._store.lease_table()
+        try:
+            lease = leases.read()
+        except StoreUnavailable as exc:
+            return f"the store cannot be reached: {exc}"
+        if lease is None or not lease.valid:
+            return "no replica holds the lease"
+        term = self.term
+        if term is not None and (lease.holder, lease.term) != (self.holder, term):
+            return (
+                f"this replica acts in term {term}, but the lease names "
+                f"{replica_name(lease.holder)} in term {lease.term}"
+            )
+        return None
+
     # ---- running ----------------------------------------------------------------------------------
 
     async def run(self) -> None:

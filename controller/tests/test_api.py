@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 from terrapin.admission.model import ChannelKey
 from terrapin.config import Config
 from terrapin.main import Controller
+from terrapin.store import StoreUnavailable
 
 TOKEN = {"Authorization": "Bearer secret-token"}
 BODY = RESERVATION
@@ -48,6 +49,7 @@ def test_health(api: tuple[TestClient, FakeFabric, Controller]) -> None:
     r = client.get("/health")
     body = r.json()
     assert r.status_code == 200 and body["status"] == "ok" and body["degraded"] == []
+    assert body["reasons"] == []
     assert body["switches"]["s1"]["ready"] is True
 
 
@@ -60,9 +62,31 @@ def test_health_is_degraded_503_naming_the_switch_that_is_down(
     body = r.json()
     assert r.status_code == 503, body
     assert body["status"] == "degraded" and body["degraded"] == ["s3"]
+    assert body["reasons"] == ["switch s3: s3 is down"]
     assert body["switches"]["s3"] == {"ready": False, "problem": "s3 is down"}
     assert body["switches"]["s1"]["ready"] is True
     fab.down.clear()
+    assert client.get("/health").status_code == 200
+
+
+def test_health_is_degraded_503_while_the_store_cannot_be_reached(
+    api: tuple[TestClient, FakeFabric, Controller], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every switch ready, but nothing can be admitted or removed without the store (issue 28).
+    The fault is faked here; the drills in topo/tests/test_replicas_e2e.py kill a real one."""
+    client, _fab, ctl = api
+
+    def away() -> None:
+        raise StoreUnavailable("PostgreSQL at 127.0.0.1:15432/christie: connection refused")
+
+    monkeypatch.setattr(ctl.store, "lease", away)
+    r = client.get("/health")
+    body = r.json()
+    assert r.status_code == 503 and body["status"] == "degraded" and body["degraded"] == []
+    assert body["reasons"] == [
+        "the store cannot be reached: PostgreSQL at 127.0.0.1:15432/christie: connection refused"
+    ]
+    monkeypatch.undo()
     assert client.get("/health").status_code == 200
 
 

@@ -141,3 +141,32 @@ def test_a_primary_that_cannot_renew_for_a_lease_period_steps_down(tmp_path: Pat
         assert not primary.is_primary and roles.events == ["promote 1", "demote"]
 
     asyncio.run(run())
+
+
+def test_what_keeps_the_replicas_from_serving_is_read_from_the_store_as_it_is_now(tmp_path: Path) -> None:
+    """/health's view of the lease (issue 28): read now, not as last read by the lease loop."""
+    store = ReservationStore(tmp_path / "s.sqlite")
+    a, b = replica(store, "c0", Roles()), replica(store, "c1", Roles())
+
+    async def run() -> None:
+        assert a.lease_problem() == b.lease_problem() == "no replica holds the lease"
+        await a.step()
+        await b.step()
+        assert a.is_primary and not b.is_primary
+        assert a.lease_problem() is None and b.lease_problem() is None
+        time.sleep(LEASE_S + 0.05)  # c0 stopped renewing: its lease has run out in the store
+        assert b.lease_problem() == "no replica holds the lease"
+        await b.step()  # c1 takes it; c0 has not looked yet and still acts in term 1
+        assert b.is_primary and b.lease_problem() is None and a.is_primary
+        assert a.lease_problem() == "this replica acts in term 1, but the lease names c1 in term 2"
+
+        class Away:
+            def read(self) -> None:
+                raise StoreUnavailable("PostgreSQL at db:5432/terrapin: connection refused")
+
+        b._leases = Away()  # type: ignore[assignment]
+        assert b.lease_problem() == (
+            "the store cannot be reached: PostgreSQL at db:5432/terrapin: connection refused"
+        )
+
+    asyncio.run(run())
