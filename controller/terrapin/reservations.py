@@ -170,7 +170,9 @@ class ReservationService:
             except (StoreUnavailable, NotPrimary):
                 return done
             self._unfinished.discard(key)
-            await remove_path(self.programmer, self.entries(record))
+            failed = await remove_path(self.programmer, self.entries(record))
+            if failed:
+                LOG.warning("channel %s: removal deferred on %s", key, ", ".join(failed))
             done += 1
         return done
 
@@ -406,7 +408,12 @@ class ReservationService:
         if isinstance(active, Denial):
             return active
         if active is None:
-            # Rolled back by a primary that took over meanwhile: never promised.
+            # Rolled back meanwhile by a primary that took over (perhaps this replica, taking the
+            # lease again after a database restart): never promised. That primary reconciled its
+            # switches before these hops were written, so they are removed here; the store no
+            # longer lists the channel, so no reconciliation can give it back. A replica that is
+            # no longer primary is refused by the switch, whose new primary reconciles.
+            await remove_path(self.programmer, self.entries(record))
             return simple_denial(
                 key, DenialReason.SWITCH_ERROR, STORE_UNAVAILABLE, "another controller took over; rolled back"
             )
