@@ -142,7 +142,12 @@ def describe(
         )
         + (" (terrapin-switch only)" if run.switch_kind != "terrapin" else ""),
         "",
-        "A switch or the controller that dies is restarted (build/run/<topology>/supervisor.log says why);",
+        (
+            "A switch, a controller or the PostgreSQL server that dies is restarted"
+            if run.replicated
+            else "A switch or the controller that dies is restarted"
+        )
+        + " (build/run/<topology>/supervisor.log says why);",
         "their PIDs are in build/run/pids/. Logs: build/run/.",
         "Stop with Ctrl-C (or `exit` in the CLI) or `make stop`.",
     ]
