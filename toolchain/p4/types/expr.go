@@ -1,6 +1,7 @@
 package types
 
 import (
+	"fmt"
 	"math/big"
 
 	"github.com/terrapin/terrapin/toolchain/p4/ast"
@@ -840,6 +841,9 @@ func (c *Checker) convert(e ast.Expr, target Type) {
 		// an architecture block type (Parser<H, M>) filled by a user
 		// parser or control with the same shape
 		if sb, ok := su.(*Block); ok && sb.IsParser == t.IsParser && len(sb.Params) == len(t.Params) {
+			if msg := c.blockShapeMismatch(sb, t); msg != "" {
+				c.errorf(e.Position(), "cannot use %s where %s is expected: %s", src, target, msg)
+			}
 			return
 		}
 	}
@@ -849,4 +853,37 @@ func (c *Checker) convert(e ast.Expr, target Type) {
 func isLiteral(e ast.Expr) bool {
 	_, ok := e.(*ast.IntLit)
 	return ok
+}
+
+// blockShapeMismatch says how a parser or control differs from the block
+// type it is given for (P4_16 §7.2.12: a parser or control matches a
+// parser or control type when their parameters have the same directions
+// and types, type variables standing for any type). "" when it matches.
+func (c *Checker) blockShapeMismatch(have, want *Block) string {
+	for i, wp := range want.Params {
+		hp := have.Params[i]
+		if hp.Dir != wp.Dir {
+			return fmt.Sprintf("parameter %s is %s, the type's %s is %s", hp.Name, dirName(hp.Dir), wp.Name, dirName(wp.Dir))
+		}
+		wt, ht := c.info.DeclTypes[wp], c.info.DeclTypes[hp]
+		if wt == nil || ht == nil || hasTypeVar(wt) {
+			continue
+		}
+		if !Identical(Underlying(wt), Underlying(ht)) {
+			return fmt.Sprintf("parameter %s has type %s, the type's %s has %s", hp.Name, ht, wp.Name, wt)
+		}
+	}
+	return ""
+}
+
+func dirName(d ast.Direction) string {
+	switch d {
+	case ast.In:
+		return "in"
+	case ast.Out:
+		return "out"
+	case ast.InOut:
+		return "inout"
+	}
+	return "directionless"
 }
