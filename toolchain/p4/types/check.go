@@ -595,6 +595,11 @@ func (c *Checker) checkParams(ps []*ast.Param, s *scope) {
 			c.errorf(p.Pos, "duplicate parameter %s", p.Name)
 		}
 		seen[p.Name] = true
+		if _, isInt := t.(*InfInt); isInt && p.Dir != ast.None {
+			// P4_16 §6.8: an int is a compile-time value, passed
+			// without direction
+			c.errorf(p.Pos, "%s: parameters of type int must be directionless", p.Name)
+		}
 		if p.Default != nil {
 			c.expr(p.Default, s)
 			c.convert(p.Default, t)

@@ -431,8 +431,10 @@ func (c *Checker) binaryTypes(op scanner.Kind, x, y ast.Expr, pos scanner.Pos, a
 			if v, ok := c.info.Values[y].(*big.Int); ok && v.Sign() < 0 {
 				c.errorf(pos, "shift amount must not be negative")
 			}
-		} else if BitsOf(yt) == nil {
-			c.errorf(pos, "shift amount must be an integer, not %s", yt)
+		} else if _, ok := yt.(*Bits); !ok {
+			// P4_16 §8.5: bit<S> or a non-negative compile-time
+			// integer; not a `type` over bits, an enum or a bool.
+			c.errorf(pos, "shift amount must be a bit<S> value or a non-negative integer, not %s", yt)
 		}
 		if isInfInt(xt) && !isInfInt(yt) {
 			if _, ok := c.info.Values[y]; !ok {

@@ -81,12 +81,21 @@ func (c *Checker) stmt(st ast.Stmt, s *scope) {
 		case *ast.ConstDecl:
 			c.constDecl(d, s)
 		case *ast.InstanceDecl:
+			// P4_16 §10.3: objects are instantiated in a parser's or
+			// control's local declarations (or at the top level), never
+			// in an apply block, a parser state, an action or a function
+			c.errorf(d.Pos, "%s: instances cannot be declared in %s", d.Name, c.bodyName())
 			c.instanceDecl(d, s)
 			c.declare(s, d.Name, d.Pos, d)
 		default:
 			c.errorf(x.Position(), "this declaration is not allowed in a block")
 		}
 	case *ast.SwitchStmt:
+		if c.ctx.action != nil {
+			// P4_16 §12.7: switch statements are for control apply
+			// blocks; p4c refuses them in actions
+			c.errorf(x.Pos, "switch statements are not allowed in actions")
+		}
 		c.switchStmt(x, s)
 	case *ast.ForStmt:
 		sc := newScope(s)
@@ -578,4 +587,17 @@ func trailingDefaults(params []*ast.Param) int {
 		n++
 	}
 	return n
+}
+
+// bodyName names the kind of body being checked, for diagnostics.
+func (c *Checker) bodyName() string {
+	switch {
+	case c.ctx.action != nil:
+		return "an action"
+	case c.ctx.function != nil:
+		return "a function"
+	case c.ctx.parser != nil:
+		return "a parser state"
+	}
+	return "a control's apply block"
 }
