@@ -242,7 +242,7 @@ func (l *lowerer) entryPriorities(td *ast.TableDecl, t *ir.Table, entries *ast.E
 		}
 		if cur < 0 || cur > 1<<31 {
 			if i+1 < len(entries.Entries) && entries.Entries[i+1].Priority == nil {
-				l.errorf(e.Pos, "overflow in the priorities of table %s's entries", td.Name)
+				l.errorf(td.Pos, "overflow in the priorities of table %s's entries", td.Name)
 				return
 			}
 		}

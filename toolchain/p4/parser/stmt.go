@@ -283,7 +283,10 @@ func (ps *parser) tryForIn(pos scanner.Pos) ast.Stmt {
 	}
 	fi := &ast.ForInStmt{Pos: pos}
 	if ps.peek(1).Kind == scanner.In {
+		// P4_16's grammar declares the loop variable: for (T x in e)
+		// (§12.8.2); p4c's parser refuses a bare name here
 		t := ps.name()
+		ps.errorf(ps.peek(0).Pos, "syntax error, unexpected in: a for-in loop declares its variable, for (T %s in ...)", t.Text)
 		fi.Var = &ast.Ident{Pos: t.Pos, Name: t.Text}
 	} else {
 		annos := ps.annotations()

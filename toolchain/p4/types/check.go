@@ -67,6 +67,11 @@ type Checker struct {
 	// specializing is set while the base of T<...> is resolved, where a
 	// generic struct without its arguments is expected.
 	specializing bool
+	// targetErrs are what the target (BMv2, v1model) refuses in a program
+	// the language accepts. They are reported only when the program has
+	// no language error, as p4c's back end only sees programs its front
+	// end passed; so the first error is the one p4c names.
+	targetErrs scanner.ErrorList
 }
 
 // Check resolves and type-checks a program.
@@ -104,6 +109,9 @@ func Check(prog *ast.Program) (*Info, scanner.ErrorList) {
 			c.info.Main = inst
 		}
 	}
+	if len(c.errs) == 0 {
+		c.errs = c.targetErrs
+	}
 	if c.info.Main == nil && len(c.errs) == 0 {
 		// where main would be: after the last declaration (an empty
 		// program has no position to give)
@@ -118,6 +126,11 @@ func Check(prog *ast.Program) (*Info, scanner.ErrorList) {
 
 func (c *Checker) warnf(pos scanner.Pos, format string, args ...any) {
 	c.info.Warnings.Add(pos, format, args...)
+}
+
+// targetErrorf reports what the target refuses (see targetErrs).
+func (c *Checker) targetErrorf(pos scanner.Pos, format string, args ...any) {
+	c.targetErrs.Add(pos, format, args...)
 }
 
 func (c *Checker) errorf(pos scanner.Pos, format string, args ...any) {
@@ -176,7 +189,18 @@ func (c *Checker) topDecl(d ast.Decl) {
 	case *ast.StructDecl, *ast.EnumDecl, *ast.TypedefDecl, *ast.ExternDecl,
 		*ast.BlockTypeDecl, *ast.PackageDecl:
 		c.declare(s, d.DeclName(), d.Position(), d)
-		c.declType(d)
+		t := c.declType(d)
+		if st, ok := t.(*Struct); ok && st.Kind == ast.StructKindHeader && len(st.TypeParams) == 0 {
+			// BMv2 parses and deparses whole bytes: p4c-bm2-ss refuses
+			// a header type whose fields do not add up to them
+			bits := 0
+			for _, f := range st.Fields {
+				bits += Width(f.Type)
+			}
+			if bits%8 != 0 {
+				c.targetErrorf(x.Position(), "header %s is %d bits long, not a whole number of bytes", st.Name, bits)
+			}
+		}
 		return
 	case *ast.ParserDecl:
 		c.declare(s, x.Name, x.Pos, x)
@@ -626,6 +650,13 @@ func (c *Checker) constDecl(x *ast.ConstDecl, s *scope) {
 	t := c.resolveType(x.Type, s)
 	c.info.DeclTypes[x] = t
 	c.expr(x.Value, s)
+	if x.Name == "__v1model_version" {
+		// v1model.p4 takes V1MODEL_VERSION, a release date as a
+		// number; p4c refuses a negative one
+		if v, ok := c.info.Values[x.Value].(*big.Int); ok && v.Sign() < 0 {
+			c.errorf(x.Value.Position(), "%s: expected v1model version to be a non-negative number", v)
+		}
+	}
 	c.convert(x.Value, t)
 	if v, ok := c.info.Values[x.Value]; ok {
 		c.info.ConstValues[x] = v

@@ -361,8 +361,10 @@ func arityMatches(params []*ast.Param, args []*ast.Arg) bool {
 func (c *Checker) checkTable(t *ast.TableDecl, s *scope) {
 	c.info.DeclTypes[t] = &Table{Decl: t}
 	var keyTypes []Type
+	var keyKinds []string
 	var actions *ast.ActionsProperty
 	seen := map[string]bool{}
+	lpms := 0
 	for _, p := range t.Properties {
 		if seen[p.PropName()] {
 			c.errorf(p.Position(), "table %s: duplicate property %s", t.Name, p.PropName())
@@ -383,7 +385,15 @@ func (c *Checker) checkTable(t *ast.TableDecl, s *scope) {
 				if _, ok := c.matchKinds[k.MatchKind]; !ok {
 					c.errorf(k.MatchPos, "%s is not a match_kind", k.MatchKind)
 				}
+				if k.MatchKind == "lpm" {
+					// a longest-prefix match has one prefix to be
+					// longest (P4Runtime, BMv2)
+					if lpms++; lpms == 2 {
+						c.targetErrorf(k.MatchPos, "table %s has more than one lpm key", t.Name)
+					}
+				}
 				keyTypes = append(keyTypes, kt)
+				keyKinds = append(keyKinds, k.MatchKind)
 			}
 		case *ast.ActionsProperty:
 			actions = x
@@ -395,13 +405,24 @@ func (c *Checker) checkTable(t *ast.TableDecl, s *scope) {
 	for _, p := range t.Properties {
 		switch x := p.(type) {
 		case *ast.EntriesProperty:
+			if !seen["key"] || propIndex(t, "entries") < propIndex(t, "key") {
+				// P4_16 §14.2.1.4: entries are read against the key,
+				// which comes first
+				c.errorf(x.Pos, "table %s: entries must come after the table's key", t.Name)
+			}
 			for _, e := range x.Entries {
 				if len(e.Keys) != len(keyTypes) {
 					c.errorf(e.Pos, "entry has %d keys, table %s has %d", len(e.Keys), t.Name, len(keyTypes))
 				} else {
 					for i, k := range e.Keys {
 						c.simpleKeyset(k, keyTypes[i], s)
+						c.entryKeyForm(k, keyKinds[i])
 					}
+				}
+				if ar := tableAction(t, e.Action.Name.Name); ar != nil && ar.Annotations.Has("defaultonly") {
+					// P4_16 §14.2.1.2: @defaultonly actions are only
+					// the default action
+					c.errorf(e.Pos, "action %s is @defaultonly in table %s and cannot be in its entries", ar.Name.Name, t.Name)
 				}
 				if e.Priority != nil {
 					c.expr(e.Priority, s)
@@ -428,6 +449,8 @@ func (c *Checker) checkTable(t *ast.TableDecl, s *scope) {
 				c.info.Types[x.Value] = &Void{}
 				if actions != nil && tableAction(t, ar.Name.Name) == nil {
 					c.errorf(x.Value.Position(), "default action %s is not in the actions of table %s", ar.Name.Name, t.Name)
+				} else if ref := tableAction(t, ar.Name.Name); ref != nil && ref.Annotations.Has("tableonly") {
+					c.errorf(x.Pos, "action %s is @tableonly in table %s and cannot be its default action", ar.Name.Name, t.Name)
 				}
 			default:
 				c.expr(x.Value, s)
@@ -600,4 +623,63 @@ func (c *Checker) bodyName() string {
 		return "a parser state"
 	}
 	return "a control's apply block"
+}
+
+// propIndex is the index of a table's property, or -1.
+func propIndex(t *ast.TableDecl, name string) int {
+	for i, p := range t.Properties {
+		if p.PropName() == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// entryKeyForm checks that an entry's keyset has a form its key's match
+// kind takes (P4_16 §14.2.1.4, with v1model's optional): a mask only for
+// ternary and lpm keys (for lpm, a prefix), a range only for range keys,
+// and for exact and optional keys a plain value (optional also _).
+func (c *Checker) entryKeyForm(k ast.Expr, kind string) {
+	bad := false
+	switch x := k.(type) {
+	case *ast.MaskExpr:
+		switch kind {
+		case "ternary":
+		case "lpm":
+			if m, ok := c.info.Values[x.Mask].(*big.Int); ok && m.Sign() > 0 {
+				if w := c.info.Types[k]; w != nil {
+					if b := BitsOf(setElem(w)); b != nil && !isPrefixMask(m, b.Width) {
+						c.targetErrorf(x.Mask.Position(), "%s is not a prefix mask for an lpm key", m)
+					}
+				}
+			}
+		default:
+			bad = true
+		}
+	case *ast.RangeExpr:
+		bad = kind != "range"
+	case *ast.DefaultExpr, *ast.DontCareExpr:
+		bad = kind == "exact"
+	}
+	if bad {
+		c.targetErrorf(k.Position(), "invalid key expression for a %s key", kind)
+	}
+}
+
+func setElem(t Type) Type {
+	if s, ok := t.(*Set); ok {
+		return s.Elem
+	}
+	return t
+}
+
+// isPrefixMask reports whether m, in width bits, is ones followed by zeros.
+func isPrefixMask(m *big.Int, width int) bool {
+	if width <= 0 || m.BitLen() > width {
+		return false
+	}
+	inv := new(big.Int).Lsh(big.NewInt(1), uint(width))
+	inv.Sub(inv, big.NewInt(1))
+	inv.Xor(inv, m) // the zeros below the prefix, as ones: 2^k - 1
+	return new(big.Int).And(inv, new(big.Int).Add(inv, big.NewInt(1))).Sign() == 0
 }
