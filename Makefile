@@ -3,6 +3,7 @@
 #   make run      bring up the christie topology, the controller and its REST API
 #   make shell [DEVICE=<switch>]   p4runtime-shell on a switch of that network, beside the controller
 #   make test     every test suite, ending with one "N passed, M failed" line
+#   make conformance-compile   p4c's compile corpus: what p4c refuses refused, what it compiles loaded
 #   make experiments [ONLY=E3] [SHORT=1] [ATTEMPTS=3]   the seeds' results E1-E10 and build/results/report.html
 #
 # make run and make test run `make setup` first, which installs what a fresh Debian machine lacks.
@@ -41,7 +42,7 @@ P4_OUT   := $(BUILD)/p4
 P4_JSON  := $(P4_OUT)/terrapin.json
 P4_INFO  := $(P4_OUT)/terrapin.p4info.txtpb
 
-.PHONY: help setup toolchain p4 controller conformance ptf shell test test-go \
+.PHONY: help setup toolchain p4 controller conformance conformance-compile ptf shell test test-go \
         bench bench-engine bench-switch bench-controller run stop demo experiments clean bmv2
 
 help:
@@ -82,6 +83,15 @@ conformance: toolchain
 	sw=$(SWITCH_BIN) && $(BIN)/terrapin-stf --corpus $(CORPUS) --json $(JSON) --via $(VIA) \
 	    --p4c $(BIN)/terrapin-p4c --switch "$$sw" \
 	    --xfail $(STF_XFAIL)
+
+# p4c's compile corpus (../shared/conformance/p4c-compile): every reject/ program refused at the
+# line p4c names, every accept/ program compiled and its JSON loaded by terrapin-switch's loader
+# and, when BMv2 is built (scripts/bmv2-bin.sh), by simple_switch. One summary line.
+COMPILE_CORPUS ?= ../shared/conformance/p4c-compile
+conformance-compile:
+	@set -o pipefail; ss=$$(bash scripts/bmv2-bin.sh simple_switch 2>/dev/null || true); \
+	  cd toolchain && P4C_COMPILE_CORPUS=$(abspath $(COMPILE_CORPUS)) SIMPLE_SWITCH="$$ss" \
+	  $(GO) test -count=1 -v -run '^TestConformanceCompile$$' ./cmd/terrapin-p4c/ | grep -v '^=== RUN'
 
 ptf: toolchain p4
 	PTF_SWITCHES="$(PTF_SWITCHES)" bash ptf-tests/run.sh

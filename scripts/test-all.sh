@@ -137,6 +137,9 @@ want fuzz          && run_counted fuzz go_fuzz
 want conformance   && run_counted conformance make --no-print-directory conformance JSON=ours VIA=engine
 want conformance   && run_counted conformance-p4c make --no-print-directory conformance JSON=p4c VIA=engine
 want conformance   && run_counted conformance-p4rt make --no-print-directory conformance JSON=ours VIA=p4runtime
+# p4c's compile corpus: refusals at p4c's lines, accepted programs loaded (on simple_switch too
+# when BMv2 is built); seconds.
+want conformance-compile && run_counted conformance-compile make --no-print-directory conformance-compile
 want python-lint   && run_counted python-lint python_checks
 want scripts       && run_counted scripts pytest_suite scripts/tests
 want controller    && run_counted controller pytest_suite controller/tests -m "not bmv2"
