@@ -4,6 +4,7 @@
 package compiler
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -92,7 +93,11 @@ func compile(opts Options) (*Result, scanner.ErrorList) {
 	pi, err := p4info.Build(lowered.Program)
 	if err != nil {
 		var l scanner.ErrorList
-		l.Add(scanner.Pos{File: opts.Program}, "%v", err)
+		pos := scanner.Pos{File: opts.Program}
+		if ne, ok := errors.AsType[*p4info.NameError](err); ok && ne.Loc.Pos.IsValid() {
+			pos = ne.Loc.Pos
+		}
+		l.Add(pos, "%v", err)
 		return nil, l
 	}
 	warnings := append(append(scanner.ErrorList{}, info.Warnings...), lowered.Warnings...)

@@ -1,6 +1,7 @@
 package p4info
 
 import (
+	"fmt"
 	"errors"
 	"math/big"
 	"sort"
@@ -14,6 +15,9 @@ import (
 func Build(p *ir.Program) (*p4v1.P4Info, error) {
 	syms := newSymbolTable()
 	tables := controlTables(p)
+	if err := duplicateTables(p); err != nil {
+		return nil, err
+	}
 
 	// collect symbols (the order only matters for explicit-id clashes)
 	for _, t := range tables {
@@ -505,4 +509,32 @@ func fieldIDs(explicit []uint32) []uint32 {
 		taken[index] = true
 	}
 	return ids
+}
+
+// NameError is a control-plane name P4Info cannot hold, at the source of
+// the object that takes it.
+type NameError struct {
+	Loc ir.Source
+	Msg string
+}
+
+func (e *NameError) Error() string { return e.Msg }
+
+// duplicateTables refuses two tables with one control-plane name (a table
+// with an absolute @name in a control instantiated twice): P4Info names
+// each object once, and p4c refuses such a program.
+func duplicateTables(p *ir.Program) error {
+	byName := map[string]*ir.Table{}
+	for _, pl := range p.Pipelines {
+		for _, t := range pl.Tables {
+			if t.Hidden {
+				continue
+			}
+			if prev, ok := byName[t.Name]; ok && prev != t {
+				return &NameError{Loc: t.Loc, Msg: fmt.Sprintf("name %q is used for more than one table in the P4Info (one is at %s)", t.Name, prev.Loc.Pos)}
+			}
+			byName[t.Name] = t
+		}
+	}
+	return nil
 }

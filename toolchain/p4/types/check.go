@@ -72,6 +72,9 @@ type Checker struct {
 	// no language error, as p4c's back end only sees programs its front
 	// end passed; so the first error is the one p4c names.
 	targetErrs scanner.ErrorList
+	// cpNames holds the actions and tables by control-plane name, to
+	// find two declarations that claim one name.
+	cpNames map[string]ast.Node
 }
 
 // Check resolves and type-checks a program.
@@ -100,6 +103,7 @@ func Check(prog *ast.Program) (*Info, scanner.ErrorList) {
 		typeDecls:       map[ast.Node]Type{},
 		resolving:       map[ast.Node]bool{},
 		specializations: map[string]*Struct{},
+		cpNames:         map[string]ast.Node{},
 	}
 	for _, d := range prog.Decls {
 		c.topDecl(d)
@@ -681,6 +685,7 @@ func (c *Checker) varDecl(x *ast.VarDecl, s *scope) {
 }
 
 func (c *Checker) checkAction(a *ast.ActionDecl, s *scope) {
+	c.controlPlaneName(a, a.Annotations, a.Pos, "action")
 	sc := newScope(s)
 	c.checkParams(a.Params, sc)
 	seenNone := false
@@ -945,4 +950,28 @@ func (c *Checker) localDecl(d ast.Decl, s *scope) {
 	default:
 		c.errorf(d.Position(), "this declaration is not allowed here")
 	}
+}
+
+// controlPlaneName records an action's or table's control-plane name and
+// refuses a second declaration of the same kind with the same name: an
+// absolute @name(".n") anywhere in the program, or a relative name within
+// one control (whose instances prefix both alike). P4Runtime identifies
+// the objects by these names (P4_16 §18.3.3).
+func (c *Checker) controlPlaneName(d ast.Node, annos ast.Annotations, pos scanner.Pos, kind string) {
+	name, ok := annos.StringArg("name")
+	if !ok {
+		return
+	}
+	key := kind + " " + name
+	if !strings.HasPrefix(name, ".") {
+		if c.ctx.control == nil {
+			return
+		}
+		key = kind + " " + c.ctx.control.Name + "." + name
+	}
+	if prev, dup := c.cpNames[key]; dup && prev != d {
+		c.errorf(pos, "%s: conflicting control plane name: %s at %s has it too", name, kind, prev.Position())
+		return
+	}
+	c.cpNames[key] = d
 }

@@ -359,6 +359,7 @@ func arityMatches(params []*ast.Param, args []*ast.Arg) bool {
 }
 
 func (c *Checker) checkTable(t *ast.TableDecl, s *scope) {
+	c.controlPlaneName(t, t.Annotations, t.Pos, "table")
 	c.info.DeclTypes[t] = &Table{Decl: t}
 	var keyTypes []Type
 	var keyKinds []string
