@@ -1,8 +1,8 @@
 package p4info
 
 import (
-	"fmt"
 	"errors"
+	"fmt"
 	"math/big"
 	"sort"
 
