@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 
 	"github.com/terrapin/terrapin/toolchain/bmv2json"
 	"github.com/terrapin/terrapin/toolchain/ir"
@@ -80,9 +81,12 @@ func compile(opts Options) (*Result, scanner.ErrorList) {
 	if len(errs) > 0 {
 		return nil, sorted(errs, opts.Program)
 	}
-	lowered, errs := lower.Lower(info, lower.Options{SourceFile: opts.Program})
+	lowered, errs := lowerChecked(info, opts.Program)
 	if len(errs) > 0 {
 		return nil, sorted(errs, opts.Program)
+	}
+	if len(info.TargetErrors) > 0 {
+		return nil, sorted(info.TargetErrors, opts.Program)
 	}
 	js, err := bmv2json.Emit(lowered.Program)
 	if err != nil {
@@ -125,4 +129,24 @@ func sorted(errs scanner.ErrorList, program string) scanner.ErrorList {
 		return a.Col < b.Col
 	})
 	return out
+}
+
+// lowerChecked lowers a checked program. A program the target refuses
+// (info.TargetErrors) may be one the lowering cannot handle either: its
+// failure then reports those errors, not an internal one.
+func lowerChecked(info *types.Info, program string) (res *lower.Result, errs scanner.ErrorList) {
+	if len(info.TargetErrors) > 0 {
+		defer func() {
+			if r := recover(); r != nil {
+				res, errs = nil, info.TargetErrors
+			}
+		}()
+	}
+	res, errs = lower.Lower(info, lower.Options{SourceFile: program})
+	for _, e := range errs {
+		if strings.HasPrefix(e.Msg, "internal") && len(info.TargetErrors) > 0 {
+			return nil, info.TargetErrors
+		}
+	}
+	return res, errs
 }

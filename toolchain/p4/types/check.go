@@ -68,9 +68,7 @@ type Checker struct {
 	// generic struct without its arguments is expected.
 	specializing bool
 	// targetErrs are what the target (BMv2, v1model) refuses in a program
-	// the language accepts. They are reported only when the program has
-	// no language error, as p4c's back end only sees programs its front
-	// end passed; so the first error is the one p4c names.
+	// the language accepts (Info.TargetErrors).
 	targetErrs scanner.ErrorList
 	// cpNames holds the actions and tables by control-plane name, to
 	// find two declarations that claim one name.
@@ -113,9 +111,10 @@ func Check(prog *ast.Program) (*Info, scanner.ErrorList) {
 			c.info.Main = inst
 		}
 	}
-	if len(c.errs) == 0 {
-		c.errs = c.targetErrs
+	if c.info.Main != nil {
+		c.v1modelTypes(c.info.Main)
 	}
+	c.info.TargetErrors = c.targetErrs
 	if c.info.Main == nil && len(c.errs) == 0 {
 		// where main would be: after the last declaration (an empty
 		// program has no position to give)
@@ -974,4 +973,43 @@ func (c *Checker) controlPlaneName(d ast.Node, annos ast.Annotations, pos scanne
 		return
 	}
 	c.cpNames[key] = d
+}
+
+// v1modelTypes checks what v1model.p4 documents of V1Switch<H, M> and
+// p4c-bm2-ss enforces: M, the user metadata, is a struct, and H is a
+// struct of headers, header stacks and header unions only.
+func (c *Checker) v1modelTypes(main *ast.InstanceDecl) {
+	pkg, ok := c.info.DeclTypes[main].(*Package)
+	if !ok || pkg.Decl.Name != "V1Switch" || len(main.Args) == 0 {
+		return
+	}
+	b, ok := c.info.Types[main.Args[0].Value].(*Block)
+	if !ok {
+		return
+	}
+	pd, ok := b.Decl.(*ast.ParserDecl)
+	if !ok || len(pd.Params) != 4 {
+		return
+	}
+	h, m := pd.Params[1], pd.Params[2]
+	if st, ok := Underlying(c.info.DeclTypes[m]).(*Struct); !ok || st.Kind != ast.StructKindStruct {
+		c.targetErrorf(m.Pos, "%s: expected the user metadata type to be a struct, not %s", m.Name, c.info.DeclTypes[m])
+	}
+	st, ok := Underlying(c.info.DeclTypes[h]).(*Struct)
+	if !ok || st.Kind != ast.StructKindStruct {
+		c.targetErrorf(h.Pos, "%s: expected the headers type to be a struct, not %s", h.Name, c.info.DeclTypes[h])
+		return
+	}
+	for _, f := range st.Fields {
+		switch ft := Underlying(f.Type).(type) {
+		case *Stack:
+			continue
+		case *Struct:
+			if ft.Kind != ast.StructKindStruct {
+				continue
+			}
+		}
+		c.targetErrorf(h.Pos, "%s: the headers type %s should be a struct of headers, stacks or unions; field %s is a %s", h.Name, st.Name, f.Name, f.Type)
+		return
+	}
 }

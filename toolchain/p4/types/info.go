@@ -131,6 +131,12 @@ type Info struct {
 	// DefaultActions holds the default_action of each table that has one.
 	DefaultActions map[*ast.TableDecl]*ast.ActionRef
 	// Warnings are diagnostics that do not stop compilation.
+	// TargetErrors are what BMv2 and v1model refuse in a program the
+	// language accepts (Check's own errors are the language's). The
+	// caller reports them once the program has passed its other checks,
+	// as p4c's back end only sees what its front and mid ends passed: the
+	// first error is then the one p4c names.
+	TargetErrors scanner.ErrorList
 	Warnings scanner.ErrorList
 	// ParentOf maps local declarations (actions, tables, instances,
 	// variables) to the parser or control declaring them (nil for
