@@ -4,9 +4,9 @@
 header h_t { bit<8> a; bit<8> b; }
 header w_t { bit<16> x; }
 struct inner_t { h_t ih; bit<4> n; bool f; }
-struct headers { h_t h; h_t[4] hs; inner_t inner; w_t w; }
+struct headers { h_t h; h_t[4] hs; w_t w; }
 struct pair_t { bit<8> l; bit<8> r; }
-struct meta { pair_t p; error err; bit<8> idx; tuple<bit<8>, bool> tp; }
+struct meta { pair_t p; error err; bit<8> idx; tuple<bit<8>, bool> tp; inner_t inner; }
 enum Op { ADD, SUB, NOP }
 const h_t CH = { 8w1, 8w2 };
 const pair_t CP = { l = 3, r = 4 };
@@ -32,8 +32,8 @@ parser P(packet_in pk, out headers hdr, inout meta m, inout standard_metadata_t 
         transition select(hdr.hs.last.a) { 0: stack; default: inner; }
     }
     state inner {
-        pk.extract(hdr.inner.ih);
-        verify(hdr.inner.ih.a != 0xFF, error.NoMatch);
+        pk.extract(m.inner.ih);
+        verify(m.inner.ih.a != 0xFF, error.NoMatch);
         bit<16> look = pk.lookahead<w_t>().x;
         m.idx = look[7:0];
         transition accept;
@@ -67,7 +67,7 @@ control I(inout headers hdr, inout meta m, inout standard_metadata_t sm) {
         m.tp = { 8w1, true };
         if (m.tp[1]) { hdr.h.a = m.tp[0]; }
         hdr.h.a = hdr.h.a[7:4] ++ hdr.h.b[3:0];
-        hdr.inner.n = (bit<4>)(bit<1>)hdr.inner.f;
+        m.inner.n = (bit<4>)(bit<1>)m.inner.f;
         if (sm.parser_error == error.NoMatch || m.err != error.NoError) { outer_act(); }
         s1.apply(hdr.h, 8w2);
         hdr.h.b = (bit<8>)((int<8>)hdr.h.b >> 1);
@@ -81,9 +81,9 @@ control E(inout headers hdr, inout meta m, inout standard_metadata_t sm) {
         gpair_t<bit<8>> g = { l = hdr.h.a, ... };
         hdr.h.b = g.r;
         if (hdr.w == {#} && v1model_ok) { hdr.w = { x = 1, ... }; } else { hdr.w = {#}; }
-        hdr.inner = { n = 2, ... };
+        m.inner = { n = 2, ... };
     }
 }
 control C(inout headers hdr, inout meta m) { apply { } }
-control D(packet_out p, in headers hdr) { apply { p.emit(hdr.h); p.emit(hdr.hs); p.emit(hdr.inner.ih); p.emit(hdr.w); } }
+control D(packet_out p, in headers hdr) { apply { p.emit(hdr.h); p.emit(hdr.hs); p.emit(hdr.w); } }
 V1Switch(P(), V(), I(), E(), C(), D()) main;

@@ -137,7 +137,7 @@ type Info struct {
 	// as p4c's back end only sees what its front and mid ends passed: the
 	// first error is then the one p4c names.
 	TargetErrors scanner.ErrorList
-	Warnings scanner.ErrorList
+	Warnings     scanner.ErrorList
 	// ParentOf maps local declarations (actions, tables, instances,
 	// variables) to the parser or control declaring them (nil for
 	// top-level declarations).
