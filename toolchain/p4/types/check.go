@@ -3,6 +3,7 @@ package types
 import (
 	"fmt"
 	"math/big"
+	"sort"
 	"strings"
 
 	"github.com/terrapin/terrapin/toolchain/p4/ast"
@@ -114,6 +115,7 @@ func Check(prog *ast.Program) (*Info, scanner.ErrorList) {
 	if c.info.Main != nil {
 		c.v1modelTypes(c.info.Main)
 	}
+	c.directMeters(prog)
 	c.info.TargetErrors = c.targetErrs
 	if c.info.Main == nil && len(c.errs) == 0 {
 		// where main would be: after the last declaration (an empty
@@ -1012,4 +1014,69 @@ func (c *Checker) v1modelTypes(main *ast.InstanceDecl) {
 		c.targetErrorf(h.Pos, "%s: the headers type %s should be a struct of headers, stacks or unions; field %s is a %s", h.Name, st.Name, f.Name, f.Type)
 		return
 	}
+}
+
+// directMeters checks v1model's direct meters as p4c-bm2-ss does: a
+// direct_meter belongs to the one table whose `meters` property names it,
+// and that table's actions read it (BMv2 writes its colour into the
+// field read() names). One read but attached to no table, or attached
+// but never read, is refused.
+func (c *Checker) directMeters(prog *ast.Program) {
+	instOf := func(e ast.Expr) *ast.InstanceDecl {
+		if id, ok := e.(*ast.Ident); ok {
+			d, _ := c.info.Uses[id].(*ast.InstanceDecl)
+			return d
+		}
+		return nil
+	}
+	attached := map[*ast.InstanceDecl]*ast.TableDecl{}
+	for _, d := range prog.Decls {
+		ctl, ok := d.(*ast.ControlDecl)
+		if !ok {
+			continue
+		}
+		for _, l := range ctl.Locals {
+			t, ok := l.(*ast.TableDecl)
+			if !ok {
+				continue
+			}
+			for _, p := range t.Properties {
+				if vp, ok := p.(*ast.ValueProperty); ok && vp.Name == "meters" {
+					if inst := instOf(vp.Value); inst != nil {
+						attached[inst] = t
+					}
+				}
+			}
+		}
+	}
+	read := map[*ast.InstanceDecl]bool{}
+	var calls []*ast.CallExpr
+	for x, call := range c.info.Calls {
+		if call.Extern != nil && call.Extern.Decl.Name == "direct_meter" && call.Proto != nil && call.Proto.Name == "read" {
+			calls = append(calls, x)
+		}
+	}
+	sort.Slice(calls, func(i, j int) bool { return posLess(calls[i].Position(), calls[j].Position()) })
+	for _, x := range calls {
+		inst := instOf(c.info.Calls[x].Recv)
+		if inst == nil {
+			continue
+		}
+		read[inst] = true
+		if attached[inst] == nil {
+			c.targetErrorf(x.Position(), "direct meter %s is read, but no table has it as its meters property", inst.Name)
+		}
+	}
+	for inst, t := range attached {
+		if !read[inst] {
+			c.targetErrorf(inst.Pos, "direct meter %s of table %s is never read; BMv2 needs a field for its result", inst.Name, t.Name)
+		}
+	}
+}
+
+func posLess(a, b scanner.Pos) bool {
+	if a.Line != b.Line {
+		return a.Line < b.Line
+	}
+	return a.Col < b.Col
 }
