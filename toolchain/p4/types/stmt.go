@@ -152,8 +152,17 @@ func (c *Checker) switchStmt(x *ast.SwitchStmt, s *scope) {
 	t := c.expr(x.Expr, s)
 	ae, isAction := t.(*ActionEnum)
 	seen := map[string]bool{}
+	defaults := 0
+	for _, cs := range x.Cases {
+		if cs.Default {
+			defaults++
+		}
+	}
+	if defaults > 1 {
+		c.errorf(x.Pos, "switch has multiple default labels")
+	}
 	for i, cs := range x.Cases {
-		if cs.Default && i != len(x.Cases)-1 {
+		if cs.Default && i != len(x.Cases)-1 && defaults == 1 {
 			c.errorf(cs.Pos, "default must be the last switch label")
 		}
 		for _, l := range cs.Labels {
@@ -300,6 +309,7 @@ func (c *Checker) instanceDecl(x *ast.InstanceDecl, s *scope) {
 	case *Package:
 		call.Package = b
 		c.bindArgs(call, b.Decl.Params, x.Args, nil, x.Pos, s)
+		c.info.InstanceCalls[x] = call
 	default:
 		c.errorf(x.Pos, "%s cannot be instantiated", t)
 		return
