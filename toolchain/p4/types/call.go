@@ -480,9 +480,13 @@ func (c *Checker) bindArgs(call *Call, params []*ast.Param, args []*ast.Arg, env
 			}
 			continue
 		}
-		if _, isVar := pt.(*TypeVar); isVar {
-			// an int literal passed for an uninferred type variable
-			// keeps its value; the back end gives it a width.
+		if tv, isVar := pt.(*TypeVar); isVar {
+			// nothing else fixes the type variable: an integer
+			// without a width gives it none (P4_16 §8.9.1: int is
+			// not a type a run-time value can have)
+			if _, inf := Underlying(c.info.Types[a]).(*InfInt); inf {
+				c.errorf(a.Position(), "could not infer a width for %s from %s; give the value a width", tv.Name, exprText(a))
+			}
 			continue
 		}
 		c.convert(a, pt)
@@ -541,4 +545,12 @@ func blockCtorParams(b *Block) (params []*ast.Param, ok bool) {
 		return d.CtorParams, true
 	}
 	return nil, false
+}
+
+// exprText is a short spelling of an expression for diagnostics.
+func exprText(e ast.Expr) string {
+	if l, ok := e.(*ast.IntLit); ok {
+		return l.Text
+	}
+	return "an integer"
 }
