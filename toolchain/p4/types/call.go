@@ -19,7 +19,7 @@ func (c *Checker) call(x *ast.CallExpr, s *scope) Type {
 		}
 		ds := sc.lookup(f.Name)
 		if len(ds) == 0 {
-			c.errorf(f.Pos, "%s: undeclared identifier", f.Name)
+			c.resolveErrorf(f.Pos, "%s: undeclared identifier", f.Name)
 			c.exprArgs(x, s)
 			return &Void{}
 		}

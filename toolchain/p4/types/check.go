@@ -68,6 +68,10 @@ type Checker struct {
 	// specializing is set while the base of T<...> is resolved, where a
 	// generic struct without its arguments is expected.
 	specializing bool
+	// resolveErrs are names that resolve to no declaration. p4c resolves
+	// every name before it checks any type, and stops there when one does
+	// not resolve: with such errors, Check reports only them.
+	resolveErrs scanner.ErrorList
 	// targetErrs are what the target (BMv2, v1model) refuses in a program
 	// the language accepts (Info.TargetErrors).
 	targetErrs scanner.ErrorList
@@ -117,6 +121,9 @@ func Check(prog *ast.Program) (*Info, scanner.ErrorList) {
 	}
 	c.directMeters(prog)
 	c.info.TargetErrors = c.targetErrs
+	if len(c.resolveErrs) > 0 {
+		return c.info, c.resolveErrs
+	}
 	if c.info.Main == nil && len(c.errs) == 0 {
 		// where main would be: after the last declaration (an empty
 		// program has no position to give)
@@ -131,6 +138,12 @@ func Check(prog *ast.Program) (*Info, scanner.ErrorList) {
 
 func (c *Checker) warnf(pos scanner.Pos, format string, args ...any) {
 	c.info.Warnings.Add(pos, format, args...)
+}
+
+// resolveErrorf reports a name that resolves to nothing (see resolveErrs).
+func (c *Checker) resolveErrorf(pos scanner.Pos, format string, args ...any) {
+	c.resolveErrs.Add(pos, format, args...)
+	c.errorf(pos, format, args...)
 }
 
 // targetErrorf reports what the target refuses (see targetErrs).
@@ -536,7 +549,7 @@ func (c *Checker) resolveType1(t ast.Type, s *scope) Type {
 		}
 		ds := sc.lookup(x.Name)
 		if len(ds) == 0 {
-			c.errorf(x.Pos, "%s: unknown type", x.Name)
+			c.resolveErrorf(x.Pos, "%s: unknown type", x.Name)
 			return &Void{}
 		}
 		switch ds[0].(type) {
@@ -821,7 +834,7 @@ func (c *Checker) transition(tr *ast.Transition, s *scope) {
 func (c *Checker) stateRef(id *ast.Ident, s *scope) {
 	ds := s.lookup(id.Name)
 	if len(ds) == 0 {
-		c.errorf(id.Pos, "%s: no such parser state", id.Name)
+		c.resolveErrorf(id.Pos, "%s: no such parser state", id.Name)
 		return
 	}
 	st, ok := ds[0].(*ast.ParserState)

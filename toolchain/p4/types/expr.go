@@ -140,7 +140,7 @@ func (c *Checker) ident(x *ast.Ident, s *scope) Type {
 	}
 	ds := sc.lookup(x.Name)
 	if len(ds) == 0 {
-		c.errorf(x.Pos, "%s: undeclared identifier", x.Name)
+		c.resolveErrorf(x.Pos, "%s: undeclared identifier", x.Name)
 		return &Void{}
 	}
 	d := ds[0]
@@ -184,7 +184,7 @@ func (c *Checker) member(x *ast.MemberExpr, s *scope) Type {
 		switch t := Underlying(tt.T).(type) {
 		case *ErrorType:
 			if _, ok := c.errorMembers[x.Name]; !ok {
-				c.errorf(x.Pos, "error.%s is not declared", x.Name)
+				c.resolveErrorf(x.Pos, "error.%s is not declared", x.Name)
 			}
 			c.setValue(x, &ErrorValue{Name: x.Name})
 			return &ErrorType{}

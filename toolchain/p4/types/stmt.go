@@ -505,7 +505,7 @@ func (c *Checker) actionRef(ar *ast.ActionRef, s *scope, full bool) {
 	}
 	ds := sc.lookup(ar.Name.Name)
 	if len(ds) == 0 {
-		c.errorf(ar.Name.Pos, "%s: undeclared action", ar.Name.Name)
+		c.resolveErrorf(ar.Name.Pos, "%s: undeclared action", ar.Name.Name)
 		return
 	}
 	a, ok := ds[0].(*ast.ActionDecl)
