@@ -667,8 +667,9 @@ type Ident struct {
 type IntLit struct {
 	Pos    Pos
 	Value  *big.Int
-	Width  int // 0: arbitrary-precision int
+	Width  int // 0: arbitrary-precision int, unless Sized (0w0: bit<0>)
 	Signed bool
+	Sized  bool
 	Text   string
 }
 

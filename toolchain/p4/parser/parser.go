@@ -1179,7 +1179,7 @@ func (ps *parser) intLit(t scanner.Token) *ast.IntLit {
 		ps.errorf(t.Pos, "%v", err)
 		return &ast.IntLit{Pos: t.Pos, Value: newInt(0), Text: t.Text}
 	}
-	return &ast.IntLit{Pos: t.Pos, Value: lit.Value, Width: lit.Width, Signed: lit.Signed, Text: t.Text}
+	return &ast.IntLit{Pos: t.Pos, Value: lit.Value, Width: lit.Width, Signed: lit.Signed, Sized: lit.Sized, Text: t.Text}
 }
 
 func (ps *parser) String() string { return fmt.Sprintf("parser at %s", ps.tok().Pos) }

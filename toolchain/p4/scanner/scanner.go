@@ -287,6 +287,9 @@ type IntLit struct {
 	Value  *big.Int
 	Width  int  // 0 when the literal has no width prefix (type int)
 	Signed bool // true for `Ns` literals
+	// Sized is set for a width prefix, so that 0w0 (bit<0>) differs
+	// from 0 (int).
+	Sized bool
 }
 
 // ParseInt decodes an integer literal spelling such as `42`, `0x2A`,
@@ -303,13 +306,14 @@ func ParseInt(text string) (IntLit, error) {
 		}
 		if (c == 'w' || c == 's') && i > 0 {
 			w, err := strconv.Atoi(text[:i])
-			if err != nil || w <= 0 {
+			if err != nil || w < 0 || (w == 0 && c == 's') {
 				return lit, fmt.Errorf("invalid width in literal %q", text)
 			}
 			if w > 1<<16 {
 				return lit, fmt.Errorf("width of literal %q is too large", text)
 			}
 			lit.Width = w
+			lit.Sized = true
 			lit.Signed = c == 's'
 			body = text[i+1:]
 		}

@@ -105,7 +105,8 @@ func TestParseInt(t *testing.T) {
 		{"0o17", 15, 0, false, false},
 		{"32w0d99", 99, 32, false, false},
 		{"1_000", 1000, 0, false, false},
-		{"0w5", 0, 0, false, true},
+		{"0w0", 0, 0, false, false}, // bit<0>; 0w5 does not fit it (the checker says so)
+		{"0s0", 0, 0, false, true},
 		{"8w", 0, 0, false, true},
 		{"0xZZ", 0, 0, false, true},
 	}

@@ -826,7 +826,14 @@ func (c *Checker) transition(tr *ast.Transition, s *scope) {
 		keyTypes = append(keyTypes, t)
 	}
 	for _, cs := range se.Cases {
+		// p4c types a select as a whole: a case that does not match
+		// the keys is an error of the select expression, reported there
+		before := len(c.errs)
 		c.keyset(cs.Keyset, keyTypes, s)
+		for i := before; i < len(c.errs); i++ {
+			c.errs[i].Msg = fmt.Sprintf("select case at %d:%d: %s", c.errs[i].Pos.Line, c.errs[i].Pos.Col, c.errs[i].Msg)
+			c.errs[i].Pos = se.Pos
+		}
 		c.stateRef(cs.State, s)
 	}
 }

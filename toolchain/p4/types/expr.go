@@ -34,7 +34,7 @@ func (c *Checker) setValue(e ast.Expr, v Value) {
 func (c *Checker) expr1(e ast.Expr, s *scope) Type {
 	switch x := e.(type) {
 	case *ast.IntLit:
-		if x.Width == 0 {
+		if x.Width == 0 && !x.Sized {
 			c.setValue(e, new(big.Int).Set(x.Value))
 			return &InfInt{}
 		}
