@@ -247,6 +247,7 @@ func (c *Checker) topDecl(d ast.Decl) {
 		return
 	case *ast.InstanceDecl:
 		c.instanceDecl(x, s)
+		c.instancePlace(x)
 		c.declare(s, x.Name, x.Pos, x)
 		return
 	case *ast.VarDecl:
@@ -951,6 +952,7 @@ func (c *Checker) localDecl(d ast.Decl, s *scope) {
 		c.varDecl(x, s)
 	case *ast.InstanceDecl:
 		c.instanceDecl(x, s)
+		c.instancePlace(x)
 		c.declare(s, x.Name, x.Pos, x)
 	case *ast.ActionDecl:
 		c.declare(s, x.Name, x.Pos, x)
@@ -961,6 +963,9 @@ func (c *Checker) localDecl(d ast.Decl, s *scope) {
 		c.declare(s, x.Name, x.Pos, x)
 		c.checkTable(x, s)
 	case *ast.ValueSetDecl:
+		if c.ctx.control != nil {
+			c.errorf(x.Pos, "%s: value sets are instantiated in a parser or at the top level, not in a control", x.Name)
+		}
 		et := c.resolveType(x.ElemType, s)
 		c.expr(x.Size, s)
 		c.declare(s, x.Name, x.Pos, x)
@@ -1099,4 +1104,33 @@ func posLess(a, b scanner.Pos) bool {
 		return a.Line < b.Line
 	}
 	return a.Col < b.Col
+}
+
+// instancePlace checks where an object is instantiated (P4_16 Appendix
+// F): a package only at the top level, a parser only in a parser, a
+// control only in a control. (Externs go anywhere but bodies, which
+// stmt refuses.) A parser or control given to a package is a constructor
+// call, not an instantiation.
+func (c *Checker) instancePlace(x *ast.InstanceDecl) {
+	where := "at the top level"
+	switch {
+	case c.ctx.parser != nil:
+		where = "in a parser"
+	case c.ctx.control != nil:
+		where = "in a control"
+	}
+	switch t := c.info.DeclTypes[x].(type) {
+	case *Package:
+		if where != "at the top level" {
+			c.errorf(x.Pos, "%s: a package is instantiated only at the top level, not %s", x.Name, where)
+		}
+	case *Block:
+		kind, home := "control", "in a control"
+		if t.IsParser {
+			kind, home = "parser", "in a parser"
+		}
+		if where != home {
+			c.errorf(x.Pos, "%s: a %s cannot be instantiated %s", x.Name, kind, where)
+		}
+	}
 }
