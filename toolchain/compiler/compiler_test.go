@@ -130,6 +130,30 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
 
 func withBody(body string) string { return strings.Replace(minimal, "BODY", body, 1) }
 
+// withTable is minimal with table t's key replaced (and t applied).
+func withTable(key string) string {
+	return strings.Replace(withBody("t.apply();"), "key = { hdr.h.b : exact; }", key, 1)
+}
+
+// TestTargetAccepts compiles what the target checks must let through.
+func TestTargetAccepts(t *testing.T) {
+	for _, key := range []string{
+		"key = { hdr.h.b : lpm; } const entries = { 0xF0 &&& 0xF0 : set(1); 0 &&& 0 : set(2); _ : set(3); 7 : set(4); }",
+		"key = { hdr.h.b : ternary; hdr.h.a : lpm; } const entries = { (0x0F &&& 0x0F, _) : set(1); }",
+		"key = { hdr.h.b : range; } const entries = { 1 .. 2 : set(1); _ : set(2); 5 : set(3); }",
+		"key = { hdr.h.b : optional; } const entries = { 1 : set(1); _ : set(2); }",
+		"key = { hdr.h.b : exact; } meters = dm;",
+	} {
+		src := withTable(key)
+		if strings.Contains(key, "meters") {
+			src = strings.Replace(src, "action set(bit<8> v) { hdr.h.a = v; }", "direct_meter<bit<8>>(MeterType.packets) dm; action set(bit<8> v) { dm.read(hdr.h.a); }", 1)
+		}
+		if _, errs := Compile(Options{Program: "main.p4", ReadFile: memFS{"main.p4": src}.read}); len(errs) > 0 {
+			t.Errorf("%s: %v", key, errs)
+		}
+	}
+}
+
 // TestFeaturePrograms compiles the programs in testdata, which use most
 // of the language and of v1model's externs.
 func TestFeaturePrograms(t *testing.T) {
@@ -167,6 +191,20 @@ func TestDiagnostics(t *testing.T) {
 		{"apply twice", withBody("t.apply(); t.apply();"), 13, "applied more than once"},
 		{"no main", "header h_t { bit<8> a; }\n\nheader g_t { bit<8> b; }\n", 3, "no top-level package instance called main"},
 		{"bad main", strings.Replace(withBody(""), "V1Switch(P(), V(), I(), E(), C(), D()) main;", "V1Switch(P(), V(), I(), E(), C()) main;", 1), 18, "missing argument"},
+		// what BMv2 and v1model refuse in programs the language accepts
+		{"header of 15 bits", strings.Replace(withBody(""), "bit<8> b; }", "bit<7> b; }", 1), 3, "header h_t is 15 bits long"},
+		{"headers struct holding a struct", strings.Replace(withBody(""), "struct headers { h_t h; }", "struct wrap_t { h_t w; } struct headers { h_t h; wrap_t x; }", 1), 6, "field x is a wrap_t"},
+		{"two lpm keys", withTable("key = { hdr.h.b : lpm; hdr.h.a : lpm; }"), 12, "table t has more than one lpm key"},
+		{"mask on an exact key", withTable("key = { hdr.h.b : exact; } const entries = { 1 &&& 1 : set(1); }"), 12, "invalid key expression for the exact key"},
+		{"range on a ternary key", withTable("key = { hdr.h.b : ternary; } const entries = { 1 .. 2 : set(1); }"), 12, "invalid key expression for the ternary key"},
+		{"mask on an optional key", withTable("key = { hdr.h.b : optional; } const entries = { 1 &&& 1 : set(1); }"), 12, "invalid key expression for the optional key"},
+		{"lpm mask not a prefix", withTable("key = { hdr.h.b : lpm; } const entries = { 0x0F &&& 0x0F : set(1); }"), 12, "not a prefix"},
+		{"direct meter on no table", strings.Replace(withBody("t.apply();"), "action set(bit<8> v) { hdr.h.a = v; }", "direct_meter<bit<8>>(MeterType.packets) dm; action set(bit<8> v) { dm.read(hdr.h.a); }", 1), 11, "direct meter dm is read, but no table has it"},
+		{"direct meter never read", strings.Replace(withTable("key = { hdr.h.b : exact; } meters = dm;"), "action set(", "direct_meter<bit<8>>(MeterType.packets) dm; action set(", 1), 11, "direct meter dm of table t is never read"},
+		{"one table name twice in P4Info", strings.Replace(strings.Replace(withBody("s1.apply(hdr); s2.apply(hdr);"),
+			"control V(inout headers hdr, inout meta m) { apply { } }",
+			`control V(inout headers hdr, inout meta m) { apply { } } control S(inout headers hdr) { @name(".s") table s { actions = { NoAction; } } apply { s.apply(); } }`, 1),
+			"action set(", "S() s1; S() s2; action set(", 1), 9, `name "s" is used for more than one table`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

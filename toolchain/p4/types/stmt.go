@@ -673,7 +673,7 @@ func (c *Checker) entryKeyForm(k ast.Expr, kind string) {
 		bad = kind == "exact"
 	}
 	if bad {
-		c.targetErrorf(k.Position(), "invalid key expression for a %s key", kind)
+		c.targetErrorf(k.Position(), "invalid key expression for the %s key", kind)
 	}
 }
 
