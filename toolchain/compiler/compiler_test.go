@@ -205,6 +205,10 @@ func TestDiagnostics(t *testing.T) {
 			"control V(inout headers hdr, inout meta m) { apply { } }",
 			`control V(inout headers hdr, inout meta m) { apply { } } control S(inout headers hdr) { @name(".s") table s { actions = { NoAction; } } apply { s.apply(); } }`, 1),
 			"action set(", "S() s1; S() s2; action set(", 1), 9, `name "s" is used for more than one table`},
+		{"one counter name twice in P4Info", strings.Replace(strings.Replace(withBody("s1.apply(hdr); s2.apply(hdr);"),
+			"control V(inout headers hdr, inout meta m) { apply { } }",
+			`control V(inout headers hdr, inout meta m) { apply { } } control S(inout headers hdr) { @name(".c") counter(32w4, CounterType.packets) c; apply { c.count(0); } }`, 1),
+			"action set(", "S() s1; S() s2; action set(", 1), 9, `name "c" is used for more than one counter`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

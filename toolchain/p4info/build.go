@@ -15,7 +15,7 @@ import (
 func Build(p *ir.Program) (*p4v1.P4Info, error) {
 	syms := newSymbolTable()
 	tables := controlTables(p)
-	if err := duplicateTables(p); err != nil {
+	if err := duplicateNames(p); err != nil {
 		return nil, err
 	}
 
@@ -520,20 +520,46 @@ type NameError struct {
 
 func (e *NameError) Error() string { return e.Msg }
 
-// duplicateTables refuses two tables with one control-plane name (a table
-// with an absolute @name in a control instantiated twice): P4Info names
-// each object once, and p4c refuses such a program.
-func duplicateTables(p *ir.Program) error {
-	byName := map[string]*ir.Table{}
+// duplicateNames refuses two objects of one kind with one control-plane
+// name (a table or extern with an absolute @name in a control instantiated
+// twice): P4Info names each object once, and p4c refuses such a program.
+func duplicateNames(p *ir.Program) error {
+	type object struct {
+		ptr any
+		loc ir.Source
+	}
+	seen := map[string]object{}
+	check := func(kind, name string, ptr any, loc ir.Source) error {
+		key := kind + " " + name
+		if prev, ok := seen[key]; ok && prev.ptr != ptr {
+			return &NameError{Loc: loc, Msg: fmt.Sprintf("name %q is used for more than one %s in the P4Info (one is at %s)", name, kind, prev.loc.Pos)}
+		}
+		seen[key] = object{ptr, loc}
+		return nil
+	}
 	for _, pl := range p.Pipelines {
 		for _, t := range pl.Tables {
 			if t.Hidden {
 				continue
 			}
-			if prev, ok := byName[t.Name]; ok && prev != t {
-				return &NameError{Loc: t.Loc, Msg: fmt.Sprintf("name %q is used for more than one table in the P4Info (one is at %s)", t.Name, prev.Loc.Pos)}
+			if err := check("table", t.Name, t, t.Loc); err != nil {
+				return err
 			}
-			byName[t.Name] = t
+		}
+	}
+	for _, c := range p.Counters {
+		if err := check("counter", c.Name, c, c.Loc); err != nil {
+			return err
+		}
+	}
+	for _, m := range p.Meters {
+		if err := check("meter", m.Name, m, m.Loc); err != nil {
+			return err
+		}
+	}
+	for _, r := range p.Registers {
+		if err := check("register", r.Name, r, r.Loc); err != nil {
+			return err
 		}
 	}
 	return nil

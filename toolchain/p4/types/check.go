@@ -1120,6 +1120,8 @@ func (c *Checker) instancePlace(x *ast.InstanceDecl) {
 		where = "in a control"
 	}
 	switch t := c.info.DeclTypes[x].(type) {
+	case *Extern:
+		c.controlPlaneName(x, x.Annotations, x.Pos, t.Decl.Name)
 	case *Package:
 		if where != "at the top level" {
 			c.errorf(x.Pos, "%s: a package is instantiated only at the top level, not %s", x.Name, where)
