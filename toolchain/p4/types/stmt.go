@@ -421,6 +421,17 @@ func (c *Checker) checkTable(t *ast.TableDecl, s *scope) {
 				// which comes first
 				c.errorf(x.Pos, "table %s: entries must come after the table's key", t.Name)
 			}
+			if !x.Const && entriesHavePriority(x) && !needsPriority(keyKinds) {
+				// P4_16 §14.2.1.4: priorities order entries of tables
+				// whose keys can overlap; exact and lpm keys cannot
+				pos := x.Pos
+				for _, p := range t.Properties {
+					if kp, ok := p.(*ast.KeyProperty); ok {
+						pos = kp.Pos
+					}
+				}
+				c.errorf(pos, "table %s: its key's match kinds (exact, lpm) take no priorities, but entries give some", t.Name)
+			}
 			for _, e := range x.Entries {
 				if len(e.Keys) != len(keyTypes) {
 					c.errorf(e.Pos, "entry has %d keys, table %s has %d", len(e.Keys), t.Name, len(keyTypes))
@@ -693,4 +704,25 @@ func isPrefixMask(m *big.Int, width int) bool {
 	inv.Sub(inv, big.NewInt(1))
 	inv.Xor(inv, m) // the zeros below the prefix, as ones: 2^k - 1
 	return new(big.Int).And(inv, new(big.Int).Add(inv, big.NewInt(1))).Sign() == 0
+}
+
+func entriesHavePriority(ep *ast.EntriesProperty) bool {
+	for _, e := range ep.Entries {
+		if e.Priority != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// needsPriority reports whether a key has a match kind whose entries can
+// overlap, so that they need priorities: any but exact and lpm (p4c treats
+// a match kind it does not know as one that may).
+func needsPriority(kinds []string) bool {
+	for _, k := range kinds {
+		if k != "exact" && k != "lpm" {
+			return true
+		}
+	}
+	return false
 }
