@@ -808,6 +808,8 @@ func (c *Checker) checkParser(p *ast.ParserDecl, s *scope) {
 	}
 	if !hasStart {
 		c.errorf(p.Pos, "parser %s has no start state", p.Name)
+	} else if !parserCanEnd(p) {
+		c.errorf(p.Pos, "parser %s never reaches accept or reject: every state reachable from start only goes on to another", p.Name)
 	}
 	c.ctx = saved
 }
@@ -1135,4 +1137,128 @@ func (c *Checker) instancePlace(x *ast.InstanceDecl) {
 			c.errorf(x.Pos, "%s: a %s cannot be instantiated %s", x.Name, kind, where)
 		}
 	}
+}
+
+// parserCanEnd reports whether a parser can end: some state reachable
+// from start goes to accept or reject (also by a missing transition or a
+// select without a default, which rejects when no case matches) or does
+// something that can end parsing with an error (a call: extract, advance,
+// verify, lookahead, a sub-parser; any statement but plain assignments and
+// declarations counts). A parser that can do none of these loops forever
+// (P4_16 §13: parsing ends in accept or reject).
+func parserCanEnd(p *ast.ParserDecl) bool {
+	states := map[string]*ast.ParserState{}
+	for _, st := range p.States {
+		states[st.Name] = st
+	}
+	seen := map[string]bool{}
+	work := []string{"start"}
+	for len(work) > 0 {
+		name := work[len(work)-1]
+		work = work[:len(work)-1]
+		if name == "accept" || name == "reject" {
+			return true
+		}
+		st := states[name]
+		if st == nil || seen[name] {
+			continue
+		}
+		seen[name] = true
+		for _, stmt := range st.Stmts {
+			if stmtMayFail(stmt) {
+				return true
+			}
+		}
+		tr := st.Transition
+		switch {
+		case tr == nil:
+			return true
+		case tr.Next != nil:
+			work = append(work, tr.Next.Name)
+		case tr.Select != nil:
+			hasDefault := false
+			for _, k := range tr.Select.Keys {
+				if exprHasCall(k) {
+					return true
+				}
+			}
+			for _, cs := range tr.Select.Cases {
+				switch cs.Keyset.(type) {
+				case *ast.DefaultExpr, *ast.DontCareExpr:
+					hasDefault = true
+				}
+				work = append(work, cs.State.Name)
+			}
+			if !hasDefault {
+				return true
+			}
+		default:
+			return true
+		}
+	}
+	return false
+}
+
+// stmtMayFail is false only for statements that cannot end parsing:
+// assignments and declarations without calls, empty statements.
+func stmtMayFail(s ast.Stmt) bool {
+	switch x := s.(type) {
+	case *ast.EmptyStmt:
+		return false
+	case *ast.AssignStmt:
+		return exprHasCall(x.LHS) || exprHasCall(x.RHS)
+	case *ast.DeclStmt:
+		switch d := x.Decl.(type) {
+		case *ast.VarDecl:
+			return d.Init != nil && exprHasCall(d.Init)
+		case *ast.ConstDecl:
+			return false
+		}
+	case *ast.BlockStmt:
+		for _, st := range x.Stmts {
+			if stmtMayFail(st) {
+				return true
+			}
+		}
+		return false
+	}
+	return true
+}
+
+// exprHasCall reports whether an expression may contain a call; unknown
+// forms count as calls.
+func exprHasCall(e ast.Expr) bool {
+	switch x := e.(type) {
+	case nil, *ast.Ident, *ast.IntLit, *ast.BoolLit, *ast.StringLit, *ast.DefaultExpr, *ast.DontCareExpr, *ast.InvalidExpr, *ast.TypeExpr:
+		return false
+	case *ast.MemberExpr:
+		return exprHasCall(x.X)
+	case *ast.IndexExpr:
+		return exprHasCall(x.X) || exprHasCall(x.Index)
+	case *ast.SliceExpr:
+		return exprHasCall(x.X) || exprHasCall(x.Hi) || exprHasCall(x.Lo)
+	case *ast.UnaryExpr:
+		return exprHasCall(x.X)
+	case *ast.BinaryExpr:
+		return exprHasCall(x.X) || exprHasCall(x.Y)
+	case *ast.TernaryExpr:
+		return exprHasCall(x.Cond) || exprHasCall(x.Then) || exprHasCall(x.Else)
+	case *ast.CastExpr:
+		return exprHasCall(x.X)
+	case *ast.ListExpr:
+		for _, el := range x.Elems {
+			if exprHasCall(el) {
+				return true
+			}
+		}
+		return false
+	case *ast.StructExpr:
+		for _, f := range x.Fields {
+			if exprHasCall(f.Value) {
+				return true
+			}
+		}
+		return false
+	}
+	return true
 }
