@@ -250,14 +250,14 @@ func loadOnBMv2(bin, js string) error {
 	// measure of anything
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "--log-console", "--thrift-port", strconv.Itoa(port),
+	cmd := exec.CommandContext(ctx, bin, "--log-console", "--log-level", "info", "--thrift-port", strconv.Itoa(port),
 		"--device-id", strconv.Itoa(port), "--notifications-addr", "ipc://"+filepath.Join(dir, "notify.ipc"), js)
+	// the log and the reasons for a refusal, on whichever stream they go
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return err
 	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	cmd.Stderr = cmd.Stdout
 	if err := cmd.Start(); err != nil {
 		return err
 	}
@@ -281,5 +281,32 @@ func loadOnBMv2(bin, js string) error {
 	if len(tail) > 5 {
 		tail = tail[len(tail)-5:]
 	}
-	return fmt.Errorf("%v: %s %s", werr, strings.TrimSpace(stderr.String()), strings.Join(tail, " | "))
+	return fmt.Errorf("%v: %s", werr, strings.Join(tail, " | "))
+}
+
+// TestLoadOnBMv2Verdicts runs loadOnBMv2 on stand-ins for simple_switch: one
+// that loads (logs that its Thrift server started, then keeps running, as
+// the real one does) and one that refuses the JSON and exits.
+func TestLoadOnBMv2Verdicts(t *testing.T) {
+	dir := t.TempDir()
+	js := filepath.Join(dir, "p.json")
+	if err := os.WriteFile(js, []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fake := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	loads := fake("loads", `echo "[info] Starting Thrift server on port 9"; echo "[info] Thrift server was started"; exec sleep 600`)
+	refuses := fake("refuses", `echo "Invalid 'type' in expression" >&2; exit 1`)
+	if err := loadOnBMv2(loads, js); err != nil {
+		t.Errorf("a switch that started: %v", err)
+	}
+	err := loadOnBMv2(refuses, js)
+	if err == nil || !strings.Contains(err.Error(), "Invalid 'type' in expression") {
+		t.Errorf("a switch that refused the JSON: got %v, want its reason", err)
+	}
 }
