@@ -206,6 +206,16 @@ func (c *Checker) topDecl(d ast.Decl) {
 		return
 	case *ast.StructDecl, *ast.EnumDecl, *ast.TypedefDecl, *ast.ExternDecl,
 		*ast.BlockTypeDecl, *ast.PackageDecl:
+		switch x := d.(type) {
+		case *ast.PackageDecl:
+			c.ctorParamsDirectionless(x.Params)
+		case *ast.ExternDecl:
+			for _, m := range x.Methods {
+				if m.ReturnType == nil && m.Name == x.Name {
+					c.ctorParamsDirectionless(m.Params)
+				}
+			}
+		}
 		c.declare(s, d.DeclName(), d.Position(), d)
 		t := c.declType(d)
 		if st, ok := t.(*Struct); ok && st.Kind == ast.StructKindHeader && len(st.TypeParams) == 0 {
@@ -768,6 +778,7 @@ func stmtReturns(s ast.Stmt) bool {
 }
 
 func (c *Checker) checkParser(p *ast.ParserDecl, s *scope) {
+	c.ctorParamsDirectionless(p.CtorParams)
 	sc := c.typeParamScope(p.TypeParams, s)
 	c.checkParams(p.Params, sc)
 	c.checkParams(p.CtorParams, sc)
@@ -929,6 +940,7 @@ func setOperandType(key, operand Type) Type {
 }
 
 func (c *Checker) checkControl(ctl *ast.ControlDecl, s *scope) {
+	c.ctorParamsDirectionless(ctl.CtorParams)
 	sc := c.typeParamScope(ctl.TypeParams, s)
 	c.checkParams(ctl.Params, sc)
 	c.checkParams(ctl.CtorParams, sc)
@@ -1261,4 +1273,15 @@ func exprHasCall(e ast.Expr) bool {
 		return false
 	}
 	return true
+}
+
+// ctorParamsDirectionless refuses a direction on a constructor parameter
+// (of a parser, control, package or extern): constructor arguments are
+// compile-time values (P4_16 §14.1, §6.8).
+func (c *Checker) ctorParamsDirectionless(ps []*ast.Param) {
+	for _, p := range ps {
+		if p.Dir != ast.None {
+			c.errorf(p.Pos, "%s: constructor parameters cannot have a direction", p.Name)
+		}
+	}
 }
