@@ -42,6 +42,9 @@ func (c *Checker) stmt(st ast.Stmt, s *scope) {
 	case *ast.ExitStmt:
 		if c.ctx.parser != nil {
 			c.errorf(x.Pos, "exit is not allowed in a parser")
+		} else if c.ctx.function != nil {
+			// P4_16 §12.4: exit ends controls and actions, not functions
+			c.errorf(x.Pos, "exit is not allowed in a function")
 		}
 	case *ast.ReturnStmt:
 		if c.ctx.parser != nil {

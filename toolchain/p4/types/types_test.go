@@ -162,6 +162,7 @@ func TestBadPrograms(t *testing.T) {
 		{"priorities on an exact key", "control c(inout st s) { action a() { } table t { key = { s.h.a : exact; } actions = { a; } entries = { priority = 1 : 1 : a(); } } apply { t.apply(); } }", "key =", "its key's match kinds (exact, lpm) take no priorities"},
 		{"parser that loops forever", "parser q(packet_in p, out st s) { state start { s.n = s.n + 1; transition next; } state next { transition select(s.n) { 1: start; default: next; } } }", "parser q", "parser q never reaches accept or reject"},
 		{"constructor parameter with a direction", "control k(inout bit<8> x)(in bit<8> n) { apply { x = n; } }", "in bit<8> n", "n: constructor parameters cannot have a direction"},
+		{"exit in a function", "bit<8> f(in bit<8> x) { if (x == 0) { exit; } return x; }", "exit", "exit is not allowed in a function"},
 		{"width from an integer", "extern void hm<M>(in M m); control c(inout st s) { apply { hm(8w1); hm(0xFF); } }", "0xFF", "could not infer a width for M from 0xFF"},
 		{"negative v1model version", "const bit<32> __v1model_version = -1;", "-1", "expected v1model version to be a non-negative number"},
 		{"missing action resolved first", "control c(inout st s) { table t { key = { s.h.a : exact; } actions = { NoAction; } const entries = { (1, 2) : NoAction(); 3 : missing(); } } apply { t.apply(); } }", "missing", "missing: undeclared action"},
