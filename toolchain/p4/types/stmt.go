@@ -419,7 +419,10 @@ func (c *Checker) checkTable(t *ast.TableDecl, s *scope) {
 	for _, p := range t.Properties {
 		switch x := p.(type) {
 		case *ast.EntriesProperty:
-			if !seen["key"] || propIndex(t, "entries") < propIndex(t, "key") {
+			switch {
+			case !seen["key"]:
+				c.errorf(x.Pos, "table %s has entries but no key", t.Name)
+			case propIndex(t, "entries") < propIndex(t, "key"):
 				// P4_16 §14.2.1.4: entries are read against the key,
 				// which comes first
 				c.errorf(x.Pos, "table %s: entries must come after the table's key", t.Name)
