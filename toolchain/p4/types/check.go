@@ -75,8 +75,8 @@ type Checker struct {
 	// targetErrs are what the target (BMv2, v1model) refuses in a program
 	// the language accepts (Info.TargetErrors).
 	targetErrs scanner.ErrorList
-	// cpNames holds the actions and tables by control-plane name, to
-	// find two declarations that claim one name.
+	// cpNames holds the actions, tables and extern instances by kind and
+	// control-plane name, to find two declarations that claim one name.
 	cpNames map[string]ast.Node
 }
 
