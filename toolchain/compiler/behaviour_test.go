@@ -125,27 +125,34 @@ func TestProgramBehaviour(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			src := strings.NewReplacer("DECLS", tc.decls, "PARSER", tc.parser, "INGRESS", tc.ingress, "LOCALS", tc.locals).Replace(behaviourSkeleton)
-			res, errs := Compile(Options{Program: "main.p4", ReadFile: memFS{"main.p4": src}.read})
-			if len(errs) > 0 {
-				t.Fatalf("compile: %v", errs)
-			}
-			pl, err := engine.Load(res.JSON, engine.Options{})
-			if err != nil {
-				t.Fatalf("load: %v", err)
-			}
-			cmds, err := stf.ParseScript(strings.NewReader(tc.script))
-			if err != nil {
-				t.Fatal(err)
-			}
-			prog := &stf.Program{Name: "main", JSON: res.JSON, Model: pl}
-			b := stf.NewEngineBackend()
-			if err := b.Start(prog); err != nil {
-				t.Fatal(err)
-			}
-			if err := stf.Run(b, prog, cmds, nil); err != nil {
-				t.Error(err)
-			}
+			runBehaviour(t, tc.decls, tc.parser, tc.ingress, tc.locals, tc.script)
 		})
+	}
+}
+
+// runBehaviour fills behaviourSkeleton, compiles it, loads the JSON on the
+// engine and runs the STF script on it.
+func runBehaviour(t *testing.T, decls, parser, ingress, locals, script string) {
+	t.Helper()
+	src := strings.NewReplacer("DECLS", decls, "PARSER", parser, "INGRESS", ingress, "LOCALS", locals).Replace(behaviourSkeleton)
+	res, errs := Compile(Options{Program: "main.p4", ReadFile: memFS{"main.p4": src}.read})
+	if len(errs) > 0 {
+		t.Fatalf("compile: %v", errs)
+	}
+	pl, err := engine.Load(res.JSON, engine.Options{})
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	cmds, err := stf.ParseScript(strings.NewReader(script))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prog := &stf.Program{Name: "main", JSON: res.JSON, Model: pl}
+	b := stf.NewEngineBackend()
+	if err := b.Start(prog); err != nil {
+		t.Fatal(err)
+	}
+	if err := stf.Run(b, prog, cmds, nil); err != nil {
+		t.Error(err)
 	}
 }

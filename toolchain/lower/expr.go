@@ -976,6 +976,12 @@ func (b *body) assign(dst, src any, pos scanner.Pos, frag string) {
 				b.assign(b.memberVal(dst, st, i), s.fields[i], pos, frag)
 			}
 			return
+		case *structLoc:
+			// the standard metadata (a header to BMv2) from a copy
+			for i := range s.st.Fields {
+				b.assign(b.memberVal(dst, s.st, i), s.fields[i], pos, frag)
+			}
+			return
 		case *tupleVal:
 			st := headerStruct(d)
 			b.emit(&ir.SetValid{Header: dref, Valid: true, Loc: loc})

@@ -215,8 +215,18 @@ func (l *lowerer) run() {
 		l.errorf(main.Pos, "main must be an instance of V1Switch (only the v1model architecture is supported)")
 		return
 	}
-	if len(main.Args) != 6 {
-		l.errorf(main.Pos, "V1Switch expects 6 arguments, got %d", len(main.Args))
+	// the arguments as the checker bound them: named ones
+	// (V1Switch(p = P(), ig = I(), ...)) by name, not by position
+	var mainArgs []ast.Expr
+	if call := l.info.InstanceCalls[main]; call != nil {
+		mainArgs = call.Args
+	} else {
+		for _, a := range main.Args {
+			mainArgs = append(mainArgs, a.Value)
+		}
+	}
+	if len(mainArgs) != 6 {
+		l.errorf(main.Pos, "V1Switch expects 6 arguments, got %d", len(mainArgs))
 		return
 	}
 	l.prog.Errors = nil
@@ -230,8 +240,8 @@ func (l *lowerer) run() {
 	l.headerNames["standard_metadata"] = true
 
 	blocks := make([]*blockInst, 6)
-	for i, a := range main.Args {
-		blocks[i] = l.topBlock(a.Value)
+	for i, a := range mainArgs {
+		blocks[i] = l.topBlock(a)
 		if blocks[i] == nil {
 			return
 		}

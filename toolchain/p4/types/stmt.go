@@ -291,6 +291,7 @@ func (c *Checker) instanceDecl(x *ast.InstanceDecl, s *scope) {
 	case *Package:
 		call.Package = b
 		c.bindArgs(call, b.Decl.Params, x.Args, nil, x.Pos, s)
+		c.info.InstanceCalls[x] = call
 	default:
 		c.errorf(x.Pos, "%s cannot be instantiated", t)
 		return
