@@ -962,6 +962,10 @@ func (b *body) assign(dst, src any, pos scanner.Pos, frag string) {
 		return
 	case *headerLoc, *dynHeader:
 		dref := headerRefOf(d)
+		if le, ok := src.(*lastElem); ok {
+			// stack.last as a whole header: the element at lastIndex
+			src = &dynHeader{stack: le.stack, index: &ir.LastIndex{Stack: le.stack.name}}
+		}
 		switch s := src.(type) {
 		case *headerLoc, *dynHeader:
 			b.emit(&ir.AssignHeader{Dst: dref, Src: headerRefOf(s), Loc: loc})

@@ -316,6 +316,7 @@ func TestStorage(t *testing.T) {
 func TestUnsupported(t *testing.T) {
 	tests := []struct{ body, msg string }{
 		{`table t { actions = { NoAction; } } apply { t.apply(); t.apply(); }`, "applied more than once"},
+		{`table t { actions = { NoAction; } } apply { if (hdr.h.a == 1) { t.apply(); hdr.h.b = 1; } else { t.apply(); } }`, "applies go on to different code"},
 		{`apply { verify(true, error.NoError); }`, "verify can only be called in a parser"},
 		{`apply { update_checksum(true, { hdr.h.a }, hdr.h.c, HashAlgorithm.csum16); }`, "only be called in the checksum controls"},
 		{`table t { key = { hdr.h.a : ternary; } actions = { NoAction; } const entries = { priority = 2: 1 &&& 1 : NoAction(); } } apply { t.apply(); }`, "const entries cannot have priorities"},

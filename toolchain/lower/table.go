@@ -26,10 +26,16 @@ func (b *body) applyTable(x *ast.CallExpr) *mApply {
 		inst = b.inst
 	}
 	if prev := inst.applied[tr.decl]; prev != nil {
-		b.errorf(x.Pos, "table %s is applied more than once; this target supports one apply per table", tr.decl.Name)
-		panic(bailout{})
+		// applied again: one table node, which the graph builder
+		// shares when every apply goes on to the same nodes
+		b.emit(b.l.keyPrelude[prev]...)
+		ap := &mApply{table: prev, pos: x.Pos}
+		b.emit(ap)
+		return ap
 	}
+	start := len(b.out)
 	t := b.l.buildTable(b, tr.decl, inst)
+	b.l.keyPrelude[t] = append([]mstmt(nil), b.out[start:]...)
 	inst.applied[tr.decl] = t
 	ap := &mApply{table: t, pos: x.Pos}
 	b.emit(ap)
