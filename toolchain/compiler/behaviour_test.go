@@ -1,6 +1,8 @@
 package compiler
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -153,6 +155,22 @@ func TestProgramBehaviour(t *testing.T) {
 func runBehaviour(t *testing.T, decls, parser, ingress, locals, script string) {
 	t.Helper()
 	src := strings.NewReplacer("DECLS", decls, "PARSER", parser, "INGRESS", ingress, "LOCALS", locals).Replace(behaviourSkeleton)
+	if dir := os.Getenv("BEHAVIOUR_CORPUS"); dir != "" {
+		// the case as an STF corpus program, to run the same script on
+		// another switch: make conformance CORPUS=dir VIA=p4runtime SWITCH=bmv2
+		name := strings.Map(func(r rune) rune {
+			if ('a' <= r && r <= 'z') || ('A' <= r && r <= 'Z') || ('0' <= r && r <= '9') || r == '-' {
+				return r
+			}
+			return '_'
+		}, t.Name())
+		if err := os.WriteFile(filepath.Join(dir, name+".p4"), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name+".stf"), []byte(script+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	res, errs := Compile(Options{Program: "main.p4", ReadFile: memFS{"main.p4": src}.read})
 	if len(errs) > 0 {
 		t.Fatalf("compile: %v", errs)
