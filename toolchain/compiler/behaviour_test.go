@@ -1,6 +1,8 @@
 package compiler
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -70,6 +72,24 @@ func TestProgramBehaviour(t *testing.T) {
 			 parser Sub(packet_in p, inout bit<8> v) { state start { v = v + 2; transition accept; } }`,
 			`Sub.apply(p, hdr.h.c);`, `Bump.apply(hdr.h.b); Bump.apply(hdr.h.b);`,
 			"packet 0 01020304\nexpect 0 01040504$", ``},
+		// P4_16 §8.18: stack.last is the element at lastIndex, also as a
+		// whole header (p4c's issue1607-bmv2)
+		{"a header assigned from stack.last", ``,
+			`u_t[2] st; p.extract(st.next); p.extract(st.next); u_t x; x = st.last; hdr.h.b = x.v; hdr.h.c = x.isValid() ? 8w1 : 8w0;`, ``,
+			"packet 0 01020304 aabbcc\nexpect 0 01bb0104 cc$", ``},
+		// a lookahead of a struct holding a header stack fills the stack's
+		// headers in order and makes them valid (p4c's issue2465-bmv2)
+		{"lookahead of a struct with a header stack",
+			`struct la_t { u_t[2] s; bit<8> z; }`,
+			`la_t l = p.lookahead<la_t>(); hdr.h.b = l.s[1].v; hdr.h.c = l.z; hdr.h.d = l.s[0].isValid() ? l.s[0].v : 8w0;`, ``,
+			"packet 0 01020304 aabbcc\nexpect 0 01bbccaa aabbcc$", ``},
+		// one table node serves applies that continue the same way (p4c's
+		// issue986-1-bmv2); a computed key is computed again before each
+		{"a table applied in both branches of an if", ``, ``,
+			`if (hdr.h.c == 0) { twice.apply(); } else { hdr.h.d = 0; twice.apply(); } hdr.h.c = hdr.h.b + 1;`,
+			"packet 0 01000000\nexpect 0 01111200$\npacket 0 01000501\nexpect 0 01111200$\npacket 0 02000000\nexpect 0 02333400$\npacket 0 05000000\nexpect 0 05222300$",
+			`table twice { key = { hdr.h.a + hdr.h.d : exact; } actions = { sb; }
+			   const entries = { 1 : sb(0x11); 2 : sb(0x33); } default_action = sb(0x22); }`},
 		// the return type names a type parameter declared after it
 		{"generic function returning its type parameter",
 			`T pick<T>(in bool c, in T a, in T b) { if (c) { return a; } return b; }`, ``,
@@ -125,27 +145,50 @@ func TestProgramBehaviour(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			src := strings.NewReplacer("DECLS", tc.decls, "PARSER", tc.parser, "INGRESS", tc.ingress, "LOCALS", tc.locals).Replace(behaviourSkeleton)
-			res, errs := Compile(Options{Program: "main.p4", ReadFile: memFS{"main.p4": src}.read})
-			if len(errs) > 0 {
-				t.Fatalf("compile: %v", errs)
-			}
-			pl, err := engine.Load(res.JSON, engine.Options{})
-			if err != nil {
-				t.Fatalf("load: %v", err)
-			}
-			cmds, err := stf.ParseScript(strings.NewReader(tc.script))
-			if err != nil {
-				t.Fatal(err)
-			}
-			prog := &stf.Program{Name: "main", JSON: res.JSON, Model: pl}
-			b := stf.NewEngineBackend()
-			if err := b.Start(prog); err != nil {
-				t.Fatal(err)
-			}
-			if err := stf.Run(b, prog, cmds, nil); err != nil {
-				t.Error(err)
-			}
+			runBehaviour(t, tc.decls, tc.parser, tc.ingress, tc.locals, tc.script)
 		})
+	}
+}
+
+// runBehaviour fills behaviourSkeleton, compiles it, loads the JSON on the
+// engine and runs the STF script on it.
+func runBehaviour(t *testing.T, decls, parser, ingress, locals, script string) {
+	t.Helper()
+	src := strings.NewReplacer("DECLS", decls, "PARSER", parser, "INGRESS", ingress, "LOCALS", locals).Replace(behaviourSkeleton)
+	if dir := os.Getenv("BEHAVIOUR_CORPUS"); dir != "" {
+		// the case as an STF corpus program, to run the same script on
+		// another switch: make conformance CORPUS=dir VIA=p4runtime SWITCH=bmv2
+		name := strings.Map(func(r rune) rune {
+			if ('a' <= r && r <= 'z') || ('A' <= r && r <= 'Z') || ('0' <= r && r <= '9') || r == '-' {
+				return r
+			}
+			return '_'
+		}, t.Name())
+		if err := os.WriteFile(filepath.Join(dir, name+".p4"), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name+".stf"), []byte(script+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, errs := Compile(Options{Program: "main.p4", ReadFile: memFS{"main.p4": src}.read})
+	if len(errs) > 0 {
+		t.Fatalf("compile: %v", errs)
+	}
+	pl, err := engine.Load(res.JSON, engine.Options{})
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	cmds, err := stf.ParseScript(strings.NewReader(script))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prog := &stf.Program{Name: "main", JSON: res.JSON, Model: pl}
+	b := stf.NewEngineBackend()
+	if err := b.Start(prog); err != nil {
+		t.Fatal(err)
+	}
+	if err := stf.Run(b, prog, cmds, nil); err != nil {
+		t.Error(err)
 	}
 }

@@ -102,8 +102,17 @@ func isConstant(v any) bool {
 // bindParams implements copy-in for a call into callee and returns the
 // copy-out statements (P4_16 §6.7: in and inout arguments are copied in
 // left to right, out and inout ones copied back after the call).
-func (b *body) bindParams(params []*ast.Param, ptypes []types.Type, args []ast.Expr, callee *env, pos scanner.Pos) []mstmt {
+//
+// Copies of inout parameters the body never names are added to *unused;
+// the caller settles them (settleUnusedCopies) once the body is lowered.
+//
+// The standard metadata is passed in place (mark_to_drop(s) must reach the
+// architecture's own): that is a copy unless the body (or an action it
+// calls) also names it another way, which standardInPlace checks once every
+// parameter is bound; then it is copied after all.
+func (b *body) bindParams(params []*ast.Param, ptypes []types.Type, args []ast.Expr, callee *env, pos scanner.Pos, unused *[]unusedCopy, calleeBody *ast.BlockStmt) []mstmt {
 	var copyOut []mstmt
+	var inPlace []standardParam
 	for i, p := range params {
 		var pt types.Type
 		if i < len(ptypes) {
@@ -127,7 +136,12 @@ func (b *body) bindParams(params []*ast.Param, ptypes []types.Type, args []ast.E
 		switch p.Dir {
 		case ast.In, ast.None:
 			v := b.exprAs(arg, pt)
-			if isConstant(v) || v == b.l.standard {
+			if v == b.l.standard {
+				callee.set(p, v)
+				inPlace = append(inPlace, standardParam{p: p, t: pt})
+				continue
+			}
+			if isConstant(v) {
 				callee.set(p, v)
 				continue
 			}
@@ -142,6 +156,9 @@ func (b *body) bindParams(params []*ast.Param, ptypes []types.Type, args []ast.E
 			loc := b.lvalue(arg)
 			if loc == b.l.standard {
 				callee.set(p, loc)
+				out := &mBlock{label: b.l.newLabel()}
+				copyOut = append(copyOut, out)
+				inPlace = append(inPlace, standardParam{p: p, t: pt, out: out})
 				continue
 			}
 			tmp := b.l.alloc(pt, p.Name)
@@ -152,8 +169,11 @@ func (b *body) bindParams(params []*ast.Param, ptypes []types.Type, args []ast.E
 			}
 		case ast.InOut:
 			loc := b.lvalue(arg)
-			if loc == b.l.standard {
+			if loc == b.l.standard && b.l.isReferenced(p) {
 				callee.set(p, loc)
+				out := &mBlock{label: b.l.newLabel()}
+				copyOut = append(copyOut, out)
+				inPlace = append(inPlace, standardParam{p: p, t: pt, out: out})
 				continue
 			}
 			if _, ok := loc.(*packetVal); ok {
@@ -164,20 +184,85 @@ func (b *body) bindParams(params []*ast.Param, ptypes []types.Type, args []ast.E
 			callee.set(p, tmp)
 			if !b.l.isReferenced(p) {
 				// A body that never names the parameter leaves it as it
-				// came in, so copying it in and back out changes nothing;
-				// but the copies are accesses of their own, and BMv2
-				// aborts (an uncaught std::out_of_range) on a header
-				// stack index out of range, which P4_16 leaves undefined
-				// rather than fatal. p4c drops these copies too
-				// (gauntlet_index_5-bmv2: an empty action given
-				// h.h[index].a). The argument is still evaluated above.
+				// came in, so its copies change nothing unless the body
+				// (or another copy-out) writes the argument's storage
+				// another way, which the copy-out must then undo. The
+				// copies are accesses of their own, and BMv2 aborts (an
+				// uncaught std::out_of_range) on a header stack index out
+				// of range, which P4_16 leaves undefined rather than
+				// fatal; p4c drops them too (gauntlet_index_5-bmv2: an
+				// empty action given h.h[index].a). So they are made
+				// now and emptied by settleUnusedCopies once the body is
+				// known. The argument is still evaluated above.
+				in := &mBlock{label: b.l.newLabel(), body: b.sub(func() { b.assign(tmp, loc, pos, "") })}
+				out := &mBlock{label: b.l.newLabel(), body: b.sub(func() { b.assign(loc, tmp, pos, "") })}
+				b.emit(in)
+				copyOut = append(copyOut, out)
+				*unused = append(*unused, unusedCopy{loc: loc, in: in, out: out})
 				continue
 			}
 			b.assign(tmp, loc, pos, "")
 			copyOut = append(copyOut, b.sub(func() { b.assign(loc, tmp, pos, "") })...)
 		}
 	}
+	for _, sp := range inPlace {
+		if !b.l.namesOtherwise(calleeBody, sp.p, b.l.standard, callee, map[*ast.BlockStmt]bool{}) {
+			continue
+		}
+		// copies made after the other copy-ins, which write only
+		// their own temporaries, so the standard metadata is the same
+		tmp := b.l.alloc(sp.t, sp.p.Name)
+		if sp.p.Dir != ast.Out {
+			b.assign(tmp, b.l.standard, pos, "")
+		}
+		callee.set(sp.p, tmp)
+		if sp.out != nil {
+			sp.out.body = b.sub(func() { b.assign(b.l.standard, tmp, pos, "") })
+		}
+	}
 	return copyOut
+}
+
+// standardParam is a parameter bound to the standard metadata in place;
+// out is its (so far empty) copy-out.
+type standardParam struct {
+	p   *ast.Param
+	t   types.Type
+	out *mBlock
+}
+
+// namesOtherwise reports whether body, or an action it calls, names a
+// declaration other than p that denotes storage v in env ev.
+func (l *lowerer) namesOtherwise(body *ast.BlockStmt, p *ast.Param, v any, ev *env, seen map[*ast.BlockStmt]bool) bool {
+	if body == nil || seen[body] {
+		return false
+	}
+	seen[body] = true
+	for id, d := range l.info.Uses {
+		if d == ast.Node(p) || !within(id.Pos, body) {
+			continue
+		}
+		if got, ok := ev.lookup(d); ok && got == v {
+			return true
+		}
+	}
+	for x, c := range l.info.Calls {
+		if c.Kind == types.CallAction && c.Action != nil && within(x.Pos, body) &&
+			l.namesOtherwise(c.Action.Body, p, v, ev, seen) {
+			return true
+		}
+	}
+	return false
+}
+
+// within reports whether pos lies inside a block's braces.
+func within(pos scanner.Pos, bl *ast.BlockStmt) bool {
+	if pos.File != bl.Pos.File {
+		return false
+	}
+	after := pos.Line > bl.Pos.Line || (pos.Line == bl.Pos.Line && pos.Col >= bl.Pos.Col)
+	before := pos.Line < bl.End.Line || (pos.Line == bl.End.Line && pos.Col <= bl.End.Col)
+	return after && before
 }
 
 // isReferenced reports whether any identifier names declaration d.
@@ -207,7 +292,8 @@ func (b *body) enterInline(d ast.Node, name string, pos scanner.Pos) func() {
 
 func (b *body) inlineFunction(fd *ast.FunctionDecl, c *types.Call, pos scanner.Pos) any {
 	callee := newEnv(b.l.globalEnv)
-	copyOut := b.bindParams(fd.Proto.Params, c.ParamTypes, c.Args, callee, pos)
+	var unused []unusedCopy
+	copyOut := b.bindParams(fd.Proto.Params, c.ParamTypes, c.Args, callee, pos, &unused, fd.Body)
 	// marked only now: f(f(x)) evaluates the inner call first
 	defer b.enterInline(fd, fd.Proto.Name, pos)()
 	var retLoc any
@@ -222,6 +308,7 @@ func (b *body) inlineFunction(fd *ast.FunctionDecl, c *types.Call, pos scanner.P
 		ret:        &retTarget{label: label, val: retLoc, t: rt},
 		exitCopies: append(append([]mstmt{}, copyOut...), b.exitCopies...)}
 	sub.block(fd.Body)
+	settleUnusedCopies(unused, sub.out, copyOut)
 	b.emit(&mBlock{label: label, body: sub.out})
 	b.emit(copyOut...)
 	return retLoc
@@ -248,7 +335,8 @@ func (l *lowerer) actionInst(ad *ast.ActionDecl, inst *blockInst) *blockInst {
 func (b *body) inlineAction(ad *ast.ActionDecl, c *types.Call, pos scanner.Pos) {
 	b.l.useAction(ad, b.l.actionInst(ad, b.inst))
 	callee := newEnv(b.l.actionEnv(ad, b.inst))
-	copyOut := b.bindParams(ad.Params, c.ParamTypes, c.Args, callee, pos)
+	var unused []unusedCopy
+	copyOut := b.bindParams(ad.Params, c.ParamTypes, c.Args, callee, pos, &unused, ad.Body)
 	defer b.enterInline(ad, ad.Name, pos)()
 	label := b.l.newLabel()
 	sub := &body{l: b.l, inst: b.inst, env: callee, kind: b.kind, ps: b.ps,
@@ -260,6 +348,7 @@ func (b *body) inlineAction(ad *ast.ActionDecl, c *types.Call, pos scanner.Pos) 
 		sub.kind = kindControl
 	}
 	sub.block(ad.Body)
+	settleUnusedCopies(unused, sub.out, copyOut)
 	b.emit(&mBlock{label: label, body: sub.out})
 	b.emit(copyOut...)
 }
@@ -480,6 +569,7 @@ func (l *lowerer) declareInstance(inst *blockInst, x *ast.InstanceDecl, ev *env)
 func (b *body) bindBlockParams(params []*ast.Param, ptypes []types.Type, args []ast.Expr, callee *env, pos scanner.Pos) []mstmt {
 	vals := make([]any, len(params))
 	alias := true
+	var reads, writes regionSet
 	keys := map[string]bool{}
 	for i, p := range params {
 		if i >= len(args) || args[i] == nil {
@@ -506,6 +596,23 @@ func (b *body) bindBlockParams(params []*ast.Param, ptypes []types.Type, args []
 		if _, ok := v.(*packetVal); ok {
 			continue
 		}
+		switch v.(type) {
+		case *scalarVal, *structVal, *tupleVal:
+			// a value computed from storage is read where the callee
+			// uses it: it must not see the callee's writes
+			r, ok := valueReads(v)
+			if !ok {
+				alias = false
+			}
+			reads.merge(&r)
+		}
+		if p.Dir == ast.Out || p.Dir == ast.InOut {
+			w, ok := locRegions(v)
+			if !ok {
+				alias = false
+			}
+			writes.merge(&w)
+		}
 		ks, static := storageKeys(v)
 		if !static {
 			alias = false
@@ -516,6 +623,9 @@ func (b *body) bindBlockParams(params []*ast.Param, ptypes []types.Type, args []
 			}
 			keys[k] = true
 		}
+	}
+	if reads.overlaps(&writes) {
+		alias = false
 	}
 	var copyOut []mstmt
 	for i, p := range params {

@@ -77,6 +77,8 @@ type cfgBuilder struct {
 	l      *lowerer
 	pipe   *pipeBuilder
 	labels map[int]ir.Node
+	// placed holds the tables an apply has been placed for.
+	placed map[*ir.Table]bool
 }
 
 // straight reports whether a statement can go into a generated action:
@@ -307,6 +309,38 @@ func firstPos(ms []mstmt) scanner.Pos {
 
 func (cb *cfgBuilder) apply(x *mApply, next ir.Node) ir.Node {
 	t := x.table
+	if cb.placed[t] {
+		// A table applied more than once is one node of the BMv2 graph,
+		// which goes on to one next node per action: the applies can
+		// share it only when they all continue the same way (as in
+		// p4c's issue986-1-bmv2, one apply in each branch of an if).
+		old := *t
+		old.NextByAction = t.NextByAction
+		cb.placeApply(x, next)
+		same := t.BaseNext == old.BaseNext && t.UseHitMiss == old.UseHitMiss &&
+			t.HitNext == old.HitNext && t.MissNext == old.MissNext && len(t.NextByAction) == len(old.NextByAction)
+		for a, n := range t.NextByAction {
+			if old.NextByAction[a] != n {
+				same = false
+			}
+		}
+		t.BaseNext, t.UseHitMiss, t.HitNext, t.MissNext, t.NextByAction = old.BaseNext, old.UseHitMiss, old.HitNext, old.MissNext, old.NextByAction
+		if !same {
+			cb.l.errorf(x.pos, "table %s is applied more than once, and its applies go on to different code; a BMv2 table continues one way per action, so each apply must be followed by the same statements", t.Name)
+		}
+		return t
+	}
+	if cb.placed == nil {
+		cb.placed = map[*ir.Table]bool{}
+	}
+	cb.placed[t] = true
+	cb.placeApply(x, next)
+	return t
+}
+
+// placeApply sets where the table goes next after this apply.
+func (cb *cfgBuilder) placeApply(x *mApply, next ir.Node) {
+	t := x.table
 	t.BaseNext = next
 	t.NextByAction = map[*ir.Action]ir.Node{}
 	switch {
@@ -330,7 +364,6 @@ func (cb *cfgBuilder) apply(x *mApply, next ir.Node) ir.Node {
 			t.NextByAction[r.Action] = next
 		}
 	}
-	return t
 }
 
 // lowerDeparser lowers the deparser to the order of emitted headers.

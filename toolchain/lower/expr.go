@@ -962,6 +962,10 @@ func (b *body) assign(dst, src any, pos scanner.Pos, frag string) {
 		return
 	case *headerLoc, *dynHeader:
 		dref := headerRefOf(d)
+		if le, ok := src.(*lastElem); ok {
+			// stack.last as a whole header: the element at lastIndex
+			src = &dynHeader{stack: le.stack, index: &ir.LastIndex{Stack: le.stack.name}}
+		}
 		switch s := src.(type) {
 		case *headerLoc, *dynHeader:
 			b.emit(&ir.AssignHeader{Dst: dref, Src: headerRefOf(s), Loc: loc})
@@ -974,6 +978,12 @@ func (b *body) assign(dst, src any, pos scanner.Pos, frag string) {
 			}
 			for i := range st.Fields {
 				b.assign(b.memberVal(dst, st, i), s.fields[i], pos, frag)
+			}
+			return
+		case *structLoc:
+			// the standard metadata (a header to BMv2) from a copy
+			for i := range s.st.Fields {
+				b.assign(b.memberVal(dst, s.st, i), s.fields[i], pos, frag)
 			}
 			return
 		case *tupleVal:

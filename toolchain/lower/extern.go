@@ -217,6 +217,24 @@ func (b *body) externCall(x *ast.CallExpr, c *types.Call, stmt bool) any {
 	name := c.Proto.Name
 	switch name {
 	case "mark_to_drop":
+		if len(c.Args) == 1 {
+			arg := b.expr(c.Args[0])
+			var st *types.Struct
+			switch a := arg.(type) {
+			case *structLoc:
+				st = a.st
+			case *headerLoc:
+				st = a.st
+			}
+			if st != nil && arg != any(b.l.standard) && fieldIndex(st, "egress_spec") >= 0 && fieldIndex(st, "mcast_grp") >= 0 {
+				// a copy of the standard metadata (an argument the
+				// calling convention copies): what the primitive does,
+				// on the copy
+				b.assign(b.memberVal(arg, st, fieldIndex(st, "egress_spec")), &scalarVal{e: &ir.Const{Value: big.NewInt(511), T: ir.Bits(9, false)}, t: &types.Bits{Width: 9}}, pos, frag)
+				b.assign(b.memberVal(arg, st, fieldIndex(st, "mcast_grp")), &scalarVal{e: &ir.Const{Value: big.NewInt(0), T: ir.Bits(16, false)}, t: &types.Bits{Width: 16}}, pos, frag)
+				return nil
+			}
+		}
 		b.emit(&ir.Primitive{Name: "mark_to_drop", Args: []ir.Arg{{Kind: ir.ArgHeader, Name: "standard_metadata"}}, Loc: loc})
 		return nil
 	case "static_assert":

@@ -56,6 +56,9 @@ type lowerer struct {
 
 	// actions lowered for tables, by declaration and enclosing instance.
 	tableActions map[actionKey]*ir.Action
+	// keyPrelude holds the statements that compute a table's non-field
+	// key values, emitted again before each further apply.
+	keyPrelude map[*ir.Table][]mstmt
 	// controlActions are the control-plane actions in P4Info order of
 	// discovery (every action used anywhere, by fully qualified name).
 	controlActions []*controlAction
@@ -126,6 +129,7 @@ func Lower(info *types.Info, opts Options) (*Result, scanner.ErrorList) {
 		tableNames:    map[string]int{},
 		calcNames:     map[string]int{},
 		tableActions:  map[actionKey]*ir.Action{},
+		keyPrelude:    map[*ir.Table][]mstmt{},
 		controlByName: map[string]*controlAction{},
 		fieldLists:    map[int]*ir.FieldList{},
 		learnLists:    map[string]*ir.LearnList{},

@@ -186,7 +186,8 @@ func TestControlFlow(t *testing.T) {
 // TestUnnamedInoutNotCopied: an inout parameter the body never names is
 // neither copied in nor out (BMv2 aborts on the out-of-range stack index
 // the copies would access; p4c drops them too), but the argument's own
-// side effects stay; a named one keeps both copies.
+// side effects stay; a named one keeps both copies, and so does an unnamed
+// one whose argument the body writes (its copy-out undoes the write).
 func TestUnnamedInoutNotCopied(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -201,6 +202,14 @@ func TestUnnamedInoutNotCopied(t *testing.T) {
 			`action none(inout bit<8> d) { hdr.h.b = 1; }
 			 apply { none(hdr.h.a); }`,
 			[]string{"h.b"}},
+		{"unnamed, the body writes the argument: copies kept",
+			`action w(inout bit<8> d) { hdr.h.a = 1; }
+			 apply { w(hdr.h.a); }`,
+			[]string{"scalars.", "h.a", "h.a"}},
+		{"unnamed, a later parameter's copy-out writes it: copies dropped",
+			`action w(inout bit<8> d, inout bit<8> e) { e = 1; }
+			 apply { w(hdr.h.a, hdr.h.a); }`,
+			[]string{"scalars.", "scalars.", "h.a"}},
 		{"named: read only",
 			`action peek(inout bit<8> d) { hdr.h.b = d; }
 			 apply { peek(hdr.h.a); }`,
@@ -316,6 +325,7 @@ func TestStorage(t *testing.T) {
 func TestUnsupported(t *testing.T) {
 	tests := []struct{ body, msg string }{
 		{`table t { actions = { NoAction; } } apply { t.apply(); t.apply(); }`, "applied more than once"},
+		{`table t { actions = { NoAction; } } apply { if (hdr.h.a == 1) { t.apply(); hdr.h.b = 1; } else { t.apply(); } }`, "applies go on to different code"},
 		{`apply { verify(true, error.NoError); }`, "verify can only be called in a parser"},
 		{`apply { update_checksum(true, { hdr.h.a }, hdr.h.c, HashAlgorithm.csum16); }`, "only be called in the checksum controls"},
 		{`table t { key = { hdr.h.a : ternary; } actions = { NoAction; } const entries = { priority = 2: 1 &&& 1 : NoAction(); } } apply { t.apply(); }`, "const entries cannot have priorities"},

@@ -449,24 +449,17 @@ func (b *body) packetCall(x *ast.CallExpr, c *types.Call, stmt bool) any {
 		}
 		rt := c.Result
 		w := types.Width(rt)
-		if st, ok := types.Underlying(rt).(*types.Struct); ok {
-			// a header-typed lookahead: read its bits into a temporary
-			// header of that type, field by field
+		switch types.Underlying(rt).(type) {
+		case *types.Struct, *types.Stack:
+			// a lookahead of a header or struct: read its bits into a
+			// temporary of that type, field by field (headers, also
+			// in stacks, become valid)
 			tmp := l.alloc(rt, "tmp")
 			look := &ir.Lookahead{Offset: 0, Width: w}
 			whole := l.newScalar("tmp", &types.Bits{Width: w})
 			b.emit(&ir.Assign{Dst: &ir.FieldRef{Header: whole.hdr, Field: whole.field, T: ir.Bits(w, false)}, Src: look})
-			if h, ok := tmp.(*headerLoc); ok {
-				b.emit(&ir.SetValid{Header: ir.HeaderRef{Header: h.name}, Valid: true})
-			}
-			off := w
 			src := &ir.FieldRef{Header: whole.hdr, Field: whole.field, T: ir.Bits(w, false)}
-			for i, f := range st.Fields {
-				fw := types.Width(f.Type)
-				off -= fw
-				fv := sliceIR(src, off+fw-1, off)
-				b.assign(b.memberVal(tmp, st, i), &scalarVal{e: castIR(fv, &types.Bits{Width: fw}, f.Type), t: f.Type}, x.Pos, "")
-			}
+			b.unpackBits(tmp, rt, src, w, x.Pos)
 			return tmp
 		}
 		// BMv2 reads ahead only into a field (a "set" from a lookahead),
@@ -545,4 +538,35 @@ func (l *lowerer) declareValueSet(inst *blockInst, x *ast.ValueSetDecl) {
 	}
 	inst.env.set(x, vs)
 	l.prog.ValueSets = append(l.prog.ValueSets, vs)
+}
+
+// unpackBits assigns to dst, of type t, the bits of src that end below
+// bit hi (exclusive), the first field in the most significant bits, as
+// P4_16 lays out a header or struct it reads from a packet. It returns
+// where the bits of what follows end.
+func (b *body) unpackBits(dst any, t types.Type, src ir.Expr, hi int, pos scanner.Pos) int {
+	switch tt := types.Underlying(t).(type) {
+	case *types.Struct:
+		if h, ok := dst.(*headerLoc); ok {
+			b.emit(&ir.SetValid{Header: ir.HeaderRef{Header: h.name}, Valid: true})
+		}
+		for i, f := range tt.Fields {
+			hi = b.unpackBits(b.memberVal(dst, tt, i), f.Type, src, hi, pos)
+		}
+		return hi
+	case *types.Stack:
+		if sl, ok := dst.(*stackLoc); ok {
+			for _, e := range sl.elems {
+				hi = b.unpackBits(e, tt.Elem, src, hi, pos)
+			}
+			return hi
+		}
+	default:
+		fw := types.Width(t)
+		fv := sliceIR(src, hi-1, hi-fw)
+		b.assign(dst, &scalarVal{e: castIR(fv, &types.Bits{Width: fw}, t), t: t}, pos, "")
+		return hi - fw
+	}
+	b.errorf(pos, "cannot read %s ahead", t)
+	panic(bailout{})
 }

@@ -26,10 +26,16 @@ func (b *body) applyTable(x *ast.CallExpr) *mApply {
 		inst = b.inst
 	}
 	if prev := inst.applied[tr.decl]; prev != nil {
-		b.errorf(x.Pos, "table %s is applied more than once; this target supports one apply per table", tr.decl.Name)
-		panic(bailout{})
+		// applied again: one table node, which the graph builder
+		// shares when every apply goes on to the same nodes
+		b.emit(b.l.keyPrelude[prev]...)
+		ap := &mApply{table: prev, pos: x.Pos}
+		b.emit(ap)
+		return ap
 	}
+	start := len(b.out)
 	t := b.l.buildTable(b, tr.decl, inst)
+	b.l.keyPrelude[t] = append([]mstmt(nil), b.out[start:]...)
 	inst.applied[tr.decl] = t
 	ap := &mApply{table: t, pos: x.Pos}
 	b.emit(ap)
@@ -505,6 +511,7 @@ func (l *lowerer) loweredAction(ad *ast.ActionDecl, inst *blockInst, bound []ast
 	b := &body{l: l, inst: inst, env: env, kind: kindAction}
 	idx := 0
 	var copyOut []mstmt
+	var unused []unusedCopy
 	for i, p := range ad.Params {
 		pt := l.info.DeclTypes[p]
 		if p.Dir == ast.None {
@@ -528,13 +535,14 @@ func (l *lowerer) loweredAction(ad *ast.ActionDecl, inst *blockInst, bound []ast
 		// directional arguments bound in the actions list are evaluated
 		// in the control's scope when the action runs
 		outer := &body{l: l, inst: argInst, env: argInst.envOrGlobal(l), kind: kindAction}
-		copyOut = append(copyOut, outer.bindParams([]*ast.Param{p}, []types.Type{pt}, []ast.Expr{arg}, env, ad.Pos)...)
+		copyOut = append(copyOut, outer.bindParams([]*ast.Param{p}, []types.Type{pt}, []ast.Expr{arg}, env, ad.Pos, &unused, ad.Body)...)
 		b.emit(outer.out...)
 	}
 	label := l.newLabel()
 	b.ret = &retTarget{label: label}
 	b.exitCopies = copyOut
 	b.block(ad.Body)
+	settleUnusedCopies(unused, b.out, copyOut)
 	stmts := []mstmt{&mBlock{label: label, body: b.out}}
 	stmts = append(stmts, copyOut...)
 	a.Body = l.toActionBody(stmts, ad.Pos)

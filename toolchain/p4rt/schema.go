@@ -411,7 +411,11 @@ func (b *schemaBuilder) addTables() error {
 			return invalid("table %q has %d match fields in P4Info, %d in the device config",
 				pre.GetName(), len(t.GetMatchFields()), len(jt.Keys))
 		}
-		if err := addMatchFields(ti, t); err != nil {
+		var deviceKeys []pipeline.KeyFieldInfo
+		if inJSON {
+			deviceKeys = jsonTableOf[jn].Keys
+		}
+		if err := addMatchFields(ti, t, deviceKeys); err != nil {
 			return err
 		}
 		for _, ref := range t.GetActionRefs() {
@@ -441,8 +445,17 @@ func (b *schemaBuilder) addTables() error {
 	return nil
 }
 
-// addMatchFields indexes t's match fields in key order.
-func addMatchFields(ti *tableInfo, t *p4configv1.Table) error {
+// addMatchFields indexes t's match fields in key order. deviceKeys are
+// the device's key fields of the table (nil when it has none).
+//
+// p4c gives a key of type error no bitwidth in P4Info (the type has no
+// width in P4); BMv2 matches it as its 32-bit error number, the JSON's
+// "errors" list giving each name its number. Such a field takes the
+// device's width, and its values are those numbers (simple_switch_grpc
+// takes p4c's P4Info the same way).
+const errorWidth = 32
+
+func addMatchFields(ti *tableInfo, t *p4configv1.Table, deviceKeys []pipeline.KeyFieldInfo) error {
 	name := t.GetPreamble().GetName()
 	for i, f := range t.GetMatchFields() {
 		kind, ok := matchKindOf(f)
@@ -453,14 +466,23 @@ func addMatchFields(ti *tableInfo, t *p4configv1.Table) error {
 		if kind != matchExact && kind != matchLPM {
 			ti.needsPriority = true
 		}
-		if f.GetBitwidth() <= 0 {
+		width := int(f.GetBitwidth())
+		if width == 0 && f.GetTypeName().GetName() == "" {
+			switch {
+			case i < len(deviceKeys):
+				width = deviceKeys[i].Bitwidth
+			case deviceKeys == nil:
+				width = errorWidth // a table the device does not have
+			}
+		}
+		if width <= 0 {
 			return invalid("table %q field %q has no bitwidth", name, f.GetName())
 		}
 		if _, dup := ti.fieldIndex[f.GetId()]; dup || f.GetId() == 0 {
 			return invalid("table %q has a duplicate or zero match field id %d", name, f.GetId())
 		}
 		ti.fieldIndex[f.GetId()] = i
-		ti.fields = append(ti.fields, fieldInfo{id: f.GetId(), name: f.GetName(), width: int(f.GetBitwidth()), kind: kind})
+		ti.fields = append(ti.fields, fieldInfo{id: f.GetId(), name: f.GetName(), width: width, kind: kind})
 	}
 	return nil
 }

@@ -179,8 +179,9 @@ func canonicalBytes(v []byte) []byte {
 }
 
 // match converts the engine form of a key to P4Runtime's (don't-care
-// fields omitted).
-func (b *Backend) match(pt *p4configv1.Table, ms []pipeline.Match) ([]*p4v1.FieldMatch, error) {
+// fields omitted). keys are the device's key fields: a match field P4Info
+// gives no bitwidth (p4c's for a key of type error) has the device's.
+func (b *Backend) match(pt *p4configv1.Table, keys []pipeline.KeyFieldInfo, ms []pipeline.Match) ([]*p4v1.FieldMatch, error) {
 	fs := pt.GetMatchFields()
 	if len(ms) != len(fs) {
 		return nil, fmt.Errorf("table %s: %d key values for %d fields", pt.GetPreamble().GetName(), len(ms), len(fs))
@@ -189,6 +190,9 @@ func (b *Backend) match(pt *p4configv1.Table, ms []pipeline.Match) ([]*p4v1.Fiel
 	for i, m := range ms {
 		f := fs[i]
 		w := uint(f.GetBitwidth())
+		if w == 0 && i < len(keys) {
+			w = uint(keys[i].Bitwidth)
+		}
 		full := new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), w), big.NewInt(1))
 		fm := &p4v1.FieldMatch{FieldId: f.GetId()}
 		v := new(big.Int).SetBytes(m.Value)
@@ -312,7 +316,7 @@ func (b *Backend) AddEntry(t pipeline.TableInfo, e pipeline.TableEntry) error {
 	if err != nil {
 		return err
 	}
-	m, err := b.match(pt, e.Match)
+	m, err := b.match(pt, t.Keys, e.Match)
 	if err != nil {
 		return err
 	}
@@ -330,7 +334,7 @@ func (b *Backend) DeleteEntry(t pipeline.TableInfo, match []pipeline.Match, prio
 	if err != nil {
 		return err
 	}
-	m, err := b.match(pt, match)
+	m, err := b.match(pt, t.Keys, match)
 	if err != nil {
 		return err
 	}
@@ -431,7 +435,7 @@ func (b *Backend) ReadDirectCounter(t pipeline.TableInfo, match []pipeline.Match
 	if err != nil {
 		return pipeline.CounterData{}, err
 	}
-	m, err := b.match(pt, match)
+	m, err := b.match(pt, t.Keys, match)
 	if err != nil {
 		return pipeline.CounterData{}, err
 	}

@@ -53,7 +53,7 @@ func TestMatchConversion(t *testing.T) {
 		}, `field_id:1 exact:{value:"\x00"}`},
 	}
 	for _, tc := range tests {
-		got, err := b.match(tb, tc.ms)
+		got, err := b.match(tb, nil, tc.ms)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -65,7 +65,7 @@ func TestMatchConversion(t *testing.T) {
 			t.Errorf("%s: %v, want %v", tc.name, got, want.GetMatch())
 		}
 	}
-	if _, err := b.match(tb, []pipeline.Match{{Value: []byte{1}}}); err == nil {
+	if _, err := b.match(tb, nil, []pipeline.Match{{Value: []byte{1}}}); err == nil {
 		t.Error("a key with too few fields was converted")
 	}
 }
