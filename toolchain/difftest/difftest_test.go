@@ -68,6 +68,7 @@ func TestCorpus(t *testing.T) {
 			for _, d := range r.Differences {
 				t.Errorf("difference: %s", d)
 			}
+			t.Logf("repeat with: make bench-diff DIFF_RUN='^%s$' DIFF_SEED=%d DIFF_PACKETS=%d", r.Program, *flagSeed, *flagPackets)
 		case r.Known == 0:
 			clean++
 			if _, listed := known[r.Program]; listed {
