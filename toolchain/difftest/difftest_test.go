@@ -22,13 +22,15 @@ var (
 	flagPackets = flag.Int("diff.packets", 200, "random packets per program")
 	flagSeed    = flag.Uint64("diff.seed", 1, "base seed of the packet streams")
 	flagRun     = flag.String("diff.run", "", "only programs whose name matches this regexp")
+	flagCorpus  = flag.String("diff.corpus", filepath.Join("..", "..", "..", "shared", "conformance", "p4c-stf"),
+		"the corpus (NAME.p4, NAME.stf, NAME.p4c.json)")
 )
 
 func corpusDir(t *testing.T) string {
 	t.Helper()
-	dir := filepath.Join("..", "..", "..", "shared", "conformance", "p4c-stf")
+	dir := *flagCorpus
 	if _, err := os.Stat(dir); err != nil {
-		t.Skip("conformance corpus not present beside the repository")
+		t.Skipf("conformance corpus not present (%s)", dir)
 	}
 	return dir
 }
