@@ -42,7 +42,7 @@ P4_JSON  := $(P4_OUT)/terrapin.json
 P4_INFO  := $(P4_OUT)/terrapin.p4info.txtpb
 
 .PHONY: help setup toolchain p4 controller conformance ptf shell test test-go \
-        bench bench-engine bench-switch bench-controller bench-diff run stop demo experiments clean bmv2
+        bench bench-engine bench-switch bench-controller run stop demo experiments clean bmv2
 
 help:
 	@sed '/^$$/q' Makefile | sed 's/^# \{0,1\}//'
@@ -112,6 +112,7 @@ bench-switch: toolchain
 # (make test runs it with 200 packets and seed 1; docs/toolchain.md, "Differential check").
 DIFF_PACKETS ?= 20000
 DIFF_SEED    ?= 1
+.PHONY: bench-diff
 bench-diff:
 	cd toolchain && $(GO) test -count=1 -timeout 0 -run '^TestCorpus$$' -v ./difftest/ \
 	    -args -diff.packets=$(DIFF_PACKETS) -diff.seed=$(DIFF_SEED) -diff.run='$(DIFF_RUN)' \
