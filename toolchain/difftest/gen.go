@@ -164,7 +164,7 @@ func NewGenerator(programJSON []byte, ports []uint32, seeds [][]byte) (*Generato
 type Packet struct {
 	Port uint32
 	Data []byte
-	Kind string // how it was made (walk, truncated, mutant, garbage)
+	Kind string // how it was made: walk, truncated, mutant, garbage (stf: the script's own)
 }
 
 // Next makes one packet.
@@ -190,7 +190,8 @@ func (g *Generator) Next(r *rand.Rand) Packet {
 	}
 }
 
-// walk builds a packet along a random path through the parser.
+// walker is the state of one walk: the packet so far and where each
+// header landed in it.
 type walker struct {
 	r     *rand.Rand
 	base  []byte
@@ -203,6 +204,9 @@ type walker struct {
 	dict  []uint64
 }
 
+// walk builds a packet along a random path through the parser; it
+// returns the packet and its port (a select on the ingress port may have
+// picked another).
 func (g *Generator) walk(r *rand.Rand, base []byte, port uint32) ([]byte, uint32) {
 	w := &walker{r: r, base: base, where: map[string]int{}, next: map[string]int{}, port: port,
 		sets: map[string]expr{}, dict: g.dict}
