@@ -202,6 +202,9 @@ type walker struct {
 	port  uint32
 	sets  map[string]expr // metadata field -> the expression the parser set it to
 	dict  []uint64
+	// pinned: bits past pos a lookahead select has set; the extract that
+	// lays them down keeps them.
+	pinned map[int]bool
 }
 
 // walk builds a packet along a random path through the parser; it
@@ -209,7 +212,7 @@ type walker struct {
 // picked another).
 func (g *Generator) walk(r *rand.Rand, base []byte, port uint32) ([]byte, uint32) {
 	w := &walker{r: r, base: base, where: map[string]int{}, next: map[string]int{}, port: port,
-		sets: map[string]expr{}, dict: g.dict}
+		sets: map[string]expr{}, dict: g.dict, pinned: map[int]bool{}}
 	state := g.init
 	for step := 0; state != "" && step < g.maxSteps; step++ {
 		st := g.states[state]
@@ -340,7 +343,7 @@ func (w *walker) fillField(off, width int) {
 			if sh := width - 1 - i; sh < 64 {
 				b = byte(c>>sh) & 1
 			}
-			setBit(w.buf, off+i, b)
+			w.put(off+i, b)
 		}
 		return
 	}
@@ -356,14 +359,21 @@ func (w *walker) fillField(off, width int) {
 		default:
 			b = byte(w.r.IntN(2))
 		}
-		setBit(w.buf, off+i, b)
+		w.put(off+i, b)
+	}
+}
+
+// put lays down one new bit of the packet unless a lookahead pinned it.
+func (w *walker) put(i int, b byte) {
+	if !w.pinned[i] {
+		setBit(w.buf, i, b)
 	}
 }
 
 func (w *walker) appendRandom(bits int) {
 	w.grow(w.pos + bits)
 	for i := 0; i < bits; i++ {
-		setBit(w.buf, w.pos+i, byte(w.r.IntN(2)))
+		w.put(w.pos+i, byte(w.r.IntN(2)))
 	}
 	w.pos += bits
 }
@@ -380,9 +390,18 @@ func (g *Generator) choose(w *walker, st *parseState) string {
 	if len(st.Transitions) == 0 {
 		return ""
 	}
-	t := st.Transitions[w.r.IntN(len(st.Transitions))]
-	if t.Type == "hexstr" && t.Value != nil {
+	i := w.r.IntN(len(st.Transitions))
+	t := st.Transitions[i]
+	switch {
+	case t.Type == "hexstr" && t.Value != nil:
 		g.steer(w, st, *t.Value, t.Mask)
+	case t.Type == "default" && portOnly(st):
+		// The default of a select on the ingress port is taken only by
+		// ports no case names: the port is known, follow the case it
+		// matches (the packet must be the path's).
+		t = st.Transitions[matchPort(st, w.port)]
+	case t.Type == "default":
+		g.avoid(w, st)
 	}
 	if t.NextState == nil {
 		return ""
@@ -390,16 +409,55 @@ func (g *Generator) choose(w *walker, st *parseState) string {
 	return *t.NextState
 }
 
-// steer writes a select case's value into the key's bits.
-func (g *Generator) steer(w *walker, st *parseState, value string, mask *string) {
-	type key struct {
-		off, width int // off < 0: not steerable
-		port       bool
+// portOnly reports whether a state selects on the ingress port alone.
+func portOnly(st *parseState) bool {
+	if len(st.TransitionKey) != 1 || st.TransitionKey[0].Type != "field" {
+		return false
 	}
-	keys := make([]key, len(st.TransitionKey))
-	total := 0
+	ref := refOfRaw(st.TransitionKey[0].Value)
+	return len(ref) == 2 && ref[0] == "standard_metadata" && ref[1] == "ingress_port"
+}
+
+// matchPort returns the index of the first transition of a select on the
+// ingress port that port takes.
+func matchPort(st *parseState, port uint32) int {
+	p := new(big.Int).SetUint64(uint64(port))
+	for i, t := range st.Transitions {
+		if t.Type == "default" {
+			return i
+		}
+		if t.Type != "hexstr" || t.Value == nil {
+			continue
+		}
+		v, ok := parseHex(*t.Value)
+		if !ok {
+			continue
+		}
+		m := new(big.Int).SetUint64(1<<9 - 1)
+		if t.Mask != nil {
+			if mv, ok := parseHex(*t.Mask); ok {
+				m = mv
+			}
+		}
+		if new(big.Int).And(p, m).Cmp(new(big.Int).And(v, m)) == 0 {
+			return i
+		}
+	}
+	return len(st.Transitions) - 1
+}
+
+// selectKey is one key of a select, placed in the packet being built.
+type selectKey struct {
+	off, width int // off < 0: not bits of the packet (not steerable)
+	port       bool
+}
+
+// keys places a state's select keys; total is their size in bytes, each
+// key rounded up to whole bytes as the case values are written.
+func (g *Generator) keys(w *walker, st *parseState) (keys []selectKey, total int) {
+	keys = make([]selectKey, len(st.TransitionKey))
 	for i, k := range st.TransitionKey {
-		keys[i] = key{off: -1}
+		keys[i] = selectKey{off: -1}
 		switch k.Type {
 		case "field", "stack_field":
 			var ref []string
@@ -412,10 +470,80 @@ func (g *Generator) steer(w *walker, st *parseState, value string, mask *string)
 			if json.Unmarshal(k.Value, &v) != nil || len(v) != 2 {
 				continue
 			}
-			keys[i] = key{off: w.pos + v[0], width: v[1]}
+			keys[i] = selectKey{off: w.pos + v[0], width: v[1]}
 		}
 		total += (keys[i].width + 7) / 8
 	}
+	return keys, total
+}
+
+// avoid makes a packet that takes a select's default miss its cases: the
+// key's bits, where they are the packet's, are drawn again while they
+// match a case (constants and the script's bytes make that likely).
+func (g *Generator) avoid(w *walker, st *parseState) {
+	keys, _ := g.keys(w, st)
+	for _, k := range keys {
+		if k.off < 0 && k.width > 0 {
+			return // a key the walk cannot see: left to chance
+		}
+	}
+	for try := 0; try < 16 && g.matchesCase(w, st, keys); try++ {
+		for _, k := range keys {
+			if k.off >= 0 {
+				for i := 0; i < k.width; i++ {
+					setBit(w.buf, k.off+i, byte(w.r.IntN(2)))
+					if k.off+i >= w.pos {
+						w.pinned[k.off+i] = true
+					}
+				}
+			}
+		}
+	}
+}
+
+// matchesCase reports whether the keys' current bits match one of the
+// select's value/mask cases.
+func (g *Generator) matchesCase(w *walker, st *parseState, keys []selectKey) bool {
+	cur := new(big.Int)
+	for _, k := range keys {
+		cur.Lsh(cur, uint(8*((k.width+7)/8)))
+		v := new(big.Int)
+		if k.port {
+			v.SetUint64(uint64(w.port))
+		} else {
+			w.grow(k.off + k.width)
+			for i := 0; i < k.width; i++ {
+				v.Lsh(v, 1)
+				v.Or(v, big.NewInt(int64(getBit(w.buf, k.off+i))))
+			}
+		}
+		cur.Or(cur, v)
+	}
+	for _, t := range st.Transitions {
+		if t.Type != "hexstr" || t.Value == nil {
+			continue
+		}
+		v, ok := parseHex(*t.Value)
+		if !ok {
+			continue
+		}
+		c := new(big.Int).Set(cur)
+		if t.Mask != nil {
+			if m, ok := parseHex(*t.Mask); ok {
+				c.And(c, m)
+				v.And(v, m)
+			}
+		}
+		if c.Cmp(v) == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// steer writes a select case's value into the key's bits.
+func (g *Generator) steer(w *walker, st *parseState, value string, mask *string) {
+	keys, total := g.keys(w, st)
 	val, ok := parseHex(value)
 	if !ok {
 		return
@@ -453,6 +581,9 @@ func (g *Generator) steer(w *walker, st *parseState, value string, mask *string)
 			bit := uint(k.width - 1 - i)
 			if km.Bit(int(bit)) == 1 {
 				setBit(w.buf, k.off+i, byte(kv.Bit(int(bit))))
+				if k.off+i >= w.pos {
+					w.pinned[k.off+i] = true
+				}
 			}
 		}
 	}

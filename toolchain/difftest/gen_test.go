@@ -8,23 +8,25 @@ import (
 	"github.com/terrapin/terrapin/toolchain/stf"
 )
 
-// A parser of three states: eth (16-bit type) -> 0x0800: l3 (an 8-bit
-// field under a mask, a verify on another) -> 0x3_: l4; ingress_port 7
-// picks a fourth state.
+// A parser: port (ingress_port 7 or not) -> start: eth (16-bit type) ->
+// 0x0800: l3 (an 8-bit field under a mask, a verify on another) -> 0x3_:
+// l4 (a lookahead of the next byte) -> 0xab: l5.
 const genProgram = `{
  "header_types": [
   {"name": "scalars_0", "fields": [["tmp", 1, false]]},
   {"name": "standard_metadata", "fields": [["ingress_port", 9, false]]},
   {"name": "eth_t", "fields": [["type", 16, false]]},
   {"name": "l3_t", "fields": [["kind", 8, false], ["version", 4, false], ["rest", 4, false]]},
-  {"name": "l4_t", "fields": [["x", 8, false]]}
+  {"name": "l4_t", "fields": [["x", 8, false]]},
+  {"name": "l5_t", "fields": [["y", 8, false]]}
  ],
  "headers": [
   {"name": "scalars", "id": 0, "header_type": "scalars_0", "metadata": true},
   {"name": "standard_metadata", "id": 1, "header_type": "standard_metadata", "metadata": true},
   {"name": "eth", "id": 2, "header_type": "eth_t", "metadata": false},
   {"name": "l3", "id": 3, "header_type": "l3_t", "metadata": false},
-  {"name": "l4", "id": 4, "header_type": "l4_t", "metadata": false}
+  {"name": "l4", "id": 4, "header_type": "l4_t", "metadata": false},
+  {"name": "l5", "id": 5, "header_type": "l5_t", "metadata": false}
  ],
  "header_stacks": [],
  "parsers": [{"name": "parser", "init_state": "port", "parse_states": [
@@ -46,6 +48,10 @@ const genProgram = `{
                    {"type": "default", "value": null, "mask": null, "next_state": null}],
    "transition_key": [{"type": "field", "value": ["l3", "kind"]}]},
   {"name": "l4", "parser_ops": [{"op": "extract", "parameters": [{"type": "regular", "value": "l4"}]}],
+   "transitions": [{"type": "hexstr", "value": "0xab", "mask": null, "next_state": "l5"},
+                   {"type": "default", "value": null, "mask": null, "next_state": null}],
+   "transition_key": [{"type": "lookahead", "value": [0, 8]}]},
+  {"name": "l5", "parser_ops": [{"op": "extract", "parameters": [{"type": "regular", "value": "l5"}]}],
    "transitions": [{"type": "default", "value": null, "mask": null, "next_state": null}],
    "transition_key": []}
  ]}]
@@ -61,7 +67,7 @@ func TestGeneratorSteersSelects(t *testing.T) {
 	}
 	r := rand.New(rand.NewPCG(1, 2))
 	const n = 2000
-	var deep, verified, port7 int
+	var deep, deeper, verified, port7 int
 	for i := 0; i < n; i++ {
 		data, port := g.walk(r, nil, 1)
 		if port == 7 {
@@ -75,18 +81,44 @@ func TestGeneratorSteersSelects(t *testing.T) {
 			}
 			if data[2]&0xf0 == 0x30 {
 				deep++
+				if len(data) >= 6 && data[5] == 0xab {
+					deeper++
+				}
 			}
 		}
 	}
 	// Each select has two cases (taken about half the time each): about
-	// n/4 packets reach l4; the verify holds in nine tenths of those that
-	// reach l3 (plus chance).
+	// n/4 packets reach l4, n/8 l5 (the lookahead's byte is pinned before
+	// l4's extract lays it down); the verify holds in nine tenths of those
+	// that reach l3 (plus chance).
 	for _, c := range []struct {
 		what     string
 		got, min int
-	}{{"reach l4", deep, n / 6}, {"pass the verify", verified, n / 3}, {"select port 7", port7, n / 3}} {
+	}{{"reach l4", deep, n / 6}, {"reach l5", deeper, n / 12}, {"pass the verify", verified, n / 3}, {"select port 7", port7, n / 3}} {
 		if c.got < c.min {
 			t.Errorf("%d of %d walks %s, want at least %d", c.got, n, c.what, c.min)
+		}
+	}
+}
+
+// A walk that takes a select's default makes the key miss every case,
+// though fields are often given the program's constants (0x30 here).
+func TestGeneratorDefaultMissesCases(t *testing.T) {
+	g, err := NewGenerator([]byte(genProgram), []uint32{1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 100; i++ {
+		r := rand.New(rand.NewPCG(uint64(i), 3))
+		w := &walker{r: r, buf: []byte{0x08, 0x00, 0x30 | byte(i%16), 0x45}, pos: 32,
+			where: map[string]int{"eth": 0, "l3": 16}, next: map[string]int{}, port: 1,
+			sets: map[string]expr{}, pinned: map[int]bool{}}
+		g.avoid(w, g.states["l3"])
+		if w.buf[2]&0xf0 == 0x30 {
+			t.Fatalf("l3's default taken with kind %#x, which its case 0x3_ matches", w.buf[2])
+		}
+		if w.buf[0] != 0x08 || w.buf[1] != 0x00 || w.buf[3] != 0x45 {
+			t.Fatalf("bits outside the key changed: % x", w.buf)
 		}
 	}
 }
