@@ -37,7 +37,7 @@ var layers = [][]string{
 	{"device", "p4rt"},
 	{"p4rt/enginetarget"},
 	{"device/switchtarget", "stf"},
-	{"stf/viap4rt"},
+	{"stf/viap4rt", "difftest"},
 	{"cmd/terrapin-p4c", "cmd/terrapin-stf", "cmd/terrapin-switch", "cmd/terrapin-trafgen"},
 }
 
