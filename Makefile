@@ -108,13 +108,25 @@ test-go:
 test:
 	@bash scripts/test-all.sh
 
-bench: bench-engine bench-switch bench-controller
+bench: bench-engine bench-switch bench-controller bench-diff
 
 bench-engine:
 	cd toolchain && $(GO) test -run '^$$' -bench . -benchmem ./engine/
 
 bench-switch: toolchain
 	bash toolchain/bench/bench-switch.sh
+
+# The differential check of terrapin-p4c against p4c's JSON (toolchain/difftest) at length:
+# DIFF_PACKETS random packets per program, DIFF_SEED the base seed, DIFF_RUN a regexp of programs,
+# CORPUS the corpus
+# (make test runs it with 200 packets and seed 1; docs/toolchain.md, "Differential check").
+DIFF_PACKETS ?= 20000
+DIFF_SEED    ?= 1
+.PHONY: bench-diff
+bench-diff:
+	cd toolchain && $(GO) test -count=1 -timeout 0 -run '^TestCorpus$$' -v ./difftest/ \
+	    -args -diff.packets=$(DIFF_PACKETS) -diff.seed=$(DIFF_SEED) -diff.run='$(DIFF_RUN)' \
+	    -diff.corpus=$(abspath $(CORPUS))
 
 # BENCH_ARGS: e.g. --stores postgres --channels 2000 (python -m terrapin.bench --help)
 bench-controller: toolchain p4 controller

@@ -21,7 +21,8 @@ const module = "github.com/terrapin/terrapin/toolchain/"
 // below both, and the driver above every stage it drives. The run-time
 // side stands beside it: the vocabulary, the engine, the device and the
 // P4Runtime server, with the adapters that join them and the commands on
-// top. Non-test files only: a test may drive a package from above (the
+// top; difftest (terrapin-p4c against p4c's JSON) drives the compiler, the
+// engine and the STF runner together. Non-test files only: a test may drive a package from above (the
 // engine's differential tests run the STF corpus).
 var layers = [][]string{
 	{"p4/scanner", "p4include"},
@@ -37,7 +38,7 @@ var layers = [][]string{
 	{"device", "p4rt"},
 	{"p4rt/enginetarget"},
 	{"device/switchtarget", "stf"},
-	{"stf/viap4rt"},
+	{"stf/viap4rt", "difftest"},
 	{"cmd/terrapin-p4c", "cmd/terrapin-stf", "cmd/terrapin-switch", "cmd/terrapin-trafgen"},
 }
 
