@@ -2,6 +2,7 @@ package p4rt
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -12,6 +13,7 @@ import (
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -34,6 +36,9 @@ type Config struct {
 	// command line), nil if none: PI's legacy P4DeviceConfig without
 	// device_data installs a P4Info over it (devconfig.go).
 	Program []byte
+	// TLS, when set, serves P4Runtime over TLS with it (and checks client
+	// certificates as it says); nil serves plaintext.
+	TLS *tls.Config
 }
 
 // Server is the P4Runtime service of one device.
@@ -43,6 +48,7 @@ type Server struct {
 	deviceID uint64
 	target   Target
 	log      *slog.Logger
+	tls      *tls.Config
 	arb      *arbiter
 	digests  *digestEngine
 
@@ -66,7 +72,7 @@ func NewServer(cfg Config) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{deviceID: cfg.DeviceID, target: cfg.Target, log: log, arb: newArbiter(), running: cfg.Program}
+	s := &Server{deviceID: cfg.DeviceID, target: cfg.Target, log: log, tls: cfg.TLS, arb: newArbiter(), running: cfg.Program}
 	s.digests = newDigestEngine(s)
 	cfg.Target.SetControllerSink(s.toController)
 	cfg.Target.SetDigestSink(s.digests.receive)
@@ -79,7 +85,11 @@ func (s *Server) Register(g *grpc.Server) { p4v1.RegisterP4RuntimeServer(g, s) }
 // Serve serves P4Runtime on lis until ctx is done, then stops gracefully
 // (giving open streams a second to finish).
 func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
-	g := grpc.NewServer(grpc.MaxRecvMsgSize(maxMessageBytes), grpc.MaxSendMsgSize(maxMessageBytes))
+	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(maxMessageBytes), grpc.MaxSendMsgSize(maxMessageBytes)}
+	if s.tls != nil {
+		opts = append(opts, grpc.Creds(handshakeLogger{credentials.NewTLS(s.tls.Clone()), s.log}))
+	}
+	g := grpc.NewServer(opts...)
 	s.Register(g)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -102,6 +112,27 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 		return err
 	}
 	return nil
+}
+
+// handshakeLogger logs each refused TLS handshake once, with the client's
+// address and what was wrong (a plaintext client, a certificate from
+// another CA, an expired one, none): gRPC itself only closes the
+// connection, and the client often sees no more than that.
+type handshakeLogger struct {
+	credentials.TransportCredentials
+	log *slog.Logger
+}
+
+func (h handshakeLogger) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	c, info, err := h.TransportCredentials.ServerHandshake(conn)
+	if err != nil {
+		h.log.Warn("P4Runtime client refused: TLS handshake failed", "client", conn.RemoteAddr().String(), "err", err)
+	}
+	return c, info, err
+}
+
+func (h handshakeLogger) Clone() credentials.TransportCredentials {
+	return handshakeLogger{h.TransportCredentials.Clone(), h.log}
 }
 
 // Capabilities reports the implemented API version (spec §17).
