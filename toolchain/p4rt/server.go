@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -125,7 +126,13 @@ type handshakeLogger struct {
 
 func (h handshakeLogger) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
 	c, info, err := h.TransportCredentials.ServerHandshake(conn)
-	if err != nil {
+	switch {
+	case err == nil:
+	case errors.Is(err, io.EOF):
+		// closed before saying anything: a port probe (a start-up script
+		// waiting for the port), not a client to refuse
+		h.log.Debug("P4Runtime connection closed before the TLS handshake", "client", conn.RemoteAddr().String())
+	default:
 		h.log.Warn("P4Runtime client refused: TLS handshake failed", "client", conn.RemoteAddr().String(), "err", err)
 	}
 	return c, info, err

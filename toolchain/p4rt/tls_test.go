@@ -185,4 +185,32 @@ func TestTLS(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a port probe is not a refused client", func(t *testing.T) {
+		logged := log.count()
+		probe, err := lis.Dial()
+		if err != nil {
+			t.Fatal(err)
+		}
+		probe.Close()
+		// a refusal after it: the probe's handshake ended first, so had
+		// it been logged, it would be logged by now
+		conn, err := grpc.NewClient("passthrough:///bufnet",
+			grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+			grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+		defer ccancel()
+		_, _ = p4v1.NewP4RuntimeClient(conn).Capabilities(cctx, &p4v1.CapabilitiesRequest{})
+		log.waitFor(t, logged, "first record does not look like a TLS handshake")
+		log.mu.Lock()
+		defer log.mu.Unlock()
+		for _, l := range log.lines[logged:] {
+			if strings.Contains(l, "EOF") {
+				t.Errorf("the probe was logged: %q", l)
+			}
+		}
+	})
 }
