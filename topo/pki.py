@@ -174,9 +174,15 @@ class PKI:
             .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
             .add_extension(
                 x509.KeyUsage(
-                    digital_signature=False, content_commitment=False, key_encipherment=False,
-                    data_encipherment=False, key_agreement=False, key_cert_sign=True, crl_sign=True,
-                    encipher_only=False, decipher_only=False,
+                    digital_signature=False,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    key_cert_sign=True,
+                    crl_sign=True,
+                    encipher_only=False,
+                    decipher_only=False,
                 ),
                 critical=True,
             )
@@ -263,9 +269,15 @@ class PKI:
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(
                 x509.KeyUsage(
-                    digital_signature=True, content_commitment=False, key_encipherment=False,
-                    data_encipherment=False, key_agreement=False, key_cert_sign=False,
-                    crl_sign=False, encipher_only=False, decipher_only=False,
+                    digital_signature=True,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    key_cert_sign=False,
+                    crl_sign=False,
+                    encipher_only=False,
+                    decipher_only=False,
                 ),
                 critical=True,
             )
@@ -292,7 +304,9 @@ def _fits(cert: x509.Certificate, want: _Want, ca: x509.Certificate) -> bool:
         return False
     if want.not_before is not None or want.not_after is not None:
         # asked-for dates (tests): the same dates, whatever the clock says
-        if want.not_before is not None and cert.not_valid_before_utc != want.not_before.replace(microsecond=0):
+        if want.not_before is not None and cert.not_valid_before_utc != want.not_before.replace(
+            microsecond=0
+        ):
             return False
         if want.not_after is not None and cert.not_valid_after_utc != want.not_after.replace(microsecond=0):
             return False
@@ -302,8 +316,14 @@ def _fits(cert: x509.Certificate, want: _Want, ca: x509.Certificate) -> bool:
         usages = set(cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value)
     except x509.ExtensionNotFound:
         return False
-    if usages != {u for u, on in ((ExtendedKeyUsageOID.SERVER_AUTH, want.server),
-                                  (ExtendedKeyUsageOID.CLIENT_AUTH, want.client)) if on}:
+    if usages != {
+        u
+        for u, on in (
+            (ExtendedKeyUsageOID.SERVER_AUTH, want.server),
+            (ExtendedKeyUsageOID.CLIENT_AUTH, want.client),
+        )
+        if on
+    }:
         return False
     try:
         san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
@@ -325,12 +345,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Make (or reuse) a private CA and certificates for Terrapin's components.",
     )
     parser.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="where the files go (%(default)s)")
-    parser.add_argument("--switch", action="append", default=[], metavar="NAME=HOST[,HOST...]",
-                        help="a switch's server certificate for the addresses/host names clients dial")
-    parser.add_argument("--controller", action="append", default=[], metavar="NAME[=HOST,...]",
-                        help="a controller's client certificate (a server one too for HOSTs)")
-    parser.add_argument("--client", action="append", default=[], metavar="NAME",
-                        help="a client certificate (a person or a tool)")
+    parser.add_argument(
+        "--switch",
+        action="append",
+        default=[],
+        metavar="NAME=HOST[,HOST...]",
+        help="a switch's server certificate for the addresses/host names clients dial",
+    )
+    parser.add_argument(
+        "--controller",
+        action="append",
+        default=[],
+        metavar="NAME[=HOST,...]",
+        help="a controller's client certificate (a server one too for HOSTs)",
+    )
+    parser.add_argument(
+        "--client",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a client certificate (a person or a tool)",
+    )
     args = parser.parse_args(argv)
     pki = PKI(args.dir)
     try:

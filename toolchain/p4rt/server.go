@@ -115,7 +115,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	return nil
 }
 
-// handshakeLogger logs each refused TLS handshake once, with the client's
+// handshakeLogger logs each failed TLS handshake once, with the client's
 // address and what was wrong (a plaintext client, a certificate from
 // another CA, an expired one, none): gRPC itself only closes the
 // connection, and the client often sees no more than that.
@@ -124,22 +124,47 @@ type handshakeLogger struct {
 	log *slog.Logger
 }
 
+// errClientLeft stands for an EOF once the handshake has begun: the switch
+// has sent its certificate and the client hung up, as gRPC's C core does
+// when it does not trust that certificate.
+var errClientLeft = errors.New("the client closed the connection during the handshake: it may not trust this switch's certificate (another CA, out of its dates); the client's own error says why")
+
 func (h handshakeLogger) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
-	c, info, err := h.TransportCredentials.ServerHandshake(conn)
+	counted := &readCounter{Conn: conn}
+	c, info, err := h.TransportCredentials.ServerHandshake(counted)
 	switch {
 	case err == nil:
-	case errors.Is(err, io.EOF):
+		return c, info, nil
+	case errors.Is(err, io.EOF) && !counted.any:
 		// closed before saying anything: a port probe (a start-up script
 		// waiting for the port), not a client to refuse
 		h.log.Debug("P4Runtime connection closed before the TLS handshake", "client", conn.RemoteAddr().String())
+	case errors.Is(err, io.EOF):
+		h.log.Warn("P4Runtime TLS handshake failed", "client", conn.RemoteAddr().String(), "err", errClientLeft)
 	default:
-		h.log.Warn("P4Runtime client refused: TLS handshake failed", "client", conn.RemoteAddr().String(), "err", err)
+		h.log.Warn("P4Runtime TLS handshake failed", "client", conn.RemoteAddr().String(), "err", err)
 	}
 	return c, info, err
 }
 
 func (h handshakeLogger) Clone() credentials.TransportCredentials {
 	return handshakeLogger{h.TransportCredentials.Clone(), h.log}
+}
+
+// readCounter notes whether anything was read from the connection. Only
+// the handshake's goroutine writes any (the first read), and it is read
+// there after the handshake.
+type readCounter struct {
+	net.Conn
+	any bool
+}
+
+func (r *readCounter) Read(b []byte) (int, error) {
+	n, err := r.Conn.Read(b)
+	if n > 0 && !r.any {
+		r.any = true
+	}
+	return n, err
 }
 
 // Capabilities reports the implemented API version (spec §17).

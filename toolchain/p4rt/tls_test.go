@@ -181,7 +181,7 @@ func TestTLS(t *testing.T) {
 				t.Errorf("client error %q does not say %q", err, tc.clientErr)
 			}
 			if tc.serverLog != "" {
-				log.waitFor(t, logged, "P4Runtime client refused: TLS handshake failed", tc.serverLog, tc.serverLogAlso)
+				log.waitFor(t, logged, "P4Runtime TLS handshake failed", tc.serverLog, tc.serverLogAlso)
 			}
 		})
 	}
@@ -213,4 +213,32 @@ func TestTLS(t *testing.T) {
 			}
 		}
 	})
+	t.Run("a client that does not trust the switch hangs up", func(t *testing.T) {
+		// as gRPC's C core does: no alert, the connection closed
+		logged := log.count()
+		raw, err := lis.Dial()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := tls.Client(&helloOnly{Conn: raw}, &tls.Config{RootCAs: other.Pool(), ServerName: "s1"})
+		if err := c.Handshake(); err == nil || !strings.Contains(err.Error(), "unknown authority") {
+			t.Errorf("handshake: %v", err)
+		}
+		raw.Close()
+		log.waitFor(t, logged, "P4Runtime TLS handshake failed", "the client closed the connection during the handshake")
+	})
+}
+
+// helloOnly sends only its first write (a TLS ClientHello).
+type helloOnly struct {
+	net.Conn
+	sent bool
+}
+
+func (h *helloOnly) Write(b []byte) (int, error) {
+	if h.sent {
+		return len(b), nil
+	}
+	h.sent = true
+	return h.Conn.Write(b)
 }

@@ -152,7 +152,10 @@ def test_certificates_for_tests_outside_their_dates_and_of_another_ca(tmp_path: 
     verify_server(pki, early.cert, "s1", at=now + 90 * dt.timedelta(minutes=1))
     # asked for again with the same dates, they are kept
     before = expired.cert.read_bytes()
-    assert pki.issue("expired", client=True, not_before=now - 2 * HOUR, not_after=now - HOUR).cert.read_bytes() == before
+    assert (
+        pki.issue("expired", client=True, not_before=now - 2 * HOUR, not_after=now - HOUR).cert.read_bytes()
+        == before
+    )
     foreign = other.client("admin")
     verify_client(other, foreign.cert)
     with pytest.raises(VerificationError):
@@ -175,7 +178,12 @@ def test_bad_requests_are_refused(tmp_path: Path, call: Callable[[PKI], object],
 
 
 def test_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--dir", str(tmp_path), "--switch", "s1=127.0.0.1,s1", "--controller", "c0", "--client", "admin"]) == 0
+    assert (
+        main(
+            ["--dir", str(tmp_path), "--switch", "s1=127.0.0.1,s1", "--controller", "c0", "--client", "admin"]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert f"s1          {tmp_path / 's1.pem'} {tmp_path / 's1.key'}" in out
     pki = PKI(tmp_path)
