@@ -117,6 +117,21 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
     )
 
 
+def _key_usage(*, signs_certificates: bool) -> x509.KeyUsage:
+    """A CA signs certificates (and lists of revoked ones); a leaf signs its TLS handshakes."""
+    return x509.KeyUsage(
+        digital_signature=not signs_certificates,
+        content_commitment=False,
+        key_encipherment=False,
+        data_encipherment=False,
+        key_agreement=False,
+        key_cert_sign=signs_certificates,
+        crl_sign=signs_certificates,
+        encipher_only=False,
+        decipher_only=False,
+    )
+
+
 def _load(cert_path: Path, key_path: Path) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey] | None:
     """The certificate and its key, or None if either is missing, unreadable, not P-256 or the
     key is not the certificate's."""
@@ -172,20 +187,7 @@ class PKI:
             .not_valid_before(now - BACKDATE)
             .not_valid_after(now + CA_LIFETIME)
             .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=False,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    key_cert_sign=True,
-                    crl_sign=True,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
+            .add_extension(_key_usage(signs_certificates=True), critical=True)
             .add_extension(ski, critical=False)
             .sign(key, hashes.SHA256())
         )
@@ -267,20 +269,7 @@ class PKI:
             .not_valid_before(not_before or now - BACKDATE)
             .not_valid_after(not_after or now + LEAF_LIFETIME)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    key_cert_sign=False,
-                    crl_sign=False,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
+            .add_extension(_key_usage(signs_certificates=False), critical=True)
             .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
             .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
             .add_extension(

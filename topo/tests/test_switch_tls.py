@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import os
 import re
-import signal
 import socket
 import subprocess
 import time
@@ -26,7 +24,8 @@ from finsy import GRPCCredentialsTLS
 from finsy.p4client import P4Client, P4ClientError
 from finsy.proto import p4r
 
-from topo.p4switch import SWITCH_KINDS, switch_binary
+from terrapin.pgserver import free_port
+from topo.p4switch import SWITCH_KINDS, stop_process_group, switch_binary
 from topo.pki import PKI, Issued
 
 HOUR = dt.timedelta(hours=1)
@@ -66,17 +65,6 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
         switch_expired=ours.issue("s1-expired", server_hosts=hosts, not_before=past[0], not_after=past[1]),
         switch_early=ours.issue("s1-early", server_hosts=hosts, not_before=future[0], not_after=future[1]),
     )
-
-
-def free_ports(n: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(n)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 @dataclass
@@ -120,7 +108,7 @@ def tls_flags(switch: Issued, ca: Path | None, client_auth: bool) -> list[str]:
 
 
 def start_switch(kind: str, workdir: Path, name: str, flags: list[str]) -> RunningSwitch:
-    grpc_port, thrift_port = free_ports(2)
+    grpc_port, thrift_port = free_port(), free_port()
     args = [switch_binary(kind), "--no-p4", "--device-id", str(DEVICE_ID), "--thrift-port", str(thrift_port)]
     if kind == "terrapin":
         args += ["--log-console", "--log-level", "warn"]
@@ -144,13 +132,7 @@ def start_switch(kind: str, workdir: Path, name: str, flags: list[str]) -> Runni
 
 
 def stop_switch(running: RunningSwitch) -> None:
-    if running.process.poll() is None:
-        os.killpg(running.process.pid, signal.SIGTERM)
-        try:
-            running.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(running.process.pid, signal.SIGKILL)
-            running.process.wait()
+    stop_process_group(running.process, timeout=10)
 
 
 @pytest.fixture(scope="module", params=SWITCH_KINDS)
