@@ -13,8 +13,11 @@ import asyncio
 import datetime as dt
 import re
 import socket
+import ssl
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -323,3 +326,28 @@ def test_terrapin_switch_refuses_to_start_on_bad_tls_files(
     assert done.returncode == 1
     assert done.stderr.count("\n") == 1, done.stderr  # one line, naming what is wrong
     assert re.match(f"terrapin-switch: {message}", done.stderr), done.stderr
+
+
+def test_terrapin_switch_serves_its_metrics_over_the_same_tls(certs: Certificates, tmp_path: Path) -> None:
+    metrics = f"127.0.0.1:{free_port()}"
+    flags = [*tls_flags(certs.switch, certs.ours.ca(), True), "--metrics-addr", metrics]
+    running = start_switch("terrapin", tmp_path, "metrics", flags)
+    try:
+        context = ssl.create_default_context(cafile=certs.ours.ca())
+        context.load_cert_chain(certs.controller.cert, certs.controller.key)
+        with urllib.request.urlopen(f"https://{metrics}/metrics", context=context, timeout=10) as reply:
+            assert reply.status == 200
+            assert "terrapin_drops_total" in reply.read().decode()
+        without_certificate = ssl.create_default_context(cafile=certs.ours.ca())
+        # refused in the handshake (the alert may come as the reply is read, or as a reset)
+        with pytest.raises(OSError) as refused_tls:
+            urllib.request.urlopen(
+                f"https://{metrics}/metrics", context=without_certificate, timeout=10
+            ).read()
+        assert not isinstance(refused_tls.value, urllib.error.HTTPError), refused_tls.value
+        # Go's HTTPS server answers a plaintext request with 400
+        with pytest.raises(urllib.error.HTTPError) as plain:
+            urllib.request.urlopen(f"http://{metrics}/metrics", timeout=10).read()
+        assert plain.value.code == 400
+    finally:
+        stop_switch(running)
