@@ -75,6 +75,15 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
+def _utc_second(when: dt.datetime | None) -> dt.datetime | None:
+    """`when` as a certificate holds it: UTC (a naive time is taken as UTC), whole seconds."""
+    if when is None:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return when.astimezone(dt.UTC).replace(microsecond=0)
+
+
 def split_hosts(hosts: Sequence[str]) -> tuple[frozenset[str], frozenset[IPAddress]]:
     """Host names and IP addresses, for a certificate's subject alternative names."""
     dns: set[str] = set()
@@ -249,7 +258,7 @@ class PKI:
         # Every certificate names its subject in a subject alternative name, as RFC 5280's
         # profile (and strict verifiers) want: a server its hosts, a client its own name.
         dns, ips = split_hosts(server_hosts or [name])
-        want = _Want(bool(server_hosts), client, dns, ips, not_before, not_after)
+        want = _Want(bool(server_hosts), client, dns, ips, _utc_second(not_before), _utc_second(not_after))
         ca_cert, ca_key = self._ensure_ca()
         issued = Issued(name, self.directory / f"{name}.pem", self.directory / f"{name}.key")
         loaded = _load(issued.cert, issued.key)
@@ -266,8 +275,8 @@ class PKI:
             .issuer_name(ca_cert.subject)
             .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
-            .not_valid_before(not_before or now - BACKDATE)
-            .not_valid_after(not_after or now + LEAF_LIFETIME)
+            .not_valid_before(want.not_before or now - BACKDATE)
+            .not_valid_after(want.not_after or now + LEAF_LIFETIME)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(_key_usage(signs_certificates=False), critical=True)
             .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
@@ -293,11 +302,9 @@ def _fits(cert: x509.Certificate, want: _Want, ca: x509.Certificate) -> bool:
         return False
     if want.not_before is not None or want.not_after is not None:
         # asked-for dates (tests): the same dates, whatever the clock says
-        if want.not_before is not None and cert.not_valid_before_utc != want.not_before.replace(
-            microsecond=0
-        ):
+        if want.not_before is not None and cert.not_valid_before_utc != want.not_before:
             return False
-        if want.not_after is not None and cert.not_valid_after_utc != want.not_after.replace(microsecond=0):
+        if want.not_after is not None and cert.not_valid_after_utc != want.not_after:
             return False
     elif not (cert.not_valid_before_utc <= _now() < cert.not_valid_after_utc - RENEW_BEFORE):
         return False
