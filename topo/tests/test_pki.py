@@ -131,12 +131,12 @@ def test_what_is_no_longer_good_is_replaced(tmp_path: Path, spoil: str) -> None:
 def test_a_new_ca_reissues_what_the_old_one_signed(tmp_path: Path) -> None:
     pki = PKI(tmp_path)
     s1 = pki.switch("s1", ["127.0.0.1"])
-    old_ca = pki.ca().read_bytes()
+    old_ca, old_s1 = pki.ca().read_bytes(), s1.cert.read_bytes()
     pki.ca_key_path.unlink()  # the CA is lost: a new one is made
     fresh = PKI(tmp_path)
     assert fresh.ca().read_bytes() != old_ca
     verify_server(fresh, fresh.switch("s1", ["127.0.0.1"]).cert, "127.0.0.1")
-    assert s1.cert.read_bytes() != old_ca
+    assert s1.cert.read_bytes() != old_s1
 
 
 def test_certificates_for_tests_outside_their_dates_and_of_another_ca(tmp_path: Path) -> None:
