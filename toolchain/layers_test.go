@@ -22,7 +22,8 @@ const module = "github.com/terrapin/terrapin/toolchain/"
 // side stands beside it: the vocabulary, the engine, the device and the
 // P4Runtime server, with the adapters that join them and the commands on
 // top; difftest (terrapin-p4c against p4c's JSON) drives the compiler, the
-// engine and the STF runner together. Non-test files only: a test may drive a package from above (the
+// engine and the STF runner together; the servers' TLS set-up (and its test PKI)
+// sits beside the device, needing nothing of the module. Non-test files only: a test may drive a package from above (the
 // engine's differential tests run the STF corpus).
 var layers = [][]string{
 	{"p4/scanner", "p4include"},
@@ -35,7 +36,7 @@ var layers = [][]string{
 	{"compiler"},
 	{"pipeline"},
 	{"engine"},
-	{"device", "p4rt"},
+	{"device", "p4rt", "servertls", "servertls/testpki"},
 	{"p4rt/enginetarget"},
 	{"device/switchtarget", "stf"},
 	{"stf/viap4rt", "difftest"},
@@ -48,13 +49,15 @@ var layers = [][]string{
 // vocabulary (the engine takes BMv2 JSON from any compiler, and the server
 // is a thin translation onto a device it knows through its Target).
 var readsOnly = map[string][]string{
-	"ir":       {"p4/scanner"},
-	"bmv2json": {"ir"},
-	"p4info":   {"ir"},
-	"pipeline": {},
-	"engine":   {"pipeline"},
-	"p4rt":     {"pipeline"},
-	"device":   {"engine"},
+	"ir":                {"p4/scanner"},
+	"bmv2json":          {"ir"},
+	"p4info":            {"ir"},
+	"pipeline":          {},
+	"engine":            {"pipeline"},
+	"p4rt":              {"pipeline"},
+	"device":            {"engine"},
+	"servertls":         {},
+	"servertls/testpki": {},
 }
 
 func TestImportsFollowLayers(t *testing.T) {

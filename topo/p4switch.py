@@ -70,6 +70,19 @@ def port_shaping(kind: str, rate_bps: int, mtu: int) -> int | None:
     return queue_rate_pps(rate_bps, mtu) if kind == "bmv2" else None
 
 
+def stop_process_group(process: subprocess.Popen[bytes], timeout: float = 5.0) -> None:
+    """Stops a switch started in a session of its own (start_new_session): SIGTERM to its group,
+    SIGKILL after `timeout` s; reaped either way. Nothing if it has exited already."""
+    if process.poll() is not None:
+        return
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
 class P4RuntimeSwitch(Switch):  # type: ignore[misc]  # Mininet has no type hints
     """Mininet node for a P4Runtime switch process in the root namespace."""
 
@@ -183,13 +196,8 @@ class P4RuntimeSwitch(Switch):  # type: ignore[misc]  # Mininet has no type hint
             return parse_prometheus(reply.read().decode())
 
     def _kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
+        if self.process is not None:
+            stop_process_group(self.process)
 
     def stop(self, deleteIntfs: bool = True) -> None:
         self._kill()

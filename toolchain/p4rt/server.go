@@ -2,7 +2,9 @@ package p4rt
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -12,6 +14,7 @@ import (
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -34,6 +37,9 @@ type Config struct {
 	// command line), nil if none: PI's legacy P4DeviceConfig without
 	// device_data installs a P4Info over it (devconfig.go).
 	Program []byte
+	// TLS, when set, serves P4Runtime over TLS with it (and checks client
+	// certificates as it says); nil serves plaintext.
+	TLS *tls.Config
 }
 
 // Server is the P4Runtime service of one device.
@@ -43,6 +49,7 @@ type Server struct {
 	deviceID uint64
 	target   Target
 	log      *slog.Logger
+	tls      *tls.Config
 	arb      *arbiter
 	digests  *digestEngine
 
@@ -66,7 +73,7 @@ func NewServer(cfg Config) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{deviceID: cfg.DeviceID, target: cfg.Target, log: log, arb: newArbiter(), running: cfg.Program}
+	s := &Server{deviceID: cfg.DeviceID, target: cfg.Target, log: log, tls: cfg.TLS, arb: newArbiter(), running: cfg.Program}
 	s.digests = newDigestEngine(s)
 	cfg.Target.SetControllerSink(s.toController)
 	cfg.Target.SetDigestSink(s.digests.receive)
@@ -79,7 +86,11 @@ func (s *Server) Register(g *grpc.Server) { p4v1.RegisterP4RuntimeServer(g, s) }
 // Serve serves P4Runtime on lis until ctx is done, then stops gracefully
 // (giving open streams a second to finish).
 func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
-	g := grpc.NewServer(grpc.MaxRecvMsgSize(maxMessageBytes), grpc.MaxSendMsgSize(maxMessageBytes))
+	opts := []grpc.ServerOption{grpc.MaxRecvMsgSize(maxMessageBytes), grpc.MaxSendMsgSize(maxMessageBytes)}
+	if s.tls != nil {
+		opts = append(opts, grpc.Creds(handshakeLogger{credentials.NewTLS(s.tls.Clone()), s.log}))
+	}
+	g := grpc.NewServer(opts...)
 	s.Register(g)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -102,6 +113,58 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 		return err
 	}
 	return nil
+}
+
+// handshakeLogger logs each failed TLS handshake once, with the client's
+// address and what was wrong (a plaintext client, a certificate from
+// another CA, an expired one, none): gRPC itself only closes the
+// connection, and the client often sees no more than that.
+type handshakeLogger struct {
+	credentials.TransportCredentials
+	log *slog.Logger
+}
+
+// errClientLeft stands for an EOF once the handshake has begun: the switch
+// has sent its certificate and the client hung up, as gRPC's C core does
+// when it does not trust that certificate.
+var errClientLeft = errors.New("the client closed the connection during the handshake: it may not trust this switch's certificate (another CA, out of its dates); the client's own error says why")
+
+func (h handshakeLogger) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	counted := &readCounter{Conn: conn}
+	c, info, err := h.TransportCredentials.ServerHandshake(counted)
+	switch {
+	case err == nil:
+		return c, info, nil
+	case errors.Is(err, io.EOF) && !counted.any:
+		// closed before saying anything: a port probe (a start-up script
+		// waiting for the port), not a client to refuse
+		h.log.Debug("P4Runtime connection closed before the TLS handshake", "client", conn.RemoteAddr().String())
+	case errors.Is(err, io.EOF):
+		h.log.Warn("P4Runtime TLS handshake failed", "client", conn.RemoteAddr().String(), "err", errClientLeft)
+	default:
+		h.log.Warn("P4Runtime TLS handshake failed", "client", conn.RemoteAddr().String(), "err", err)
+	}
+	return c, info, err
+}
+
+func (h handshakeLogger) Clone() credentials.TransportCredentials {
+	return handshakeLogger{h.TransportCredentials.Clone(), h.log}
+}
+
+// readCounter notes whether anything was read from the connection. Only
+// the handshake's goroutine writes any (the first read), and it is read
+// there after the handshake.
+type readCounter struct {
+	net.Conn
+	any bool
+}
+
+func (r *readCounter) Read(b []byte) (int, error) {
+	n, err := r.Conn.Read(b)
+	if n > 0 && !r.any {
+		r.any = true
+	}
+	return n, err
 }
 
 // Capabilities reports the implemented API version (spec §17).

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/terrapin/terrapin/toolchain/device"
+	"github.com/terrapin/terrapin/toolchain/servertls"
 )
 
 // options is the parsed command line.
@@ -23,6 +24,8 @@ type options struct {
 	logFile       string
 	pcapDir       string
 	grpcAddr      string
+	grpcTLS       bool
+	grpcTLSFiles  servertls.Files
 	cpuPort       int
 	priorityQs    int
 	queueCapacity int
@@ -69,6 +72,17 @@ Target options (after "--" as in BMv2, or directly):
                                simple_switch_grpc defaults to 0.0.0.0:9559 and
                                so listens on every interface: we listen on
                                loopback unless told otherwise)
+  --grpc-server-ssl            serve P4Runtime (and --metrics-addr) over TLS;
+                               needs --grpc-server-cert and --grpc-server-key
+  --grpc-server-cert FILE      PEM certificate of the switch (its SANs name the
+                               addresses and host names clients dial), then
+                               any intermediates
+  --grpc-server-key FILE       PEM private key of that certificate
+  --grpc-server-cacert FILE    PEM certificates of the CA(s) that sign client
+                               certificates (used with the next option)
+  --grpc-server-with-client-auth
+                               require every client to present a certificate
+                               signed by --grpc-server-cacert (mutual TLS)
   --cpu-port N                 port for PacketIn/PacketOut (P4 tutorials use 255)
   --priority-queues N          strict-priority queues per port (default 8; the
                                queue is standard_metadata.priority, 0 lowest;
@@ -179,6 +193,16 @@ func parseArgs(args []string) (*options, error) {
 			if o.grpcAddr, err = next(); err == nil {
 				_, _, err = net.SplitHostPort(o.grpcAddr)
 			}
+		case "--grpc-server-ssl":
+			o.grpcTLS = true
+		case "--grpc-server-cert":
+			o.grpcTLSFiles.Cert, err = next()
+		case "--grpc-server-key":
+			o.grpcTLSFiles.Key, err = next()
+		case "--grpc-server-cacert":
+			o.grpcTLSFiles.CACert, err = next()
+		case "--grpc-server-with-client-auth":
+			o.grpcTLSFiles.RequireClientCert = true
 		case "--cpu-port":
 			var v string
 			if v, err = next(); err == nil {

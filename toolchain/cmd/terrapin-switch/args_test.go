@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/terrapin/terrapin/toolchain/device"
+	"github.com/terrapin/terrapin/toolchain/servertls"
 )
 
 func TestParseArgs(t *testing.T) {
@@ -62,6 +63,17 @@ func TestParseArgs(t *testing.T) {
 				}
 			},
 		},
+		{
+			name: "TLS, as simple_switch_grpc",
+			args: "--no-p4 -- --grpc-server-ssl --grpc-server-cert s1.pem --grpc-server-key=s1.key --grpc-server-cacert ca.pem --grpc-server-with-client-auth",
+			check: func(t *testing.T, o *options) {
+				want := servertls.Files{Cert: "s1.pem", Key: "s1.key", CACert: "ca.pem", RequireClientCert: true}
+				if !o.grpcTLS || o.grpcTLSFiles != want {
+					t.Errorf("TLS %v %+v", o.grpcTLS, o.grpcTLSFiles)
+				}
+			},
+		},
+		{name: "TLS file missing its value", args: "--no-p4 --grpc-server-ssl --grpc-server-key", wantErr: "--grpc-server-key needs a value"},
 		{name: "rt priority too high", args: "--no-p4 --rt-priority 99", wantErr: "0..98"},
 		{name: "rt priority negative", args: "--no-p4 --rt-priority -1", wantErr: "0..98"},
 		{name: "no program", args: "-i 1@a", wantErr: "no program"},
@@ -95,7 +107,8 @@ func TestParseArgs(t *testing.T) {
 
 func TestHelpDocumentsEveryOption(t *testing.T) {
 	for _, opt := range []string{"--interface", "--no-p4", "--device-id", "--thrift-port", "--log-console", "--log-level",
-		"--pcap", "--grpc-server-addr", "--cpu-port", "--priority-queues", "--port-rate", "--queue-capacity", "--metrics-addr", "--nice", "--rt-priority", "--tx"} {
+		"--pcap", "--grpc-server-addr", "--cpu-port", "--priority-queues", "--port-rate", "--queue-capacity", "--metrics-addr", "--nice", "--rt-priority", "--tx",
+		"--grpc-server-ssl", "--grpc-server-cert", "--grpc-server-key", "--grpc-server-cacert", "--grpc-server-with-client-auth"} {
 		if !strings.Contains(usage, opt) {
 			t.Errorf("--help does not mention %s", opt)
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/terrapin/terrapin/toolchain/device"
 	"github.com/terrapin/terrapin/toolchain/device/switchtarget"
 	"github.com/terrapin/terrapin/toolchain/p4rt"
+	"github.com/terrapin/terrapin/toolchain/servertls"
 )
 
 const version = "terrapin-switch 0.1 (simple_switch_grpc compatible, v1model)"
@@ -47,11 +48,39 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	defer closeLog()
-	if err := serve(o, log); err != nil {
+	tlsServer, err := loadTLS(o, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "terrapin-switch: %v\n", err)
+		return 1
+	}
+	if err := serve(o, log, tlsServer); err != nil {
 		fmt.Fprintf(stderr, "terrapin-switch: %v\n", err)
 		return 1
 	}
 	return 0
+}
+
+// loadTLS reads and checks the TLS files before anything starts, so a bad
+// one stops the switch with a message naming it. Without --grpc-server-ssl
+// the files are ignored with a warning, as simple_switch_grpc does.
+func loadTLS(o *options, stderr io.Writer) (*servertls.Server, error) {
+	f := o.grpcTLSFiles
+	if !o.grpcTLS {
+		if f.Cert != "" || f.Key != "" || f.CACert != "" || f.RequireClientCert {
+			fmt.Fprintln(stderr, "terrapin-switch: warning: --grpc-server-ssl is not given, so P4Runtime is served "+
+				"in plaintext and the other --grpc-server-* TLS options are ignored")
+		}
+		return nil, nil
+	}
+	s, err := servertls.Load(f)
+	if err != nil {
+		return nil, err
+	}
+	if problem := s.Validity(time.Now()); problem != "" {
+		fmt.Fprintf(stderr, "terrapin-switch: warning: %s %s is %s: clients will refuse it\n",
+			servertls.FlagCert, f.Cert, problem)
+	}
+	return s, nil
 }
 
 func newLogger(o *options, stderr io.Writer) (*slog.Logger, func(), error) {
@@ -84,7 +113,9 @@ func newLogger(o *options, stderr io.Writer) (*slog.Logger, func(), error) {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: lvl})), closeFn, nil
 }
 
-func serve(o *options, log *slog.Logger) error {
+// serve runs the device and its servers; tlsServer, when not nil, is the
+// TLS both P4Runtime and the metrics are served with.
+func serve(o *options, log *slog.Logger, tlsServer *servertls.Server) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
@@ -132,7 +163,11 @@ func serve(o *options, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("--grpc-server-addr: %w", err)
 	}
-	srv := p4rt.NewServer(p4rt.Config{DeviceID: o.deviceID, Target: target, Logger: log, Program: jsonBytes})
+	pcfg := p4rt.Config{DeviceID: o.deviceID, Target: target, Logger: log, Program: jsonBytes}
+	if tlsServer != nil {
+		pcfg.TLS = tlsServer.Config
+	}
+	srv := p4rt.NewServer(pcfg)
 
 	errc := make(chan error, 3)
 	go func() { errc <- dev.Run(ctx) }()
@@ -142,7 +177,12 @@ func serve(o *options, log *slog.Logger) error {
 	if o.metricsAddr != "" {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", dev.MetricsHandler())
-		httpSrv = &http.Server{Addr: o.metricsAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		httpSrv = &http.Server{Addr: o.metricsAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second,
+			// one line per refused TLS handshake ("http: TLS handshake error from ...")
+			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		if tlsServer != nil {
+			httpSrv.TLSConfig = tlsServer.Config.Clone()
+		}
 		mlis, err := net.Listen("tcp", o.metricsAddr)
 		if err != nil {
 			stop()
@@ -152,12 +192,17 @@ func serve(o *options, log *slog.Logger) error {
 			return fmt.Errorf("--metrics-addr: %w", err)
 		}
 		go func() {
-			if err := httpSrv.Serve(mlis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			serveHTTP := httpSrv.Serve
+			if tlsServer != nil {
+				serveHTTP = func(l net.Listener) error { return httpSrv.ServeTLS(l, "", "") }
+			}
+			if err := serveHTTP(mlis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errc <- err
 			}
 		}()
 	}
-	log.Info("terrapin-switch running", "ports", len(o.ports), "grpc", lis.Addr().String(), "device_id", o.deviceID, "cpu_port", o.cpuPort)
+	log.Info("terrapin-switch running", "ports", len(o.ports), "grpc", lis.Addr().String(), "tls", tlsMode(o),
+		"device_id", o.deviceID, "cpu_port", o.cpuPort)
 
 	var first error
 	select {
@@ -178,4 +223,14 @@ func serve(o *options, log *slog.Logger) error {
 	}
 	log.Info("terrapin-switch stopped")
 	return first
+}
+
+func tlsMode(o *options) string {
+	switch {
+	case !o.grpcTLS:
+		return "off"
+	case o.grpcTLSFiles.RequireClientCert:
+		return "client certificates required"
+	}
+	return "server only"
 }
