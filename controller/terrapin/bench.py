@@ -46,7 +46,7 @@ from finsy.proto import p4i, p4r
 from topo.supervise import Supervisor, watch_postgres
 
 from terrapin.admission import AdmissionLedger, ChannelEnvelope, ChannelKey
-from terrapin.api import MAX_BATCH
+from terrapin.api.reservation_bodies import MAX_BATCH
 from terrapin.config import parse_config
 from terrapin.paths import Topology
 from terrapin.pgserver import PostgresServer, cluster_processes
