@@ -1,0 +1,33 @@
+"""The controller's layout, as docs/controller.md describes it: the runtime package never
+imports the tools beside it (terrapin_tools: the benchmark, the PostgreSQL process manager), so
+what terrapin-controller runs is terrapin alone."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+CONTROLLER = Path(__file__).resolve().parents[1]
+RUNTIME = CONTROLLER / "terrapin"
+
+
+def imported_modules(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module is not None and node.level == 0:
+            found.add(node.module)
+    return found
+
+
+def test_the_runtime_never_imports_the_tools() -> None:
+    modules = sorted(RUNTIME.rglob("*.py"))
+    assert len(modules) > 40  # the package was found
+    offenders = {}
+    for path in modules:
+        tools = sorted(m for m in imported_modules(path) if m.split(".")[0] == "terrapin_tools")
+        if tools:
+            offenders[str(path.relative_to(CONTROLLER))] = tools
+    assert offenders == {}
+
