@@ -1,6 +1,7 @@
 """The controller's layout, as docs/controller.md describes it: the runtime package never
 imports the tools beside it (terrapin_tools: the benchmark, the PostgreSQL process manager), so
-what terrapin-controller runs is terrapin alone."""
+what terrapin-controller runs is terrapin alone; and no module of it grows past one concept's
+size."""
 
 from __future__ import annotations
 
@@ -31,3 +32,13 @@ def test_the_runtime_never_imports_the_tools() -> None:
             offenders[str(path.relative_to(CONTROLLER))] = tools
     assert offenders == {}
 
+
+
+def test_no_runtime_module_outgrows_one_concept() -> None:
+    # 600 lines: the size at which the last modules that held several concepts (api.py,
+    # switches.py, store.py) were split (issue 24); a module past it is due for the same.
+    sizes = {
+        str(path.relative_to(CONTROLLER)): len(path.read_text(encoding="utf-8").splitlines())
+        for path in RUNTIME.rglob("*.py")
+    }
+    assert {name: lines for name, lines in sizes.items() if lines > 600} == {}
