@@ -49,8 +49,8 @@ from terrapin.admission import AdmissionLedger, ChannelEnvelope, ChannelKey
 from terrapin.api.reservation_bodies import MAX_BATCH
 from terrapin.config import parse_config
 from terrapin.paths import Topology
-from terrapin.processes import SWITCH, start_bare_switch, stop, stop_all
 from terrapin_tools.pgserver import PostgresServer, cluster_processes
+from terrapin_tools.processes import SWITCH, start_bare_switch, stop, stop_all
 
 REPO = Path(__file__).resolve().parents[2]
 P4_JSON = REPO / "build" / "p4" / "terrapin.json"
