@@ -6,6 +6,7 @@ size."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 CONTROLLER = Path(__file__).resolve().parents[1]
@@ -42,3 +43,29 @@ def test_no_runtime_module_outgrows_one_concept() -> None:
         for path in RUNTIME.rglob("*.py")
     }
     assert {name: lines for name, lines in sizes.items() if lines > 600} == {}
+
+
+def test_the_path_of_a_request_in_the_docs_names_functions_that_exist() -> None:
+    """docs/controller.md opens with the path of one REST and one in-band reservation through
+    the code, naming each function on the way: a rename that leaves it behind fails here."""
+    doc = (CONTROLLER.parent / "docs" / "controller.md").read_text(encoding="utf-8")
+    start = doc.index("## One request, end to end")
+    section = doc[start : doc.index("\n## ", start + 1)] if "\n## " in doc[start + 1 :] else doc[start:]
+    functions: set[str] = set()  # every top-level def and class, and every method as Class.name
+    classes: set[str] = set()
+    for path in RUNTIME.rglob("*.py"):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.ClassDef):
+                classes.add(node.name)
+                functions.add(node.name)
+                methods = [i.name for i in node.body if isinstance(i, ast.FunctionDef | ast.AsyncFunctionDef)]
+                functions.update(methods)
+                functions.update(f"{node.name}.{name}" for name in methods)
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                functions.add(node.name)
+    named = set(re.findall(r"`([A-Za-z_][\w.]*)(?:\([^`]*\))?`", section))
+    code = {n for n in named if not n.endswith(".py") and (n.split(".")[0] in classes or "." not in n)}
+    assert len(code) > 40  # the section was found and names the functions
+    constants = {"ACTIVE"}  # a state, not a function
+    # A method is looked for in the class the docs name.
+    assert sorted(code - constants - functions) == []
