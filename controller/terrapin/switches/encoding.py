@@ -38,6 +38,7 @@ from terrapin.p4program import (
     CHANNEL_KEY,
     EXCESS_DEMOTE,
     EXCESS_DROP,
+    M_AGGREGATE_METERS,
     MAX_AGGREGATES,
     PACKET_OUT_DIRECT,
     PACKET_OUT_PIPELINE,
@@ -414,11 +415,44 @@ def selector_of_match(match: Any) -> ChannelSelector:
     )
 
 
-def channel_read_request(table: str) -> fy.P4TableEntry:
-    if table != T_CHANNELS:
-        return fy.P4TableEntry(table)
+def channel_read_request() -> fy.P4TableEntry:
+    """Every `channels` entry, with its direct meter's config."""
     # P4Runtime returns a direct meter's config only when the read request asks for it.
-    return fy.P4TableEntry(table, meter_config=fy.P4MeterConfig(cir=0, cburst=0, pir=0, pburst=0))
+    return fy.P4TableEntry(T_CHANNELS, meter_config=fy.P4MeterConfig(cir=0, cburst=0, pir=0, pburst=0))
+
+
+def reconcile_read_request(schema: Any, device_id: int, codec: ChannelCodec) -> p4r.ReadRequest:
+    """What a reconciliation reads: the forwarding and aggregate tables, and every channel entry
+    with its meter (as protobufs: a takeover compares tens of thousands)."""
+    request = p4r.ReadRequest(device_id=device_id)
+    for table in (T_ROUTES, T_ARP, T_PORT_MACS, T_AGGREGATES):
+        request.entities.add().table_entry.table_id = schema.tables[table].id
+    # P4Runtime returns a direct meter's config only when the read request asks for it.
+    channels = request.entities.add().table_entry
+    channels.table_id = codec.table_id
+    channels.meter_config.SetInParent()
+    return request
+
+
+def aggregate_meter_writes(aggregates: Sequence[AggregateConfig]) -> list[fy.P4MeterEntry]:
+    """Every aggregate's meter config at its index (a meter config cannot be inserted or
+    deleted, only set)."""
+    return [
+        ~fy.P4MeterEntry(M_AGGREGATE_METERS, index=i, config=aggregate_meter(a))
+        for i, a in enumerate(aggregates)
+    ]
+
+
+def queue_bounds_read_request() -> fy.P4TableEntry:
+    return fy.P4TableEntry(T_QUEUE_BOUNDS)
+
+
+def queue_bound_of(entry: Any) -> tuple[tuple[int, int], int]:
+    """A `queue_bounds` entry read back: its (port, priority) and its limit in µs (-1 without
+    an action)."""
+    match = entry.match or fy.P4TableMatch()
+    args = entry.action.args if isinstance(entry.action, fy.P4TableAction) else {}
+    return (int(match["port"]), int(match["priority"])), int((args or {}).get("limit_us", -1))
 
 
 def packet_out(frame: bytes, egress_port: int | None) -> fy.P4PacketOut:

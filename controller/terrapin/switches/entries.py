@@ -18,15 +18,6 @@ import finsy as fy
 from finsy.proto import p4r
 
 from terrapin.config import AggregateConfig
-from terrapin.p4program import (
-    M_AGGREGATE_METERS,
-    T_AGGREGATES,
-    T_ARP,
-    T_CHANNELS,
-    T_PORT_MACS,
-    T_QUEUE_BOUNDS,
-    T_ROUTES,
-)
 from terrapin.paths import ChannelEntry, ChannelSelector, Topology
 from terrapin.switches.batcher import SwitchBatcher, WriteGate, already_done
 from terrapin.switches.connection import (
@@ -43,12 +34,15 @@ from terrapin.switches.encoding import (
     EntryKey,
     QueueBound,
     aggregate_entries,
-    aggregate_meter,
+    aggregate_meter_writes,
     channel_read_request,
     entry_key,
     entry_payload,
     forwarding_entries,
     key_only,
+    queue_bound_of,
+    queue_bounds_read_request,
+    reconcile_read_request,
     selector_of_match,
 )
 
@@ -115,14 +109,7 @@ class SwitchEntries:
             exact[encoded.whole] = encoded.key
         same: set[EntryKey] = set()
         have: dict[tuple[int, int, bytes], p4r.TableEntry] = {}
-        request = p4r.ReadRequest(device_id=sw.device_id)
-        for table in (T_ROUTES, T_ARP, T_PORT_MACS, T_AGGREGATES):
-            request.entities.add().table_entry.table_id = schema.tables[table].id
-        # P4Runtime returns a direct meter's config only when the read request asks for it.
-        channels = request.entities.add().table_entry
-        channels.table_id = codec.table_id
-        channels.meter_config.SetInParent()
-        async for reply in read_raw(sw, request):
+        async for reply in read_raw(sw, reconcile_read_request(schema, sw.device_id, codec)):
             for entity in reply.entities:
                 found = exact.get(entity.table_entry.SerializeToString(deterministic=True))
                 if found is not None and found not in same:
@@ -137,10 +124,7 @@ class SwitchEntries:
         # Meters before entries, so no aggregate packet meets an unconfigured meter (which
         # colours everything green). A meter config cannot be inserted or deleted, only set;
         # setting an unchanged one is harmless, so all are written.
-        meters = [
-            ~fy.P4MeterEntry(M_AGGREGATE_METERS, index=i, config=aggregate_meter(a))
-            for i, a in enumerate(self._aggregates)
-        ]
+        meters = aggregate_meter_writes(self._aggregates)
         if meters:
             await sw.write(meters)
         await write_raw(sw, p4r.Update.INSERT, inserts)
@@ -213,7 +197,7 @@ class SwitchEntries:
         """Channel entries as the switch has them, with action parameters and meter."""
         sw = self._connections.switch(name)
         found = []
-        async for entry in read_entities(sw, channel_read_request(T_CHANNELS)):
+        async for entry in read_entities(sw, channel_read_request()):
             selector = selector_of_match(entry.match)
             info: dict[str, Any] = {}
             if isinstance(entry.action, fy.P4TableAction):
@@ -235,10 +219,9 @@ class SwitchEntries:
         await self._batchers[name].drained()
         sw = self._connections.switch(name)
         have: dict[tuple[int, int], int] = {}
-        async for entry in read_entities(sw, fy.P4TableEntry(T_QUEUE_BOUNDS)):
-            match = entry.match or fy.P4TableMatch()
-            args = entry.action.args if isinstance(entry.action, fy.P4TableAction) else {}
-            have[(int(match["port"]), int(match["priority"]))] = int((args or {}).get("limit_us", -1))
+        async for entry in read_entities(sw, queue_bounds_read_request()):
+            cell, bound_us = queue_bound_of(entry)
+            have[cell] = bound_us
         updates = self._codec(sw).bound_updates(have, bounds)
         if updates:
             await sw.write(updates)
