@@ -128,9 +128,9 @@ bench-diff:
 	    -args -diff.packets=$(DIFF_PACKETS) -diff.seed=$(DIFF_SEED) -diff.run='$(DIFF_RUN)' \
 	    -diff.corpus=$(abspath $(CORPUS))
 
-# BENCH_ARGS: e.g. --stores postgres --channels 2000 (python -m terrapin.bench --help)
+# BENCH_ARGS: e.g. --stores postgres --channels 2000 (python -m terrapin_tools.bench --help)
 bench-controller: toolchain p4 controller
-	$(PY) -m terrapin.bench $(BENCH_ARGS)
+	$(PY) -m terrapin_tools.bench $(BENCH_ARGS)
 
 run:
 	@TOPO=$(TOPO) SWITCH=$(SWITCH) HEADLESS=$(HEADLESS) STORE=$(STORE) REPLICAS=$(REPLICAS) bash scripts/run.sh

@@ -18,7 +18,7 @@ say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
 # chromium: the dashboard's browser tests drive Debian's build through Playwright (a browser
 # downloaded by `playwright install` would come from outside the package registries).
 # postgresql: the server behind STORE=postgres. Our clusters are started by what needs them (the
-# tests, make run, the benchmark) through terrapin.pgserver, each in its own directory on loopback;
+# tests, make run, the benchmark) through terrapin_tools.pgserver, each in its own directory on loopback;
 # the default cluster Debian's package creates and starts is not used, so it is stopped below.
 apt_packages=(mininet iproute2 iputils-ping ethtool tcpdump iperf3 python3-venv python3-pip python3-dev
               curl unzip ca-certificates build-essential sqlite3 procps psmisc chromium postgresql)

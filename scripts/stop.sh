@@ -7,7 +7,7 @@
 # still stopped and nobody else's is touched. If a runner was recorded but could not clean up
 # (it was killed), Mininet's own cleanup removes the hosts and veths it left. The PostgreSQL
 # cluster of `make run STORE=postgres` (the run directory's postgres/), which its runner stops
-# last, is stopped if it still runs: terrapin.pgserver finds it by its data directory's lock file.
+# last, is stopped if it still runs: terrapin_tools.pgserver finds it by its data directory's lock file.
 #
 #   TERRAPIN_RUN_DIR=DIR   the run directory (default build/run)
 set -uo pipefail
@@ -63,9 +63,9 @@ done
 # Last, after its clients, the controllers.
 postgres_dir=$run_dir/postgres
 if [[ -f "$postgres_dir/postmaster.pid" ]] &&
-    build/venv/bin/python -m terrapin.pgserver --dir "$postgres_dir" status >/dev/null 2>&1; then
+    build/venv/bin/python -m terrapin_tools.pgserver --dir "$postgres_dir" status >/dev/null 2>&1; then
     say "stopping PostgreSQL in $postgres_dir"
-    build/venv/bin/python -m terrapin.pgserver --dir "$postgres_dir" stop ||
+    build/venv/bin/python -m terrapin_tools.pgserver --dir "$postgres_dir" stop ||
         say "PostgreSQL in $postgres_dir did not stop; see $postgres_dir/server.log"
 fi
 # Mininet's own cleanup removes its hosts' processes and every veth a killed runner left.

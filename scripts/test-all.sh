@@ -109,7 +109,7 @@ go_fuzz() {
 
 python_checks() {
     local pass=0 fail=0
-    for check in "ruff check controller topo ptf-tests scripts experiments" "mypy --strict controller/terrapin" \
+    for check in "ruff check controller topo ptf-tests scripts experiments" "mypy --strict controller/terrapin controller/terrapin_tools" \
                  "mypy --config-file mypy.ini topo experiments"; do
         if (cd "$root" && "$root/build/venv/bin/"$check); then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $check"; fi
     done

@@ -31,7 +31,7 @@ from mininet.log import setLogLevel
 from mininet.net import Mininet
 from mininet.node import Host as MininetHost
 
-from terrapin.pgserver import PostgresServer
+from terrapin_tools.pgserver import PostgresServer
 from topo.controller_config import write_config
 from topo.p4switch import REPO, P4RuntimeSwitch
 from topo.plan import NetworkPlan

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from terrapin.processes import stop_all
+from terrapin_tools.processes import stop_all
 
 PERIOD_NS = 1_000_000
 # Late wake-ups shorter than this are the kernel's own timer and scheduling latency, not a stall.

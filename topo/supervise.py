@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from terrapin.pgserver import PostgresServer
+    from terrapin_tools.pgserver import PostgresServer
 
 Launch = Callable[[], "subprocess.Popen[bytes]"]
 

@@ -18,7 +18,7 @@ from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from terrapin.api import STORE_RETRY_AFTER_SECONDS
+from terrapin.api.errors import STORE_RETRY_AFTER_SECONDS
 
 FORWARDED_BY = "x-terrapin-forwarded-by"
 SERVED_BY = "x-terrapin-replica"

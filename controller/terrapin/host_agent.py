@@ -135,6 +135,21 @@ def exchange(
     return None
 
 
+def ask(
+    endpoint: Endpoint,
+    dst: str,
+    msg: ReservationMessage,
+    answers: set[MessageCode],
+    match: Callable[[ReservationMessage], bool],
+    args: argparse.Namespace,
+) -> ReservationMessage | None:
+    """exchange() with the command's --timeout and --retries; the endpoint is closed after."""
+    try:
+        return exchange(endpoint, dst, msg, answers, match, args.timeout, args.retries)
+    finally:
+        endpoint.close()
+
+
 def _reason(code: int) -> str:
     try:
         return DenialReason(code).name
@@ -184,18 +199,8 @@ def cmd_request(args: argparse.Namespace) -> int:
     )
     endpoint = Endpoint()
     started = time.perf_counter()  # the set-up latency the initiator sees (docs/protocol.md)
-    try:
-        reply = exchange(
-            endpoint,
-            args.dst,
-            msg,
-            {MessageCode.REQUEST_ACCEPT, MessageCode.REQUEST_DENIED},
-            lambda r: r.channel == msg.channel,
-            args.timeout,
-            args.retries,
-        )
-    finally:
-        endpoint.close()
+    answers = {MessageCode.REQUEST_ACCEPT, MessageCode.REQUEST_DENIED}
+    reply = ask(endpoint, args.dst, msg, answers, lambda r: r.channel == msg.channel, args)
     if reply is None:
         print(json.dumps({"outcome": "TIMEOUT", "context": msg.context}))
         return 2
@@ -208,19 +213,8 @@ def cmd_request(args: argparse.Namespace) -> int:
 def cmd_close(args: argparse.Namespace) -> int:
     initiator = args.initiator or local_address(args.dst)
     msg = ReservationMessage(MessageCode.NOTIFY_CLOSE, args.context, initiator, args.dst)
-    endpoint = Endpoint()
-    try:
-        reply = exchange(
-            endpoint,
-            args.dst,
-            msg,
-            {MessageCode.RECVD_CLOSE},
-            lambda r: r.channel == msg.channel,
-            args.timeout,
-            args.retries,
-        )
-    finally:
-        endpoint.close()
+    answers = {MessageCode.RECVD_CLOSE}
+    reply = ask(Endpoint(), args.dst, msg, answers, lambda r: r.channel == msg.channel, args)
     if reply is None:
         print(json.dumps({"outcome": "TIMEOUT", "context": args.context}))
         return 2
@@ -235,19 +229,12 @@ def cmd_status(args: argparse.Namespace) -> int:
         return 2
     me = local_address(router)
     msg = ReservationMessage(MessageCode.REQUEST_STATUS, args.context, me, args.target or "0.0.0.0")
-    endpoint = Endpoint()
-    try:
-        reply = exchange(
-            endpoint,
-            router,
-            msg,
-            {MessageCode.REPORT_STATUS},
-            lambda r: r.initiator == me and r.context == args.context,
-            args.timeout,
-            args.retries,
-        )
-    finally:
-        endpoint.close()
+    answers = {MessageCode.REPORT_STATUS}
+
+    def mine(r: ReservationMessage) -> bool:
+        return r.initiator == me and r.context == args.context
+
+    reply = ask(Endpoint(), router, msg, answers, mine, args)
     if reply is None:
         print(json.dumps({"outcome": "TIMEOUT"}))
         return 2

@@ -27,9 +27,8 @@ from pydantic import ValidationError
 
 from terrapin.admission import AdmissionLedger
 from terrapin.admission.model import ChannelKey
-from terrapin.api import JsonErrorsH11Protocol, ReplicaOut, Telemetry, create_app
+from terrapin.api import JsonErrorsH11Protocol, OperatorContext, ReplicaOut, Telemetry, create_app
 from terrapin.config import Config, ConfigError, ReplicationConfig, load_config
-from terrapin.dashboard import operator_router, static_files
 from terrapin.forwarding import forward_writes
 from terrapin.metrics import ControllerMetrics, InstrumentedReservationService
 from terrapin.monitor import BoundsFirstProgrammer, EventLog, GuaranteeMonitor, MonitorFabric
@@ -200,6 +199,7 @@ class Controller:
             self._health_extra,
             self._serving,
             self.store_probe.problems,
+            OperatorContext(self.monitor, self.metrics, config, self.stopping),
         )
         self._close_forwarding: Callable[[], Awaitable[None]] | None = None
         if self.replication is not None:
@@ -211,10 +211,6 @@ class Controller:
                 lambda: replication.primary_url,
                 self.store.sync,
             )
-        self.app.include_router(
-            operator_router(self.monitor, self.metrics, config, self.stopping, self.token)
-        )
-        self.app.mount("/static", static_files(), name="static")
         self.app.router.lifespan_context = self._lifespan
 
     async def _on_packet(self, switch: str, port: int, frame: bytes) -> None:

@@ -3,8 +3,9 @@
 Table, action, counter, meter and register names are P4Info names (docs/dataplane.md,
 "Controller-facing names"); the numbers are p4src/include/constants.p4's. tests/test_p4program.py
 checks each against the compiled P4Info and constants.p4, so a renamed table or a reordered
-drop reason fails a test instead of a switch write. Only switches.py speaks P4Runtime; it and the
-modules that interpret what it reads (metrics, monitor) take the names from here.
+drop reason fails a test instead of a switch write. Only terrapin/switches/ speaks P4Runtime (its
+encoding.py turns these names into the bytes p4src gets); it and the modules that interpret what
+it reads (metrics, monitor) take the names from here.
 """
 
 from __future__ import annotations

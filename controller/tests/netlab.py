@@ -21,8 +21,8 @@ import yaml
 from finsy.proto import p4r as p4runtime_pb2
 from topo.p4switch import bmv2_command
 
-from terrapin import processes
 from terrapin.bmv2 import Bmv2Cli, queue_rate_pps
+from terrapin_tools import processes
 
 REPO = Path(__file__).resolve().parents[2]
 SWITCH_BIN = REPO / "build" / "bin" / "terrapin-switch"

@@ -11,7 +11,7 @@ does shares the one session server; importing the fixtures instead would start o
         ...
 
 Every server runs in a temporary directory of its own, on a free port of 127.0.0.1, and is
-stopped and removed after; see terrapin.pgserver.
+stopped and removed after; see terrapin_tools.pgserver.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from terrapin.pgserver import PostgresServer
+from terrapin_tools.pgserver import PostgresServer
 
 
 @pytest.fixture(scope="session")

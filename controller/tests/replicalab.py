@@ -24,13 +24,13 @@ import p4read
 import yaml
 from topo.p4switch import bmv2_command
 
-from terrapin import processes
 from terrapin.admission import AdmissionLedger, Allocation
-from terrapin.bench import Rest
 from terrapin.bmv2 import queue_rate_pps
 from terrapin.config import parse_config
 from terrapin.paths import ChannelSelector, Topology
-from terrapin.pgserver import PostgresServer
+from terrapin_tools import processes
+from terrapin_tools.bench import Rest
+from terrapin_tools.pgserver import PostgresServer
 
 REPO = Path(__file__).resolve().parents[2]
 SWITCH_BIN = REPO / "build" / "bin" / "terrapin-switch"

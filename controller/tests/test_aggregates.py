@@ -12,7 +12,7 @@ from terrapin.admission import AdmissionLedger, Allocation, ChannelEnvelope, Cha
 from terrapin.config import Config, ConfigError, parse_config
 from terrapin.constants import DenialReason
 from terrapin.p4program import A_SET_AGGREGATE, MAX_AGGREGATES, T_AGGREGATES
-from terrapin.switches import _aggregate_entries, aggregate_meter
+from terrapin.switches.encoding import aggregate_entries, aggregate_meter
 
 CS6 = 48
 NETWORK_CONTROL: dict[str, Any] = {
@@ -159,7 +159,7 @@ def test_entries_and_meters_for_the_switches() -> None:
         name="dns", match={"protocol": 17, "l4_dst_port": 53}, priority=2, rate=1000, burst=1500
     )
     config = with_aggregates(NETWORK_CONTROL, second)
-    entries = _aggregate_entries(config.aggregates)
+    entries = aggregate_entries(config.aggregates)
     assert [(e.table_id, e.priority, dict(e.match or {})) for e in entries] == [
         (T_AGGREGATES, MAX_AGGREGATES, {"dscp": (CS6, 0x3F)}),
         (T_AGGREGATES, MAX_AGGREGATES - 1, {"protocol": (6, 0xFF), "l4_dst_port": (179, 0xFFFF)}),

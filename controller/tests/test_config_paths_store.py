@@ -151,7 +151,7 @@ def test_a_store_from_before_reservation_ids_keeps_its_channel_ids_as_ids(tmp_pa
 
 
 def test_store_refuses_duplicates_and_runs_out(monkeypatch: pytest.MonkeyPatch) -> None:
-    import terrapin.store.store as store_module
+    import terrapin.store.transaction as transaction_module
 
     store = ReservationStore(":memory:")
     sel = ChannelSelector("10.0.1.2", "10.0.2.2", 17, 1)
@@ -159,7 +159,7 @@ def test_store_refuses_duplicates_and_runs_out(monkeypatch: pytest.MonkeyPatch) 
     with pytest.raises(DuplicateReservation):
         store.add(_allocation(1), sel, "rest", True)
     assert store.count() == 1
-    monkeypatch.setattr(store_module, "MAX_CHANNEL_ID", 2)
+    monkeypatch.setattr(transaction_module, "MAX_CHANNEL_ID", 2)
     store.add(_allocation(2), sel, "rest", True)
     with pytest.raises(StoreFull):
         store.add(_allocation(3), sel, "rest", True)

@@ -1,4 +1,4 @@
-"""terrapin.pgserver against Debian's real PostgreSQL: durability across restart and crash, clean
+"""terrapin_tools.pgserver against Debian's real PostgreSQL: durability across restart and crash, clean
 shutdown, the command line, starting over a server that died (its postmaster dead, a zombie, or
 its PID given to another program) but never beside a live one, and the fixtures the store's
 tests use."""
@@ -18,8 +18,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from terrapin import pgserver
-from terrapin.pgserver import PostgresError, PostgresServer, cluster_processes
+from terrapin_tools import pgserver
+from terrapin_tools.pgserver import PostgresError, PostgresServer, cluster_processes
 
 # The fixtures postgres, pg_dsn and own_postgres.
 pytest_plugins = ["pg"]
@@ -99,9 +99,9 @@ def test_temporary_directory_is_removed() -> None:
 
 
 def _cli(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """`python -m terrapin.pgserver --dir DATA_DIR ARGS...`, in a process of its own."""
+    """`python -m terrapin_tools.pgserver --dir DATA_DIR ARGS...`, in a process of its own."""
     return subprocess.run(
-        [sys.executable, "-m", "terrapin.pgserver", "--dir", str(data_dir), *args],
+        [sys.executable, "-m", "terrapin_tools.pgserver", "--dir", str(data_dir), *args],
         capture_output=True,
         text=True,
         timeout=120,

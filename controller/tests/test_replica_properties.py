@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 
 from terrapin.admission import AdmissionLedger, Allocation, ChannelEnvelope, ChannelKey
 from terrapin.paths import ChannelEntry, ChannelSelector, Topology
-from terrapin.pgserver import PostgresServer
 from terrapin.reservations import ChannelRequest, Conflict, ReservationService
 from terrapin.store import Reservation, ReservationStore
+from terrapin_tools.pgserver import PostgresServer
 
 pytest_plugins = ["pg"]
 

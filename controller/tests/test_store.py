@@ -210,10 +210,10 @@ def test_one_transactions_changes_reach_the_tables_in_their_order(
 ) -> None:
     """A group commit carries many set-ups' rows and state changes, written together at the
     end, and other changes in between that must see them (or be undone by them) in order."""
-    from terrapin.store import store as store_module
+    from terrapin.store import transaction as transaction_module
 
-    monkeypatch.setattr(store_module, "RESERVATION_ROWS_PER_INSERT", 2)  # several statements
-    monkeypatch.setattr(store_module, "KEYS_PER_UPDATE", 2)
+    monkeypatch.setattr(transaction_module, "RESERVATION_ROWS_PER_INSERT", 2)  # several statements
+    monkeypatch.setattr(transaction_module, "KEYS_PER_UPDATE", 2)
     a = replicas()
     with a.transaction() as txn:
         for context in range(1, 6):

@@ -13,7 +13,8 @@ import pytest
 from finsy.proto import p4r
 from grpc import aio
 
-from terrapin.switches import SwitchBatcher, SwitchUnavailable, WriteGate
+from terrapin.switches.batcher import SwitchBatcher, WriteGate
+from terrapin.switches.connection import SwitchUnavailable
 
 
 class HeldSwitch:
@@ -240,11 +241,11 @@ def test_a_connection_closed_under_a_read_fails_its_readers() -> None:
 def test_the_fabrics_calls_tell_a_lost_stream_from_a_cancelled_caller() -> None:
     """What SwitchFabric's switch calls are wrapped in: the monitor's poll loop, for one, must not
     end because a switch's channel closed under its read; but cancelling a caller still cancels."""
-    from terrapin.switches import _lost_stream_is_unavailable
+    from terrapin.switches.connection import lost_stream_is_unavailable
 
     started = asyncio.Event()
 
-    @_lost_stream_is_unavailable
+    @lost_stream_is_unavailable
     async def read(closes: bool) -> int:
         started.set()
         if closes:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from terrapin.pgserver import PostgresError, PostgresServer, find_bindir
+from terrapin_tools.pgserver import PostgresError, PostgresServer, find_bindir
 
 REPO = Path(__file__).resolve().parents[2]
 CONTROLLER = REPO / "build" / "venv" / "bin" / "terrapin-controller"

@@ -25,7 +25,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from terrapin.pgserver import PostgresError, find_bindir
+from terrapin_tools.pgserver import PostgresError, find_bindir
 from topo import christie
 from topo.experiment import VIDEO_PORT
 from topo.network import ControllerProcess, RunningNetwork, call, roles, running

@@ -1,4 +1,4 @@
-"""`make bench-controller` (python -m terrapin.bench): admission and set-up figures.
+"""`make bench-controller` (python -m terrapin_tools.bench): admission and set-up figures.
 
 1. Admission decision time: one multi-hop decision (every test on, 4 hops) on a ledger already
    holding 500 channels, measured in-process.
@@ -46,11 +46,11 @@ from finsy.proto import p4i, p4r
 from topo.supervise import Supervisor, watch_postgres
 
 from terrapin.admission import AdmissionLedger, ChannelEnvelope, ChannelKey
-from terrapin.api import MAX_BATCH
+from terrapin.api.reservation_bodies import MAX_BATCH
 from terrapin.config import parse_config
 from terrapin.paths import Topology
-from terrapin.pgserver import PostgresServer, cluster_processes
-from terrapin.processes import SWITCH, start_bare_switch, stop, stop_all
+from terrapin_tools.pgserver import PostgresServer, cluster_processes
+from terrapin_tools.processes import SWITCH, start_bare_switch, stop, stop_all
 
 REPO = Path(__file__).resolve().parents[2]
 P4_JSON = REPO / "build" / "p4" / "terrapin.json"
@@ -973,7 +973,7 @@ def profile_summary(path: Path, installs: int, top: int = 20) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m terrapin.bench", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m terrapin_tools.bench", description=__doc__)
     parser.add_argument("--decisions", type=int, default=5000)
     parser.add_argument("--setups", type=int, default=200)
     parser.add_argument("--installs", type=int, default=1000)

@@ -27,7 +27,7 @@ from terrapin.p4program import (
     T_QUEUE_BOUNDS,
 )
 from terrapin.paths import ChannelEntry, ChannelSelector, JumpingWindowEntry, MovingWindowEntry
-from terrapin.switches import ChannelCodec, QueueBound, entry_key, entry_payload
+from terrapin.switches.encoding import ChannelCodec, QueueBound, entry_key, entry_payload
 
 P4_INFO = Path(__file__).resolve().parents[2] / "build" / "p4" / "terrapin.p4info.txtpb"
 SCHEMA = fy.P4Schema(P4_INFO)

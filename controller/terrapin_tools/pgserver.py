@@ -23,7 +23,7 @@ start. start() judges the record itself: a server runs only where the recorded P
 process working in this data directory; otherwise, once no process of the old server is left,
 the stale lock files go and a new server starts (with crash recovery where the old one died).
 
-    python -m terrapin.pgserver --dir build/run/postgres [--port 5432] start|stop|status
+    python -m terrapin_tools.pgserver --dir build/run/postgres [--port 5432] start|stop|status
 
 `start` leaves the server running in the background and prints its DSN; on a server already
 running in that directory it only prints the DSN. `stop` is a fast shutdown (a no-op when stopped);
@@ -463,10 +463,10 @@ class PostgresServer:
         # 127.0.0.1: initdb's --auth=trust would also admit ::1.
         self._write_owned(
             "pg_hba.conf",
-            "# Written by terrapin.pgserver.\nlocal all all trust\nhost  all all 127.0.0.1/32 trust\n",
+            "# Written by terrapin_tools.pgserver.\nlocal all all trust\nhost  all all 127.0.0.1/32 trust\n",
         )
         with (self.data_dir / "postgresql.conf").open("a") as conf:
-            conf.write(f"\n# terrapin.pgserver's settings\ninclude_if_exists = '{SETTINGS_FILE}'\n")
+            conf.write(f"\n# terrapin_tools.pgserver's settings\ninclude_if_exists = '{SETTINGS_FILE}'\n")
 
     def _write_settings(self) -> None:
         socket_dir = str(self.data_dir)
@@ -474,7 +474,7 @@ class PostgresServer:
             socket_dir = ""  # too deep for a Unix socket: TCP only, which is all the DSNs use
         self._write_owned(
             SETTINGS_FILE,
-            "# Rewritten by terrapin.pgserver on each start.\n"
+            "# Rewritten by terrapin_tools.pgserver on each start.\n"
             "listen_addresses = '127.0.0.1'\n"
             f"port = {self._port}\n"
             f"unix_socket_directories = {_conf_quote(socket_dir)}\n"
@@ -633,7 +633,7 @@ class PostgresServer:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m terrapin.pgserver",
+        prog="python -m terrapin_tools.pgserver",
         description="A PostgreSQL cluster of Terrapin's own in DIR, on 127.0.0.1.",
     )
     parser.add_argument("--dir", required=True, help="the cluster's data directory (made on first start)")
