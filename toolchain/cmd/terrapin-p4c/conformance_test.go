@@ -27,15 +27,9 @@ import (
 )
 
 // knownAcceptFailures are accept/ programs terrapin-p4c does not compile
-// yet (issue 23: the lowering of header-stack assignments and of a second
-// apply of one table). Another branch fixes them; once it is merged this
-// list is emptied. A program on it that compiles and loads fails the test,
-// so the list cannot go stale.
-var knownAcceptFailures = map[string]bool{
-	"issue1607-bmv2":  true,
-	"issue2465-bmv2":  true,
-	"issue986-1-bmv2": true,
-}
+// yet, each with the issue that tracks it. None today. A program on it that
+// compiles and loads fails the test, so the list cannot go stale.
+var knownAcceptFailures = map[string]bool{}
 
 // compileCorpus is the corpus directory: P4C_COMPILE_CORPUS, else the
 // shared one beside the project.
