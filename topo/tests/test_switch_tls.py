@@ -27,7 +27,7 @@ from finsy import GRPCCredentialsTLS
 from finsy.p4client import P4Client, P4ClientError
 from finsy.proto import p4r
 
-from terrapin.pgserver import free_port
+from terrapin_tools.pgserver import free_port
 from topo.p4switch import SWITCH_KINDS, stop_process_group, switch_binary
 from topo.pki import PKI, Issued
 
