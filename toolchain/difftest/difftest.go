@@ -155,15 +155,7 @@ func Run(o Options) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if o.Run != nil {
-		var keep []string
-		for _, n := range names {
-			if o.Run.MatchString(n) {
-				keep = append(keep, n)
-			}
-		}
-		names = keep
-	}
+	names = stf.Select(names, o.Run)
 	jobs := o.Jobs
 	if jobs <= 0 {
 		jobs = runtime.GOMAXPROCS(0)

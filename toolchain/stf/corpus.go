@@ -145,21 +145,27 @@ func Discover(dir string) ([]string, error) {
 	return names, nil
 }
 
+// Select keeps the program names run matches (all of them when run is nil).
+func Select(names []string, run *regexp.Regexp) []string {
+	if run == nil {
+		return names
+	}
+	var keep []string
+	for _, n := range names {
+		if run.MatchString(n) {
+			keep = append(keep, n)
+		}
+	}
+	return keep
+}
+
 // RunCorpus runs every program of the corpus.
 func RunCorpus(ctx context.Context, o CorpusOptions) (*Summary, error) {
 	names, err := Discover(o.Dir)
 	if err != nil {
 		return nil, err
 	}
-	if o.Run != nil {
-		var keep []string
-		for _, n := range names {
-			if o.Run.MatchString(n) {
-				keep = append(keep, n)
-			}
-		}
-		names = keep
-	}
+	names = Select(names, o.Run)
 	tmp, err := os.MkdirTemp("", "terrapin-stf-")
 	if err != nil {
 		return nil, err
