@@ -160,16 +160,19 @@ class ReservationService:
         """Roll back what an earlier failure left "installing" in the store; returns how many."""
         done = 0
         for key in list(self._unfinished):
-            record = self.store.get(key)
-            if record is None or record.state != INSTALLING:
-                self._unfinished.discard(key)
-                continue
             try:
                 with self.store.transaction(self.fence()) as txn:
-                    txn.release(key)
+                    # Looked up inside the transaction, whose copy has caught up with the
+                    # tables: a set-up whose recording commit lost its answer (CommitUnknown)
+                    # is in the copy only from then on, and it must go as well.
+                    record = self.store.get(key)
+                    if record is not None and record.state == INSTALLING:
+                        txn.release(key)
             except (StoreUnavailable, NotPrimary):
                 return done
             self._unfinished.discard(key)
+            if record is None or record.state != INSTALLING:
+                continue
             failed = await remove_path(self.programmer, self.entries(record))
             if failed:
                 LOG.warning("channel %s: removal deferred on %s", key, ", ".join(failed))
