@@ -300,8 +300,15 @@ class ReplicaLab:
         """Every guarantee of docs/deployment.md against the new primary and every switch;
         returns the reservations."""
         r = self.primary()
-        status, stored = rest(self.rest_ports[r]).attempt("GET", "/reservations")
-        assert status == 200
+        # A set-up left "installing" by a store that went away is rolled back by the primary's
+        # upkeep (every half second) once the store answers: wait for that, boundedly.
+        deadline = time.monotonic() + 10
+        while True:
+            status, stored = rest(self.rest_ports[r]).attempt("GET", "/reservations")
+            assert status == 200
+            if all(x["state"] != "installing" for x in stored) or time.monotonic() > deadline:
+                break
+            time.sleep(0.25)
         by_flow = {(x["src"], x["dst"], x["src_port"]): x for x in stored}
         ids = {x["id"] for x in stored}
         # every 201 is kept, unless it was deleted (204) since
