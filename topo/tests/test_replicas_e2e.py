@@ -138,8 +138,16 @@ def test_killing_the_primary_loses_nothing_and_it_comes_back_as_a_backup(replica
     assert takeover < TAKEOVER_LIMIT_S
 
     # c1 reconciled the switch and found it equal to the store: nothing to add or remove.
-    report = call(run, "GET", "/health", url=c1.rest_url)[1]["reconciled"]["terrapin"]
-    assert report["finished_at"] > killed_at_wall and report["inserted"] == report["deleted"] == 0, report
+    # (Read until it is there: one CI run saw a /health without it just after the 200.)
+    def reconciled_since_the_kill() -> dict[str, Any] | None:
+        report = (call(run, "GET", "/health", url=c1.rest_url)[1].get("reconciled") or {}).get("terrapin")
+        return report if report and report["finished_at"] > killed_at_wall else None
+
+    assert wait_until(lambda: reconciled_since_the_kill() is not None, 10), call(
+        run, "GET", "/health", url=c1.rest_url
+    )
+    report = reconciled_since_the_kill()
+    assert report is not None and report["inserted"] == report["deleted"] == 0, report
     assert listed(run, c1) == before
     # Each channel's entry is on the switch: it matches the flow's packets.
     for reservation, (src, dst) in zip(before, (("a1", "b1"), ("a2", "b2")), strict=True):
