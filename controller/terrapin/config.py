@@ -37,8 +37,16 @@ def _ipv4(value: str) -> str:
     return str(ipaddress.IPv4Address(value))
 
 
+def _mac(value: str) -> str:
+    if not _MAC.match(value):
+        raise ValueError(f"{value!r} is not a MAC address like 02:00:00:00:00:01")
+    return value.lower()
+
+
 # An address a router answers from (a port's gateway, a switch's own), in its canonical form.
 _IPv4Text = Annotated[str, AfterValidator(_ipv4)]
+# A port's or a host's MAC address, in lower case as the data plane's tables are written.
+_MacText = Annotated[str, AfterValidator(_mac)]
 
 
 class ConfigError(Exception):
@@ -195,7 +203,7 @@ class AggregateConfig(_Strict):
 
 class PortConfig(_Strict):
     number: int = Field(ge=0, lt=CPU_PORT)
-    mac: str
+    mac: _MacText
     rate_bps: int = Field(gt=0)
     # Set when the switch shapes the port in packets/s rather than bytes/s (BMv2's set_queue_rate,
     # which limits each priority queue to this many packets/s whatever their size): admission then
@@ -204,13 +212,6 @@ class PortConfig(_Strict):
     peer: str  # a host name, or "switch:port" for a trunk
     gateway_ip: _IPv4Text | None = None
     admission: dict[str, object] = Field(default_factory=dict)
-
-    @field_validator("mac")
-    @classmethod
-    def _mac(cls, value: str) -> str:
-        if not _MAC.match(value):
-            raise ValueError(f"{value!r} is not a MAC address like 02:00:00:00:00:01")
-        return value.lower()
 
 
 class SwitchConfig(_Strict):
@@ -235,7 +236,7 @@ class SwitchConfig(_Strict):
 class HostConfig(_Strict):
     name: str
     ip: str
-    mac: str
+    mac: _MacText
     switch: str
     port: int
 
@@ -243,13 +244,6 @@ class HostConfig(_Strict):
     @classmethod
     def _ip(cls, value: str) -> str:
         return str(ipaddress.IPv4Address(value.split("/")[0]))
-
-    @field_validator("mac")
-    @classmethod
-    def _mac(cls, value: str) -> str:
-        if not _MAC.match(value):
-            raise ValueError(f"{value!r} is not a MAC address")
-        return value.lower()
 
 
 class P4Config(_Strict):
