@@ -13,16 +13,40 @@ import tomllib
 from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from terrapin.admission.model import ALL_TESTS, PortId, PortModel, ServiceClass, StandingLoad, ceil_div
 from terrapin.constants import ADMITTED_PRIORITIES, CONTROL_FRAME_BYTES, CPU_PORT, PROTOCOL_PRIORITY
 from terrapin.p4program import AGGREGATE_KEY, MAX_AGGREGATES
 
 _MAC = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
+
+
+def _ipv4(value: str) -> str:
+    return str(ipaddress.IPv4Address(value))
+
+
+def _mac(value: str) -> str:
+    if not _MAC.match(value):
+        raise ValueError(f"{value!r} is not a MAC address like 02:00:00:00:00:01")
+    return value.lower()
+
+
+# An address a router answers from (a port's gateway, a switch's own), in its canonical form.
+_IPv4Text = Annotated[str, AfterValidator(_ipv4)]
+# A port's or a host's MAC address, in lower case as the data plane's tables are written.
+_MacText = Annotated[str, AfterValidator(_mac)]
 
 
 class ConfigError(Exception):
@@ -179,34 +203,22 @@ class AggregateConfig(_Strict):
 
 class PortConfig(_Strict):
     number: int = Field(ge=0, lt=CPU_PORT)
-    mac: str
+    mac: _MacText
     rate_bps: int = Field(gt=0)
     # Set when the switch shapes the port in packets/s rather than bytes/s (BMv2's set_queue_rate,
     # which limits each priority queue to this many packets/s whatever their size): admission then
     # charges every packet one largest-packet slot (docs/controller.md, "Packet-rate ports").
     rate_pps: int | None = Field(default=None, gt=0)
     peer: str  # a host name, or "switch:port" for a trunk
-    gateway_ip: str | None = None
+    gateway_ip: _IPv4Text | None = None
     admission: dict[str, object] = Field(default_factory=dict)
-
-    @field_validator("mac")
-    @classmethod
-    def _mac(cls, value: str) -> str:
-        if not _MAC.match(value):
-            raise ValueError(f"{value!r} is not a MAC address like 02:00:00:00:00:01")
-        return value.lower()
-
-    @field_validator("gateway_ip")
-    @classmethod
-    def _ip(cls, value: str | None) -> str | None:
-        return None if value is None else str(ipaddress.IPv4Address(value))
 
 
 class SwitchConfig(_Strict):
     name: str
     address: str  # P4Runtime gRPC address host:port
     device_id: int = Field(default=1, ge=0)
-    router_ip: str | None = None  # source of messages this router originates
+    router_ip: _IPv4Text | None = None  # source of messages this router originates
     # terrapin: terrapin-switch; bmv2: p4lang's simple_switch_grpc, whose P4Runtime server does not
     # read registers, so telemetry goes through `bmv2_cli` on `thrift_port` (terrapin/bmv2.py).
     kind: Literal["terrapin", "bmv2"] = "terrapin"
@@ -220,16 +232,11 @@ class SwitchConfig(_Strict):
             raise ValueError(f"switch {self.name}: kind bmv2 needs thrift_port (its --thrift-port)")
         return self
 
-    @field_validator("router_ip")
-    @classmethod
-    def _ip(cls, value: str | None) -> str | None:
-        return None if value is None else str(ipaddress.IPv4Address(value))
-
 
 class HostConfig(_Strict):
     name: str
     ip: str
-    mac: str
+    mac: _MacText
     switch: str
     port: int
 
@@ -237,13 +244,6 @@ class HostConfig(_Strict):
     @classmethod
     def _ip(cls, value: str) -> str:
         return str(ipaddress.IPv4Address(value.split("/")[0]))
-
-    @field_validator("mac")
-    @classmethod
-    def _mac(cls, value: str) -> str:
-        if not _MAC.match(value):
-            raise ValueError(f"{value!r} is not a MAC address")
-        return value.lower()
 
 
 class P4Config(_Strict):

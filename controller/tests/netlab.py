@@ -45,13 +45,19 @@ def missing_prerequisites(kind: str = "terrapin") -> str | None:
             return f"{path} is missing (make toolchain p4 controller)"
     if kind == "terrapin" and not SWITCH_BIN.exists():
         return f"{SWITCH_BIN} is missing (make toolchain)"
-    if kind == "bmv2":
-        try:
-            bmv2_command("simple_switch_grpc")
-        except FileNotFoundError as missing:
-            return str(missing)
+    if kind == "bmv2" and (reason := missing_bmv2()) is not None:
+        return reason
     if shutil.which("ip") is None:
         return "iproute2 is missing"
+    return None
+
+
+def missing_bmv2() -> str | None:
+    """Why p4lang's simple_switch_grpc cannot run here, or None (the labs' `kind="bmv2"`)."""
+    try:
+        bmv2_command("simple_switch_grpc")
+    except FileNotFoundError as missing:
+        return str(missing)
     return None
 
 

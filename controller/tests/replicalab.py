@@ -22,6 +22,7 @@ from typing import Any
 import grpc
 import p4read
 import yaml
+from netlab import P4_INFO, P4_JSON, REPO, SWITCH_BIN, missing_bmv2
 from topo.p4switch import bmv2_command
 
 from terrapin.admission import AdmissionLedger, Allocation
@@ -32,10 +33,6 @@ from terrapin_tools import processes
 from terrapin_tools.bench import Rest
 from terrapin_tools.pgserver import PostgresServer
 
-REPO = Path(__file__).resolve().parents[2]
-SWITCH_BIN = REPO / "build" / "bin" / "terrapin-switch"
-P4_JSON = REPO / "build" / "p4" / "terrapin.json"
-P4_INFO = REPO / "build" / "p4" / "terrapin.p4info.txtpb"
 TOKEN = "drill-token"
 SWITCHES = 3
 # 10 Mbit/s ports: a few dozen of the burst's channels fit, the rest are denied (409), so a
@@ -49,12 +46,7 @@ def missing_prerequisites(kind: str = "terrapin") -> str | None:
     for path in (SWITCH_BIN, P4_JSON, P4_INFO):
         if not path.exists():
             return f"{path} is missing (make toolchain p4)"
-    if kind == "bmv2":
-        try:
-            bmv2_command("simple_switch_grpc")
-        except FileNotFoundError as missing:
-            return str(missing)
-    return None
+    return missing_bmv2() if kind == "bmv2" else None
 
 
 def free_ports(n: int) -> list[int]:

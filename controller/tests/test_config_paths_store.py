@@ -47,6 +47,9 @@ def test_port_models_convert_bits_and_overrides() -> None:
     ("mutate", "needle"),
     [
         (lambda d: d["switches"][0]["ports"][0].update(mac="zz"), "switches.0.ports.0.mac"),
+        (lambda d: d["hosts"][0].update(mac="02-00-00-00-00-01"), "hosts.0.mac"),
+        (lambda d: d["switches"][0]["ports"][0].update(gateway_ip="10.0.1.256"), "ports.0.gateway_ip"),
+        (lambda d: d["switches"][0].update(router_ip="10.0.1"), "switches.0.router_ip"),
         (lambda d: d["switches"][0]["ports"][1].update(peer="s9:1"), "peer s9:1 is not a port"),
         (lambda d: d["hosts"][0].update(port=7), "host h1"),
         (lambda d: d.update(admission={"tests": ["nonsense"]}), "admission.tests.0"),

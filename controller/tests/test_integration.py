@@ -127,26 +127,17 @@ def close_inband(lab: Lab, context: int) -> None:
     assert wait_for(lambda: all(lab.read_channels(i) == [] for i in (1, 2, 3)))
 
 
+def request_600k_at_level_5(lab: Lab, sport: int, context: int) -> tuple[int, dict[str, Any]]:
+    """h1 asks h2 in band for 600,000 B/s at level 5, UDP from `sport` to `sport` + 1."""
+    return lab.host(
+        "h1", "request", "--dst", "10.0.2.2", "--sport", str(sport), "--dport", str(sport + 1),
+        "--priority", "5", "--rate", "600000", "--burst", "9000", "--context", str(context),
+    )  # fmt: skip
+
+
 def test_inband_request_is_accepted_then_denied_when_full(lab: Lab) -> None:
     with destination_serving(lab):
-        code, out = lab.host(
-            "h1",
-            "request",
-            "--dst",
-            "10.0.2.2",
-            "--sport",
-            "7000",
-            "--dport",
-            "7001",
-            "--priority",
-            "5",
-            "--rate",
-            "600000",
-            "--burst",
-            "9000",
-            "--context",
-            "41",
-        )
+        code, out = request_600k_at_level_5(lab, sport=7000, context=41)
         assert code == 0 and out["outcome"] == "ACCEPTED", out
         assert out["hops"] == 3 and out["delay_us"] > 0
         _, listed = lab.rest("GET", "/reservations")
@@ -158,24 +149,7 @@ def test_inband_request_is_accepted_then_denied_when_full(lab: Lab) -> None:
         # of 1,500-byte slots, 1,124,550 B/s): 600,000 + 600,000 (+ the aggregate) does not fit
         reservable = lab.rest("GET", "/status/switches/s1")[1]["ports"][1]["reservable_rate"]
         assert reservable == (1_125_000 if lab.kind == "terrapin" else 1_124_550)
-        code, out = lab.host(
-            "h1",
-            "request",
-            "--dst",
-            "10.0.2.2",
-            "--sport",
-            "7002",
-            "--dport",
-            "7003",
-            "--priority",
-            "5",
-            "--rate",
-            "600000",
-            "--burst",
-            "9000",
-            "--context",
-            "42",
-        )
+        code, out = request_600k_at_level_5(lab, sport=7002, context=42)
         assert code == 1 and out["outcome"] == "DENIED", out
         # the aggregate's 2,000 B/s (1,500-byte packets: also 2,000 B/s of BMv2 slots) is charged too
         assert out["reason_name"] == "RATE"

@@ -153,17 +153,6 @@ def test_duplicates_and_retransmissions_are_idempotent() -> None:
     asyncio.run(run())
 
 
-def test_same_context_different_channel_is_a_conflict() -> None:
-    async def run() -> None:
-        net = Net()
-        await establish(net, admit())
-        out = await net.send(FORWARD, H1, H2, admit(rate=5_000))
-        assert out[0][2].code == MessageCode.REQUEST_DENIED
-        assert out[0][2].reason == DenialReason.CONTEXT_CONFLICT
-
-    asyncio.run(run())
-
-
 def test_expired_hold_is_readmitted_on_accept(tmp_path: Path) -> None:
     async def run() -> None:
         cfg = chain_config(4, rate_bps=8_000_000)
@@ -341,11 +330,22 @@ def test_misconfigured_window_is_denied_as_invalid() -> None:
     asyncio.run(run())
 
 
-def test_same_context_with_another_policer_is_a_conflict() -> None:
+@pytest.mark.parametrize(
+    ("established", "again"),
+    [
+        (admit(), admit(rate=5_000)),
+        (moving_window(), moving_window(xave_us=6000)),
+    ],
+    ids=["another-envelope", "another-policer"],
+)
+def test_same_context_for_a_different_channel_is_a_conflict(
+    established: ReservationMessage, again: ReservationMessage
+) -> None:
     async def run() -> None:
         net = Net()
-        await establish(net, moving_window())
-        out = await net.send(FORWARD, H1, H2, moving_window(xave_us=6000))
+        await establish(net, established)
+        out = await net.send(FORWARD, H1, H2, again)
+        assert out[0][2].code == MessageCode.REQUEST_DENIED
         assert out[0][2].reason == DenialReason.CONTEXT_CONFLICT
 
     asyncio.run(run())

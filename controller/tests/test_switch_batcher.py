@@ -5,7 +5,7 @@ even when the switch's connection closes under a request."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
@@ -46,10 +46,18 @@ def run(scenario: Any) -> None:
     asyncio.run(scenario())
 
 
-def test_writes_submitted_together_or_while_one_is_in_flight_share_a_request() -> None:
-    async def scenario() -> None:
+def run_held(scenario: Callable[[HeldSwitch, SwitchBatcher], Awaitable[None]]) -> None:
+    """Runs a scenario against a batcher whose switch answers each request only when released."""
+
+    async def held() -> None:
         switch = HeldSwitch()
-        batcher = SwitchBatcher(lambda: switch)  # type: ignore[arg-type, return-value]
+        await scenario(switch, SwitchBatcher(lambda: switch))  # type: ignore[arg-type, return-value]
+
+    asyncio.run(held())
+
+
+def test_writes_submitted_together_or_while_one_is_in_flight_share_a_request() -> None:
+    async def scenario(switch: HeldSwitch, batcher: SwitchBatcher) -> None:
         first = [batcher.submit([update(1)]), batcher.submit([update(2), update(3)])]
         await turns()
         assert switch.requests == [[1, 2, 3]]  # one turn of the loop: one WriteRequest
@@ -64,13 +72,11 @@ def test_writes_submitted_together_or_while_one_is_in_flight_share_a_request() -
         switch.release[1].set()
         await asyncio.wait_for(asyncio.gather(*later), 1)
 
-    run(scenario)
+    run_held(scenario)
 
 
 def test_drained_waits_for_what_was_submitted_before_it_only() -> None:
-    async def scenario() -> None:
-        switch = HeldSwitch()
-        batcher = SwitchBatcher(lambda: switch)  # type: ignore[arg-type, return-value]
+    async def scenario(switch: HeldSwitch, batcher: SwitchBatcher) -> None:
         early = batcher.submit([update(1)])
         await turns()
         drained = asyncio.ensure_future(batcher.drained())
@@ -86,7 +92,7 @@ def test_drained_waits_for_what_was_submitted_before_it_only() -> None:
         await asyncio.wait_for(late, 1)
         await asyncio.wait_for(batcher.drained(), 1)  # nothing pending: at once
 
-    run(scenario)
+    run_held(scenario)
 
 
 def test_a_switch_gone_mid_write_fails_every_caller_of_the_batch() -> None:
@@ -181,9 +187,7 @@ def test_a_connection_closed_under_a_write_answers_its_callers_and_frees_the_gat
 
 
 def test_a_cancelled_batcher_task_still_answers_its_callers() -> None:
-    async def scenario() -> None:
-        switch = HeldSwitch()
-        batcher = SwitchBatcher(lambda: switch)  # type: ignore[arg-type, return-value]
+    async def scenario(switch: HeldSwitch, batcher: SwitchBatcher) -> None:
         sent = batcher.submit([update(1)])
         await turns()
         queued = batcher.submit([update(2)])
@@ -197,7 +201,7 @@ def test_a_cancelled_batcher_task_still_answers_its_callers() -> None:
         switch.release[-1].set()
         await asyncio.wait_for(after, 1)
 
-    run(scenario)
+    run_held(scenario)
 
 
 def test_reads_of_a_switch_that_is_not_connected_fail_rather_than_wait() -> None:

@@ -43,6 +43,14 @@ _POLICER_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 }
 
 
+def _policer_field(
+    description: str, *, gt: int | None = None, ge: int | None = None, le: int | None = None
+) -> Any:
+    """A field of _POLICER_FIELDS: absent by default, and validated even when absent, so that
+    _given_for_its_policer can say a policer needs it."""
+    return Field(default=None, validate_default=True, description=description, gt=gt, ge=ge, le=le)
+
+
 class ReservationIn(BaseModel):
     """A simplex channel from `src` to `dst` with the seed's QOS_t envelope."""
 
@@ -76,15 +84,9 @@ class ReservationIn(BaseModel):
         description="meter: trTCM (leaky bucket) with rate and burst; jumping_window: burst B per "
         "window_us; moving_window: Tenet's (xmin_us, xave_us, interval_us, max_packet = Smax)",
     )
-    rate: int | None = Field(
-        default=None, gt=0, le=U32, validate_default=True, description="ρ, bytes per second (meter only)"
-    )
-    burst: int | None = Field(
-        default=None,
-        gt=0,
-        le=U32,
-        validate_default=True,
-        description="σ, bytes (meter), or B, bytes per window (jumping_window)",
+    rate: int | None = _policer_field("ρ, bytes per second (meter only)", gt=0, le=U32)
+    burst: int | None = _policer_field(
+        "σ, bytes (meter), or B, bytes per window (jumping_window)", gt=0, le=U32
     )
     max_packet: int = Field(gt=0, le=65535, description="largest IPv4 packet, bytes (moving_window: Smax)")
     delay_bound_us: int = Field(default=0, ge=0, le=U32, description="end-to-end; 0 = none")
@@ -93,31 +95,17 @@ class ReservationIn(BaseModel):
     excess: Literal["demote", "drop"] | None = Field(
         default=None, description="what traffic beyond the envelope gets; default from config"
     )
-    window_us: int | None = Field(
-        default=None, gt=0, le=U32, validate_default=True, description="jumping_window: the window T, µs"
+    window_us: int | None = _policer_field("jumping_window: the window T, µs", gt=0, le=U32)
+    window_counts: Literal["bytes", "packets"] | None = _policer_field(
+        "jumping_window: B counts bytes (default), or whole max_packet packets"
     )
-    window_counts: Literal["bytes", "packets"] | None = Field(
-        default=None,
-        validate_default=True,
-        description="jumping_window: B counts bytes (default), or whole max_packet packets",
+    xmin_us: int | None = _policer_field(
+        "moving_window: Xmin, the smallest gap between packets, µs (default 0)", ge=0, le=U32
     )
-    xmin_us: int | None = Field(
-        default=None,
-        ge=0,
-        le=U32,
-        validate_default=True,
-        description="moving_window: Xmin, the smallest gap between packets, µs (default 0)",
+    xave_us: int | None = _policer_field(
+        "moving_window: Xave, the average gap over any interval I, µs", gt=0, le=U32
     )
-    xave_us: int | None = Field(
-        default=None,
-        gt=0,
-        le=U32,
-        validate_default=True,
-        description="moving_window: Xave, the average gap over any interval I, µs",
-    )
-    interval_us: int | None = Field(
-        default=None, gt=0, le=U32, validate_default=True, description="moving_window: the interval I, µs"
-    )
+    interval_us: int | None = _policer_field("moving_window: the interval I, µs", gt=0, le=U32)
 
     @field_validator(*_POLICER_FIELDS, mode="after")
     @classmethod
