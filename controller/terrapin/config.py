@@ -202,9 +202,33 @@ class PortConfig(_Strict):
         return None if value is None else str(ipaddress.IPv4Address(value))
 
 
+class TlsFiles(_Strict):
+    """A TLS identity and the CA it trusts, as PEM files (paths relative to --base-dir, as
+    p4:'s). `cert` and `key` come together or not at all (then the peer checks no certificate
+    of ours); terrapin/tls.py reads and checks them at start-up."""
+
+    ca: str
+    cert: str | None = None
+    key: str | None = None
+
+    @model_validator(mode="after")
+    def _pair(self) -> TlsFiles:
+        if (self.cert is None) != (self.key is None):
+            raise ValueError("cert and key go together (a certificate is useless without its key)")
+        return self
+
+
+class SwitchTlsConfig(TlsFiles):
+    """P4Runtime over TLS to one switch (docs/deployment.md, "TLS between hosts")."""
+
+    # The name to check in the switch's certificate instead of the address's host.
+    server_name: str | None = Field(default=None, min_length=1)
+
+
 class SwitchConfig(_Strict):
     name: str
     address: str  # P4Runtime gRPC address host:port
+    tls: SwitchTlsConfig | None = None  # plaintext without it
     device_id: int = Field(default=1, ge=0)
     router_ip: str | None = None  # source of messages this router originates
     # terrapin: terrapin-switch; bmv2: p4lang's simple_switch_grpc, whose P4Runtime server does not
