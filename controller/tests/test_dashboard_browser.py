@@ -144,7 +144,7 @@ def shot(page: Page, name: str) -> None:
 def enter_token(page: Page) -> None:
     page.fill("#token-input", TOKEN)
     page.click("#token-save")
-    expect(page.locator("#token-state")).to_have_text("changes enabled")
+    expect(page.locator("#token-state")).to_have_text("operator: changes enabled")
 
 
 def reserve(page: Page, **fields: Any) -> None:
@@ -176,10 +176,10 @@ def test_the_page_loads_clean_and_shows_the_topology(lab: Lab, watched: Watched)
 def test_a_reservation_made_in_the_form_shows_in_the_table_and_the_bar(lab: Lab, watched: Watched) -> None:
     page = watched.open()
     reserve(page, rate=125_000)  # without the token: refused on the page, nothing sent
-    expect(page.locator("#form-result")).to_contain_text("Enter the token")
+    expect(page.locator("#form-result")).to_contain_text("Enter the operator's token")
     enter_token(page)
     page.reload()  # entered once: the session keeps it
-    expect(page.locator("#token-state")).to_have_text("changes enabled")
+    expect(page.locator("#token-state")).to_have_text("operator: changes enabled")
     reserve(page, src="10.0.1.2", dst="10.0.2.2", src_port=5004, dst_port=5004, priority=6, rate=125_000)
     expect(page.locator("#form-result")).to_contain_text("Admitted as reservation")
     (created,) = lab.rest("GET", "/reservations")[1]
