@@ -139,9 +139,9 @@ class ForwardWrites:
         except httpx.HTTPError as exc:
             # The request reached the primary and no answer came back: it may have happened.
             # Under TLS 1.3 a primary that refuses this replica's certificate hangs up only after
-            # the request was sent, which looks the same from here (an empty read error).
+            # the request was sent, which looks the same from here (a read error, or a hang-up).
             hint = ""
-            if target.startswith("https:") and isinstance(exc, httpx.ReadError):
+            if target.startswith("https:") and isinstance(exc, httpx.ReadError | httpx.RemoteProtocolError):
                 hint = (
                     " (if the primary asks for client certificates, this replica's rest.tls cert "
                     "must be one of the CA its rest.tls ca names)"

@@ -100,6 +100,7 @@ def uvicorn_options(checked: CheckedTls, client_auth: bool) -> dict[str, Any]:
 # TLS 1.3 a server refuses the client's certificate only after the client has finished).
 PROBE_TIMEOUT_S = 5.0
 ALERT_WAIT_S = 1.0
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
 
 async def diagnose(address: str, checked: CheckedTls | None, server_name: str | None) -> str | None:
@@ -150,15 +151,19 @@ async def diagnose(address: str, checked: CheckedTls | None, server_name: str | 
     try:
         if checked is None:
             return _speaks_tls(address)
+        # The HTTP/2 connection preface: a server that accepted us answers it with its SETTINGS;
+        # one that refused our certificate sends an alert instead (gRPC's C core only once the
+        # client has sent something).
+        writer.write(HTTP2_PREFACE)
         try:
-            await asyncio.wait_for(reader.read(1), ALERT_WAIT_S)
+            answer = await asyncio.wait_for(reader.read(1), ALERT_WAIT_S)
         except TimeoutError:
-            return None  # the switch waits for HTTP/2: TLS is up, both sides accepted
+            return None  # nothing either way: TLS is up, the trouble is elsewhere
         except ssl.SSLError as exc:
             return _refused_ours(address, checked, exc)
         except (ConnectionResetError, EOFError) as exc:
-            return f"the switch at {address} closed the connection after the TLS handshake ({exc!r})"
-        return None
+            return _refused_ours(address, checked, exc)
+        return None if answer else _refused_ours(address, checked, EOFError("closed after the handshake"))
     finally:
         writer.close()
         with contextlib.suppress(Exception):
@@ -176,10 +181,11 @@ def _not_tls(address: str, why: str) -> str:
     return f"the switch at {address} does not answer TLS ({why}): is it running without --grpc-server-ssl?"
 
 
-def _refused_ours(address: str, checked: CheckedTls, exc: ssl.SSLError) -> str:
+def _refused_ours(address: str, checked: CheckedTls, exc: Exception) -> str:
+    reason = getattr(exc, "reason", None) or exc
     return (
         f"the switch at {address} refused this controller's certificate "
-        f"{checked.cert or '(none given)'} ({exc.reason or exc}): it must be a client certificate "
+        f"{checked.cert or '(none given)'} ({reason}): it must be a client certificate "
         "of the CA the switch's --grpc-server-cacert names, and within its dates"
     )
 

@@ -146,7 +146,10 @@ class SwitchConnections:
                     del self.last_error[sw.name]
                 said = None
                 continue
-            problem = await tls.diagnose(sw.address, self._tls[sw.name], self._server_name[sw.name])
+            try:
+                problem = await tls.diagnose(sw.address, self._tls[sw.name], self._server_name[sw.name])
+            except Exception as exc:  # a probe's own fault must not end the diagnosis
+                problem = f"the TLS probe of {sw.address} failed: {exc!r}"
             if problem is not None and problem != said:
                 LOG.error("switch %s: %s", sw.name, problem)
                 self.last_error[sw.name] = problem
