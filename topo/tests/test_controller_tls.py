@@ -110,7 +110,7 @@ def connect(cfg: Config, caplog: pytest.LogCaptureFixture, wait_s: float) -> Out
         await asyncio.sleep(3600)
 
     async def run() -> Outcome:
-        connections = SwitchConnections(cfg, reconcile, serve_packets)  # type: ignore[arg-type]
+        connections = SwitchConnections(cfg, reconcile, serve_packets)
         connections.start()
         try:
             ready = await connections.wait_ready(wait_s)
@@ -242,7 +242,7 @@ def test_bad_files_stop_the_controller_at_start(
         monkeypatch.setattr(Path, "read_bytes", refuse)
 
     async def build() -> None:
-        SwitchConnections(config("127.0.0.1:1", "terrapin", block), None, None)  # type: ignore[arg-type]
+        SwitchConnections(config("127.0.0.1:1", "terrapin", block), None, None)
 
     with pytest.raises(ConfigError, match=message):
         asyncio.run(build())
