@@ -371,6 +371,9 @@ class Config(_Strict):
     # A SQLite file (one controller), or a PostgreSQL URL postgresql://user@host:port/db (needed
     # for replication).
     store: str = "build/run/terrapin.sqlite"
+    # PostgreSQL over TLS, the server's certificate checked against `ca` for the URL's host
+    # (sslmode=verify-full); `cert`/`key` when the server asks for a client certificate.
+    store_tls: TlsFiles | None = None
     replication: ReplicationConfig | None = None
     protocol: ProtocolConfig = Field(default_factory=ProtocolConfig)
     excess: Literal["demote", "drop"] = "demote"  # traffic beyond a channel's envelope
@@ -390,6 +393,8 @@ class Config(_Strict):
                 "replication needs a PostgreSQL store (store: postgresql://user@host:port/db); "
                 f"{self.store!r} is a SQLite file, which one process owns"
             )
+        if self.store_tls is not None and not self.store.startswith(("postgresql://", "postgres://")):
+            raise ValueError("store_tls is for a PostgreSQL store (store: postgresql://...)")
         aggregate_names = [a.name for a in self.aggregates]
         if len(set(aggregate_names)) != len(aggregate_names):
             raise ValueError("aggregates: names must be unique")

@@ -140,7 +140,10 @@ class Controller:
         self.ledger = AdmissionLedger(config.port_models(), clock=time.time)
         self.identity = replica_identity(config)
         name = self.identity.name if self.identity else "terrapin-controller"
-        self.store = ReservationStore(_store_location(config_dir, config.store), self.ledger, name)
+        store = _store_location(config_dir, config.store)
+        if config.store_tls is not None:
+            store = tls.postgres_url(store, tls.check(config.store_tls, config_dir, "store_tls"))
+        self.store = ReservationStore(store, self.ledger, name)
         factory = fabric_factory or real_fabric(config_dir)
         self.fabric = factory(
             config,

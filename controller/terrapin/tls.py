@@ -18,6 +18,7 @@ import ssl
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from terrapin.config import ConfigError, TlsFiles
 
@@ -206,3 +207,14 @@ def _verify_failure(
         f"the switch at {address} presents a certificate that {checked.ca} does not vouch for "
         f"({reason}): tls.ca must be the CA that signed the switch's certificate"
     )
+
+
+def postgres_url(url: str, checked: CheckedTls) -> str:
+    """The store's libpq URL with TLS required and the server's certificate checked against the
+    CA for the URL's host (sslmode=verify-full: verify-ca alone would accept any server holding a
+    certificate of the CA), and our certificate when there is one."""
+    parts = urlsplit(url)
+    params = dict(parse_qsl(parts.query)) | {"sslmode": "verify-full", "sslrootcert": str(checked.ca)}
+    if checked.cert is not None and checked.key is not None:
+        params |= {"sslcert": str(checked.cert), "sslkey": str(checked.key)}
+    return urlunsplit(parts._replace(query=urlencode(params)))
