@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 import pytest
-from netlab import REPO, REST_PORT, TOKEN, Lab, missing_prerequisites
+from netlab import REPO, REST_PORT, TOKEN, VIEWER_TOKEN, Lab, missing_prerequisites
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
 
@@ -199,6 +199,23 @@ def test_a_reservation_made_in_the_form_shows_in_the_table_and_the_bar(lab: Lab,
     page.fill("#reservation-filter", "")
     shot(page, "reserved")
     watched.clean()
+
+
+def test_the_viewers_token_shows_its_role_and_changes_nothing(lab: Lab, watched: Watched) -> None:
+    page = watched.open()
+    before = lab.rest("GET", "/reservations")[1]
+    page.fill("#token-input", VIEWER_TOKEN)
+    page.click("#token-save")
+    expect(page.locator("#token-state")).to_have_text("viewer: read-only (changes need the operator's token)")
+    reserve(page, src="10.0.1.2", dst="10.0.2.2", src_port=7000, dst_port=7000, rate=125_000)
+    expect(page.locator("#form-result")).to_contain_text("The token entered is the viewer's")
+    assert lab.rest("GET", "/reservations")[1] == before  # refused on the page, nothing sent
+    page.fill("#token-input", "nobody-s-token")
+    page.click("#token-save")
+    expect(page.locator("#token-state")).to_have_text("token refused: read-only")
+    page.click("#token-forget")
+    expect(page.locator("#token-state")).to_have_text("read-only")
+    watched.clean("status of 401 (Unauthorized)")
 
 
 def test_a_denied_reservation_shows_its_reason(lab: Lab, watched: Watched) -> None:
