@@ -13,6 +13,7 @@ start_switch); the BMv2 half runs in make test's topo-bmv2 suite."""
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from topo.pki import PKI, Issued
 from topo.tests.test_switch_tls import DEVICE_ID, RunningSwitch, start_switch, stop_switch, tls_flags
 
 REPO = Path(__file__).resolve().parents[2]
+HOUR = dt.timedelta(hours=1)
 P4_FILES = [REPO / "build" / "p4" / "terrapin.json", REPO / "build" / "p4" / "terrapin.p4info.txtpb"]
 if missing := [str(p) for p in P4_FILES if not p.exists()]:
     pytest.skip(f"{', '.join(missing)} missing (make p4)", allow_module_level=True)
@@ -44,18 +46,23 @@ class Certs:
     controller: Issued
     foreign_ca: Path  # another CA's certificate
     foreign_controller: Issued  # a client certificate of that other CA
+    expired_controller: Issued  # ours, out of its dates
 
 
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
     base = tmp_path_factory.mktemp("pki")
     ours, theirs = PKI(base / "ours"), PKI(base / "theirs", ca_name="Another CA")
+    now = dt.datetime.now(dt.UTC)
     return Certs(
         ours=ours,
         switch=ours.switch("s1", ["127.0.0.1", "s1"]),
         controller=ours.controller("c0"),
         foreign_ca=theirs.ca(),
         foreign_controller=theirs.controller("c0"),
+        expired_controller=ours.issue(
+            "c0-expired", client=True, not_before=now - 2 * HOUR, not_after=now - HOUR
+        ),
     )
 
 
@@ -173,6 +180,10 @@ REFUSED: dict[str, tuple[Any, str]] = {
         lambda c: mutual_tls(c, cert=str(c.foreign_controller.cert), key=str(c.foreign_controller.key)),
         "refused this controller's certificate {foreign_cert} (",
     ),
+    "expired controller certificate": (
+        lambda c: mutual_tls(c, cert=str(c.expired_controller.cert), key=str(c.expired_controller.key)),
+        "refused this controller's certificate {expired_cert} (",
+    ),
     "plaintext controller": (
         lambda c: None,
         "speaks TLS (it runs with --grpc-server-ssl) and this controller dials it in plaintext: "
@@ -186,7 +197,11 @@ def test_the_controller_is_refused_and_says_why(
     mutual: RunningSwitch, certs: Certs, caplog: pytest.LogCaptureFixture, case: str
 ) -> None:
     block, says = REFUSED[case]
-    says = says.format(foreign_ca=certs.foreign_ca, foreign_cert=certs.foreign_controller.cert)
+    says = says.format(
+        foreign_ca=certs.foreign_ca,
+        foreign_cert=certs.foreign_controller.cert,
+        expired_cert=certs.expired_controller.cert,
+    )
     outcome = connect(config(mutual.address, mutual.kind, block(certs)), caplog, 3.0)
     assert not outcome.ready and not outcome.reconciled, outcome
     assert len(outcome.logged) == 1, outcome.logged  # once, however often gRPC retried
