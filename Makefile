@@ -133,7 +133,7 @@ bench-controller: toolchain p4 controller
 	$(PY) -m terrapin_tools.bench $(BENCH_ARGS)
 
 run:
-	@TOPO=$(TOPO) SWITCH=$(SWITCH) HEADLESS=$(HEADLESS) STORE=$(STORE) REPLICAS=$(REPLICAS) bash scripts/run.sh
+	@TOPO=$(TOPO) SWITCH=$(SWITCH) HEADLESS=$(HEADLESS) STORE=$(STORE) REPLICAS=$(REPLICAS) TLS=$(TLS) bash scripts/run.sh
 
 stop:
 	@bash scripts/stop.sh

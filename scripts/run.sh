@@ -13,4 +13,6 @@ export PATH="$PWD/build/venv/bin:$PATH"
 args=(--topo "${TOPO:-christie}" --switch "${SWITCH:-terrapin}"
       --store "${STORE:-sqlite}" --replicas "${REPLICAS:-1}")
 [[ -n "${HEADLESS:-}" && "${HEADLESS:-0}" != 0 ]] && args+=(--headless)
+# TLS=1: P4Runtime, the switches' metrics and REST over TLS, certificates in build/run/pki.
+[[ -n "${TLS:-}" && "${TLS:-0}" != 0 ]] && args+=(--tls)
 exec python -m topo.run "${args[@]}"

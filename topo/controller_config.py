@@ -27,6 +27,7 @@ from terrapin.config import AdmissionConfig
 from terrapin.constants import CONTROL_FRAME_BYTES
 from topo.p4switch import REPO, bmv2_command, port_shaping
 from topo.plan import NetworkPlan
+from topo.run_tls import RunTls
 
 # On a port where the protocol's default envelope would take half or more (of its bytes, or of
 # its packets on a packet-rate port), it is given a tenth instead.
@@ -60,10 +61,12 @@ def controller_config(
     admission: dict[str, Any] | None = None,
     extra: dict[str, Any] | None = None,
     postgres_dsn: str | None = None,
+    tls: RunTls | None = None,
 ) -> dict[str, Any]:
     """`admission` overrides keys of the admission defaults below (the controller validates
     them), `extra` adds top-level sections. With `postgres_dsn` the store is that database and
-    the controllers are replicas (the lease's timings are the controller's defaults)."""
+    the controllers are replicas (the lease's timings are the controller's defaults). With `tls`
+    every switch gets a `tls:` block and the REST API `rest.tls` (topo/run_tls.py)."""
     switches = []
     for sw in plan.switches.values():
         ports = []
@@ -96,6 +99,7 @@ def controller_config(
                 "device_id": sw.device_id,
                 **({"router_ip": gateways[0]} if gateways else {}),
                 **kind,
+                **({"tls": tls.switch_block()} if tls is not None else {}),
                 "ports": ports,
             }
         )
@@ -104,7 +108,12 @@ def controller_config(
             "p4info": str(REPO / "build/p4/terrapin.p4info.txtpb"),
             "json": str(REPO / "build/p4/terrapin.json"),
         },
-        "rest": {"host": "127.0.0.1", "port": rest_port, "token": token},
+        "rest": {
+            "host": "127.0.0.1",
+            "port": rest_port,
+            "token": token,
+            **({"tls": tls.rest_block()} if tls is not None else {}),
+        },
         "store": postgres_dsn or str(state_dir / "reservations.sqlite"),
         **({"replication": {}} if postgres_dsn else {}),
         "admission": {
@@ -131,6 +140,7 @@ def write_config(
     admission: dict[str, Any] | None = None,
     extra: dict[str, Any] | None = None,
     postgres_dsn: str | None = None,
+    tls: RunTls | None = None,
 ) -> Path:
     path = state_dir / "controller.yaml"
     data = controller_config(
@@ -142,6 +152,7 @@ def write_config(
         admission=admission,
         extra=extra,
         postgres_dsn=postgres_dsn,
+        tls=tls,
     )
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path

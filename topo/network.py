@@ -16,6 +16,7 @@ import json
 import os
 import shlex
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -35,6 +36,7 @@ from terrapin_tools.pgserver import PostgresServer
 from topo.controller_config import write_config
 from topo.p4switch import REPO, P4RuntimeSwitch
 from topo.plan import NetworkPlan
+from topo.run_tls import RunTls, make_run_tls
 from topo.supervise import Supervisor, watch_postgres, write_pid
 
 # make run's logs, state and PIDs. TERRAPIN_RUN_DIR moves it (as it does for make stop), so a
@@ -96,6 +98,12 @@ class RunningNetwork:
     switch_kind: str = "terrapin"
     controllers: list[ControllerProcess] = field(default_factory=list)
     store: str = ""  # the SQLite file or the PostgreSQL URL the controllers use
+    tls: RunTls | None = None  # make run TLS=1: the run's certificates (topo/run_tls.py)
+
+    @property
+    def https(self) -> ssl.SSLContext | None:
+        """The context the run's HTTPS calls are made with (None: plain HTTP)."""
+        return None if self.tls is None else self.tls.client_context()
 
     def host(self, name: str) -> MininetHost:
         return self.net.get(name)
@@ -136,7 +144,7 @@ def call(
     if token:
         request.add_header("Authorization", f"Bearer {run.token}")
     try:
-        with urllib.request.urlopen(request, timeout=10) as reply:
+        with urllib.request.urlopen(request, timeout=10, context=run.https) as reply:
             text = reply.read()
             return reply.status, json.loads(text) if text else None
     except urllib.error.HTTPError as error:
@@ -207,7 +215,9 @@ def _quiet_offloads(intf_name: str, run: object) -> None:
     run(f"ethtool -K {intf_name} tx off rx off tso off gso off gro off >/dev/null 2>&1")  # type: ignore[operator]
 
 
-def build(plan: NetworkPlan, switch_kind: str, intf_prefix: str | None = None) -> Mininet:
+def build(
+    plan: NetworkPlan, switch_kind: str, intf_prefix: str | None = None, tls: RunTls | None = None
+) -> Mininet:
     """Creates (but does not start) the Mininet network for a plan.
 
     With `intf_prefix`, the switches' interfaces (the veth ends in the root namespace) are named
@@ -233,6 +243,8 @@ def build(plan: NetworkPlan, switch_kind: str, intf_prefix: str | None = None) -
             kind=switch_kind,
             mtu=plan.mtu,
             log_dir=str(RUN_DIR),
+            tls_flags=None if tls is None else tls.switch_flags(sw.name),
+            metrics_context=None if tls is None else tls.client_context(),
         )
     for host in plan.hosts.values():
         net.addHost(host.name, ip=host.ip, mac=host.mac)
@@ -311,14 +323,17 @@ def start_controller(
     log_path: Path,
     pid_file: Path | None = None,
     flags: list[str] | None = None,
+    https: ssl.SSLContext | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start the controller and wait until it is healthy (wait_healthy)."""
     log_path.write_bytes(b"")
     process = launch_controller(config_path, log_path, pid_file, flags)
-    return wait_healthy(process, rest_url, log_path)
+    return wait_healthy(process, rest_url, log_path, https)
 
 
-def wait_healthy(process: subprocess.Popen[bytes], rest_url: str, log_path: Path) -> subprocess.Popen[bytes]:
+def wait_healthy(
+    process: subprocess.Popen[bytes], rest_url: str, log_path: Path, https: ssl.SSLContext | None = None
+) -> subprocess.Popen[bytes]:
     """Wait until the controller's /health says every switch is ready (200; a backup replica's
     are once connected). A controller whose REST API answers but stays degraded (503) after 30 s
     is kept: the switch it is missing is named in its log and in /health, and make run's
@@ -329,7 +344,7 @@ def wait_healthy(process: subprocess.Popen[bytes], rest_url: str, log_path: Path
         if process.poll() is not None:
             raise RuntimeError(f"controller exited with {process.returncode}; see {log_path}")
         try:
-            with urllib.request.urlopen(f"{rest_url}/health", timeout=1) as reply:
+            with urllib.request.urlopen(f"{rest_url}/health", timeout=1, context=https) as reply:
                 if json.load(reply).get("status") == "ok":
                     return process
         except urllib.error.HTTPError as error:
@@ -367,20 +382,20 @@ def stop_processes(processes: list[subprocess.Popen[bytes] | None]) -> None:
 
 
 def plan_controllers(
-    plan: NetworkPlan, rest_port: int, replicas: int, store: str, pid_dir: Path | None
+    plan: NetworkPlan, rest_port: int, replicas: int, store: str, pid_dir: Path | None, scheme: str = "http"
 ) -> list[ControllerProcess]:
     """The controller (SQLite), or replicas c0 … c<N-1> on consecutive REST ports (PostgreSQL)."""
     if store == "sqlite":
         pid_file = pid_dir / "controller.pid" if pid_dir else None
         log = RUN_DIR / f"{plan.name}-controller.log"
-        return [ControllerProcess("controller", f"http://127.0.0.1:{rest_port}", log, pid_file)]
+        return [ControllerProcess("controller", f"{scheme}://127.0.0.1:{rest_port}", log, pid_file)]
     controllers = []
     for index in range(replicas):
         name = f"c{index}"
         controllers.append(
             ControllerProcess(
                 f"controller {name}",
-                f"http://127.0.0.1:{rest_port + index}",
+                f"{scheme}://127.0.0.1:{rest_port + index}",
                 RUN_DIR / f"{plan.name}-controller-{name}.log",
                 pid_dir / f"controller-{name}.pid" if pid_dir else None,
                 replica=name,
@@ -399,7 +414,9 @@ def start_controllers(run: RunningNetwork, supervisor: Supervisor | None) -> Non
         return lambda: launch_controller(config, controller.log_path, controller.pid_file, controller.flags())
 
     first, rest = run.controllers[0], run.controllers[1:]
-    first.process = start_controller(config, first.rest_url, first.log_path, first.pid_file, first.flags())
+    first.process = start_controller(
+        config, first.rest_url, first.log_path, first.pid_file, first.flags(), run.https
+    )
     if first.replica is not None:
         wait_primary(run)
     for controller in rest:
@@ -407,7 +424,7 @@ def start_controllers(run: RunningNetwork, supervisor: Supervisor | None) -> Non
         controller.process = launcher(controller)()
     for controller in rest:
         assert controller.process is not None
-        wait_healthy(controller.process, controller.rest_url, controller.log_path)
+        wait_healthy(controller.process, controller.rest_url, controller.log_path, run.https)
     if supervisor is not None:
         for controller in run.controllers:
             assert controller.process is not None
@@ -433,6 +450,7 @@ def running(
     postgres_dir: Path | None = None,
     postgres_port: int | None = None,
     mininet_log: str = "warning",
+    tls_dir: Path | None = None,
 ) -> Iterator[RunningNetwork]:
     """Brings the whole network up and guarantees it is torn down again (`intf_prefix`: see
     `build`). With `supervise`, a switch, a controller or the PostgreSQL server that dies is
@@ -446,7 +464,10 @@ def running(
     stopped after the controllers.
 
     `mininet_log` is Mininet's log level (MININET_LOG overrides it): make run's CLI needs
-    "output", the level at which it prints what a host command printed."""
+    "output", the level at which it prints what a host command printed.
+
+    With `tls_dir`, everything runs with TLS on certificates of a CA kept there (make run
+    TLS=1; topo/run_tls.py): the switches' P4Runtime and metrics, the REST API over HTTPS."""
     problem = store_problem(store, replicas)
     if problem is not None:
         raise ValueError(problem)
@@ -454,7 +475,10 @@ def running(
     RUN_DIR.mkdir(parents=True, exist_ok=True)
     state = state_dir or RUN_DIR / plan.name
     state.mkdir(parents=True, exist_ok=True)
-    controllers = plan_controllers(plan, rest_port, replicas, store, pid_dir)
+    tls = None if tls_dir is None else make_run_tls(plan, tls_dir)
+    controllers = plan_controllers(
+        plan, rest_port, replicas, store, pid_dir, "http" if tls is None else "https"
+    )
     postgres = None
     net = None
     supervisor = Supervisor(state / "supervisor.log", echo=announce) if supervise else None
@@ -473,8 +497,9 @@ def running(
             admission=admission,
             extra=controller_extra,
             postgres_dsn=None if postgres is None else postgres.dsn,
+            tls=tls,
         )
-        net = build(plan, switch_kind, intf_prefix)
+        net = build(plan, switch_kind, intf_prefix, tls)
         net.build()
         net.start()
         for sw in plan.switches.values():
@@ -495,6 +520,7 @@ def running(
             switch_kind,
             controllers=controllers if with_controller else [],
             store=postgres.dsn if postgres is not None else str(state / "reservations.sqlite"),
+            tls=tls,
         )
         if with_controller:
             start_controllers(run, supervisor)

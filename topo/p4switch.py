@@ -17,6 +17,7 @@ import os
 import shlex
 import signal
 import socket
+import ssl
 import subprocess
 import time
 import urllib.request
@@ -98,9 +99,15 @@ class P4RuntimeSwitch(Switch):  # type: ignore[misc]  # Mininet has no type hint
         kind: str = "terrapin",
         mtu: int = 1500,
         log_dir: str = "build/run",
+        tls_flags: list[str] | None = None,
+        metrics_context: ssl.SSLContext | None = None,
         **params: object,
     ) -> None:
         super().__init__(name, dpid=f"{device_id:016x}", **params)
+        # make run TLS=1 (topo/run_tls.py): the switch's TLS flags, and the client context its
+        # metrics (then HTTPS, asking for a client certificate) are read with.
+        self.tls_flags = tls_flags or []
+        self.metrics_context = metrics_context
         self.device_id = device_id
         self.grpc_port = grpc_port
         self.port_rates = port_rates or {}
@@ -121,7 +128,7 @@ class P4RuntimeSwitch(Switch):  # type: ignore[misc]  # Mininet has no type hint
                 args += ["-i", f"{port}@{intf.name}"]
         args += ["--thrift-port", str(self.thrift_port), "--no-p4", "--"]
         args += ["--grpc-server-addr", f"127.0.0.1:{self.grpc_port}"]
-        args += ["--cpu-port", str(CPU_PORT), "--priority-queues", str(PRIORITY_QUEUES)]
+        args += ["--cpu-port", str(CPU_PORT), "--priority-queues", str(PRIORITY_QUEUES), *self.tls_flags]
         if self.kind == "terrapin":
             args += ["--queue-capacity", str(self.queue_capacity)]
             args += ["--metrics-addr", f"127.0.0.1:{self.metrics_port}"]
@@ -192,7 +199,9 @@ class P4RuntimeSwitch(Switch):  # type: ignore[misc]  # Mininet has no type hint
         """The switch's Prometheus counters, keyed by (name, labels); empty for BMv2."""
         if self.kind != "terrapin":
             return {}
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as reply:
+        scheme = "https" if self.tls_flags else "http"
+        url = f"{scheme}://127.0.0.1:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=5, context=self.metrics_context) as reply:
             return parse_prometheus(reply.read().decode())
 
     def _kill(self) -> None:

@@ -1,7 +1,7 @@
 """`make run`: one of the topologies, its switches, the controller and its REST API.
 
     python -m topo.run [--topo christie|sequoia|chain] [--switch terrapin|bmv2] [--headless]
-                       [--store sqlite|postgres] [--replicas N]
+                       [--store sqlite|postgres] [--replicas N] [--tls]
 
 Opens the Mininet CLI (or, headless, waits for Ctrl-C / SIGTERM); everything it started is
 stopped on the way out. The CLI shows what host commands print (Mininet's `output` level;
@@ -9,7 +9,9 @@ MININET_LOG=info|debug|warning chooses another). While it runs, build/run/networ
 its switches are, for make shell. TERRAPIN_RUN_DIR moves build/run and TERRAPIN_INTF_PREFIX names
 the switches' interfaces <prefix><device id>p<port>, so a test can run the real runner beside a
 developer's own. `--store postgres` runs N controller replicas on a PostgreSQL cluster in
-build/run/postgres (127.0.0.1:15432), REST on 8080, 8081, ... (docs/deployment.md).
+build/run/postgres (127.0.0.1:15432), REST on 8080, 8081, ... (docs/deployment.md). `--tls`
+(make run TLS=1) runs P4Runtime, the switches' metrics and REST with TLS, on certificates of a
+private CA in build/run/pki (topo/run_tls.py).
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ from topo.p4switch import metrics_port
 from topo.plan import Host, NetworkPlan
 from topo.supervise import write_pid
 
+# make run TLS=1's CA and certificates (kept between runs: topo/pki.py reuses what is valid).
+PKI_DIR = RUN_DIR / "pki"
 # make shell reads it (scripts/p4rt_shell.py): present exactly while a runner is up.
 NETWORK_FILE = RUN_DIR / "network.json"
 
@@ -93,6 +97,27 @@ def describe_replicas(run: RunningNetwork, role: Mapping[str, str | None]) -> li
     ]
 
 
+def curl_tls(run: RunningNetwork, client: bool = False) -> str:
+    """curl's TLS options for the run's HTTPS (make run TLS=1): the CA, and with `client` the
+    client certificate the switches' metrics ask for."""
+    if run.tls is None:
+        return ""
+    flags = f" --cacert {run.tls.ca}"
+    if client:
+        flags += f" --cert {run.tls.client.cert} --key {run.tls.client.key}"
+    return flags
+
+
+def describe_tls(run: RunningNetwork) -> list[str]:
+    if run.tls is None:
+        return []
+    return [
+        f"  TLS:      everywhere (make run TLS=1): CA {run.tls.ca}; the switches ask for a client",
+        "            certificate of it (P4Runtime and metrics); REST is HTTPS (curl --cacert, as below).",
+        "            make shell does not speak TLS yet.",
+    ]
+
+
 def describe_examples(run: RunningNetwork, example: Example | NoExample) -> list[str]:
     """The banner's example reservations, or why there is none (a network too slow for any)."""
     if isinstance(example, NoExample):
@@ -101,9 +126,10 @@ def describe_examples(run: RunningNetwork, example: Example | NoExample) -> list
     return [
         f"Reserve a channel {src.name} -> {dst.name} (UDP {example.rest_port} -> {example.rest_port},"
         f" {example.envelope_text()}):",
-        f"  curl -s -X POST {run.rest_url}/reservations -H 'Authorization: Bearer {run.token}' \\",
+        f"  curl -s{curl_tls(run)} -X POST {run.rest_url}/reservations"
+        f" -H 'Authorization: Bearer {run.token}' \\",
         f"       -H 'Content-Type: application/json' -d '{json.dumps(example.rest_body())}'",
-        f"  curl -s {run.rest_url}/reservations",
+        f"  curl -s{curl_tls(run)} {run.rest_url}/reservations",
         "",
         "Or in band, from the hosts (in the Mininet CLI below):",
         f"  {dst.name} terrapin-host serve &",
@@ -131,6 +157,7 @@ def describe(
         "  switches: " + ", ".join(f"{s.name} (P4Runtime {s.grpc_addr})" for s in plan.switches.values()),
         f"  REST API: {run.rest_url}  (OpenAPI at {run.rest_url}/docs, token {run.token!r})",
         *describe_replicas(run, role or {}),
+        *describe_tls(run),
         f"  dashboard: {run.rest_url}/  (guarantee monitor: {run.rest_url}/monitor;"
         f" controller metrics: {run.rest_url}/metrics)",
         "",
@@ -138,8 +165,10 @@ def describe(
         f"A P4Runtime shell on a switch, reading its tables beside the controller: make shell{shell_choice}",
         "Switch metrics (Prometheus text): "
         + ", ".join(
-            f"{s.name} http://127.0.0.1:{metrics_port(s.device_id)}/metrics" for s in plan.switches.values()
+            f"{s.name} {'https' if run.tls else 'http'}://127.0.0.1:{metrics_port(s.device_id)}/metrics"
+            for s in plan.switches.values()
         )
+        + (f" (curl{curl_tls(run, client=True)})" if run.tls else "")
         + (" (terrapin-switch only)" if run.switch_kind != "terrapin" else ""),
         "",
         (
@@ -209,6 +238,11 @@ def main(argv: list[str] | None = None) -> int:
         "--replicas", type=int, default=1, help="controller replicas (needs --store postgres)"
     )
     parser.add_argument("--postgres-port", type=int, default=POSTGRES_PORT)
+    parser.add_argument(
+        "--tls",
+        action="store_true",
+        help=f"TLS everywhere, certificates of a CA in {PKI_DIR} (topo/run_tls.py)",
+    )
     args = parser.parse_args(argv)
     problem = store_problem(args.store, args.replicas)
     if problem is not None:
@@ -243,6 +277,7 @@ def main(argv: list[str] | None = None) -> int:
             postgres_port=args.postgres_port,
             intf_prefix=os.environ.get("TERRAPIN_INTF_PREFIX") or None,
             mininet_log="output",
+            tls_dir=PKI_DIR if args.tls else None,
         ) as run:
             NETWORK_FILE.write_text(json.dumps(describe_network(run), indent=2) + "\n")
             print(describe(run, the_example(run), roles(run) if run.replicated else None), flush=True)

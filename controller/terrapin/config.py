@@ -7,6 +7,7 @@ with a message, never later with a traceback. docs/controller.md shows a complet
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
 import secrets
 import tomllib
@@ -214,9 +215,33 @@ class PortConfig(_Strict):
     admission: dict[str, object] = Field(default_factory=dict)
 
 
+class TlsFiles(_Strict):
+    """A TLS identity and the CA it trusts, as PEM files (paths relative to --base-dir, as
+    p4:'s). `cert` and `key` come together or not at all (then the peer checks no certificate
+    of ours); terrapin/tls.py reads and checks them at start-up."""
+
+    ca: str
+    cert: str | None = None
+    key: str | None = None
+
+    @model_validator(mode="after")
+    def _pair(self) -> TlsFiles:
+        if (self.cert is None) != (self.key is None):
+            raise ValueError("cert and key go together (a certificate is useless without its key)")
+        return self
+
+
+class SwitchTlsConfig(TlsFiles):
+    """P4Runtime over TLS to one switch (docs/deployment.md, "TLS between hosts")."""
+
+    # The name to check in the switch's certificate instead of the address's host.
+    server_name: str | None = Field(default=None, min_length=1)
+
+
 class SwitchConfig(_Strict):
     name: str
     address: str  # P4Runtime gRPC address host:port
+    tls: SwitchTlsConfig | None = None  # plaintext without it
     device_id: int = Field(default=1, ge=0)
     router_ip: _IPv4Text | None = None  # source of messages this router originates
     # terrapin: terrapin-switch; bmv2: p4lang's simple_switch_grpc, whose P4Runtime server does not
@@ -256,11 +281,37 @@ class P4Config(_Strict):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
 
+class RestTlsConfig(TlsFiles):
+    """HTTPS for the REST API: `cert`/`key` are this controller's server certificate (and, for
+    a backup forwarding writes, its client certificate to the primary); `ca` is what the
+    primary's certificate must chain to, and with `client_auth` what every client's must."""
+
+    client_auth: bool = False
+
+    @model_validator(mode="after")
+    def _served(self) -> RestTlsConfig:
+        if self.cert is None:
+            raise ValueError("HTTPS needs this controller's cert and key")
+        return self
+
+
+# The roles' tokens from the environment, when the configuration names neither the token nor
+# its file (a secret kept out of the file, e.g. systemd's EnvironmentFile).
+OPERATOR_TOKEN_ENV = "TERRAPIN_OPERATOR_TOKEN"
+VIEWER_TOKEN_ENV = "TERRAPIN_VIEWER_TOKEN"
+
+
 class RestConfig(_Strict):
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
-    token: str | None = None  # bearer token for mutating calls; generated if absent
+    # The operator's bearer token (every mutating call); generated and logged if none is given
+    # here, in token_file or in $TERRAPIN_OPERATOR_TOKEN.
+    token: str | None = None
     token_file: str | None = None
+    # The viewer's: it may read, and is refused every change with 403 (none by default).
+    viewer_token: str | None = None
+    viewer_token_file: str | None = None
+    tls: RestTlsConfig | None = None  # plain HTTP without it
 
 
 class ProtocolConfig(_Strict):
@@ -320,6 +371,9 @@ class Config(_Strict):
     # A SQLite file (one controller), or a PostgreSQL URL postgresql://user@host:port/db (needed
     # for replication).
     store: str = "build/run/terrapin.sqlite"
+    # PostgreSQL over TLS, the server's certificate checked against `ca` for the URL's host
+    # (sslmode=verify-full); `cert`/`key` when the server asks for a client certificate.
+    store_tls: TlsFiles | None = None
     replication: ReplicationConfig | None = None
     protocol: ProtocolConfig = Field(default_factory=ProtocolConfig)
     excess: Literal["demote", "drop"] = "demote"  # traffic beyond a channel's envelope
@@ -339,6 +393,8 @@ class Config(_Strict):
                 "replication needs a PostgreSQL store (store: postgresql://user@host:port/db); "
                 f"{self.store!r} is a SQLite file, which one process owns"
             )
+        if self.store_tls is not None and not self.store.startswith(("postgresql://", "postgres://")):
+            raise ValueError("store_tls is for a PostgreSQL store (store: postgresql://...)")
         aggregate_names = [a.name for a in self.aggregates]
         if len(set(aggregate_names)) != len(aggregate_names):
             raise ValueError("aggregates: names must be unique")
@@ -380,11 +436,18 @@ class Config(_Strict):
         return self
 
     def rest_token(self) -> str:
-        if self.rest.token:
-            return self.rest.token
-        if self.rest.token_file:
-            return Path(self.rest.token_file).read_text().strip()
-        return secrets.token_urlsafe(24)
+        """The operator's token (a ConfigError names a source that gives no usable one); a
+        random one when none is configured."""
+        given = _role_token(self.rest.token, self.rest.token_file, OPERATOR_TOKEN_ENV, "token")
+        return given if given is not None else secrets.token_urlsafe(24)
+
+    def rest_token_configured(self) -> bool:
+        return bool(self.rest.token or self.rest.token_file or os.environ.get(OPERATOR_TOKEN_ENV))
+
+    def rest_viewer_token(self) -> str | None:
+        return _role_token(
+            self.rest.viewer_token, self.rest.viewer_token_file, VIEWER_TOKEN_ENV, "viewer_token"
+        )
 
     def port_models(self) -> list[PortModel]:
         models = []
@@ -394,6 +457,38 @@ class Config(_Strict):
                 model = port_model(PortId(s.name, p.number), p.rate_bps, adm, p.rate_pps)
                 models.append(with_aggregates(model, self.aggregates))
         return models
+
+
+def _role_token(value: str | None, file: str | None, env: str, setting: str) -> str | None:
+    """A role's token from the configuration, else its file, else the environment. A file's
+    one final newline ends its line; any other whitespace is refused, not stripped: a token is
+    compared byte for byte, and one read with a stray space would be refused at every request
+    with nothing to say why."""
+    if value is not None:
+        return _usable_token(value, f"rest.{setting}")
+    if file is not None:
+        try:
+            text = Path(file).read_text()
+        except OSError as exc:
+            raise ConfigError(f"rest.{setting}_file {file}: cannot read it: {exc.strerror}") from None
+        return _usable_token(text.removesuffix("\n"), f"rest.{setting}_file {file}")
+    if env in os.environ:
+        return _usable_token(os.environ[env], f"${env}")
+    return None
+
+
+def _usable_token(token: str, source: str) -> str:
+    if not token:
+        raise ConfigError(f"{source}: the token is empty")
+    if token != token.rstrip():
+        raise ConfigError(
+            f"{source}: the token ends in whitespace ({token[len(token.rstrip()) :]!r}); remove it"
+        )
+    if token != token.lstrip():
+        raise ConfigError(f"{source}: the token starts with whitespace; remove it")
+    if any(c.isspace() for c in token):
+        raise ConfigError(f"{source}: the token contains whitespace; a bearer token cannot")
+    return token
 
 
 def with_aggregates(model: PortModel, aggregates: list[AggregateConfig]) -> PortModel:

@@ -10,6 +10,8 @@ primary (a lease changing hands) cannot bounce a request between them.
 from __future__ import annotations
 
 import contextlib
+import logging
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -19,6 +21,8 @@ from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from terrapin.api.errors import STORE_RETRY_AFTER_SECONDS
+
+LOG = logging.getLogger("terrapin.forwarding")
 
 FORWARDED_BY = "x-terrapin-forwarded-by"
 SERVED_BY = "x-terrapin-replica"
@@ -38,14 +42,21 @@ def forward_writes(
     is_primary: Callable[[], bool],
     primary_url: Callable[[], str | None],
     caught_up: Callable[[], object],
+    tls: ssl.SSLContext | None = None,
 ) -> Callable[[], Awaitable[None]]:
     """Install the forwarding on `app`; returns the coroutine function that closes its client.
     `caught_up()` runs after a forwarded write, so a client reading from this replica next sees
-    what it wrote (this replica follows the journal at once rather than at its next look)."""
+    what it wrote (this replica follows the journal at once rather than at its next look).
+    `tls`: the context an https:// primary is reached with (its certificate checked against the
+    deployment's CA, this replica's own presented), tls.client_context's."""
     # A connection of its own per request: a kept-alive one to a primary that has died fails
     # after the request was written, which looks like a lost answer (504); a fresh one fails to
     # connect, which says for certain that nothing happened (503).
-    client = httpx.AsyncClient(timeout=FORWARD_TIMEOUT_S, limits=httpx.Limits(max_keepalive_connections=0))
+    client = httpx.AsyncClient(
+        timeout=FORWARD_TIMEOUT_S,
+        limits=httpx.Limits(max_keepalive_connections=0),
+        verify=tls if tls is not None else True,
+    )
     app.add_middleware(
         ForwardWrites,
         replica=replica,
@@ -115,16 +126,40 @@ class ForwardWrites:
                 request.method, url, content=await request.body(), headers=headers
             )
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-            # Nothing reached the primary: nothing happened.
+            # Nothing reached the primary: nothing happened. A refused TLS handshake lands here
+            # too (the primary's certificate not of our CA, or not for its address).
+            LOG.warning(
+                "forwarding %s %s: the primary at %s could not be reached: %s",
+                request.method,
+                request.url.path,
+                target,
+                exc,
+            )
             return _unavailable(f"the primary at {target} could not be reached: {exc}", replica)
         except httpx.HTTPError as exc:
             # The request reached the primary and no answer came back: it may have happened.
+            # Under TLS 1.3 a primary that refuses this replica's certificate hangs up only after
+            # the request was sent, which looks the same from here (a read error, or a hang-up).
+            hint = ""
+            if target.startswith("https:") and isinstance(exc, httpx.ReadError | httpx.RemoteProtocolError):
+                hint = (
+                    " (if the primary asks for client certificates, this replica's rest.tls cert "
+                    "must be one of the CA its rest.tls ca names)"
+                )
+            LOG.warning(
+                "forwarding %s %s: the primary at %s did not answer: %r%s",
+                request.method,
+                request.url.path,
+                target,
+                exc,
+                hint,
+            )
             return JSONResponse(
                 status_code=504,
                 content={
                     "error": "outcome unknown",
                     "message": f"the primary at {target} did not answer ({exc!r}); the request may or may "
-                    "not have taken effect: GET /reservations tells which",
+                    f"not have taken effect: GET /reservations tells which{hint}",
                 },
                 headers={SERVED_BY: replica},
             )

@@ -25,9 +25,10 @@ import uvicorn
 from fastapi import FastAPI
 from pydantic import ValidationError
 
+from terrapin import tls
 from terrapin.admission import AdmissionLedger
 from terrapin.admission.model import ChannelKey
-from terrapin.api import JsonErrorsH11Protocol, OperatorContext, ReplicaOut, Telemetry, create_app
+from terrapin.api import JsonErrorsH11Protocol, OperatorContext, ReplicaOut, Telemetry, Tokens, create_app
 from terrapin.config import Config, ConfigError, ReplicationConfig, load_config
 from terrapin.forwarding import forward_writes
 from terrapin.metrics import ControllerMetrics, InstrumentedReservationService
@@ -115,7 +116,8 @@ def replica_identity(config: Config) -> ReplicaIdentity | None:
         return None
     if r.replica is None or r.index is None:
         raise ConfigError("replication: name this replica and its index (--replica NAME --replica-index N)")
-    url = r.url or f"http://{config.rest.host}:{config.rest.port}"
+    scheme = "https" if config.rest.tls else "http"
+    url = r.url or f"{scheme}://{config.rest.host}:{config.rest.port}"
     return ReplicaIdentity(r.replica, r.index, url, r.lease_seconds, r.renew_seconds)
 
 
@@ -129,12 +131,19 @@ class Controller:
         fabric_factory: FabricFactory | None = None,
     ) -> None:
         self.config = config
+        # HTTPS for the REST API and a backup's forwarding: the files are checked now.
+        self.rest_tls = (
+            None if config.rest.tls is None else tls.check(config.rest.tls, config_dir, "rest.tls")
+        )
         self.topology = Topology(config)
         # Hold deadlines are wall-clock, the one clock every replica reads the same way.
         self.ledger = AdmissionLedger(config.port_models(), clock=time.time)
         self.identity = replica_identity(config)
         name = self.identity.name if self.identity else "terrapin-controller"
-        self.store = ReservationStore(_store_location(config_dir, config.store), self.ledger, name)
+        store = _store_location(config_dir, config.store)
+        if config.store_tls is not None:
+            store = tls.postgres_url(store, tls.check(config.store_tls, config_dir, "store_tls"))
+        self.store = ReservationStore(store, self.ledger, name)
         factory = fabric_factory or real_fabric(config_dir)
         self.fabric = factory(
             config,
@@ -181,7 +190,13 @@ class Controller:
             hold_seconds=config.protocol.hold_seconds,
             max_holds_per_initiator=config.protocol.max_holds_per_initiator,
         )
-        self.token = config.rest_token()
+        # Only the tokens' digests are kept (api/auth.py); a generated one is logged at start.
+        operator_token = config.rest_token()
+        self.generated_token = None if config.rest_token_configured() else operator_token
+        try:
+            tokens = Tokens.of(operator_token, config.rest_viewer_token())
+        except ValueError as exc:
+            raise ConfigError(f"rest: {exc}") from None
         # A replica rolls back what is unfinished when it becomes primary (_promote), not now:
         # a backup changes nothing.
         unfinished = self.service.rollback_unfinished() if self.replication is None else 0
@@ -195,7 +210,7 @@ class Controller:
         self.app = create_app(
             self.service,
             self.fabric,
-            self.token,
+            tokens,
             self._health_extra,
             self._serving,
             self.store_probe.problems,
@@ -210,6 +225,7 @@ class Controller:
                 lambda: replication.is_primary,
                 lambda: replication.primary_url,
                 self.store.sync,
+                None if self.rest_tls is None else tls.client_context(self.rest_tls),
             )
         self.app.router.lifespan_context = self._lifespan
 
@@ -403,8 +419,11 @@ def _resolve(base: Path | None, path: str) -> str:
     return str(p if p.is_absolute() or base is None else base / p)
 
 
-def rest_server(app: FastAPI, host: str, port: int, log_level: str = "info") -> uvicorn.Server:
-    """The REST server: uvicorn with JSON answers also for requests it cannot parse."""
+def rest_server(
+    app: FastAPI, host: str, port: int, log_level: str = "info", tls_options: Mapping[str, Any] | None = None
+) -> uvicorn.Server:
+    """The REST server: uvicorn with JSON answers also for requests it cannot parse; HTTPS with
+    `tls_options` (tls.uvicorn_options)."""
     return uvicorn.Server(
         uvicorn.Config(
             app,
@@ -413,6 +432,7 @@ def rest_server(app: FastAPI, host: str, port: int, log_level: str = "info") -> 
             log_level=log_level,
             lifespan="on",
             http=JsonErrorsH11Protocol,
+            **(tls_options or {}),
         )
     )
 
@@ -510,10 +530,17 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, StoreUnavailable, SchemaTooNew) as exc:
         print(f"terrapin-controller: {exc}", file=sys.stderr)
         return 2
-    if not config.rest.token and not config.rest.token_file:
-        LOG.warning("no REST token configured; this run's token is %s", controller.token)
+    if controller.generated_token is not None:
+        LOG.warning("no REST token configured; this run's operator token is %s", controller.generated_token)
+    tls_options = None
+    if controller.rest_tls is not None and config.rest.tls is not None:
+        tls_options = tls.uvicorn_options(controller.rest_tls, config.rest.tls.client_auth)
     server = rest_server(
-        controller.app, host=config.rest.host, port=config.rest.port, log_level=args.log_level.lower()
+        controller.app,
+        host=config.rest.host,
+        port=config.rest.port,
+        log_level=args.log_level.lower(),
+        tls_options=tls_options,
     )
     loop = asyncio.new_event_loop()
     tune_garbage_collector()

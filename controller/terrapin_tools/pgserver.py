@@ -211,11 +211,15 @@ class PostgresServer:
         user: str = "terrapin",
         bindir: str | os.PathLike[str] | None = None,
         timeout: float = 60.0,
+        ssl_files: tuple[Path, Path] | None = None,
     ) -> None:
         self.bindir = Path(bindir) if bindir is not None else find_bindir()
         self.database = database
         self.user = user
         self.timeout = timeout
+        # (certificate, key) PEM files: the server then also speaks TLS with them (copied into
+        # the data directory, owned by the server's account, as PostgreSQL wants its key).
+        self.ssl_files = ssl_files
         self._owns_directory = directory is None
         if directory is None:
             # mkdtemp's directory itself becomes PGDATA, so under root only its parent (the
@@ -486,8 +490,16 @@ class PostgresServer:
             "max_connections = 100\n"
             # After a crash the server first syncs the whole data directory: one syncfs() took
             # ~1 s here where an fsync of each file (initdb --no-sync left them unsynced) took ~4 s.
-            "recovery_init_sync_method = syncfs\n",
+            "recovery_init_sync_method = syncfs\n" + self._ssl_settings(),
         )
+
+    def _ssl_settings(self) -> str:
+        if self.ssl_files is None:
+            return "ssl = off\n"
+        cert, key = self.ssl_files
+        self._write_owned("server.crt", cert.read_text())
+        self._write_owned("server.key", key.read_text())
+        return "ssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\n"
 
     def _write_owned(self, name: str, text: str) -> None:
         path = self.data_dir / name

@@ -31,6 +31,7 @@ P4_INFO = REPO / "build" / "p4" / "terrapin.p4info.txtpb"
 CONTROLLER_BIN = REPO / "build" / "venv" / "bin" / "terrapin-controller"
 HOST_BIN = REPO / "build" / "venv" / "bin" / "terrapin-host"
 TOKEN = "integration-token"
+VIEWER_TOKEN = "integration-viewer"  # the viewer role's (docs/operations.md, "Roles")
 REST_PORT = 19720
 GRPC_BASE = 19730
 THRIFT_BASE = 19750  # BMv2's runtime (Thrift) server, for its CLI
@@ -224,7 +225,7 @@ class Lab:
             switches.append(switch | {"ports": ports})
         return {
             "p4": {"p4info": str(P4_INFO), "json": str(P4_JSON)},
-            "rest": {"host": "127.0.0.1", "port": REST_PORT, "token": TOKEN},
+            "rest": {"host": "127.0.0.1", "port": REST_PORT, "token": TOKEN, "viewer_token": VIEWER_TOKEN},
             "store": str(self.workdir / "reservations.sqlite"),
             "protocol": {"hold_seconds": 3.0},
             "admission": {"largest_packet": MTU, "queue_capacity": 64 * MTU},

@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 import pytest
-from netlab import REPO, REST_PORT, TOKEN, Lab, missing_prerequisites
+from netlab import REPO, REST_PORT, TOKEN, VIEWER_TOKEN, Lab, missing_prerequisites
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
 
@@ -144,7 +144,7 @@ def shot(page: Page, name: str) -> None:
 def enter_token(page: Page) -> None:
     page.fill("#token-input", TOKEN)
     page.click("#token-save")
-    expect(page.locator("#token-state")).to_have_text("changes enabled")
+    expect(page.locator("#token-state")).to_have_text("operator: changes enabled")
 
 
 def reserve(page: Page, **fields: Any) -> None:
@@ -176,10 +176,10 @@ def test_the_page_loads_clean_and_shows_the_topology(lab: Lab, watched: Watched)
 def test_a_reservation_made_in_the_form_shows_in_the_table_and_the_bar(lab: Lab, watched: Watched) -> None:
     page = watched.open()
     reserve(page, rate=125_000)  # without the token: refused on the page, nothing sent
-    expect(page.locator("#form-result")).to_contain_text("Enter the token")
+    expect(page.locator("#form-result")).to_contain_text("Enter the operator's token")
     enter_token(page)
     page.reload()  # entered once: the session keeps it
-    expect(page.locator("#token-state")).to_have_text("changes enabled")
+    expect(page.locator("#token-state")).to_have_text("operator: changes enabled")
     reserve(page, src="10.0.1.2", dst="10.0.2.2", src_port=5004, dst_port=5004, priority=6, rate=125_000)
     expect(page.locator("#form-result")).to_contain_text("Admitted as reservation")
     (created,) = lab.rest("GET", "/reservations")[1]
@@ -199,6 +199,23 @@ def test_a_reservation_made_in_the_form_shows_in_the_table_and_the_bar(lab: Lab,
     page.fill("#reservation-filter", "")
     shot(page, "reserved")
     watched.clean()
+
+
+def test_the_viewers_token_shows_its_role_and_changes_nothing(lab: Lab, watched: Watched) -> None:
+    page = watched.open()
+    before = lab.rest("GET", "/reservations")[1]
+    page.fill("#token-input", VIEWER_TOKEN)
+    page.click("#token-save")
+    expect(page.locator("#token-state")).to_have_text("viewer: read-only (changes need the operator's token)")
+    reserve(page, src="10.0.1.2", dst="10.0.2.2", src_port=7000, dst_port=7000, rate=125_000)
+    expect(page.locator("#form-result")).to_contain_text("The token entered is the viewer's")
+    assert lab.rest("GET", "/reservations")[1] == before  # refused on the page, nothing sent
+    page.fill("#token-input", "nobody-s-token")
+    page.click("#token-save")
+    expect(page.locator("#token-state")).to_have_text("token refused: read-only")
+    page.click("#token-forget")
+    expect(page.locator("#token-state")).to_have_text("read-only")
+    watched.clean("status of 401 (Unauthorized)")
 
 
 def test_a_denied_reservation_shows_its_reason(lab: Lab, watched: Watched) -> None:

@@ -3,7 +3,8 @@
   app.py                 create_app: assembles the routers below; nothing else
   context.py             what the routes share (ApiContext, OperatorContext on app.state) and
                          the Telemetry protocol (what they read from the switches)
-  auth.py                the bearer token, as a dependency of every call that changes state
+  auth.py                the roles' tokens (operator, viewer), a dependency of every call that
+                         changes state; GET /role
   errors.py              every error body and handler; Retry-After; JSON 400s from uvicorn
   health.py              GET /health
   reservations.py        POST /reservations (and /batch), GET, DELETE, counters
@@ -16,8 +17,17 @@ The OpenAPI document these produce is pinned by tests/snapshots/openapi.json.
 """
 
 from terrapin.api.app import create_app
+from terrapin.api.auth import Tokens
 from terrapin.api.context import ApiContext, OperatorContext, Telemetry
 from terrapin.api.errors import JsonErrorsH11Protocol
 from terrapin.api.health import ReplicaOut
 
-__all__ = ["ApiContext", "JsonErrorsH11Protocol", "OperatorContext", "ReplicaOut", "Telemetry", "create_app"]
+__all__ = [
+    "ApiContext",
+    "JsonErrorsH11Protocol",
+    "OperatorContext",
+    "ReplicaOut",
+    "Telemetry",
+    "Tokens",
+    "create_app",
+]

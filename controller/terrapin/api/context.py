@@ -19,6 +19,7 @@ from terrapin.paths import ChannelSelector
 from terrapin.switches import ChannelCounters, QueueTelemetry
 
 if TYPE_CHECKING:
+    from terrapin.api.auth import Tokens
     from terrapin.config import Config
     from terrapin.metrics import ControllerMetrics
     from terrapin.monitor import GuaranteeMonitor
@@ -56,7 +57,7 @@ class ApiContext:
 
     service: ReservationService
     telemetry: Telemetry
-    token: str
+    tokens: Tokens
     serving: Callable[[str], bool]
     health_extra: Callable[[], Awaitable[dict[str, Any]]] | None = None
     store_problems: Callable[[], Awaitable[list[str]]] | None = None

@@ -1,7 +1,8 @@
 // Terrapin dashboard: one ES module, no framework, no build step (docs/operations.md says why).
 // Reads: /topology, /status/switches, /reservations, /monitor, /events, and the live stream
 // /events/stream (server-sent events). Writes (POST/DELETE /reservations) carry the bearer
-// token the operator entered once; it is kept in sessionStorage, so it lasts as long as the tab.
+// token the operator entered once (the page asks for it only to change something, and shows the
+// role it gives); it is kept in sessionStorage, so it lasts as long as the tab.
 
 const TOKEN_KEY = "terrapin.token";
 const HISTORY = 90; // polls of delay history kept per queue
@@ -318,8 +319,9 @@ function message(node, kind, ...content) {
 
 async function remove(r) {
   const out = $("#reservation-message");
-  if (!token()) {
-    message(out, "error", "Enter the token (top right) to delete reservations.");
+  const refusal = cannotChange("delete reservations");
+  if (refusal) {
+    message(out, "error", refusal);
     return;
   }
   if (!window.confirm(`Delete reservation ${r.id} (${r.src} → ${r.dst}, ${rate(r.allocation.rate)})?`)) return;
@@ -365,8 +367,9 @@ async function reserve(event) {
   };
   if (body.protocol === "xtp") body.xtp_key = Number(f.xtp_key.value || 0);
   else Object.assign(body, { src_port: Number(f.src_port.value), dst_port: Number(f.dst_port.value) });
-  if (!token()) {
-    message(out, "error", "Enter the token (top right) to make reservations.");
+  const refusal = cannotChange("make reservations");
+  if (refusal) {
+    message(out, "error", refusal);
     return;
   }
   const reply = await write("POST", "/reservations", body);
@@ -392,7 +395,7 @@ async function reserve(event) {
     );
     message(out, "error", el("strong", { text: "Denied: " }), reply.body.message, list);
   } else if (reply.status === 401) {
-    message(out, "error", "The token was refused: enter the controller's token (top right).");
+    message(out, "error", `The token was refused (${describeError(reply.body)}): enter the operator's token (top right).`);
   } else {
     message(out, "error", `Not admitted (HTTP ${reply.status}): ${describeError(reply.body)}`);
   }
@@ -485,10 +488,30 @@ function connect() {
 
 // ---- the token ------------------------------------------------------------------------------
 
-function renderToken() {
+// The role the token gives, as the controller says (GET /role): "operator" may change, "viewer"
+// may only look; null without a token; "refused" for a token that is nobody's.
+let role = null;
+
+async function renderToken() {
   const has = Boolean(token());
-  $("#token-state").textContent = has ? "changes enabled" : "read-only";
   $("#token-forget").hidden = !has;
+  role = null;
+  if (has) {
+    const reply = await fetch("/role", { headers: { accept: "application/json", authorization: `Bearer ${token()}` } });
+    role = reply.ok ? (await reply.json()).role : "refused";
+  }
+  $("#token-state").textContent = {
+    operator: "operator: changes enabled",
+    viewer: "viewer: read-only (changes need the operator's token)",
+    refused: "token refused: read-only",
+  }[role] || "read-only";
+}
+
+// Why this page may not change anything now, or null when it may.
+function cannotChange(what) {
+  if (!token()) return `Enter the operator's token (top right) to ${what}.`;
+  if (role === "viewer") return `The token entered is the viewer's, which may only look: enter the operator's to ${what}.`;
+  return null;
 }
 
 function setupToken() {
@@ -497,13 +520,13 @@ function setupToken() {
     const value = $("#token-input").value.trim();
     if (value) sessionStorage.setItem(TOKEN_KEY, value);
     $("#token-input").value = "";
-    renderToken();
+    renderToken().catch(() => {});
   });
   $("#token-forget").addEventListener("click", () => {
     sessionStorage.removeItem(TOKEN_KEY);
-    renderToken();
+    renderToken().catch(() => {});
   });
-  renderToken();
+  renderToken().catch(() => {});
 }
 
 // ---- start ----------------------------------------------------------------------------------

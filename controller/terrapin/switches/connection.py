@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 import finsy as fy
 from finsy.proto import p4r
 
+from terrapin import tls
 from terrapin.arbitration import SwitchArbitration
 from terrapin.config import Config
 
@@ -25,6 +26,11 @@ if TYPE_CHECKING:
     from terrapin.switches.entries import ReconcileReport
 
 LOG = logging.getLogger("terrapin.switches")
+
+# A switch not connected this long after start (or after losing it) is probed for a TLS problem,
+# then again this often while it stays down.
+DIAGNOSE_AFTER_S = 2.0
+DIAGNOSE_EVERY_S = 10.0
 
 
 class SwitchUnavailable(Exception):
@@ -86,8 +92,22 @@ class SwitchConnections:
             p4force=config.p4.push == "always",
             ready_handler=self._on_ready,
         )
+        # Each switch's TLS files, checked now: a bad file is a ConfigError at start-up.
+        self._tls = {
+            s.name: None if s.tls is None else tls.check(s.tls, base, f"switches.{s.name}.tls")
+            for s in config.switches
+        }
+        self._server_name = {s.name: s.tls.server_name if s.tls else None for s in config.switches}
         self.switches = {
-            s.name: fy.Switch(s.name, s.address, options(device_id=s.device_id)) for s in config.switches
+            s.name: fy.Switch(
+                s.name,
+                s.address,
+                options(
+                    device_id=s.device_id,
+                    channel_credentials=p4runtime_credentials(self._tls[s.name], self._server_name[s.name]),
+                ),
+            )
+            for s in config.switches
         }
         self._ready = {name: asyncio.Event() for name in self.switches}
         # p4lang's PI reads an unset election id as 0 and refuses two streams with one id, so a
@@ -112,6 +132,28 @@ class SwitchConnections:
     def start(self) -> None:
         for sw in self.switches.values():
             self._tasks.append(asyncio.create_task(self._run(sw), name=f"switch-{sw.name}"))
+            self._tasks.append(asyncio.create_task(self._diagnose(sw), name=f"diagnose-{sw.name}"))
+
+    async def _diagnose(self, sw: fy.Switch) -> None:
+        """While a switch stays unconnected, say why as far as TLS can tell (tls.diagnose): gRPC
+        retries a failed handshake silently. Each new finding is logged once and kept for
+        /health; a switch that connects clears it."""
+        said: str | None = None
+        while True:
+            await asyncio.sleep(DIAGNOSE_AFTER_S if said is None else DIAGNOSE_EVERY_S)
+            if sw.is_up:
+                if said is not None and self.last_error.get(sw.name) == said:
+                    del self.last_error[sw.name]
+                said = None
+                continue
+            try:
+                problem = await tls.diagnose(sw.address, self._tls[sw.name], self._server_name[sw.name])
+            except Exception as exc:  # a probe's own fault must not end the diagnosis
+                problem = f"the TLS probe of {sw.address} failed: {exc!r}"
+            if problem is not None and problem != said:
+                LOG.error("switch %s: %s", sw.name, problem)
+                self.last_error[sw.name] = problem
+            said = problem
 
     async def _run(self, sw: fy.Switch) -> None:
         # finsy's Switch.run reconnects forever (throttled after quick failures).
@@ -219,6 +261,20 @@ def read_raw(sw: fy.Switch, request: p4r.ReadRequest) -> AsyncIterator[p4r.ReadR
     if client is None:
         raise SwitchUnavailable(f"switch {sw.name} is not connected")
     return client.request_iter(request)
+
+
+def p4runtime_credentials(
+    files: tls.CheckedTls | None, server_name: str | None
+) -> fy.GRPCCredentialsTLS | None:
+    """finsy's TLS credentials for a switch's checked `tls:` files (None: plaintext)."""
+    if files is None:
+        return None
+    return fy.GRPCCredentialsTLS(
+        cacert=files.ca,
+        cert=files.cert,
+        private_key=files.key,
+        target_name_override=server_name or "",
+    )
 
 
 def _resolve(base: Path, path: str) -> Path:
