@@ -109,7 +109,7 @@ def connect(cfg: Config, caplog: pytest.LogCaptureFixture, wait_s: float) -> Out
     became ready (reconciled as this controller's primary), and what was logged."""
     reconciles: list[str] = []
 
-    async def reconcile(name: str) -> object:
+    async def reconcile(name: str) -> Any:  # a stand-in for the ReconcileReport
         reconciles.append(name)
         return "reconciled"
 
@@ -256,8 +256,11 @@ def test_bad_files_stop_the_controller_at_start(
 
         monkeypatch.setattr(Path, "read_bytes", refuse)
 
+    async def never_called(_arg: Any) -> Any:
+        raise AssertionError("the configuration is refused before any switch is reached")
+
     async def build() -> None:
-        SwitchConnections(config("127.0.0.1:1", "terrapin", block), None, None)
+        SwitchConnections(config("127.0.0.1:1", "terrapin", block), never_called, never_called)
 
     with pytest.raises(ConfigError, match=message):
         asyncio.run(build())
