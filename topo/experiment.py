@@ -427,10 +427,17 @@ class Traffic:
         self._flood_port += 1
         log = self.work / f"flood-{port}.json"
         log.unlink(missing_ok=True)
-        server = self.run.host(sink).popen(
-            ["iperf3", "-s", "-1", "-J", "--logfile", str(log), "-p", str(port)]
-        )
-        time.sleep(0.3)  # the server listens before the client connects
+        host = self.run.host(sink)
+        server = host.popen(["iperf3", "-s", "-1", "-J", "--logfile", str(log), "-p", str(port)])
+        # The client must find the server listening: one that comes too early fails to connect,
+        # and the server then waits, reportless, until it is ended (a fixed 0.3 s was too short
+        # on a busy machine: E9's report had no end).
+        deadline = time.monotonic() + 10
+        while f":{port}" not in host.cmd(f"ss -Hltn 'sport = :{port}'"):
+            if server.poll() is not None or time.monotonic() > deadline:
+                _end(server)
+                raise RuntimeError(f"iperf3 server on {sink} port {port} is not listening")
+            time.sleep(0.05)
         datagram = packet_bytes - 28
         client = (
             f"iperf3 -c {self.run.plan.hosts[sink].address} -u -b {int(rate_bps)} -l {datagram}"
