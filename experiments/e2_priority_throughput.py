@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         f" channel's burst covers {JITTER_S * 1000:g} ms at the line rate (the host's scheduling jitter)"
     )
     line_bps = int(line_mbps * 1_000_000)
-    points: list[Point] = []
+    points: list[Point] = experiment.keep("points", [])
     with experiment.network(christie.plan(rate_mbps=line_mbps)) as run:
         for background in BACKGROUND_SIZES:
             for size in sizes:
@@ -169,4 +169,4 @@ def plot(experiment: Experiment, points: list[Point], line_mbps: float) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(EXPERIMENT.run(main))

@@ -166,9 +166,9 @@ def main(argv: list[str] | None = None) -> int:
         " not the sender's protocol stack; christie at 100 Mbit/s"
     )
     problems: list[str] = []
-    greedy: dict[str, Measured] = {}
-    load: dict[str, Measured] = {}
-    together: dict[str, Measured] = {}
+    greedy: dict[str, Measured] = experiment.keep("greedy", {})
+    load: dict[str, Measured] = experiment.keep("load", {})
+    together: dict[str, Measured] = experiment.keep("together", {})
     with experiment.network(christie.plan()) as run:
         for name in ENVELOPES:
             experiment.phase(f"rate control: greedy source through {name}")
@@ -282,4 +282,4 @@ def plot(
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(EXPERIMENT.run(main))

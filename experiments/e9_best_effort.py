@@ -120,8 +120,8 @@ def main(argv: list[str] | None = None) -> int:
         " best-effort load instead of RETHER's hyperexponential messages; the floor set to 25% so that"
         " the admission limit falls where the seed's knee did"
     )
-    granted: list[dict[str, object]] = []
-    steps: list[Step] = []
+    granted: list[dict[str, object]] = experiment.keep("granted", [])
+    steps: list[Step] = experiment.keep("steps", [])
     refusal = None
     admission = {"best_effort_floor": FLOOR, "reservable_fraction": 1.0}
     with experiment.network(christie.plan(rate_mbps=line_mbps), admission=admission) as run:
@@ -203,4 +203,4 @@ def plot(experiment: Experiment, steps: list[Step], line_mbps: float, admitted: 
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(EXPERIMENT.run(main))
