@@ -1,4 +1,5 @@
-"""An experiment never dies on an answer (issue 22). No network: the controller is a stand-in HTTP server on
+"""An experiment never dies on an answer (issue 22), and E2 finds its largest admitted rate on any
+port without asking for an invalid one. No network: the controller is a stand-in HTTP server on
 127.0.0.1 that answers POST /reservations the way the real one does (201, a 409 denial naming its
 constraint and shortfall, a 422 naming the field), over one port of a given line rate, shaped in
 bytes/s (terrapin-switch) or in packets/s (BMv2: every packet takes a slot of the line)."""
@@ -21,8 +22,8 @@ import experiments.harness
 from experiments import e2_priority_throughput as e2
 from experiments.harness import Experiment, refusal
 from topo import christie
-from topo.experiment import channel, reserve
-from topo.network import RunningNetwork
+from topo.experiment import NothingAdmitted, channel, largest_admitted, reserve
+from topo.network import RestError, RunningNetwork
 
 
 @dataclasses.dataclass
@@ -113,6 +114,60 @@ def controller(port: Port) -> Iterator[RunningNetwork]:
 
 def body(run: RunningNetwork, max_packet: int) -> dict[str, Any]:
     return channel(run, "a1", "b1", 5020, 6, max_packet, burst=4 * max_packet)
+
+
+# ---- largest_admitted ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("port", "max_packet", "most_requests"),
+    [
+        # bytes/s: the shortfall is the channel's own, exact after a second point
+        (Port(2_500_000), 1024, 3),
+        (Port(2_500_000, others=400_000), 4500, 3),
+        (Port(2_500_000, others=10_000), 4500, 2),  # within 1% of the asked: the second is granted
+        # packets/s, slot of the MTU: a 512 B channel costs 8.8x its bytes, 4,500 B ones less
+        (Port(1_250_000, packet_slot=4500), 512, 6),
+        (Port(1_250_000, packet_slot=1500), 4500, 6),
+        (Port(1_250_000, others=1_000_000, packet_slot=1500), 1024, 6),
+    ],
+)
+def test_the_largest_admitted_rate_is_found_on_byte_and_packet_rate_ports(
+    port: Port, max_packet: int, most_requests: int
+) -> None:
+    with controller(port) as run:
+        granted = largest_admitted(run, body(run, max_packet), port.limit)
+    rate = granted["allocation"]["rate"]
+    assert port.admits(rate, max_packet)
+    assert rate >= 0.97 * port.largest(max_packet), (rate, port.largest(max_packet), port.asked)
+    assert len(port.asked) <= most_requests, port.asked
+    assert min(port.asked) >= 1
+
+
+@pytest.mark.parametrize("slot", [0, 4500])
+def test_nothing_admitted_is_said_after_asking_the_smallest_rate_never_below(slot: int) -> None:
+    # The line is taken: every rate is short by more than itself (E2 on BMv2 asked for rate 0).
+    port = Port(1_250_000, others=1_250_000, packet_slot=slot)
+    with controller(port) as run, pytest.raises(NothingAdmitted) as caught:
+        largest_admitted(run, body(run, 1024), 1_250_000)
+    assert min(port.asked) == 1, port.asked
+    text = str(caught.value)
+    assert "nothing admitted" in text and "static_priority.capacity at terrapin:4" in text, text
+    assert "asked 1250000 B/s, denied down to 1 B/s" in text, text
+
+
+def test_a_denial_no_lower_rate_cures_is_nothing_admitted_at_once() -> None:
+    port = Port(2_500_000, burst_limit=1000)  # the channel's burst (4 packets) is past the buffer
+    with controller(port) as run, pytest.raises(NothingAdmitted, match=r"rate_buffer\.buffer"):
+        largest_admitted(run, body(run, 1024), 2_500_000)
+    assert port.asked == [2_500_000]
+
+
+def test_an_answer_that_is_not_a_denial_is_raised_as_it_came() -> None:
+    port = Port(2_500_000, answer=(502, {"error": "switch error", "switch": "terrapin", "message": "no"}))
+    with controller(port) as run, pytest.raises(RestError) as caught:
+        largest_admitted(run, body(run, 1024), 2_500_000)
+    assert caught.value.status == 502
 
 
 # ---- an unplanned answer is a verdict --------------------------------------------------------------
@@ -226,6 +281,19 @@ def run_e2(port: Port, monkeypatch: pytest.MonkeyPatch) -> int:
 
     monkeypatch.setattr(experiment, "network", network)
     return experiment.run(e2.main, ["--short", "--switch=bmv2"])
+
+
+def test_e2_reports_nothing_admitted_as_its_verdict(
+    results: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    port = Port(1_250_000, others=1_250_000, packet_slot=4500)
+    assert run_e2(port, monkeypatch) == 1
+    verdict = capsys.readouterr().out.splitlines()[-1]
+    assert verdict.startswith("E2 priority: FAIL bg128.hp1024: nothing admitted for 10.0.1."), verdict
+    assert verdict.count("nothing admitted") == len(e2.BACKGROUND_SIZES) * 2  # every point, each said
+    assert "stopped" not in verdict and min(port.asked) == 1
+    record = json.loads((results / "short" / "E2.json").read_text())
+    assert all(p["admitted_Bps"] == 0 and p["nothing_admitted"] for p in record["data"]["points"])
 
 
 def test_e2_stopped_by_a_switch_error_says_so_with_its_phase(
