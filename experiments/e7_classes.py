@@ -93,6 +93,8 @@ def refused(run: RunningNetwork, request: dict[str, Any]) -> str:
         release(run, reserve(run, request))
         return ""
     except RestError as error:
+        if error.status != 409:  # a switch's or the API's error is no refusal to judge
+            raise
         return str(error.body.get("constraint", error.body))
 
 

@@ -20,10 +20,13 @@ import pytest
 
 import experiments.harness
 from experiments import e2_priority_throughput as e2
+from experiments import e5_sequoia as e5
+from experiments import e9_best_effort as e9
 from experiments.harness import Experiment, refusal
 from topo import christie
 from topo.experiment import NothingAdmitted, channel, largest_admitted, reserve
 from topo.network import RestError, RunningNetwork
+from topo.plan import NetworkPlan
 
 
 @dataclasses.dataclass
@@ -74,8 +77,9 @@ def denial(constraint: str, would_be: int, limit: int, unit: str) -> dict[str, A
 
 
 @contextlib.contextmanager
-def controller(port: Port) -> Iterator[RunningNetwork]:
-    """A RunningNetwork of christie whose REST API is the stand-in for `port` (no Mininet)."""
+def controller(port: Port, plan: NetworkPlan | None = None) -> Iterator[RunningNetwork]:
+    """A RunningNetwork of `plan` (christie) whose REST API is the stand-in for `port` (no
+    Mininet)."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
@@ -100,7 +104,7 @@ def controller(port: Port) -> Iterator[RunningNetwork]:
     thread.start()
     try:
         yield RunningNetwork(
-            plan=christie.plan(rate_mbps=20),
+            plan=plan or christie.plan(rate_mbps=20),
             net=None,  # nothing here reaches the hosts
             controller=None,
             rest_url=f"http://127.0.0.1:{server.server_address[1]}",
@@ -269,18 +273,22 @@ def test_refusal_names_a_failed_command_with_its_error_output() -> None:
     assert refusal(error) == said
 
 
-def run_e2(port: Port, monkeypatch: pytest.MonkeyPatch) -> int:
-    """E2's own main on the stand-in controller, in place of its Mininet network."""
-    experiment = fresh(e2.EXPERIMENT)
-    monkeypatch.setattr(e2, "EXPERIMENT", experiment)
+def run_main(module: Any, port: Port, monkeypatch: pytest.MonkeyPatch) -> int:
+    """An experiment's own main on the stand-in controller, in place of its Mininet network."""
+    experiment = fresh(module.EXPERIMENT)
+    monkeypatch.setattr(module, "EXPERIMENT", experiment)
 
     @contextlib.contextmanager
-    def network(_plan: object, **_kwargs: object) -> Iterator[RunningNetwork]:
-        with controller(port) as run:
+    def network(plan: NetworkPlan, **_kwargs: object) -> Iterator[RunningNetwork]:
+        with controller(port, plan) as run:
             yield run
 
     monkeypatch.setattr(experiment, "network", network)
-    return experiment.run(e2.main, ["--short", "--switch=bmv2"])
+    return int(experiment.run(module.main, ["--short", "--switch=bmv2"]))
+
+
+def run_e2(port: Port, monkeypatch: pytest.MonkeyPatch) -> int:
+    return run_main(e2, port, monkeypatch)
 
 
 def test_e2_reports_nothing_admitted_as_its_verdict(
@@ -307,3 +315,20 @@ def test_e2_stopped_by_a_switch_error_says_so_with_its_phase(
         " POST /reservations refused (503 switch unavailable): terrapin: down"
     )
     assert (results / "short" / "E2.json").exists()
+
+
+@pytest.mark.parametrize("module", [e5, e9])
+def test_a_switch_error_where_a_refusal_is_planned_is_not_taken_for_one(
+    module: Any, results: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # E5 and E9 plan for a 409 naming a constraint; a 502 is the switch's trouble, said as such
+    # (it was "channel 1 was refused by None, not the floor" on BMv2 when another controller held
+    # the switch).
+    message = "programming terrapin failed: Not primary"
+    refused = {"error": "switch error", "switch": "terrapin", "message": message}
+    assert run_main(module, Port(1_250_000, answer=(502, refused)), monkeypatch) == 1
+    verdict = capsys.readouterr().out.splitlines()[-1]
+    assert verdict.endswith(
+        "POST /reservations refused (502 switch error): terrapin: programming terrapin failed: Not primary"
+    ), verdict
+    assert ": FAIL stopped during '" in verdict
