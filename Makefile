@@ -43,7 +43,7 @@ P4_JSON  := $(P4_OUT)/terrapin.json
 P4_INFO  := $(P4_OUT)/terrapin.p4info.txtpb
 
 .PHONY: help setup toolchain p4 controller conformance conformance-compile ptf shell test test-go \
-        bench bench-engine bench-switch bench-controller run stop demo experiments clean bmv2
+        bench bench-engine bench-switch bench-controller run stop demo experiments clean bmv2 bmv2-sources
 
 help:
 	@sed '/^$$/q' Makefile | sed 's/^# \{0,1\}//'
@@ -51,10 +51,14 @@ help:
 setup:
 	@bash scripts/setup.sh
 
-# p4lang's simple_switch_grpc, simple_switch and simple_switch_CLI from ../shared/oracle, into
-# build/oracle/bin (cached: a second run is a no-op).
+# p4lang's simple_switch_grpc, simple_switch and simple_switch_CLI into build/oracle/bin (cached: a
+# second run is a no-op), from ORACLE=DIR, ../shared/oracle, or else the projects' public archives
+# (fetched and verified: bmv2-sources does only that; BMV2_ARCHIVES=URL names another server).
 bmv2:
 	@bash scripts/build-bmv2.sh
+
+bmv2-sources:
+	@bash scripts/build-bmv2.sh --sources-only
 
 toolchain:
 	@mkdir -p $(BIN)

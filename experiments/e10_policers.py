@@ -287,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
         " on christie's 100 Mbit/s links, as in the seed"
     )
     patterns = sources(seconds)
-    runs: dict[str, dict[str, Run]] = {}
+    runs: dict[str, dict[str, Run]] = experiment.keep("runs", {})
     with experiment.network(christie.plan()) as net:
         for policer in POLICERS:
             runs[policer] = {}
@@ -325,4 +325,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(EXPERIMENT.run(main))

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 from experiments.harness import Experiment, pyplot
 from topo import christie
 from topo.experiment import (
+    NothingAdmitted,
     Traffic,
     channel,
     evenly,
@@ -71,11 +72,15 @@ class Point:
     received_Bps: float
     background_sent: int
     background_lost: int
+    nothing_admitted: str = ""  # why no rate of this size was admitted (then nothing was sent)
 
 
 def one_point(run: RunningNetwork, background: int, size: int, seconds: float, line_bps: int) -> Point:
     body = channel(run, "a1", "b1", PORT, PRIORITY, size, burst=max(4 * size, int(line_bps / 8 * JITTER_S)))
-    granted = largest_admitted(run, body, line_bps // 8)
+    try:
+        granted = largest_admitted(run, body, line_bps // 8)
+    except NothingAdmitted as refused:
+        return Point(background, size, 0, 0, 0, 0.0, 0, 0, nothing_admitted=str(refused))
     rate = int(granted["allocation"]["rate"])
     try:
         with Traffic(run, EXPERIMENT.work / f"bg{background}-hp{size}") as traffic:
@@ -120,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         f" channel's burst covers {JITTER_S * 1000:g} ms at the line rate (the host's scheduling jitter)"
     )
     line_bps = int(line_mbps * 1_000_000)
-    points: list[Point] = []
+    points: list[Point] = experiment.keep("points", [])
     with experiment.network(christie.plan(rate_mbps=line_mbps)) as run:
         for background in BACKGROUND_SIZES:
             for size in sizes:
@@ -133,6 +138,9 @@ def main(argv: list[str] | None = None) -> int:
         if p.size == 4500 and p.background in (128, 4500):
             seed = "28 Mbit/s" if p.background == 128 else "~40 Mbit/s"
         experiment.figure(f"{key}.admitted_mbps", p.admitted_Bps * 8 / 1e6)
+        if p.nothing_admitted:
+            problems.append(f"{key}: {p.nothing_admitted}")
+            continue
         experiment.figure(f"{key}.received_mbps", p.received_Bps * 8 / 1e6, seed=seed)
         experiment.figure(f"{key}.loss", 1 - p.received / p.sent if p.sent else 1.0, seed="0")
         experiment.figure(f"{key}.background_loss", p.background_lost / max(1, p.background_sent))
@@ -169,4 +177,4 @@ def plot(experiment: Experiment, points: list[Point], line_mbps: float) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(EXPERIMENT.run(main))

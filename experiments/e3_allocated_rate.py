@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         f" per-packet credit is a token bucket of one {MAX_PACKET_BYTES} B packet (+{UDP_IP_OVERHEAD} B"
         " headers counted) at the allocated rate"
     )
-    runs: list[RateRun] = []
+    runs: list[RateRun] = experiment.keep("runs", [])
     with experiment.network(christie.plan(rate_mbps=line)) as run:
         for mbps in RATES_MBPS:
             experiment.phase(f"video at {mbps:g} Mbit/s allocated")
@@ -289,4 +289,4 @@ def plot(experiment: Experiment, runs: list[RateRun]) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(EXPERIMENT.run(main))

@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{seconds:g} s per test (the seed: ten minutes); christie at {line:g} Mbit/s; the seed's rates,"
         " bursts and background unchanged"
     )
-    tests: list[Test] = []
+    tests: list[Test] = experiment.keep("tests", [])
     with experiment.network(christie.plan(rate_mbps=line)) as run:
         video = reserve(run, body(run, "a1", VIDEO_PORT, VIDEO))
         file = reserve(run, body(run, "a2", FILE_PORT, FILE))
@@ -206,4 +206,4 @@ def plot(experiment: Experiment, tests: list[Test]) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(EXPERIMENT.run(main))

@@ -134,8 +134,10 @@ def main(argv: list[str] | None = None) -> int:
         " the forwarding of the message through the switches and their punts to the controller"
     )
     problems: list[str] = []
-    results: dict[str, dict[int, list[float]]] = {"rest": {}, "inband": {}}
-    admission_ms: dict[str, dict[int, float]] = {"rest": {}, "inband": {}}
+    results: dict[str, dict[int, list[float]]] = experiment.keep("setups_ms", {"rest": {}, "inband": {}})
+    admission_ms: dict[str, dict[int, float]] = experiment.keep(
+        "admission_ms_per_setup", {"rest": {}, "inband": {}}
+    )
     with experiment.network(sequoia.plan()) as run:
         for hops, destination in enumerate(DESTINATIONS, start=1):
             experiment.phase(f"REST set-ups over {hops} hop(s)")
@@ -192,4 +194,4 @@ def plot(experiment: Experiment, results: dict[str, dict[int, list[float]]]) -> 
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(EXPERIMENT.run(main))

@@ -10,6 +10,14 @@ progress, its plots, build/results/E<n>.json and the last line, `E<n> <name>: pa
         ...
     experiment.figure("reserved.loss", 0.0, seed="0 (Fig. 5b)")
     return experiment.finish(problems)            # the exit code
+
+    if __name__ == "__main__":
+        sys.exit(EXPERIMENT.run(main))            # an unplanned answer is a FAIL verdict too
+
+An answer the script did not plan for — a denial, a 422, a switch's error, any exception — ends
+the experiment with `E<n> <name>: FAIL stopped during <phase>: <what was refused and why>`, the
+figures printed so far and what it `keep`s (its measurements as they accumulate) in the JSON;
+`make experiments` goes on to the next.
 """
 
 from __future__ import annotations
@@ -22,14 +30,16 @@ import os
 import shlex
 import shutil
 import signal
+import subprocess
 import sys
 import time
+import traceback
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from topo.network import PID_DIR, RunningNetwork, running, wait_ready
+from topo.network import PID_DIR, RestError, RunningNetwork, running, wait_ready
 from topo.p4switch import REPO
 from topo.plan import NetworkPlan
 from topo.rtwire import wire_first
@@ -40,6 +50,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure as PlotFigure
 
 RESULTS = REPO / "build" / "results"
+_T = TypeVar("_T")
 
 
 def results_dir(short: bool) -> Path:
@@ -73,6 +84,10 @@ class Experiment:
     args: argparse.Namespace = field(default_factory=argparse.Namespace)
     started: float = field(default_factory=time.time)
     _witnessed: list[list[Stalls]] = field(default_factory=list)  # each network's, once it ended
+    # what the experiment measured so far (keep), reported if it stops before its verdict
+    gathered: dict[str, Any] = field(default_factory=dict)
+    current_phase: str = ""
+    _verdict_given: bool = False
 
     @property
     def tag(self) -> str:
@@ -179,7 +194,37 @@ class Experiment:
     # ---- reporting -------------------------------------------------------------------------------
 
     def phase(self, what: str) -> None:
+        self.current_phase = what
         print(f"{PHASE}{what}", flush=True)
+
+    def keep(self, name: str, measurements: _T) -> _T:
+        """Registers `measurements` (a list or dict the experiment fills as it goes) under `name`:
+        if the experiment stops on an answer it did not plan for, what they hold by then is
+        printed and written with the FAIL verdict (run)."""
+        self.gathered[name] = measurements
+        return measurements
+
+    def run(self, main: Callable[[list[str] | None], int], argv: list[str] | None = None) -> int:
+        """`main(argv)`'s exit code; an exception from it (a denial it did not plan for, a 422, a
+        switch's error, a sender that failed) is a FAIL verdict naming what was refused and why,
+        with the figures printed so far and what was kept, so that a run of all ten still
+        reports this one and goes on (issue 22). The network has been torn down by then: the
+        exception left its `with` block."""
+        try:
+            return main(argv)
+        except Exception as error:
+            if self._verdict_given or not hasattr(self.args, "switch"):
+                raise  # before parse() nothing is known to report; after finish() it is reported
+            traceback.print_exc(file=sys.stdout)  # where it happened, in E<n>.log
+            what = refusal(error)
+            for name, measurements in self.gathered.items():
+                text = json.dumps(jsonable(measurements), default=str)
+                self.figure(f"so_far.{name}", text if len(text) <= 2000 else text[:2000] + " ...")
+            during = f" during {self.current_phase!r}" if self.current_phase else ""
+            stopped = {"phase": self.current_phase, "error": what, "exception": type(error).__name__}
+            return self.finish(
+                [f"stopped{during}: {what}"], {"stopped": stopped, "so_far": jsonable(self.gathered)}
+            )
 
     def note_scale(self, text: str) -> None:
         """How this run departs from the seed's setting, and why; printed and reported."""
@@ -198,7 +243,7 @@ class Experiment:
         path = results_dir(self.short) / f"{self.tag}-{what}.png"
         path.parent.mkdir(parents=True, exist_ok=True)
         self.plots.append(path.name)
-        print(f"plot: {path.relative_to(REPO)}", flush=True)
+        print(f"plot: {path.relative_to(REPO) if path.is_relative_to(REPO) else path}", flush=True)
         return path
 
     def save_plot(self, fig: PlotFigure, what: str) -> None:
@@ -237,10 +282,70 @@ class Experiment:
             "problems": problems,
             "data": data or {},
         }
+        self._verdict_given = True
+        results_dir(self.short).mkdir(parents=True, exist_ok=True)  # a run stopped early made none
         (results_dir(self.short) / f"{self.tag}.json").write_text(json.dumps(record, indent=1, default=str))
         line = f"{self.tag} {self.name}: {verdict}"
         print(line if not problems else f"{line} {'; '.join(problems)}", flush=True)
         return 0 if not problems else 1
+
+
+def refusal(error: BaseException) -> str:
+    """What an answer nobody planned for refused, and why, in one line: the call and its status
+    with the controller's own words (each violated constraint of a denial, each invalid field
+    of a 422, the switch and its message of a 502/503), or the exception's type and text."""
+    if isinstance(error, RestError):
+        body = error.body
+        label = str(body.get("error", "")) if isinstance(body, dict) else ""
+        call = f"{error.method} {error.path} refused ({error.status}{' ' + label if label else ''})"
+        return f"{call}: {_why(body)}"
+    if isinstance(error, subprocess.CalledProcessError):
+        output = error.stderr or error.output or b""
+        text = output.decode(errors="replace") if isinstance(output, bytes) else str(output)
+        tail = " ".join(text.strip().splitlines()[-3:])
+        command = error.cmd if isinstance(error.cmd, str) else shlex.join(str(c) for c in error.cmd)
+        return f"`{command}` failed with exit status {error.returncode}" + (f": {tail}" if tail else "")
+    return f"{type(error).__name__}: {error}"
+
+
+def _why(body: Any) -> str:
+    if not isinstance(body, dict):
+        return str(body)
+    if body.get("error") == "admission denied":
+        # The message names the first constraint; the others that failed too are listed by name.
+        named = {str(v.get("constraint")) for v in body.get("violations", [])}
+        others = sorted(named - {str(body.get("constraint"))})
+        return str(body.get("message")) + (f" (also {', '.join(others)})" if others else "")
+    detail = body.get("detail")
+    if isinstance(detail, list) and all(isinstance(d, dict) and "field" in d for d in detail):
+        return "; ".join(f"{d['field']}: {d.get('message')}" for d in detail)
+    if "switch" in body and "message" in body:
+        return f"{body['switch']}: {body['message']}"
+    for key in ("message", "detail"):
+        if body.get(key):
+            return str(body[key])
+    return json.dumps(body)
+
+
+# A kept measurement's per-packet lists (thousands of timestamps) are cut to this many items in a
+# stopped experiment's record: it says what was measured, the logs keep the rest.
+LIST_ITEMS_KEPT = 20
+
+
+def jsonable(value: Any) -> Any:
+    """`value` with its dataclasses as dicts and its long lists cut, for the record of an
+    experiment that stopped (anything else as str)."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return jsonable({f.name: getattr(value, f.name) for f in fields(value)})
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        if len(value) > LIST_ITEMS_KEPT:
+            return {"items": len(value), "first": [jsonable(v) for v in value[:LIST_ITEMS_KEPT]]}
+        return [jsonable(v) for v in value]
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)
 
 
 def pyplot() -> Any:

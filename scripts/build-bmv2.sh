@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
 # make bmv2: builds p4lang's reference switch (simple_switch, simple_switch_grpc, simple_switch_CLI)
-# from the unmodified source snapshots in ../shared/oracle into build/oracle/, as a test oracle.
+# from unmodified source snapshots into build/oracle/, as a test oracle.
 #
-#   bash scripts/build-bmv2.sh          (make bmv2; make test runs it too)
+#   bash scripts/build-bmv2.sh                  (make bmv2; make test runs it too)
+#   bash scripts/build-bmv2.sh --sources-only   (make bmv2-sources: find or fetch them, no build)
+#
+# The snapshots come from ORACLE=DIR if given, else ../shared/oracle, else the projects' public
+# archives: scripts/fetch_bmv2_sources.py downloads the pinned commits (BMV2_ARCHIVES=URL names
+# another server), verifies each against the SHA-256 it records and makes the same two tarballs
+# in build/oracle/archives; one that does not verify is refused and nothing is built.
 #
 # Nothing of the oracle's code enters the project: the tarballs are unpacked under build/ and
 # built there. The build is cached: a stamp names the snapshots and the flags, so a second run is
@@ -17,22 +23,54 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-oracle_src=${ORACLE:-$root/../shared/oracle}
 out=$root/build/oracle
 prefix=$out/prefix
 src=$out/src
 jobs=${JOBS:-$(nproc)}
+sources_only=0
+[[ "${1:-}" == "--sources-only" ]] && sources_only=1
+
+has_snapshots() { compgen -G "$1/behavioral-model-*.tar.gz" >/dev/null && compgen -G "$1/PI-*.tar.gz" >/dev/null; }
+built() { [[ -f "$out/.built" && -x "$out/bin/simple_switch_grpc" ]]; }
+
+if [[ -n "${ORACLE:-}" ]]; then
+    oracle_src=$ORACLE
+elif has_snapshots "$root/../shared/oracle"; then
+    oracle_src=$(cd "$root/../shared/oracle" && pwd)
+else
+    # No ../shared (anywhere outside this workplace): the same commits from their public archives,
+    # verified, unless an earlier run fetched them already.
+    oracle_src=$out/archives
+    if ! has_snapshots "$oracle_src"; then
+        echo "[bmv2] no ../shared/oracle: fetching the pinned sources (scripts/fetch_bmv2_sources.py)"
+        fetched=0
+        python3 scripts/fetch_bmv2_sources.py "$oracle_src" || fetched=$?
+        if ((fetched != 0)); then
+            # Unreachable (3): a build already made is still usable. A refused archive (1) fails.
+            if ((fetched == 3 && sources_only == 0)) && built; then
+                echo "[bmv2] could not fetch the sources; keeping the build in $out ($(cut -d' ' -f1-2 "$out/.built"))"
+                exit 0
+            fi
+            echo "bmv2: no sources to build from (ORACLE=DIR, ../shared/oracle or the public archives)" >&2
+            exit 1
+        fi
+    fi
+fi
 
 bmv2_tar=$(ls "$oracle_src"/behavioral-model-*.tar.gz 2>/dev/null | head -n1 || true)
 pi_tar=$(ls "$oracle_src"/PI-*.tar.gz 2>/dev/null | head -n1 || true)
 if [[ -z "$bmv2_tar" || -z "$pi_tar" ]]; then
     # Without the snapshots a finished build is still usable; nothing can say if it is current.
-    if [[ -f "$out/.built" && -x "$out/bin/simple_switch_grpc" ]]; then
+    if ((sources_only == 0)) && built; then
         echo "[bmv2] no oracle snapshots in $oracle_src; keeping the build in $out ($(cut -d' ' -f1-2 "$out/.built"))"
         exit 0
     fi
     echo "bmv2: no oracle snapshots in $oracle_src (expected behavioral-model-*.tar.gz and PI-*.tar.gz)" >&2
     exit 1
+fi
+if ((sources_only)); then
+    echo "[bmv2] sources: $bmv2_tar $pi_tar"
+    exit 0
 fi
 
 bmv2_flags=(--with-pi --with-thrift --disable-logging-macros --disable-elogger

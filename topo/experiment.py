@@ -582,21 +582,65 @@ def release(run: RunningNetwork, reservation: dict[str, Any]) -> None:
     rest(run, "DELETE", f"/reservations/{reservation['id']}")
 
 
+# The smallest rate POST /reservations takes (its `rate` must be > 0, bytes/s).
+SMALLEST_RATE = 1
+LARGEST_ADMITTED_TRIES = 12
+
+
+class NothingAdmitted(RuntimeError):
+    """No rate of a channel is admitted: the controller denied even the smallest it takes, or
+    named no rate shortfall to give up (a burst or a route, which a lower rate does not cure)."""
+
+    def __init__(self, body: dict[str, Any], asked: int, lowest: int, denial: dict[str, Any]) -> None:
+        why = denial.get("message") or denial.get("error") or json.dumps(denial)
+        super().__init__(
+            f"nothing admitted for {body.get('src')}->{body.get('dst')} port {body.get('dst_port')}"
+            f" (max_packet {body.get('max_packet')} B): asked {asked} B/s, denied down to {lowest} B/s:"
+            f" {why}"
+        )
+        self.asked, self.lowest, self.denial = asked, lowest, denial
+
+
 def largest_admitted(run: RunningNetwork, body: dict[str, Any], asked: int) -> dict[str, Any]:
-    """The reservation of `body` at the largest rate the controller admits: it asks for `asked`
-    bytes/s and takes each denial's largest shortfall off (a denial names every constraint that
-    failed and by how much), until one is granted."""
+    """The reservation of `body` at the largest rate the controller admits, asking `asked`
+    bytes/s first. A denial names each constraint that failed and by how much (`next_rate` says
+    how that leads to the next request). Never asks below SMALLEST_RATE; NothingAdmitted when
+    that is denied too, or when a denial names no rate shortfall to give up."""
     rate = asked
-    for _ in range(8):
+    denied: list[tuple[int, int]] = []  # (rate asked, its largest bytes/s shortfall)
+    for _ in range(LARGEST_ADMITTED_TRIES):
         status, reply = call(run, "POST", "/reservations", {**body, "rate": rate})
         if status == 201:
             granted: dict[str, Any] = reply
             return granted
-        if status != 409 or reply.get("error") != "admission denied":
+        if status != 409 or not isinstance(reply, dict) or reply.get("error") != "admission denied":
             raise RestError("POST", "/reservations", status, reply)
-        shortfall = max(v["excess"] for v in reply["violations"] if v["unit"] == "bytes/s")
-        rate -= max(1, shortfall)
-    raise RuntimeError(f"no rate below {asked} B/s was admitted for {body}")
+        shortfalls = [int(v["excess"]) for v in reply.get("violations", []) if v.get("unit") == "bytes/s"]
+        if not shortfalls or rate <= SMALLEST_RATE:
+            raise NothingAdmitted(body, asked, rate, reply)
+        denied.append((rate, max(shortfalls)))
+        rate = max(SMALLEST_RATE, next_rate(denied))
+    raise RuntimeError(
+        f"no rate of {body.get('src')}->{body.get('dst')} was admitted within {LARGEST_ADMITTED_TRIES}"
+        f" requests from {asked} B/s down to {rate} B/s"
+    )
+
+
+def next_rate(denied: list[tuple[int, int]]) -> int:
+    """The rate to ask for after the denials so far, each (rate, its shortfall). A shortfall is
+    in the port's units: the channel's bytes on a port shaped in bytes/s (terrapin-switch), but
+    on one shaped in packets/s (BMv2) each packet is charged a slot of the line, so the channel's
+    shortfall is the port's scaled by its packet size over the slot, which the client does not
+    know. So the first denial is followed by a request 1% lower, and the line through the last two
+    denials gives the rate at which the shortfall reaches zero (the shortfall grows linearly with
+    the rate); on a byte-rate port that is exactly the first rate less its shortfall."""
+    rate, shortfall = denied[-1]
+    if len(denied) == 1:
+        return rate - max(1, rate // 100)
+    before, shortfall_before = denied[-2]
+    if before > rate and shortfall_before > shortfall:
+        return rate - math.ceil(shortfall * (before - rate) / (shortfall_before - shortfall))
+    return rate - max(1, shortfall)  # the shortfall did not fall with the rate: give it up whole
 
 
 def switch_status(run: RunningNetwork, switch: str) -> dict[str, Any]:

@@ -124,7 +124,7 @@ class RestError(Exception):
 
     def __init__(self, method: str, path: str, status: int, body: Any) -> None:
         super().__init__(f"{method} {path}: {status} {json.dumps(body)}")
-        self.status, self.body = status, body
+        self.method, self.path, self.status, self.body = method, path, status, body
 
 
 def call(
