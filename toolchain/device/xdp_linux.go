@@ -3,6 +3,7 @@ package device
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 
 	"github.com/cilium/ebpf"
@@ -160,4 +161,57 @@ func ensureBPFFS() (bool, error) {
 		return false, fmt.Errorf("mount bpffs on %s: %w", bpffsPath, err)
 	}
 	return true, nil
+}
+
+// XDPRedirect is an XDP program that sends every frame arriving on one
+// interface out of another (XDP_REDIRECT), with no user space at all: the
+// benchmark's kernel-limit reference ("xdp-reflector").
+type XDPRedirect struct {
+	prog *ebpf.Program
+	lnk  link.Link
+	// Mode is the XDP mode it got: native or generic.
+	Mode string
+}
+
+// AttachXDPRedirect attaches the redirect from in to out, native mode if
+// the driver has it, else generic. A veth delivers redirected frames only
+// if its peer runs NAPI (an XDP program or GRO on the peer).
+func AttachXDPRedirect(in, out string) (*XDPRedirect, error) {
+	inIf, err := net.InterfaceByName(in)
+	if err != nil {
+		return nil, err
+	}
+	outIf, err := net.InterfaceByName(out)
+	if err != nil {
+		return nil, err
+	}
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Name: "tp_redirect", Type: ebpf.XDP, License: "GPL",
+		Instructions: asm.Instructions{
+			asm.Mov.Imm(asm.R1, int32(outIf.Index)),
+			asm.Mov.Imm(asm.R2, 0),
+			asm.FnRedirect.Call(),
+			asm.Return(),
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("XDP program: %w", err)
+	}
+	var errs []error
+	for _, m := range []xdpMode{xdpNative, xdpGeneric} {
+		l, err := link.AttachXDP(link.XDPOptions{Program: prog, Interface: inIf.Index, Flags: m.flags()})
+		if err == nil {
+			return &XDPRedirect{prog: prog, lnk: l, Mode: m.String()}, nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", m, err))
+	}
+	prog.Close()
+	return nil, errors.Join(errs...)
+}
+
+// Close detaches the program.
+func (r *XDPRedirect) Close() error {
+	err := r.lnk.Close()
+	r.prog.Close()
+	return err
 }
