@@ -90,15 +90,24 @@ func steeringInstructions(xsksFD int) asm.Instructions {
 
 // loadSteering creates the XSKMAP and program for an interface with
 // queues receive queues. The program is attached by attach.
-func loadSteering(queues int) (*xdpSteering, error) {
+// With frags, the program is marked as handling multi-buffer frames
+// (BPF_F_XDP_HAS_FRAGS), which a port needs for frames larger than a UMEM
+// chunk: the kernel refuses native XDP on a veth whose MTU exceeds a page
+// otherwise, and delivers such frames to an AF_XDP socket in pieces only to
+// a frags-aware program.
+func loadSteering(queues int, frags bool) (*xdpSteering, error) {
 	m, err := ebpf.NewMap(&ebpf.MapSpec{
 		Name: "tp_xsks", Type: ebpf.XSKMap, KeySize: 4, ValueSize: 4, MaxEntries: uint32(queues),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("XSKMAP: %w", err)
 	}
+	var flags uint32
+	if frags {
+		flags = unix.BPF_F_XDP_HAS_FRAGS
+	}
 	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
-		Name: "tp_xsk_steer", Type: ebpf.XDP, License: "GPL",
+		Name: "tp_xsk_steer", Type: ebpf.XDP, License: "GPL", Flags: flags,
 		Instructions: steeringInstructions(m.FD()),
 	})
 	if err != nil {

@@ -71,6 +71,7 @@ type xskQueue struct {
 	fd        int
 	queue     int
 	umem      []byte
+	chunk     int
 	chunkMask uint64
 	fill      ring
 	fillAddrs []uint64
@@ -92,7 +93,11 @@ type xskPort struct {
 	queues  []*xskQueue
 	cur     int       // queue being read
 	held    *xskQueue // queue of the frame returned by next
-	heldA   uint64
+	heldA   uint64    // its first chunk's address
+	heldN   int       // how many descriptors (chunks) it spans
+	// scratch assembles a frame that arrived in several chunks (ports
+	// whose MTU needs multi-buffer frames; nil otherwise).
+	scratch []byte
 	wake    int
 	pfd     []unix.PollFd
 	maxTx   int
@@ -155,15 +160,19 @@ func rxQueueCount(iface string) int {
 	return n
 }
 
-// chunkFor returns the UMEM chunk size that holds a maxFrame-byte frame
-// after the kernel's XDP headroom and the program's metadata, or 0.
-func chunkFor(maxFrame int) int {
+// chunkFor returns the UMEM chunk size for frames up to maxFrame bytes and
+// whether a frame may span several chunks (multi-buffer, XDP_USE_SG): a
+// 2048-byte chunk holds a 1500-byte MTU's frames after the kernel's XDP
+// headroom and the program's metadata; larger frames go in 4096-byte
+// chunks, in pieces when they do not fit one (jumbo MTUs, christie's
+// 4500-byte FDDI stand-in).
+func chunkFor(maxFrame int) (chunk int, multi bool) {
 	for _, c := range []int{2048, 4096} {
 		if maxFrame+unix.XDP_PACKET_HEADROOM+xdpMetaLen <= c {
-			return c
+			return c, false
 		}
 	}
-	return 0
+	return 4096, true
 }
 
 func pow2Floor(n int) int {
@@ -191,10 +200,10 @@ func openXSKPort(iface string, cfg xskConfig) (*xskPort, error) {
 	if maxFrame <= 0 {
 		maxFrame = ifi.MTU + 18
 	}
-	chunk := chunkFor(maxFrame)
-	if chunk == 0 {
-		return nil, fmt.Errorf("frames of %d bytes (MTU %d) do not fit a 4096-byte UMEM chunk", maxFrame, ifi.MTU)
+	if maxFrame > MaxFrame {
+		maxFrame = MaxFrame
 	}
+	chunk, multi := chunkFor(maxFrame)
 	ringBytes := cfg.RingBytes
 	if ringBytes <= 0 {
 		ringBytes = DefaultRingBytes
@@ -205,6 +214,9 @@ func openXSKPort(iface string, cfg xskConfig) (*xskPort, error) {
 		modes = []xdpMode{xdpNative, xdpGeneric}
 	}
 	p := &xskPort{name: iface, ifindex: ifi.Index, wake: -1, maxTx: maxFrame, minTx: 14}
+	if multi {
+		p.scratch = make([]byte, xdpMetaLen+maxFrame)
+	}
 	ok := false
 	defer func() {
 		if !ok {
@@ -220,12 +232,12 @@ func openXSKPort(iface string, cfg xskConfig) (*xskPort, error) {
 		} else if mounted {
 			cfg.Log.Info("mounted bpffs", "path", bpffsPath)
 		}
-		if p.steer, err = loadSteering(nq); err != nil {
+		if p.steer, err = loadSteering(nq, multi); err != nil {
 			return nil, err
 		}
 	}
 	for qi := 0; qi < nq; qi++ {
-		q, err := openXSKQueue(ifi.Index, qi, chunk, rxFrames)
+		q, err := openXSKQueue(ifi.Index, qi, chunk, rxFrames, multi)
 		if err != nil {
 			return nil, fmt.Errorf("queue %d: %w", qi, err)
 		}
@@ -266,12 +278,12 @@ func openXSKPort(iface string, cfg xskConfig) (*xskPort, error) {
 }
 
 // openXSKQueue creates the socket and UMEM for one queue and binds it.
-func openXSKQueue(ifindex, queue, chunk, rxFrames int) (*xskQueue, error) {
+func openXSKQueue(ifindex, queue, chunk, rxFrames int, multi bool) (*xskQueue, error) {
 	fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("AF_XDP socket: %w", err)
 	}
-	q := &xskQueue{fd: fd, queue: queue, chunkMask: ^uint64(chunk - 1)}
+	q := &xskQueue{fd: fd, queue: queue, chunkMask: ^uint64(chunk - 1), chunk: chunk}
 	ok := false
 	defer func() {
 		if !ok {
@@ -328,7 +340,11 @@ func openXSKQueue(ifindex, queue, chunk, rxFrames int) (*xskQueue, error) {
 	}
 	// Best effort (kernel 6.17+): more frames per transmit kick.
 	_ = unix.SetsockoptInt(fd, unix.SOL_XDP, unix.XDP_MAX_TX_SKB_BUDGET, xskTxBudget)
-	sa := &unix.SockaddrXDP{Flags: unix.XDP_USE_NEED_WAKEUP, Ifindex: uint32(ifindex), QueueID: uint32(queue)}
+	flags := uint16(unix.XDP_USE_NEED_WAKEUP)
+	if multi {
+		flags |= unix.XDP_USE_SG
+	}
+	sa := &unix.SockaddrXDP{Flags: flags, Ifindex: uint32(ifindex), QueueID: uint32(queue)}
 	if err := unix.Bind(fd, sa); err != nil {
 		return nil, fmt.Errorf("bind AF_XDP socket to queue %d: %w", queue, err)
 	}
@@ -362,13 +378,29 @@ func (q *xskQueue) peekRx() (unix.XDPDesc, bool) {
 	return q.rxDescs[r.cachedCons&r.mask], true
 }
 
-// releaseRx consumes the descriptor peekRx returned and gives its frame
-// back to the fill ring.
-func (q *xskQueue) releaseRx(addr uint64) {
-	q.rx.cachedCons++
-	q.fillAddrs[q.fill.cachedProd&q.fill.mask] = addr & q.chunkMask
-	q.fill.cachedProd++
-	q.pending++
+// rxDescAt returns the i-th received descriptor after the next one, if
+// the kernel has produced it (the pieces of a multi-buffer frame).
+func (q *xskQueue) rxDescAt(i uint32) (unix.XDPDesc, bool) {
+	r := &q.rx
+	if r.cachedProd-r.cachedCons <= i {
+		r.cachedProd = atomic.LoadUint32(r.producer)
+		if r.cachedProd-r.cachedCons <= i {
+			return unix.XDPDesc{}, false
+		}
+	}
+	return q.rxDescs[(r.cachedCons+i)&r.mask], true
+}
+
+// releaseRx consumes n descriptors (one frame) and gives their chunks back
+// to the fill ring.
+func (q *xskQueue) releaseRx(n int) {
+	for i := 0; i < n; i++ {
+		addr := q.rxDescs[q.rx.cachedCons&q.rx.mask].Addr
+		q.rx.cachedCons++
+		q.fillAddrs[q.fill.cachedProd&q.fill.mask] = addr & q.chunkMask
+		q.fill.cachedProd++
+	}
+	q.pending += n
 	if q.pending >= xskPublishEvery {
 		q.publishRx()
 	}
@@ -407,20 +439,30 @@ func (q *xskQueue) send(frames [][]byte) int {
 	t := &q.tx
 	n := 0
 	for _, f := range frames {
-		if len(q.free) == 0 {
+		// A frame longer than a chunk goes in pieces (multi-buffer), each
+		// but the last marked XDP_PKT_CONTD.
+		pieces := (len(f) + q.chunk - 1) / q.chunk
+		if len(q.free) < pieces {
 			break
 		}
-		if t.cachedProd-t.cachedCons == t.size {
+		if t.size-(t.cachedProd-t.cachedCons) < uint32(pieces) {
 			t.cachedCons = atomic.LoadUint32(t.consumer)
-			if t.cachedProd-t.cachedCons == t.size {
+			if t.size-(t.cachedProd-t.cachedCons) < uint32(pieces) {
 				break
 			}
 		}
-		a := q.free[len(q.free)-1]
-		q.free = q.free[:len(q.free)-1]
-		copy(q.umem[a:], f)
-		q.txDescs[t.cachedProd&t.mask] = unix.XDPDesc{Addr: a, Len: uint32(len(f))}
-		t.cachedProd++
+		for off := 0; off < len(f); off += q.chunk {
+			a := q.free[len(q.free)-1]
+			q.free = q.free[:len(q.free)-1]
+			end := min(off+q.chunk, len(f))
+			copy(q.umem[a:], f[off:end])
+			d := unix.XDPDesc{Addr: a, Len: uint32(end - off)}
+			if end < len(f) {
+				d.Options = unix.XDP_PKT_CONTD
+			}
+			q.txDescs[t.cachedProd&t.mask] = d
+			t.cachedProd++
+		}
 		n++
 	}
 	if n > 0 {
@@ -488,8 +530,14 @@ func (p *xskPort) next() (rxFrame, bool) {
 	for range p.queues {
 		q := p.queues[p.cur]
 		if d, ok := q.peekRx(); ok {
-			p.held, p.heldA = q, d.Addr
 			f := rxFrame{data: q.umem[d.Addr : d.Addr+uint64(d.Len) : d.Addr+uint64(d.Len)], wireLen: int(d.Len)}
+			n := 1
+			if d.Options&unix.XDP_PKT_CONTD != 0 {
+				if f, n, ok = p.gather(q, f); !ok {
+					return rxFrame{}, false
+				}
+			}
+			p.held, p.heldA, p.heldN = q, d.Addr, n
 			if d.Addr&^q.chunkMask >= xdpMetaLen {
 				if ts := *(*int64)(unsafe.Pointer(&q.umem[d.Addr-xdpMetaLen])); ts > 0 {
 					f.tsNs = ts + p.monoToReal
@@ -505,6 +553,33 @@ func (p *xskPort) next() (rxFrame, bool) {
 	return rxFrame{}, false
 }
 
+// gather copies a frame that arrived in several chunks into p.scratch;
+// first is its first piece. It returns the frame and how many descriptors
+// it took, or ok=false if the kernel has not produced them all yet (it
+// publishes a frame's pieces together, so this is not expected). A frame
+// longer than the scratch (never, with the port's MTU) is reported
+// truncated: wireLen beyond data, which the receive path counts and drops.
+func (p *xskPort) gather(q *xskQueue, first rxFrame) (rxFrame, int, bool) {
+	buf := p.scratch
+	if buf == nil {
+		buf = make([]byte, xdpMetaLen+MaxFrame) // a port opened without multi-buffer never gets here
+		p.scratch = buf
+	}
+	n := copy(buf, first.data)
+	total := len(first.data)
+	for i := uint32(1); ; i++ {
+		d, ok := q.rxDescAt(i)
+		if !ok {
+			return rxFrame{}, 0, false
+		}
+		n += copy(buf[n:], q.umem[d.Addr:d.Addr+uint64(d.Len)])
+		total += int(d.Len)
+		if d.Options&unix.XDP_PKT_CONTD == 0 {
+			return rxFrame{data: buf[:n:n], wireLen: total}, int(i) + 1, true
+		}
+	}
+}
+
 func (p *xskPort) release() {
 	q := p.held
 	if q == nil {
@@ -515,7 +590,7 @@ func (p *xskPort) release() {
 	if p.heldA&^q.chunkMask >= xdpMetaLen {
 		*(*int64)(unsafe.Pointer(&q.umem[p.heldA-xdpMetaLen])) = 0
 	}
-	q.releaseRx(p.heldA)
+	q.releaseRx(p.heldN)
 	p.held = nil
 	if p.sinceSync++; p.sinceSync >= 1<<16 {
 		p.syncClock() // NTP slews REALTIME against MONOTONIC

@@ -36,15 +36,19 @@ func (tn *testNet) xdpAttached(t *testing.T, iface string) string {
 func TestAFXDPForwarding(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
+		mtu      int
 		modes    []xdpMode
 		wantIO   string
 		wantHook string
 	}{
-		{"native", []xdpMode{xdpNative}, "afxdp/native", "xdp"},
-		{"generic", []xdpMode{xdpGeneric}, "afxdp/generic", "xdpgeneric"},
+		{"native", 1500, []xdpMode{xdpNative}, "afxdp/native", "xdp"},
+		{"generic", 1500, []xdpMode{xdpGeneric}, "afxdp/generic", "xdpgeneric"},
+		// Frames larger than a UMEM chunk travel in pieces (multi-buffer).
+		{"native jumbo", 9000, []xdpMode{xdpNative}, "afxdp/native", "xdp"},
+		{"generic jumbo", 9000, []xdpMode{xdpGeneric}, "afxdp/generic", "xdpgeneric"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tn := newTestNet(t, 2, 1500)
+			tn := newTestNet(t, 2, tc.mtu)
 			d := tn.newDevice(t, Config{IO: IOAFXDP, xdpModes: tc.modes})
 			d.SetPipeline(crossConnect(2))
 			h1, h2 := tn.hostSocket(t, 1), tn.hostSocket(t, 2)
@@ -67,10 +71,19 @@ func TestAFXDPForwarding(t *testing.T) {
 			if got := tn.xdpAttached(t, tn.sw(1)); got != tc.wantHook {
 				t.Errorf("while running: XDP hook %q, want %q", got, tc.wantHook)
 			}
-			for i, c := range []struct {
+			sizes := []int{60, 1514}
+			if tc.mtu > 1500 {
+				sizes = []int{60, 4518, tc.mtu + 14}
+			}
+			type send struct {
 				from, to *hostSock
 				size     int
-			}{{h1, h2, 60}, {h1, h2, 1514}, {h2, h1, 60}, {h2, h1, 1514}} {
+			}
+			var sends []send
+			for _, n := range sizes {
+				sends = append(sends, send{h1, h2, n}, send{h2, h1, n})
+			}
+			for i, c := range sends {
 				f := testFrame(c.size, uint32(i), 0)
 				c.from.send(t, f)
 				got, _ := c.to.recv(t, 2*time.Second)
@@ -80,8 +93,8 @@ func TestAFXDPForwarding(t *testing.T) {
 			}
 			st := d.Stats()
 			for _, p := range st.Ports {
-				if p.RxPackets != 2 || p.TxPackets != 2 || p.TxErrors != 0 {
-					t.Errorf("port %d: rx %d tx %d tx_errors %d, want 2 2 0", p.Port, p.RxPackets, p.TxPackets, p.TxErrors)
+				if n := uint64(len(sizes)); p.RxPackets != n || p.TxPackets != n || p.TxErrors != 0 {
+					t.Errorf("port %d: rx %d tx %d tx_errors %d, want %d %d 0", p.Port, p.RxPackets, p.TxPackets, p.TxErrors, n, n)
 				}
 			}
 			cancel()
@@ -128,9 +141,16 @@ func passProgram(t *testing.T, tn *testNet, iface string) {
 	})
 }
 
+// addTun adds a TUN device (IP packets, no link-layer header) trpttun0.
+func addTun(t *testing.T, tn *testNet) {
+	run(t, "ip", "-n", tn.name, "tuntap", "add", "dev", "trpttun0", "mode", "tun")
+	run(t, "ip", "-n", tn.name, "link", "set", "trpttun0", "up")
+}
+
 // TestIOAuto checks what --io auto settles on for devices that offer
-// native XDP, only generic XDP, or no usable XDP at all, and that --io
-// afxdp refuses the last kind instead of falling back.
+// native XDP, only generic XDP, or no usable XDP at all (no Ethernet
+// header; the XDP hook held by another program), and that --io afxdp
+// refuses the last kind instead of falling back.
 func TestIOAuto(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -146,10 +166,11 @@ func TestIOAuto(t *testing.T) {
 			setup: func(t *testing.T, tn *testNet) {
 				run(t, "ip", "-n", tn.name, "link", "add", "trptbr0", "up", "type", "bridge")
 			}},
-		{name: "jumbo MTU: frames do not fit UMEM", mtu: 9000, io: IOAuto, want: "afpacket"},
+		{name: "jumbo MTU: multi-buffer", mtu: 9000, io: IOAuto, want: "afxdp/native"},
+		{name: "TUN: no Ethernet header", mtu: 1500, io: IOAuto, want: "afpacket", iface: "trpttun0", setup: addTun},
 		{name: "XDP hook taken by another program", mtu: 1500, io: IOAuto, want: "afpacket",
 			setup: func(t *testing.T, tn *testNet) { passProgram(t, tn, tn.sw(1)) }},
-		{name: "afxdp does not fall back", mtu: 9000, io: IOAFXDP, errHas: "do not fit"},
+		{name: "afxdp does not fall back", mtu: 1500, io: IOAFXDP, errHas: "not an Ethernet device", iface: "trpttun0", setup: addTun},
 		{name: "afxdp, hook taken", mtu: 1500, io: IOAFXDP, errHas: "generic XDP refused",
 			setup: func(t *testing.T, tn *testNet) { passProgram(t, tn, tn.sw(1)) }},
 		{name: "afpacket", mtu: 1500, io: IOAFPacket, want: "afpacket"},
