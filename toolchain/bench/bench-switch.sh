@@ -13,6 +13,7 @@
 #   DUTS="reflector switch-lpm" SIZES=64 bash toolchain/bench/bench-switch.sh
 #   DUTS="switch-lpm bmv2" SIZES=64 bash toolchain/bench/bench-switch.sh
 #
+# PERF_OUT=FILE records a perf profile of terrapin-switch during its first size's runs.
 # DUTS picks the rows (wire xdp-reflector afxdp-reflector reflector device-noP4
 # switch-lpm switch-lpm-afpacket bmv2; default all). terrapin-switch runs with
 # its default --io auto (AF_XDP on these veths); switch-lpm-afpacket is the
@@ -149,7 +150,16 @@ fi
 if want switch-lpm && ((compiled)); then
   if start_dut "$BIN/terrapin-switch" "$JSON" -i 1@sw1 -i 2@sw2 --grpc-server-addr 127.0.0.1:19501 --nice "$NICE" --tx "$TX_MODE" -L info --log-console $SWITCH_ARGS; then
     grep -o 'io=[a-z/]*' "$OUT/dut.log" | sort | uniq -c | sed 's/^/# switch-lpm port I\/O: /'
+    # PERF_OUT=FILE: perf record (call graphs) of the switch's threads, kernel work in their
+    # context included, for PERF_SECONDS from the start of its first size's saturation trial
+    # and zero-loss search (perf report -i FILE --no-children --sort sym).
+    perf_pid=""
+    if [[ -n ${PERF_OUT:-} ]]; then
+      perf record -g -p "${PIDS[-1]}" -o "$PERF_OUT" -- sleep "${PERF_SECONDS:-5}" >"$OUT/perf.log" 2>&1 &
+      perf_pid=$!
+    fi
     bench switch-lpm gen1 gen2
+    [[ -z $perf_pid ]] || wait "$perf_pid" || true
     fixed_rate switch-lpm gen1 gen2
     stop_dut
   fi
