@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -52,6 +53,9 @@ const (
 	// xskTxBudget is how many frames one transmit kick may send in copy
 	// mode (the kernel's default is 32): fewer sendto calls per batch.
 	xskTxBudget = 256
+	// xskBindTries × 10 ms is how long a bind waits for a queue that a
+	// closed socket still holds.
+	xskBindTries = 100
 	// xskKicks bounds the kicks for one batch while the kernel makes
 	// progress; what is left goes with the next batch's kick.
 	xskKicks = 16
@@ -345,8 +349,19 @@ func openXSKQueue(ifindex, queue, chunk, rxFrames int, multi bool) (*xskQueue, e
 		flags |= unix.XDP_USE_SG
 	}
 	sa := &unix.SockaddrXDP{Flags: flags, Ifindex: uint32(ifindex), QueueID: uint32(queue)}
-	if err := unix.Bind(fd, sa); err != nil {
-		return nil, fmt.Errorf("bind AF_XDP socket to queue %d: %w", queue, err)
+	// A socket just closed on this queue (a restarted switch, the
+	// benchmark's next generator) holds it until the kernel's deferred
+	// teardown runs: EBUSY for a few milliseconds. Wait for it rather than
+	// fall back to AF_PACKET.
+	var err2 error
+	for try := 0; try < xskBindTries; try++ {
+		if err2 = unix.Bind(fd, sa); !errors.Is(err2, unix.EBUSY) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err2 != nil {
+		return nil, fmt.Errorf("bind AF_XDP socket to queue %d: %w", queue, err2)
 	}
 	ok = true
 	return q, nil
