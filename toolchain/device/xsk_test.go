@@ -91,9 +91,23 @@ func TestAFXDPForwarding(t *testing.T) {
 					t.Fatalf("frame %d (%d bytes): got %d bytes back, want it unchanged", i, c.size, len(got))
 				}
 			}
-			st := d.Stats()
-			for _, p := range st.Ports {
-				if n := uint64(len(sizes)); p.RxPackets != n || p.TxPackets != n || p.TxErrors != 0 {
+			// The transmitting thread counts a frame after sendto returns,
+			// which can be after the host has it.
+			n := uint64(len(sizes))
+			counted := func() bool {
+				for _, p := range d.Stats().Ports {
+					if p.RxPackets != n || p.TxPackets != n || p.TxErrors != 0 {
+						return false
+					}
+				}
+				return true
+			}
+			deadline := time.Now().Add(2 * time.Second)
+			for !counted() && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond)
+			}
+			for _, p := range d.Stats().Ports {
+				if p.RxPackets != n || p.TxPackets != n || p.TxErrors != 0 {
 					t.Errorf("port %d: rx %d tx %d tx_errors %d, want %d %d 0", p.Port, p.RxPackets, p.TxPackets, p.TxErrors, n, n)
 				}
 			}
