@@ -10,6 +10,7 @@
 #   PTF_TESTS="dp_routing dp_arp.GatewayArpIsAnswered" bash ptf-tests/run.sh   # a subset
 #   PTF_SWITCHES="bmv2" bash ptf-tests/run.sh                   # one switch (make ptf SWITCH=bmv2)
 #   PTF_LOGDIR=/tmp/x bash ptf-tests/run.sh                                   # logs elsewhere
+#   TERRAPIN_SWITCH_ARGS="--io afpacket" bash ptf-tests/run.sh             # extra terrapin-switch flags
 #
 # Without PTF_SWITCHES both switches run; BMv2 missing is then a printed note, not a failure.
 # A switch named in PTF_SWITCHES that is missing counts its tests as failed.
@@ -215,7 +216,7 @@ main() {
 
     if [[ " $switches " == *" terrapin "* ]]; then
         run_suite terrapin "$GRPC_PORT_TERRAPIN" \
-            "$ROOT/build/bin/terrapin-switch" "${switch_ifaces[@]}" --no-p4 -- \
+            "$ROOT/build/bin/terrapin-switch" "${switch_ifaces[@]}" --no-p4 ${TERRAPIN_SWITCH_ARGS:-} -- \
             --grpc-server-addr "127.0.0.1:$GRPC_PORT_TERRAPIN" --cpu-port 255 --priority-queues 8 \
             --port-rate "$RATE_LIMITED_PORT:$RATE_LIMITED_BPS"
     fi

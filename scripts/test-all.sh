@@ -132,7 +132,16 @@ on_bmv2() {
     "$@"
 }
 
+# The device's netns tests again on AF_XDP (the go suite runs them on AF_PACKET, the device
+# package's default; terrapin-switch defaults to --io auto, AF_XDP on veths): queues, pacing,
+# queueing metadata, meters at arrival, packet-in/out on the other I/O path. Tests whose veths
+# have a jumbo MTU stay on AF_PACKET (frames too long for AF_XDP). ~15 s.
+go_device_afxdp() {
+    (cd toolchain && TERRAPIN_TEST_IO=auto "$GO" test -json -count=1 ./device/ 2>&1) |
+        "$PY" scripts/count_go_tests.py
+}
 want go            && run_counted go go_unit
+want go-afxdp      && run_counted go-afxdp go_device_afxdp
 want fuzz          && run_counted fuzz go_fuzz
 want conformance   && run_counted conformance make --no-print-directory conformance JSON=ours VIA=engine
 want conformance   && run_counted conformance-p4c make --no-print-directory conformance JSON=p4c VIA=engine
@@ -143,7 +152,14 @@ want conformance-compile && run_counted conformance-compile make --no-print-dire
 want python-lint   && run_counted python-lint python_checks
 want scripts       && run_counted scripts pytest_suite scripts/tests
 want controller    && run_counted controller pytest_suite controller/tests -m "not bmv2"
-want ptf           && run_counted ptf make --no-print-directory ptf SWITCH=terrapin
+# PTF on AF_XDP (--io afxdp: the switch refuses to start rather than fall back, so the suite
+# cannot pass on AF_PACKET unnoticed), then its I/O-facing tests (packet-in/out, queues and
+# pacing, routing, malformed frames, ARP) on AF_PACKET: ~30 s.
+want ptf           && run_counted ptf env TERRAPIN_SWITCH_ARGS="--io afxdp" \
+    make --no-print-directory ptf SWITCH=terrapin
+want ptf-afpacket  && run_counted ptf-afpacket env TERRAPIN_SWITCH_ARGS="--io afpacket" \
+    PTF_LOGDIR="$root/build/ptf-afpacket" PTF_TESTS="dp_controller_io dp_queues dp_routing dp_malformed dp_arp" \
+    make --no-print-directory ptf SWITCH=terrapin
 want topo          && run_counted topo pytest_suite topo/tests -m "not bmv2"
 # The seeds' experiments, shortened (docs/experiments.md): each verdict is a guarantee the system
 # makes, so a regression in one fails here. terrapin-switch only: on BMv2 they take several times

@@ -3,8 +3,10 @@ module github.com/terrapin/terrapin/toolchain
 go 1.26.0
 
 require (
+	github.com/cilium/ebpf v0.22.0
 	github.com/p4lang/p4runtime v1.4.1
 	golang.org/x/sys v0.49.0
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20261019180522-ce908d29299b
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
 )
@@ -12,5 +14,4 @@ require (
 require (
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
-	google.golang.org/genproto/googleapis/rpc v0.0.0-20261019180522-ce908d29299b // indirect
 )

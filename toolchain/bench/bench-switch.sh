@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Benchmark of terrapin-switch (a benchmark, not a test): forwarded packets/s
 # at zero loss and at saturation, and one-way latency at 10/50/90% of the
-# zero-loss rate, for 64/512/1500-byte frames, beside the same figures for a
-# minimal AF_PACKET forwarder (the I/O limit of this machine) and for p4lang's
+# zero-loss rate, for 64/512/1500-byte frames, beside the same figures for
+# the limits of this machine's I/O — an XDP program redirecting from one veth
+# to the other (no user space: xdp-reflector), a minimal AF_XDP forwarder
+# (afxdp-reflector) and a minimal AF_PACKET one (reflector) — and for p4lang's
 # simple_switch_grpc running the same program, with the ratios; and p50/p99
 # latency of every row at one fixed rate (FIXED_PPS, 10,000 frames/s).
 #
@@ -11,7 +13,13 @@
 #   DUTS="reflector switch-lpm" SIZES=64 bash toolchain/bench/bench-switch.sh
 #   DUTS="switch-lpm bmv2" SIZES=64 bash toolchain/bench/bench-switch.sh
 #
-# DUTS picks the rows (wire reflector device-noP4 switch-lpm bmv2; default all).
+# PERF_OUT=FILE records a perf profile of terrapin-switch during its first size's runs.
+# DUTS picks the rows (wire xdp-reflector afxdp-reflector reflector device-noP4
+# switch-lpm switch-lpm-afpacket bmv2; default all). terrapin-switch runs with
+# its default --io auto (AF_XDP on these veths); switch-lpm-afpacket is the
+# same with --io afpacket. GEN_IO is the generator's and sink's I/O (default
+# afxdp: AF_XDP sends faster than AF_PACKET's ~520,000 frames/s here, which
+# the XDP reflector outruns; afpacket gives the earlier harness).
 # bmv2 is simple_switch_grpc as scripts/bmv2-bin.sh finds it (PATH, else make
 # bmv2's build/oracle); the row is left out, saying so, when there is neither.
 # Needs root. Builds its own namespaces and veths (tdevb*), removed on exit,
@@ -23,7 +31,8 @@ BIN=${BIN:-$ROOT/build/bin}
 SIZES=${SIZES:-64,512,1500}
 TRIAL=${TRIAL:-1s}
 STEPS=${STEPS:-7}
-DUTS=${DUTS:-wire reflector device-noP4 switch-lpm bmv2}
+DUTS=${DUTS:-wire xdp-reflector afxdp-reflector reflector device-noP4 switch-lpm switch-lpm-afpacket bmv2}
+GEN_IO=${GEN_IO:-afxdp}        # generator and sink I/O (afxdp|afpacket)
 FIXED_PPS=${FIXED_PPS:-10000}  # the rate of every row's fixed-rate latency run
 RT_PRIORITY=${RT_PRIORITY:-10} # SCHED_FIFO priority of the switch-lpm-rt and bmv2-rt latency rows (0: none)
 BMV2=${BMV2:-$(bash scripts/bmv2-bin.sh simple_switch_grpc 2>/dev/null || true)}  # PATH, else make bmv2's
@@ -68,10 +77,10 @@ for l in sw1 sw2; do ip -n $NS_SW link set $l up; done
 
 TG="$BIN/terrapin-trafgen"
 bench() { # label tx rx
-  ip netns exec $NS_GEN "$TG" bench --tx "$2" --rx "$3" --label "$1" --sizes "$SIZES" --trial "$TRIAL" --steps "$STEPS" --tx-mode "$TX_MODE" | tee -a "$OUT/results.txt"
+  ip netns exec $NS_GEN "$TG" bench --tx "$2" --rx "$3" --label "$1" --sizes "$SIZES" --trial "$TRIAL" --steps "$STEPS" --tx-mode "$TX_MODE" --io "$GEN_IO" | tee -a "$OUT/results.txt"
 }
 fixed_rate() { # label tx rx: p50/p99 at FIXED_PPS, one trial per size
-  ip netns exec $NS_GEN "$TG" bench --tx "$2" --rx "$3" --label "$1" --sizes "$SIZES" --trial "$TRIAL" --tx-mode "$TX_MODE" --fixed-pps "$FIXED_PPS" | tee -a "$OUT/fixed.txt"
+  ip netns exec $NS_GEN "$TG" bench --tx "$2" --rx "$3" --label "$1" --sizes "$SIZES" --trial "$TRIAL" --tx-mode "$TX_MODE" --io "$GEN_IO" --fixed-pps "$FIXED_PPS" | tee -a "$OUT/fixed.txt"
 }
 start_dut() { # command...
   ip netns exec $NS_SW "$@" >"$OUT/dut.log" 2>&1 &
@@ -88,12 +97,32 @@ want() { [[ " $DUTS " == *" $1 "* ]]; }
 : >"$OUT/fixed.txt"
 echo "# machine: $(nproc) cores, $(uname -r); trial $TRIAL; sizes include FCS (veth frames are 4 bytes shorter)"
 echo "# latency columns: p50/p99 one-way, generator send call to sink ring timestamp"
-echo "# DUT forwarding threads at nice $NICE, transmit path $TX_MODE"
+echo "# DUT forwarding threads at nice $NICE, transmit path $TX_MODE (AF_PACKET rows); generator and sink I/O $GEN_IO"
 echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 if want wire; then bench wire wa wb; fixed_rate wire wa wb; fi
 
+if want xdp-reflector; then
+  # A veth delivers XDP-redirected frames only when its peer runs NAPI: an
+  # XDP program there, which the AF_XDP sink has.
+  if [[ $GEN_IO == afxdp ]]; then
+    start_dut "$TG" xdp-reflect --in sw1 --out sw2
+    bench xdp-reflector gen1 gen2
+    fixed_rate xdp-reflector gen1 gen2
+    stop_dut
+  else
+    echo "xdp-reflector: not measured: needs GEN_IO=afxdp (its sink's XDP program lets gen2 take redirected frames)"
+  fi
+fi
+
+if want afxdp-reflector; then
+  start_dut "$TG" reflect --io afxdp --in sw1 --out sw2 --nice "$NICE"
+  bench afxdp-reflector gen1 gen2
+  fixed_rate afxdp-reflector gen1 gen2
+  stop_dut
+fi
+
 if want reflector; then
-  start_dut "$TG" reflect --in sw1 --out sw2 --nice "$NICE" --tx-mode "$TX_MODE"
+  start_dut "$TG" reflect --io afpacket --in sw1 --out sw2 --nice "$NICE" --tx-mode "$TX_MODE"
   bench reflector gen1 gen2
   fixed_rate reflector gen1 gen2
   stop_dut
@@ -111,7 +140,7 @@ fi
 # JSON, the same table entries, the same run.
 JSON="$OUT/ipv4_lpm.json"
 compiled=0
-if want switch-lpm || want bmv2; then
+if want switch-lpm || want switch-lpm-afpacket || want bmv2; then
   if "$P4C" --target bmv2 --arch v1model -o "$JSON" toolchain/bench/ipv4_lpm.p4 >"$OUT/p4c.log" 2>&1; then
     compiled=1
   else
@@ -119,9 +148,26 @@ if want switch-lpm || want bmv2; then
   fi
 fi
 if want switch-lpm && ((compiled)); then
-  if start_dut "$BIN/terrapin-switch" "$JSON" -i 1@sw1 -i 2@sw2 --grpc-server-addr 127.0.0.1:19501 --nice "$NICE" --tx "$TX_MODE" $SWITCH_ARGS; then
+  if start_dut "$BIN/terrapin-switch" "$JSON" -i 1@sw1 -i 2@sw2 --grpc-server-addr 127.0.0.1:19501 --nice "$NICE" --tx "$TX_MODE" -L info --log-console $SWITCH_ARGS; then
+    grep -o 'io=[a-z/]*' "$OUT/dut.log" | sort | uniq -c | sed 's/^/# switch-lpm port I\/O: /'
+    # PERF_OUT=FILE: perf record (call graphs) of the switch's threads, kernel work in their
+    # context included, for PERF_SECONDS from the start of its first size's saturation trial
+    # and zero-loss search (perf report -i FILE --no-children --sort sym).
+    perf_pid=""
+    if [[ -n ${PERF_OUT:-} ]]; then
+      perf record -g -p "${PIDS[-1]}" -o "$PERF_OUT" -- sleep "${PERF_SECONDS:-5}" >"$OUT/perf.log" 2>&1 &
+      perf_pid=$!
+    fi
     bench switch-lpm gen1 gen2
+    [[ -z $perf_pid ]] || wait "$perf_pid" || true
     fixed_rate switch-lpm gen1 gen2
+    stop_dut
+  fi
+fi
+if want switch-lpm-afpacket && ((compiled)); then
+  if start_dut "$BIN/terrapin-switch" "$JSON" -i 1@sw1 -i 2@sw2 --grpc-server-addr 127.0.0.1:19501 --nice "$NICE" --tx "$TX_MODE" --io afpacket $SWITCH_ARGS; then
+    bench switch-lpm-afpacket gen1 gen2
+    fixed_rate switch-lpm-afpacket gen1 gen2
     stop_dut
   fi
 fi
@@ -162,15 +208,29 @@ if ((RT_PRIORITY > 0)) && ((compiled)); then
 fi
 echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-echo "# ratio to the reflector (zero-loss pps, saturation pps):"
+for ref in reflector afxdp-reflector xdp-reflector; do
+  echo "# ratio to the $ref (zero-loss pps, saturation pps):"
+  awk -v ref="$ref" '
+    { for (i = 1; i <= NF; i++) { split($i, kv, "="); v[$1, $2, kv[1]] = kv[2] } labels[$1] = 1; sizes[$2] = 1 }
+    END {
+      for (l in labels) if (l != ref && l != "wire") for (s in sizes)
+        if (v[ref, s, "zero_loss_pps"] > 0 && (l, s, "zero_loss_pps") in v)
+          printf "%-20s %-11s zero_loss %.2f  saturation %.2f\n", l, s,
+            v[l, s, "zero_loss_pps"] / v[ref, s, "zero_loss_pps"], v[l, s, "sat_pps"] / v[ref, s, "sat_pps"]
+    }' "$OUT/results.txt" | sort
+done
+# terrapin-switch (AF_XDP) against the AF_XDP reflector: the share of the
+# I/O limit the pipeline and traffic manager leave.
 awk '
-  { for (i = 1; i <= NF; i++) { split($i, kv, "="); v[$1, $2, kv[1]] = kv[2] } labels[$1] = 1; sizes[$2] = 1 }
+  { for (i = 1; i <= NF; i++) { split($i, kv, "="); v[$1, $2, kv[1]] = kv[2] } sizes[$2] = 1 }
   END {
-    for (l in labels) if (l != "reflector" && l != "wire") for (s in sizes)
-      if (v["reflector", s, "zero_loss_pps"] > 0 && (l, s, "zero_loss_pps") in v)
-        printf "%-12s %-11s zero_loss %.2f  saturation %.2f\n", l, s,
-          v[l, s, "zero_loss_pps"] / v["reflector", s, "zero_loss_pps"], v[l, s, "sat_pps"] / v["reflector", s, "sat_pps"]
-  }' "$OUT/results.txt" | sort
+    for (s in sizes) if (("switch-lpm", s, "sat_pps") in v && ("afxdp-reflector", s, "sat_pps") in v) {
+      zs = v["switch-lpm", s, "zero_loss_pps"]; zr = v["afxdp-reflector", s, "zero_loss_pps"]
+      printf "ratio switch/afxdp-reflector %-11s saturation %.2f (%d / %d pps)  zero_loss %s (%d / %d pps)\n", s,
+        v["switch-lpm", s, "sat_pps"] / v["afxdp-reflector", s, "sat_pps"], v["switch-lpm", s, "sat_pps"], v["afxdp-reflector", s, "sat_pps"],
+        (zr > 0 ? sprintf("%.2f", zs / zr) : "n/a"), zs, zr
+    }
+  }' "$OUT/results.txt" | sort -t= -k2 -n
 # terrapin-switch against p4lang's BMv2 on the same program and run.
 awk '
   { for (i = 1; i <= NF; i++) { split($i, kv, "="); v[$1, $2, kv[1]] = kv[2] } sizes[$2] = 1 }

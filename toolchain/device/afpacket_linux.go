@@ -506,6 +506,24 @@ func (s *afPacketSocket) close() {
 	}
 }
 
+// rxDrops is the kernel's ring-overflow count since the last call
+// (PACKET_STATISTICS resets on read).
+func (s *afPacketSocket) rxDrops() uint64 {
+	var st unix.TpacketStatsV3
+	l := uint32(unix.SizeofTpacketStatsV3)
+	if s.version == RingV2 {
+		l = unix.SizeofTpacketStats
+	}
+	_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(s.fd), unix.SOL_PACKET, unix.PACKET_STATISTICS,
+		uintptr(unsafe.Pointer(&st)), uintptr(unsafe.Pointer(&l)), 0)
+	if e != 0 {
+		return 0
+	}
+	return uint64(st.Drops)
+}
+
+func (s *afPacketSocket) kind() string { return "afpacket" }
+
 // linkHeaderLen is the link-layer header the kernel insists a frame sent on
 // iface carries: 14 bytes on Ethernet (including veths), none on devices
 // without one (TUN). Unknown: Ethernet's.

@@ -1,6 +1,6 @@
 // Package device turns a compiled P4 pipeline into a network device: ports
-// on Linux interfaces (AF_PACKET with PACKET_MMAP receive rings, batched
-// sendmmsg transmission), a traffic manager with strict-priority queues and
+// on Linux interfaces (AF_XDP sockets fed by an XDP program, or AF_PACKET
+// with PACKET_MMAP rings; io.go chooses), a traffic manager with strict-priority queues and
 // per-port line-rate pacing, multicast and clone replication, a CPU port
 // feeding the P4Runtime server, per-port pcap files and counters.
 //
@@ -44,6 +44,11 @@ type Config struct {
 	Ring           RingVersion // default RingV2
 	RingBytes      int         // per-port receive ring; default DefaultRingBytes
 	Tx             TxMode      // transmit path; default TxRing
+	// IO selects AF_PACKET (the zero value), AF_XDP, or the best of them
+	// per port (IOAuto; terrapin-switch's default).
+	IO IOMode
+	// xdpModes overrides the XDP attach modes AF_XDP tries (tests).
+	xdpModes []xdpMode
 	// SpinPolls is how many empty ring checks a receive loop makes (with a
 	// scheduler yield between) before it blocks in poll(2). Spinning trades
 	// CPU for latency; on 2 cores the generator needs that CPU, so the
@@ -135,7 +140,7 @@ type packetInSub struct{ fn func(frame []byte) }
 type inputPort struct {
 	num   uint16
 	iface string
-	sock  *afPacketSocket
+	sock  portIO
 	pcap  *pcapWriter
 
 	rxPackets   atomic.Uint64
@@ -172,7 +177,7 @@ type queue struct {
 type egressPort struct {
 	num   uint16
 	iface string
-	sock  *afPacketSocket // nil for the CPU port
+	sock  portIO // nil for the CPU port
 	pcap  *pcapWriter
 	cpu   bool
 
@@ -253,9 +258,10 @@ func New(cfg Config) (*Device, error) {
 		if mtu > 9000 {
 			mtu = 9000
 		}
-		sock, err := openAFPacket(pc.Iface, socketConfig{
-			Version: cfg.Ring, RingBytes: cfg.RingBytes, MaxFrame: mtu + 18,
-			TxBatch: txBatch, IgnoreOutgoing: true, Tx: cfg.Tx,
+		sock, err := openPortIO(pc.Iface, portOpenConfig{
+			IO: cfg.IO, Ring: cfg.Ring, RingBytes: cfg.RingBytes, MaxFrame: mtu + 18,
+			TxBatch: txBatch, IgnoreOutgoing: true, Tx: cfg.Tx, Log: cfg.Logger,
+			xdpModes: cfg.xdpModes,
 		})
 		if err != nil {
 			return nil, err

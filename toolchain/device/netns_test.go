@@ -28,6 +28,17 @@ import (
 
 var nsCounter atomic.Int32
 
+// testIO is the I/O the netns tests' devices use unless a test sets one:
+// TERRAPIN_TEST_IO=afxdp|auto|afpacket (default afpacket), so that the
+// same tests cover both I/O paths (make test runs a selection on auto).
+var testIO = func() IOMode {
+	m, err := ParseIOMode(os.Getenv("TERRAPIN_TEST_IO"))
+	if err != nil || os.Getenv("TERRAPIN_TEST_IO") == "" {
+		return IOAFPacket
+	}
+	return m
+}()
+
 func TestMain(m *testing.M) {
 	sweepStaleNamespaces()
 	os.Exit(m.Run())
@@ -161,6 +172,9 @@ func (tn *testNet) newDevice(t testing.TB, cfg Config) *Device {
 		for i := 1; i <= tn.pairs; i++ {
 			cfg.Ports = append(cfg.Ports, PortConfig{Num: uint16(i), Iface: tn.sw(i)})
 		}
+	}
+	if cfg.IO == IOAFPacket {
+		cfg.IO = testIO
 	}
 	var d *Device
 	tn.do(t, func() error {

@@ -1,10 +1,12 @@
 package device
 
+import "fmt"
+
 // RawPort exposes the device's socket layer (receive ring, batched send)
 // without a pipeline. The benchmark's traffic generator, sink and reference
 // reflector use it, so that "the I/O limit" is measured with exactly the
 // I/O the switch uses.
-type RawPort struct{ s *afPacketSocket }
+type RawPort struct{ s portIO }
 
 // RawPortConfig configures OpenRawPort.
 type RawPortConfig struct {
@@ -15,6 +17,12 @@ type RawPortConfig struct {
 	SeeOwn bool
 	// Tx is the transmit path (default TxRing, as the switch's).
 	Tx TxMode
+	// IO is AF_PACKET (default) or AF_XDP (native XDP, else generic);
+	// IOAuto falls back as the switch's ports do.
+	IO IOMode
+	// NoSteering opens an AF_XDP port for transmitting only: no XDP
+	// program, so the interface's received frames go to the stack.
+	NoSteering bool
 }
 
 // OpenRawPort opens iface (in the caller's network namespace).
@@ -26,7 +34,14 @@ func OpenRawPort(iface string, cfg RawPortConfig) (*RawPort, error) {
 	if mtu > 9000 {
 		mtu = 9000
 	}
-	s, err := openAFPacket(iface, socketConfig{Version: cfg.Ring, RingBytes: cfg.RingBytes, MaxFrame: mtu + 18, TxBatch: 64, IgnoreOutgoing: !cfg.SeeOwn, Tx: cfg.Tx})
+	if cfg.IO != IOAFPacket && cfg.NoSteering {
+		s, err := openXSKPort(iface, xskConfig{MaxFrame: mtu + 18, RingBytes: cfg.RingBytes, NoSteering: true})
+		if err != nil {
+			return nil, fmt.Errorf("%s: AF_XDP: %w", iface, err)
+		}
+		return &RawPort{s: s}, nil
+	}
+	s, err := openPortIO(iface, portOpenConfig{IO: cfg.IO, Ring: cfg.Ring, RingBytes: cfg.RingBytes, MaxFrame: mtu + 18, TxBatch: 64, IgnoreOutgoing: !cfg.SeeOwn, Tx: cfg.Tx})
 	if err != nil {
 		return nil, err
 	}
@@ -52,7 +67,13 @@ func (p *RawPort) Send(frames [][]byte) (int, error) { return p.s.send(frames) }
 func (p *RawPort) Sendable(n int) bool { return p.s.sendable(n) }
 
 // TxRing reports whether sends go through a PACKET_TX_RING.
-func (p *RawPort) TxRing() bool { return p.s.tx != nil }
+func (p *RawPort) TxRing() bool {
+	s, ok := p.s.(*afPacketSocket)
+	return ok && s.tx != nil
+}
+
+// IO names the port's I/O: afpacket, afxdp/native, afxdp/generic.
+func (p *RawPort) IO() string { return p.s.kind() }
 
 // Wait blocks until a frame is ready or timeoutMs passes; it returns false
 // when woken by Close.
@@ -63,10 +84,7 @@ func (p *RawPort) Wake() { p.s.wakeUp() }
 
 // RingDrops returns frames the kernel dropped for want of ring space since
 // the last call.
-func (p *RawPort) RingDrops() uint64 {
-	in := &inputPort{sock: p.s}
-	return in.readRingDrops()
-}
+func (p *RawPort) RingDrops() uint64 { return p.s.rxDrops() }
 
 // Close releases the socket.
 func (p *RawPort) Close() { p.s.close() }

@@ -6,9 +6,6 @@ import (
 	"io"
 	"net/http"
 	"sort"
-	"unsafe"
-
-	"golang.org/x/sys/unix"
 )
 
 // QueueStats are the counters of one priority queue of a port.
@@ -25,6 +22,7 @@ type QueueStats struct {
 type PortStats struct {
 	Port        uint16
 	Iface       string
+	IO          string // afpacket, afxdp/native, afxdp/generic; empty for the CPU port
 	RateBps     uint64
 	RxPackets   uint64
 	RxBytes     uint64
@@ -50,24 +48,15 @@ type Stats struct {
 	DropEgress     uint64 // egress sent nothing out (dropped, recirculated)
 }
 
-// readRingDrops adds the kernel's ring-overflow count (PACKET_STATISTICS,
-// which resets on read) to the running total.
+// readRingDrops adds the kernel's receive drops since the last call (ring
+// or UMEM full) to the running total.
 func (in *inputPort) readRingDrops() uint64 {
 	if in.sock == nil {
 		return 0
 	}
 	in.statMu.Lock()
 	defer in.statMu.Unlock()
-	var st unix.TpacketStatsV3
-	l := uint32(unix.SizeofTpacketStatsV3)
-	if in.sock.version == RingV2 {
-		l = unix.SizeofTpacketStats
-	}
-	_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(in.sock.fd), unix.SOL_PACKET, unix.PACKET_STATISTICS,
-		uintptr(unsafe.Pointer(&st)), uintptr(unsafe.Pointer(&l)), 0)
-	if e == 0 {
-		in.ringDrops.Add(uint64(st.Drops))
-	}
+	in.ringDrops.Add(in.sock.rxDrops())
 	return in.ringDrops.Load()
 }
 
@@ -90,6 +79,9 @@ func (d *Device) Stats() Stats {
 			Port: eg.num, Iface: eg.iface, RateBps: eg.rateBps,
 			TxPackets: eg.txPackets.Load(), TxBytes: eg.txBytes.Load(), TxErrors: eg.txErrors.Load(),
 			MaxDepth: eg.maxDepth.Load(), PacerLate: eg.pacerLate.snapshot(),
+		}
+		if eg.sock != nil {
+			ps.IO = eg.sock.kind()
 		}
 		if in := ins[eg.num]; in != nil {
 			ps.RxPackets, ps.RxBytes = in.rxPackets.Load(), in.rxBytes.Load()
@@ -154,6 +146,14 @@ func (d *Device) WriteMetrics(w io.Writer) error {
 		fmt.Fprintf(bw, "# HELP %s %s\n# TYPE %s %s\n", m.name, m.help, m.name, m.typ)
 		for _, p := range s.Ports {
 			fmt.Fprintf(bw, "%s{port=\"%d\",iface=\"%s\"} %d\n", m.name, p.Port, p.Iface, m.port(p))
+		}
+	}
+	// The I/O a port got (--io auto chooses per port): an info metric, as
+	// Prometheus exposes build versions.
+	fmt.Fprintf(bw, "# HELP terrapin_port_io_info The port's packet I/O (afpacket, afxdp/native, afxdp/generic) in label io; always 1.\n# TYPE terrapin_port_io_info gauge\n")
+	for _, p := range s.Ports {
+		if p.IO != "" {
+			fmt.Fprintf(bw, "terrapin_port_io_info{port=\"%d\",iface=\"%s\",io=\"%s\"} 1\n", p.Port, p.Iface, p.IO)
 		}
 	}
 	type qmetric struct {

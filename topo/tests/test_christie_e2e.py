@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,7 @@ import pytest
 from topo import christie
 from topo.experiment import VIDEO_PORT, VideoRun, video_under_flood
 from topo.network import RunningNetwork, call, running
-from topo.p4switch import REPO, SWITCH_KINDS, switch_binary
+from topo.p4switch import REPO, SWITCH_KINDS, metrics_port, switch_binary
 from topo.rtwire import wire_first
 from topo.stalls import witnessed
 
@@ -96,6 +98,23 @@ def test_routing_between_and_within_subnets(net: RunningNetwork) -> None:
     assert ping(net, "a1", "b1")
     assert ping(net, "b2", "a3")
     assert ping(net, "a1", "a2")  # same subnet, still through the router
+
+
+def test_terrapin_switch_ports_run_on_af_xdp(net: RunningNetwork) -> None:
+    """terrapin-switch's default --io auto gives every port on christie's veths AF_XDP with native
+    XDP, so this suite runs on AF_XDP (make test's other I/O, AF_PACKET, is covered elsewhere);
+    the switch's io metric says what each port got."""
+    if net.switch_kind != "terrapin":
+        pytest.skip("terrapin-switch's I/O")
+    if "--io" in os.environ.get("TERRAPIN_SWITCH_ARGS", ""):
+        pytest.skip("TERRAPIN_SWITCH_ARGS chooses the I/O")
+    for switch in net.plan.switches.values():
+        url = f"http://127.0.0.1:{metrics_port(switch.device_id)}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as response:
+            text = response.read().decode()
+        ios = re.findall(r'^terrapin_port_io_info\{[^}]*io="([^"]+)"\} 1$', text, re.MULTILINE)
+        assert ios, f"{switch.name}: no terrapin_port_io_info in {url}"
+        assert set(ios) == {"afxdp/native"}, f"{switch.name}: ports' I/O {ios}"
 
 
 def test_rest_reservation_lifecycle(net: RunningNetwork) -> None:

@@ -34,6 +34,7 @@ type options struct {
 	ring          device.RingVersion
 	spinPolls     int
 	tx            device.TxMode
+	io            device.IOMode
 	nice          int
 	rtPriority    int
 	ringMB        int
@@ -97,6 +98,9 @@ Terrapin options:
   --queue-capacity N           packets per priority queue (default 64, as BMv2)
   --metrics-addr HOST:PORT     serve per-port and per-queue counters in the
                                Prometheus text format on http://HOST:PORT/metrics
+  --io auto|afxdp|afpacket     packet I/O of the ports (default auto: AF_XDP with
+                               native XDP, else generic XDP, else AF_PACKET, per
+                               port; the choice and why are logged at info level)
   --rx-ring v2|v3              PACKET_MMAP receive ring version (default v2: see
                                docs/switch.md)
   --spin N                     empty ring polls before sleeping (default 0)
@@ -126,7 +130,7 @@ var ignoredWithValue = map[string]bool{
 var ignoredFlags = map[string]bool{"--log-flush": true, "--debugger": true, "--enable-swap": true}
 
 func parseArgs(args []string) (*options, error) {
-	o := &options{grpcAddr: "127.0.0.1:9559", cpuPort: -1, logLevel: "info", rates: map[uint16]uint64{}, ring: device.RingV2, nice: -10}
+	o := &options{grpcAddr: "127.0.0.1:9559", cpuPort: -1, logLevel: "info", rates: map[uint16]uint64{}, ring: device.RingV2, nice: -10, io: device.IOAuto}
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if a == "--" {
@@ -276,6 +280,11 @@ func parseArgs(args []string) (*options, error) {
 			var v string
 			if v, err = next(); err == nil {
 				o.tx, err = device.ParseTxMode(v)
+			}
+		case "--io":
+			var v string
+			if v, err = next(); err == nil {
+				o.io, err = device.ParseIOMode(v)
 			}
 		case "--spin":
 			var v string

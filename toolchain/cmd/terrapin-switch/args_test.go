@@ -34,7 +34,7 @@ func TestParseArgs(t *testing.T) {
 			name: "defaults",
 			args: "--no-p4",
 			check: func(t *testing.T, o *options) {
-				if o.grpcAddr != "127.0.0.1:9559" || o.cpuPort != -1 || o.priorityQs != 0 || !o.noP4 {
+				if o.grpcAddr != "127.0.0.1:9559" || o.cpuPort != -1 || o.priorityQs != 0 || !o.noP4 || o.io != device.IOAuto {
 					t.Errorf("got %+v", o)
 				}
 			},
@@ -73,6 +73,25 @@ func TestParseArgs(t *testing.T) {
 				}
 			},
 		},
+		{
+			name: "I/O afxdp",
+			args: "--no-p4 --io afxdp",
+			check: func(t *testing.T, o *options) {
+				if o.io != device.IOAFXDP {
+					t.Errorf("io %v", o.io)
+				}
+			},
+		},
+		{
+			name: "I/O afpacket, = form",
+			args: "--no-p4 --io=afpacket",
+			check: func(t *testing.T, o *options) {
+				if o.io != device.IOAFPacket {
+					t.Errorf("io %v", o.io)
+				}
+			},
+		},
+		{name: "I/O unknown", args: "--no-p4 --io dpdk", wantErr: "want afxdp, afpacket or auto"},
 		{name: "TLS file missing its value", args: "--no-p4 --grpc-server-ssl --grpc-server-key", wantErr: "--grpc-server-key needs a value"},
 		{name: "rt priority too high", args: "--no-p4 --rt-priority 99", wantErr: "0..98"},
 		{name: "rt priority negative", args: "--no-p4 --rt-priority -1", wantErr: "0..98"},
@@ -107,7 +126,7 @@ func TestParseArgs(t *testing.T) {
 
 func TestHelpDocumentsEveryOption(t *testing.T) {
 	for _, opt := range []string{"--interface", "--no-p4", "--device-id", "--thrift-port", "--log-console", "--log-level",
-		"--pcap", "--grpc-server-addr", "--cpu-port", "--priority-queues", "--port-rate", "--queue-capacity", "--metrics-addr", "--nice", "--rt-priority", "--tx",
+		"--pcap", "--grpc-server-addr", "--cpu-port", "--priority-queues", "--port-rate", "--queue-capacity", "--metrics-addr", "--nice", "--rt-priority", "--tx", "--io",
 		"--grpc-server-ssl", "--grpc-server-cert", "--grpc-server-key", "--grpc-server-cacert", "--grpc-server-with-client-auth"} {
 		if !strings.Contains(usage, opt) {
 			t.Errorf("--help does not mention %s", opt)

@@ -135,7 +135,7 @@ func serve(o *options, log *slog.Logger, tlsServer *servertls.Server) error {
 	dev, err := device.New(device.Config{
 		Ports: o.ports, CPUPort: o.cpuPort, PriorityQueues: o.priorityQs,
 		QueueCapacity: o.queueCapacity, PcapDir: o.pcapDir, Ring: o.ring,
-		SpinPolls: o.spinPolls, Tx: o.tx, Nice: o.nice, RTPriority: o.rtPriority, RingBytes: o.ringMB << 20, Logger: log,
+		SpinPolls: o.spinPolls, Tx: o.tx, IO: o.io, Nice: o.nice, RTPriority: o.rtPriority, RingBytes: o.ringMB << 20, Logger: log,
 	})
 	if err != nil {
 		return err

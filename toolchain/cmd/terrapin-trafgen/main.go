@@ -1,7 +1,8 @@
 // Command terrapin-trafgen is the switch benchmark's traffic generator and
 // sink, plus the reference forwarders it compares the switch with.
 //
-//	terrapin-trafgen reflect --in IF --out IF     minimal AF_PACKET forwarder (the I/O limit)
+//	terrapin-trafgen reflect --in IF --out IF [--io afxdp]   minimal AF_PACKET (or AF_XDP) forwarder
+//	terrapin-trafgen xdp-reflect --in IF --out IF  XDP_REDIRECT from IF to IF, no user space (the kernel's limit)
 //	terrapin-trafgen forward --in IF --out IF     the device without P4 (ports + traffic manager)
 //	terrapin-trafgen bench --tx IF --rx IF --label NAME [--sizes 64,512,1500]
 //	terrapin-trafgen video-send --dst IP / video-recv    the demo's reserved channel (video.go)
@@ -47,6 +48,8 @@ func main() {
 	switch os.Args[1] {
 	case "reflect":
 		err = reflectCmd(ctx, os.Args[2:])
+	case "xdp-reflect":
+		err = xdpReflectCmd(ctx, os.Args[2:])
 	case "forward":
 		err = forwardCmd(ctx, os.Args[2:])
 	case "bench":
@@ -64,16 +67,21 @@ func main() {
 	}
 }
 
-// reflectCmd forwards every frame from --in to --out straight from the
-// receive ring (sendmmsg reads the ring slots; no copy, no lookup).
+// reflectCmd forwards every frame from --in to --out: one copy out of the
+// receive ring (or UMEM) into the transmit batch, no lookup.
 func reflectCmd(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("reflect", flag.ExitOnError)
 	in := fs.String("in", "", "input interface")
 	out := fs.String("out", "", "output interface")
 	txMode := txFlag(fs)
 	nice := niceFlag(fs)
+	ioName := ioFlag(fs, "afpacket")
 	fs.Parse(args)
 	mode, err := device.ParseTxMode(*txMode)
+	if err != nil {
+		return err
+	}
+	io, err := device.ParseIOMode(*ioName)
 	if err != nil {
 		return err
 	}
@@ -84,16 +92,18 @@ func reflectCmd(ctx context.Context, args []string) error {
 	if *nice != 0 {
 		_ = unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), *nice)
 	}
-	rx, err := device.OpenRawPort(*in, device.RawPortConfig{Tx: mode})
+	rx, err := device.OpenRawPort(*in, device.RawPortConfig{Tx: mode, IO: io})
 	if err != nil {
 		return err
 	}
 	defer rx.Close()
-	tx, err := device.OpenRawPort(*out, device.RawPortConfig{Tx: mode})
+	// The output only transmits: with AF_XDP it needs no XDP program.
+	tx, err := device.OpenRawPort(*out, device.RawPortConfig{Tx: mode, IO: io, NoSteering: true})
 	if err != nil {
 		return err
 	}
 	defer tx.Close()
+	fmt.Fprintf(os.Stderr, "reflect: %s -> %s, I/O %s -> %s\n", *in, *out, rx.IO(), tx.IO())
 	go func() { <-ctx.Done(); rx.Wake() }()
 	bufs := make([][]byte, 64)
 	for i := range bufs {
@@ -124,6 +134,23 @@ func reflectCmd(ctx context.Context, args []string) error {
 	return nil
 }
 
+// xdpReflectCmd redirects every frame from --in to --out in XDP until
+// stopped: the kernel's own forwarding limit on these interfaces, with no
+// socket and no user space.
+func xdpReflectCmd(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("xdp-reflect", flag.ExitOnError)
+	in := fs.String("in", "", "input interface")
+	out := fs.String("out", "", "output interface")
+	fs.Parse(args)
+	r, err := device.AttachXDPRedirect(*in, *out)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "xdp-reflect: %s -> %s, %s XDP\n", *in, *out, r.Mode)
+	<-ctx.Done()
+	return r.Close()
+}
+
 // forwardCmd runs the device with a fixed port map: the switch's I/O and
 // traffic manager without a P4 pipeline.
 func forwardCmd(ctx context.Context, args []string) error {
@@ -132,12 +159,17 @@ func forwardCmd(ctx context.Context, args []string) error {
 	out := fs.String("out", "", "output interface (port 2)")
 	txMode := txFlag(fs)
 	nice := niceFlag(fs)
+	ioName := ioFlag(fs, "auto")
 	fs.Parse(args)
 	mode, err := device.ParseTxMode(*txMode)
 	if err != nil {
 		return err
 	}
-	d, err := device.New(device.Config{Tx: mode, Nice: *nice, Ports: []device.PortConfig{{Num: 1, Iface: *in}, {Num: 2, Iface: *out}}})
+	io, err := device.ParseIOMode(*ioName)
+	if err != nil {
+		return err
+	}
+	d, err := device.New(device.Config{Tx: mode, IO: io, Nice: *nice, Ports: []device.PortConfig{{Num: 1, Iface: *in}, {Num: 2, Iface: *out}}})
 	if err != nil {
 		return err
 	}
@@ -258,7 +290,12 @@ func (b *bench) run(size int, pps float64, dur time.Duration, wantLat bool) tria
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
 		_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
-		const batchMax = 64
+		// AF_XDP takes bigger batches: one kick then sends up to the
+		// socket's transmit budget (device/xsk_linux.go).
+		batchMax := 64
+		if strings.HasPrefix(b.tx.IO(), "afxdp") {
+			batchMax = 256
+		}
 		frames := make([][]byte, batchMax)
 		for i := range frames {
 			frames[i] = buildFrame(size)
@@ -330,21 +367,30 @@ func benchCmd(ctx context.Context, args []string) error {
 	satOnly := fs.Bool("sat-only", false, "measure the saturation rate only (quick tuning runs)")
 	fixed := fs.Float64("fixed-pps", 0, "offer this rate for one trial and print what arrived (cost measurements)")
 	txMode := txFlag(fs)
+	ioName := ioFlag(fs, "afpacket")
 	fs.Parse(args)
 	mode, err := device.ParseTxMode(*txMode)
 	if err != nil {
 		return err
 	}
-	tx, err := device.OpenRawPort(*txIf, device.RawPortConfig{Tx: mode})
+	io, err := device.ParseIOMode(*ioName)
+	if err != nil {
+		return err
+	}
+	// With AF_XDP the generator's port only sends (no XDP program on it) and
+	// the sink's program steers every frame to its socket; the sink's
+	// stamp is then taken in XDP, as early as AF_PACKET's.
+	tx, err := device.OpenRawPort(*txIf, device.RawPortConfig{Tx: mode, IO: io, NoSteering: true})
 	if err != nil {
 		return err
 	}
 	defer tx.Close()
-	rx, err := device.OpenRawPort(*rxIf, device.RawPortConfig{RingBytes: 32 << 20})
+	rx, err := device.OpenRawPort(*rxIf, device.RawPortConfig{RingBytes: 32 << 20, IO: io})
 	if err != nil {
 		return err
 	}
 	defer rx.Close()
+	fmt.Fprintf(os.Stderr, "bench %s: generator %s on %s, sink %s on %s\n", *label, tx.IO(), *txIf, rx.IO(), *rxIf)
 	b := &bench{tx: tx, rx: rx}
 	b.run(64, 1000, 200*time.Millisecond, false) // warm up (ARP-free L2 path, page faults)
 	for _, s := range strings.Split(*sizes, ",") {
@@ -407,6 +453,11 @@ func benchCmd(ctx context.Context, args []string) error {
 // switch's own I/O.
 func txFlag(fs *flag.FlagSet) *string {
 	return fs.String("tx-mode", "ring", "transmit path: ring (PACKET_TX_RING) or sendmmsg")
+}
+
+// ioFlag is the packet I/O option (terrapin-switch --io).
+func ioFlag(fs *flag.FlagSet, def string) *string {
+	return fs.String("io", def, "packet I/O: afpacket, afxdp (native XDP, else generic) or auto")
 }
 
 // niceFlag is the forwarding threads' priority, terrapin-switch --nice.
