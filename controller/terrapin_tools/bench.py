@@ -28,6 +28,7 @@ import pstats
 import shutil
 import signal
 import socket
+import ssl
 import statistics
 import subprocess
 import sys
@@ -123,11 +124,27 @@ def bench_admission(iterations: int) -> tuple[float, float, float, float]:
 class Rest:
     """One keep-alive HTTP connection to one controller's REST API."""
 
-    def __init__(self, port: int = REST_PORT, timeout: float = 30, token: str = TOKEN) -> None:
+    def __init__(
+        self,
+        port: int = REST_PORT,
+        timeout: float = 30,
+        token: str = TOKEN,
+        host: str = "127.0.0.1",
+        context: ssl.SSLContext | None = None,
+    ) -> None:
+        self.host = host
         self.port = port
         self.timeout = timeout
+        self.context = context  # HTTPS with it (a controller with rest.tls)
         self.headers = {"authorization": f"Bearer {token}", "content-type": "application/json"}
-        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+        self.conn = self._connect()
+
+    def _connect(self) -> http.client.HTTPConnection:
+        if self.context is not None:
+            return http.client.HTTPSConnection(
+                self.host, self.port, timeout=self.timeout, context=self.context
+            )
+        return http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
 
     def attempt(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
         """(status, body); status 0 when the connection failed, so the outcome is unknown (the
@@ -138,7 +155,7 @@ class Rest:
             data = reply.read()
         except (OSError, http.client.HTTPException):
             self.conn.close()
-            self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout)
+            self.conn = self._connect()
             return 0, None
         return reply.status, json.loads(data) if data else None
 
@@ -149,7 +166,7 @@ class Rest:
         if status == 0:
             status, answer = self.attempt(method, path, body)
         if status == 0:
-            raise ConnectionError(f"{method} {path}: no answer from 127.0.0.1:{self.port}")
+            raise ConnectionError(f"{method} {path}: no answer from {self.host}:{self.port}")
         return status, answer
 
 

@@ -194,7 +194,8 @@ def _conf_quote(value: str) -> str:
 
 
 class PostgresServer:
-    """One PostgreSQL cluster in `directory` (its PGDATA), on 127.0.0.1:`port`.
+    """One PostgreSQL cluster in `directory` (its PGDATA), on `host`:`port` (127.0.0.1 unless
+    told otherwise; `netns` runs it in a network namespace, as on a machine of its own).
 
     `directory` None makes a temporary one, removed again by close() (and on leaving the `with`);
     a given directory is kept, and reused when it already holds a cluster. `port` None keeps the
@@ -212,6 +213,8 @@ class PostgresServer:
         bindir: str | os.PathLike[str] | None = None,
         timeout: float = 60.0,
         ssl_files: tuple[Path, Path] | None = None,
+        host: str = "127.0.0.1",
+        netns: str | None = None,
     ) -> None:
         self.bindir = Path(bindir) if bindir is not None else find_bindir()
         self.database = database
@@ -220,6 +223,12 @@ class PostgresServer:
         # (certificate, key) PEM files: the server then also speaks TLS with them (copied into
         # the data directory, owned by the server's account, as PostgreSQL wants its key).
         self.ssl_files = ssl_files
+        # The address the server listens on and the DSNs name. Another than the loopback's
+        # stands for a database host of its own (the drill across hosts, docs/deployment.md):
+        # the server then trusts the hosts of that address's subnet, and only those.
+        self.host = host
+        # A network namespace (`ip netns add`) the server runs in, as on a machine of its own.
+        self.netns = netns
         self._owns_directory = directory is None
         if directory is None:
             # mkdtemp's directory itself becomes PGDATA, so under root only its parent (the
@@ -242,7 +251,7 @@ class PostgresServer:
 
     @property
     def dsn(self) -> str:
-        """libpq URL for Terrapin's role and database on 127.0.0.1."""
+        """libpq URL for Terrapin's role and database on the server's address."""
         return self.dsn_for(self.database)
 
     @property
@@ -251,7 +260,7 @@ class PostgresServer:
         return self.dsn_for("postgres", user=SUPERUSER)
 
     def dsn_for(self, database: str, *, user: str | None = None) -> str:
-        return f"postgresql://{user or self.user}@127.0.0.1:{self.port}/{database}"
+        return f"postgresql://{user or self.user}@{self.host}:{self.port}/{database}"
 
     @property
     def log_path(self) -> Path:
@@ -464,10 +473,14 @@ class PostgresServer:
             what="initialise the cluster",
         )
         # Trust, but only over the socket inside the data directory (mode 0700) and from
-        # 127.0.0.1: initdb's --auth=trust would also admit ::1.
+        # 127.0.0.1: initdb's --auth=trust would also admit ::1. A server on another address
+        # trusts its own subnet ("samenet": the drill's private link between its hosts).
+        # With ssl_files, a client from the network must speak TLS (hostssl).
+        remote = "samenet" if self.host != "127.0.0.1" else "127.0.0.1/32"
+        kind = "hostssl" if self.ssl_files is not None and self.host != "127.0.0.1" else "host"
         self._write_owned(
             "pg_hba.conf",
-            "# Written by terrapin_tools.pgserver.\nlocal all all trust\nhost  all all 127.0.0.1/32 trust\n",
+            f"# Written by terrapin_tools.pgserver.\nlocal all all trust\n{kind} all all {remote} trust\n",
         )
         with (self.data_dir / "postgresql.conf").open("a") as conf:
             conf.write(f"\n# terrapin_tools.pgserver's settings\ninclude_if_exists = '{SETTINGS_FILE}'\n")
@@ -479,7 +492,7 @@ class PostgresServer:
         self._write_owned(
             SETTINGS_FILE,
             "# Rewritten by terrapin_tools.pgserver on each start.\n"
-            "listen_addresses = '127.0.0.1'\n"
+            f"listen_addresses = {_conf_quote(self.host)}\n"
             f"port = {self._port}\n"
             f"unix_socket_directories = {_conf_quote(socket_dir)}\n"
             # The drills restart and kill the server: committed data must be on disk.
@@ -536,12 +549,12 @@ class PostgresServer:
             if self._account is not None:
                 os.chown(self.log_path, self._account.pw_uid, self._account.pw_gid)
             self._postmaster = subprocess.Popen(
-                [str(self.bindir / "postgres"), "-D", str(self.data_dir)],
+                self._in_netns([str(self.bindir / "postgres"), "-D", str(self.data_dir)]),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                **self._as_server(),
+                **self._as_server(in_netns=self.netns is not None),
             )
         except OSError as exc:
             raise PostgresError(f"{self.data_dir}: could not run {self.bindir / 'postgres'}: {exc}") from None
@@ -559,7 +572,7 @@ class PostgresServer:
                 self._reap_postmaster()
                 why = f"exited {proc.returncode}" if failed else f"not ready within {self.timeout:.0f} s"
                 raise PostgresError(
-                    f"{self.data_dir}: could not start the server on 127.0.0.1:{self._port}: "
+                    f"{self.data_dir}: could not start the server on {self.host}:{self._port}: "
                     f"postgres {why}\n--- {self.log_path} (tail) ---\n{_tail(self.log_path)}"
                 )
             time.sleep(0.02)
@@ -596,11 +609,24 @@ class PostgresServer:
             env.update(HOME=self._account.pw_dir, USER=self._account.pw_name, LOGNAME=self._account.pw_name)
         return env
 
-    def _as_server(self) -> dict[str, Any]:
-        """subprocess arguments that run a program as the server's account, in the data directory
-        (the caller's may be closed to `postgres`, and initdb looks its own directory up)."""
-        kwargs: dict[str, Any] = {"env": self._server_env(), "cwd": self.data_dir}
+    def _in_netns(self, command: list[str]) -> list[str]:
+        """`command` in the server's network namespace, if it has one: `ip netns exec` (root's
+        to do) enters it, then setpriv becomes the server's account; both exec, so the process
+        started is the postmaster itself."""
+        if self.netns is None:
+            return command
+        prefix = ["ip", "netns", "exec", self.netns]
         if self._account is not None:
+            prefix += ["setpriv", f"--reuid={self._account.pw_uid}", f"--regid={self._account.pw_gid}"]
+            prefix += ["--clear-groups", "--"]
+        return prefix + command
+
+    def _as_server(self, in_netns: bool = False) -> dict[str, Any]:
+        """subprocess arguments that run a program as the server's account, in the data directory
+        (the caller's may be closed to `postgres`, and initdb looks its own directory up).
+        `in_netns`: the command itself changes account (_in_netns), after entering the namespace."""
+        kwargs: dict[str, Any] = {"env": self._server_env(), "cwd": self.data_dir}
+        if self._account is not None and not in_netns:
             kwargs.update(user=self._account.pw_uid, group=self._account.pw_gid, extra_groups=[])
         return kwargs
 

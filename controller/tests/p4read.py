@@ -39,9 +39,16 @@ def exact_key(entry: p4runtime_pb2.TableEntry, fields: dict[int, str]) -> dict[s
 
 
 def read(
-    address: str, device_id: int, entity: p4runtime_pb2.Entity, timeout: float = 10
+    address: str,
+    device_id: int,
+    entity: p4runtime_pb2.Entity,
+    timeout: float = 10,
+    credentials: grpc.ChannelCredentials | None = None,
 ) -> list[p4runtime_pb2.Entity]:
-    channel = grpc.insecure_channel(address)
+    """`credentials`: TLS to a switch run with --grpc-server-ssl (plaintext without)."""
+    channel = (
+        grpc.insecure_channel(address) if credentials is None else grpc.secure_channel(address, credentials)
+    )
     try:
         stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
         request = p4runtime_pb2.ReadRequest(device_id=device_id, entities=[entity])
@@ -51,7 +58,11 @@ def read(
 
 
 def read_table(
-    address: str, device_id: int, name: str, direct_resources: bool = False
+    address: str,
+    device_id: int,
+    name: str,
+    direct_resources: bool = False,
+    credentials: grpc.ChannelCredentials | None = None,
 ) -> list[p4runtime_pb2.TableEntry]:
     """Every entry of table `name`; with `direct_resources`, their meter configs and counters too
     (an empty meter_config and counter_data in the request ask for them)."""
@@ -59,7 +70,8 @@ def read_table(
     if direct_resources:
         entry.meter_config.SetInParent()
         entry.counter_data.SetInParent()
-    return [e.table_entry for e in read(address, device_id, p4runtime_pb2.Entity(table_entry=entry))]
+    wanted = p4runtime_pb2.Entity(table_entry=entry)
+    return [e.table_entry for e in read(address, device_id, wanted, credentials=credentials)]
 
 
 def write_as_primary(address: str, device_id: int, updates: list[p4runtime_pb2.Update]) -> None:

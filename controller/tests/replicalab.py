@@ -150,10 +150,8 @@ class ReplicaLab:
         ports = free_ports(2 * SWITCHES + self.replicas)
         self.grpc_ports, self.thrift_ports = ports[:SWITCHES], ports[SWITCHES : 2 * SWITCHES]
         self.rest_ports = ports[2 * SWITCHES :]
-        self.postgres = PostgresServer().start()  # a temporary directory the server can enter
-        self.config = config(
-            self.postgres.dsn, self.grpc_ports, self.rest_ports[0], self.kind, self.thrift_ports
-        )
+        self.postgres = self.start_postgres()
+        self.config = self.make_config(self.postgres.dsn)
         (self.workdir / "controller.yaml").write_text(yaml.safe_dump(self.config))
         for i in range(1, SWITCHES + 1):
             self.start_switch(i)
@@ -163,6 +161,34 @@ class ReplicaLab:
             self.start_replica(r)
             self.wait_role(r, "backup", 30)
 
+    # ---- where things run (a lab across hosts, hostlab.py, says otherwise) ----------------------
+
+    def start_postgres(self) -> PostgresServer:
+        return PostgresServer().start()  # a temporary directory the server can enter
+
+    def make_config(self, dsn: str) -> dict[str, Any]:
+        return config(dsn, self.grpc_ports, self.rest_ports[0], self.kind, self.thrift_ports)
+
+    def switch_address(self, i: int) -> str:
+        """Where switch i serves P4Runtime, as the controllers and the checks dial it."""
+        return f"127.0.0.1:{self.grpc_ports[i - 1]}"
+
+    def switch_flags(self, i: int) -> list[str]:
+        """Switch i's target options beyond the address (TLS across hosts)."""
+        return []
+
+    def switch_credentials(self) -> grpc.ChannelCredentials | None:
+        """How the checks reach the switches: None is plaintext."""
+        return None
+
+    def on_host(self, host: str, args: list[str]) -> list[str]:
+        """The command line that runs `args` on `host` ("switches", "controllers"): here, on
+        this machine as it is."""
+        return args
+
+    def rest(self, port: int, timeout: float = 15.0) -> Rest:
+        return rest(port, timeout)
+
     # ---- processes ------------------------------------------------------------------------------
 
     def start_switch(self, i: int) -> None:
@@ -170,18 +196,32 @@ class ReplicaLab:
         args = [binary, "--no-p4", "--device-id", str(i)]
         if self.kind == "bmv2":
             args += ["--thrift-port", str(self.thrift_ports[i - 1])]
-        args += ["--", "--grpc-server-addr", f"127.0.0.1:{self.grpc_ports[i - 1]}", "--cpu-port", "255"]
+        args += ["--", "--grpc-server-addr", self.switch_address(i), "--cpu-port", "255"]
+        args += self.switch_flags(i)
         with open(self.workdir / f"s{i}.log", "ab") as log:
-            self.procs[f"s{i}"] = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
-        address = f"127.0.0.1:{self.grpc_ports[i - 1]}"
-        grpc.channel_ready_future(grpc.insecure_channel(address)).result(timeout=20)
+            self.procs[f"s{i}"] = subprocess.Popen(
+                self.on_host("switches", args), stdout=log, stderr=subprocess.STDOUT
+            )
+        credentials = self.switch_credentials()
+        address = self.switch_address(i)
+        channel = (
+            grpc.insecure_channel(address)
+            if credentials is None
+            else grpc.secure_channel(address, credentials)
+        )
+        try:
+            grpc.channel_ready_future(channel).result(timeout=20)
+        finally:
+            channel.close()
 
     def start_replica(self, r: int) -> None:
         args = [sys.executable, "-m", "terrapin.main", "--config", str(self.workdir / "controller.yaml")]
         args += ["--replica", f"c{r}", "--replica-index", str(r), "--port", str(self.rest_ports[r])]
         args += ["--base-dir", str(self.workdir), "--log-level", "INFO"]
         with open(self.workdir / f"c{r}.log", "ab") as log:
-            self.procs[f"c{r}"] = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+            self.procs[f"c{r}"] = subprocess.Popen(
+                self.on_host("controllers", args), stdout=log, stderr=subprocess.STDOUT, cwd=REPO
+            )
 
     def kill(self, name: str) -> None:
         proc = self.procs.pop(name)
@@ -189,7 +229,7 @@ class ReplicaLab:
         proc.wait()
 
     def health(self, r: int) -> dict[str, Any] | None:
-        status, body = rest(self.rest_ports[r], timeout=3).attempt("GET", "/health")
+        status, body = self.rest(self.rest_ports[r], timeout=3).attempt("GET", "/health")
         return body if status in (200, 503) and isinstance(body, dict) else None
 
     def wait_role(self, r: int, role: str, timeout: float) -> float:
@@ -233,7 +273,7 @@ class ReplicaLab:
 
         def client(n: int) -> None:
             rng = random.Random(seed * 100 + n)
-            conns = [rest(port) for port in self.rest_ports]
+            conns = [self.rest(port) for port in self.rest_ports]
             mine: list[int] = []
             flow = 0
             while time.monotonic() < stop:
@@ -296,7 +336,7 @@ class ReplicaLab:
         # upkeep (every half second) once the store answers: wait for that, boundedly.
         deadline = time.monotonic() + 10
         while True:
-            status, stored = rest(self.rest_ports[r]).attempt("GET", "/reservations")
+            status, stored = self.rest(self.rest_ports[r]).attempt("GET", "/reservations")
             assert status == 200
             if all(x["state"] != "installing" for x in stored) or time.monotonic() > deadline:
                 break
@@ -336,15 +376,18 @@ class ReplicaLab:
                 for hop in x["allocation"]["hops"]
                 if hop["switch"] == f"s{i}"
             }
-            have = set(read_channels(self.grpc_ports[i - 1], i))
+            have = set(read_channels(self.switch_address(i), i, self.switch_credentials()))
             assert have == want, f"s{i}: missing {want - have}, extra {have - want}"
         return list(stored)
 
 
-def read_channels(grpc_port: int, i: int) -> list[ChannelSelector]:
+def read_channels(
+    address: str, i: int, credentials: grpc.ChannelCredentials | None = None
+) -> list[ChannelSelector]:
     fields = p4read.field_names("TerrapinIngress.channels")
     found = []
-    for entry in p4read.read_table(f"127.0.0.1:{grpc_port}", i, "TerrapinIngress.channels"):
+    table = p4read.read_table(address, i, "TerrapinIngress.channels", credentials=credentials)
+    for entry in table:
         m = p4read.exact_key(entry, fields)
         src = ".".join(str(b) for b in m["src_addr"].to_bytes(4, "big"))
         dst = ".".join(str(b) for b in m["dst_addr"].to_bytes(4, "big"))
