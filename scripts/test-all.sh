@@ -174,7 +174,7 @@ want_bmv2 controller-bmv2  && run_counted controller-bmv2 on_bmv2 \
     pytest_suite controller/tests/test_integration.py controller/tests/test_failover.py \
     controller/tests/test_arbitration.py controller/tests/test_monitor_integration.py -m bmv2
 want_bmv2 topo-bmv2        && run_counted topo-bmv2 on_bmv2 pytest_suite topo/tests/test_christie_e2e.py \
-    topo/tests/test_cli_session.py topo/tests/test_switch_tls.py -m bmv2
+    topo/tests/test_cli_session.py topo/tests/test_switch_tls.py topo/tests/test_controller_tls.py -m bmv2
 
 echo
 echo "Summary"
