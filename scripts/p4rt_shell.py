@@ -17,6 +17,10 @@ that client is the run's controller, whose pipeline and entries a push would wip
 primary, the push takes the highest id the switch has seen (a controller that comes back with
 it is primary again once the shell has left).
 
+TLS: a run started with `make run TLS=1` records its CA and the client certificate (topo/run_tls.py)
+beside each switch; the arbitration and p4runtime-shell (`--ssl --cacert --cert --private-key`)
+then speak TLS with it. `--cacert`, `--cert` and `--private-key` do the same for `--addr`.
+
 p4runtime-shell 0.0.6 has no register entity; `register_entry["name"]` is added here.
 p4lang's simple_switch_grpc answers register reads UNIMPLEMENTED; the shell says so and how
 to read them through its Thrift CLI instead (docs/bmv2.md, 3).
@@ -48,6 +52,35 @@ class ShellError(Exception):
 
 
 @dataclass(frozen=True)
+class TlsFiles:
+    ca: str
+    cert: str | None = None  # the client certificate a switch asking for one gets
+    key: str | None = None
+
+    def credentials(self) -> grpc.ChannelCredentials:
+        def read(path: str | None, what: str) -> bytes | None:
+            if path is None:
+                return None
+            try:
+                return Path(path).read_bytes()
+            except OSError as error:
+                raise ShellError(f"the {what} {path} cannot be read: {error.strerror}") from None
+
+        return grpc.ssl_channel_credentials(
+            root_certificates=read(self.ca, "CA certificate"),
+            private_key=read(self.key, "private key"),
+            certificate_chain=read(self.cert, "certificate"),
+        )
+
+    def shell_flags(self) -> list[str]:
+        """p4runtime-shell's own TLS flags."""
+        flags = ["--ssl", "--cacert", self.ca]
+        if self.cert and self.key:
+            flags += ["--cert", self.cert, "--private-key", self.key]
+        return flags
+
+
+@dataclass(frozen=True)
 class Target:
     name: str
     address: str
@@ -56,6 +89,7 @@ class Target:
     thrift_port: int | None = None
     bmv2_cli: str | None = None  # simple_switch_CLI, for what BMv2's P4Runtime server cannot read
     topology: str | None = None  # None: named by --addr, not a make run network
+    tls: TlsFiles | None = None  # the switch speaks P4Runtime over TLS
 
     def describe(self) -> str:
         where = f"device {self.device_id}, P4Runtime {self.address}"
@@ -104,6 +138,7 @@ def choose(network: dict[str, Any], wanted: str | None) -> Target:
             s.get("thrift_port"),
             s.get("bmv2_cli"),
             network.get("topology", "?"),
+            TlsFiles(**s["tls"]) if s.get("tls") else None,
         )
         for s in network["switches"]
     ]
@@ -135,7 +170,11 @@ class Arbitration(NamedTuple):
 def arbitrate(target: Target, election_id: tuple[int, int], timeout: float = 5.0) -> Arbitration:
     """One arbitration on a stream of its own, closed (and seen closed by the switch) before it
     returns, so the shell's own stream may bid the same id right after."""
-    channel = grpc.insecure_channel(target.address)
+    channel = (
+        grpc.insecure_channel(target.address)
+        if target.tls is None
+        else grpc.secure_channel(target.address, target.tls.credentials())
+    )
     try:
         grpc.channel_ready_future(channel).result(timeout=timeout)
     except grpc.FutureTimeoutError:
@@ -359,6 +398,8 @@ def run_shell(
         "--election-id",
         f"{election_id[0]},{election_id[1]}",
     ]
+    if target.tls is not None:
+        sys.argv += target.tls.shell_flags()
     if config is not None:
         sys.argv += ["--config", ",".join(config)]
     sys.argv += extra
@@ -373,6 +414,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", help="the switch of the running network: its name or device id")
     parser.add_argument("--addr", help="a P4Runtime server of your own instead (host:port)")
     parser.add_argument("--device-id", type=int, default=0, help="with --addr: its device id")
+    parser.add_argument("--cacert", help="with --addr: the server speaks TLS; the CA to check it by")
+    parser.add_argument("--cert", help="with --addr and --cacert: a client certificate to present")
+    parser.add_argument("--private-key", help="with --cert: its key")
     parser.add_argument("--push", action="store_true", help="push build/p4's pipeline first")
     parser.add_argument("--p4info", default=str(REPO / "build/p4/terrapin.p4info.txtpb"))
     parser.add_argument("--json", default=str(REPO / "build/p4/terrapin.json"))
@@ -381,7 +425,8 @@ def main(argv: list[str] | None = None) -> int:
     extra = args.extra[1:] if args.extra[:1] == ["--"] else args.extra
     try:
         if args.addr:
-            target = Target(args.addr, args.addr, args.device_id)
+            tls = TlsFiles(args.cacert, args.cert, args.private_key) if args.cacert else None
+            target = Target(args.addr, args.addr, args.device_id, tls=tls)
         else:
             network = running_network(args.run_dir)
             target = choose(network, args.device)

@@ -217,6 +217,14 @@ def describe_network(run: RunningNetwork) -> dict[str, Any]:
                 "kind": s.kind,
                 "thrift_port": s.thrift_port,
                 "bmv2_cli": s.bmv2_cli,
+                # make run TLS=1: the CA, and the run's client certificate (a person's tools')
+                "tls": None
+                if run.tls is None
+                else {
+                    "ca": str(run.tls.ca),
+                    "cert": str(run.tls.client.cert),
+                    "key": str(run.tls.client.key),
+                },
             }
             for s in config.switches
         ],

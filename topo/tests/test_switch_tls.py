@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import os
 import re
 import socket
 import ssl
@@ -22,13 +23,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import pexpect
 import pytest
 from finsy import GRPCCredentialsTLS
 from finsy.p4client import P4Client, P4ClientError
 from finsy.proto import p4r
 
 from terrapin_tools.pgserver import free_port
-from topo.p4switch import SWITCH_KINDS, stop_process_group, switch_binary
+from topo.p4switch import REPO, SWITCH_KINDS, stop_process_group, switch_binary
 from topo.pki import PKI, Issued
 
 HOUR = dt.timedelta(hours=1)
@@ -351,3 +353,37 @@ def test_terrapin_switch_serves_its_metrics_over_the_same_tls(certs: Certificate
         assert plain.value.code == 400
     finally:
         stop_switch(running)
+
+
+def test_make_shell_attaches_over_tls(mutual: RunningSwitch, certs: Certificates) -> None:
+    """The shell's own arbitration and p4runtime-shell both speak TLS with the CA and a client
+    certificate (make run TLS=1 records them in network.json; --cacert/--cert/--private-key with
+    --addr); without them the switch is not reached and the shell says so."""
+    subprocess.run(["bash", "scripts/p4rt-shell.sh", "--setup-only"], cwd=REPO, check=True)
+    python = str(REPO / "build/venv-p4rtshell/bin/python")
+    script = str(REPO / "scripts/p4rt_shell.py")
+    where = ["--addr", mutual.address, "--device-id", str(DEVICE_ID)]
+
+    plain = subprocess.run([python, script, *where], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert plain.returncode == 2 and "does not answer" in plain.stderr, plain.stderr
+
+    client = certs.controller
+    tls = ["--cacert", str(certs.ours.ca()), "--cert", str(client.cert), "--private-key", str(client.key)]
+    shell = pexpect.spawn(
+        python,
+        [script, *where, *tls, "--push"],
+        cwd=str(REPO),
+        env=os.environ | {"PROMPT_TOOLKIT_NO_CPR": "1"},
+        encoding="utf-8",
+        timeout=60,
+        dimensions=(60, 250),
+    )
+    try:
+        shell.expect(r"P4Runtime sh\S* >>>")
+        read = 'len(list(table_entry["TerrapinIngress.channels"].read()))'
+        shell.sendline(f'print({read}, "entries-" + "read")')  # the mark is not the echoed line
+        shell.expect(r"0 entries-read")
+        shell.sendline("exit")
+        shell.expect(pexpect.EOF)
+    finally:
+        shell.close(force=True)
