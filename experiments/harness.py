@@ -53,10 +53,12 @@ RESULTS = REPO / "build" / "results"
 _T = TypeVar("_T")
 
 
-def results_dir(short: bool) -> Path:
+def results_dir(short: bool, switch: str = "terrapin") -> Path:
     """Where a run's results go: build/results, or build/results/short for the shortened runs
-    (make test's), so that these never overwrite a full run's figures and report."""
-    return RESULTS / "short" if short else RESULTS
+    (make test's), so that these never overwrite a full run's figures and report; a run on
+    simple_switch_grpc in bmv2/ below that, so that the report can show both switches."""
+    base = RESULTS / "short" if short else RESULTS
+    return base if switch == "terrapin" else base / switch
 
 
 PHASE = "phase: "  # the progress lines make experiments reads
@@ -96,7 +98,7 @@ class Experiment:
     @property
     def work(self) -> Path:
         """Logs and state of this experiment's runs."""
-        path = results_dir(self.short) / self.tag
+        path = results_dir(self.short, self.switch) / self.tag
         path.mkdir(parents=True, exist_ok=True)
         return path
 
@@ -240,7 +242,7 @@ class Experiment:
         return value
 
     def plot_path(self, what: str) -> Path:
-        path = results_dir(self.short) / f"{self.tag}-{what}.png"
+        path = results_dir(self.short, self.switch) / f"{self.tag}-{what}.png"
         path.parent.mkdir(parents=True, exist_ok=True)
         self.plots.append(path.name)
         print(f"plot: {path.relative_to(REPO) if path.is_relative_to(REPO) else path}", flush=True)
@@ -283,8 +285,9 @@ class Experiment:
             "data": data or {},
         }
         self._verdict_given = True
-        results_dir(self.short).mkdir(parents=True, exist_ok=True)  # a run stopped early made none
-        (results_dir(self.short) / f"{self.tag}.json").write_text(json.dumps(record, indent=1, default=str))
+        results = results_dir(self.short, self.switch)
+        results.mkdir(parents=True, exist_ok=True)  # a run stopped early made none
+        (results / f"{self.tag}.json").write_text(json.dumps(record, indent=1, default=str))
         line = f"{self.tag} {self.name}: {verdict}"
         print(line if not problems else f"{line} {'; '.join(problems)}", flush=True)
         return 0 if not problems else 1

@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         if skipped:
             print(f"not on BMv2 (docs/experiments.md says why): {', '.join(skipped)}", flush=True)
         entries = [e for e in entries if e.bmv2]
-    results = results_dir(args.short)
+    results = results_dir(args.short, args.switch)
     results.mkdir(parents=True, exist_ok=True)
     extra = [f"--switch={args.switch}", *(["--short"] if args.short else [])]
     progress = Progress(entries, args.short)
@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         print(verdict, flush=True)
         verdicts.append(verdict)
     stop.set()
-    report = write_report([e.tag for e in entries], args, started_at, results)
+    report = write_report([e.tag for e in entries], args, started_at, results_dir(args.short))
     print(f"report: {report.relative_to(REPO)}")
     passed = sum(1 for v in verdicts if ": pass" in v)
     print(f"{passed} passed, {len(verdicts) - passed} failed")
@@ -207,20 +207,30 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def write_report(tags: list[str], args: argparse.Namespace, started_at: float, results: Path) -> Path:
-    """build/results/report.html: one section per experiment, E1-E10. Those this run (`tags`)
-    did not run keep the result of their last run, if any, marked with its time (so that
-    `ONLY=E2` after a full run updates E2 in the full report)."""
+    """build/results/report.html (results: the terrapin-switch runs' folder; simple_switch_grpc's
+    are in its bmv2/): one section per experiment, E1-E10, each switch's run side by side where
+    both have run, beside the seed's figures. Results this run (`tags` on `args.switch`) did not
+    make keep those of their last run, if any, marked with its time (so that `ONLY=E2` after a
+    full run updates E2 in the full report)."""
     sections = []
     for entry in EXPERIMENTS:
         tag = entry.tag
-        path = results / f"{tag}.json"
-        if not path.exists():
-            if tag in tags:
-                log = (results / f"{tag}.log").relative_to(REPO)
-                sections.append(f"<h2>{tag}</h2><p class=fail>no result: see {log}</p>")
-            continue
-        earlier = tag not in tags or path.stat().st_mtime < started_at
-        sections.append(section(json.loads(path.read_text()), earlier))
+        runs: dict[str, tuple[dict[str, object], bool]] = {}
+        for switch in SWITCHES:
+            where = results if switch == "terrapin" else results / switch
+            path = where / f"{tag}.json"
+            this_run = tag in tags and switch == args.switch
+            if not path.exists():
+                if this_run:
+                    log = where / f"{tag}.log"
+                    shown = log.relative_to(REPO) if log.is_relative_to(REPO) else log
+                    missing = f"<h2>{tag} on {SWITCH_NAMES[switch]}</h2>"
+                    sections.append(f"{missing}<p class=fail>no result: see {shown}</p>")
+                continue
+            earlier = not this_run or path.stat().st_mtime < started_at
+            runs[switch] = (json.loads(path.read_text()), earlier)
+        if runs:
+            sections.append(section(runs))
     title = "Terrapin: the seeds' experiments"
     command = "make experiments" + "".join(
         f" {k}={v}"
@@ -228,49 +238,86 @@ def write_report(tags: list[str], args: argparse.Namespace, started_at: float, r
         if v and not (k == "SWITCH" and v == "terrapin")
     )
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>{title}</title><style>
-body {{ font-family: sans-serif; max-width: 70em; margin: 2em auto; }}
+body {{ font-family: sans-serif; max-width: 90em; margin: 2em auto; }}
 table {{ border-collapse: collapse; }}
 td, th {{ border: 1px solid #ccc; padding: 2px 8px; text-align: left; }}
 .pass {{ color: #070; font-weight: bold; }} .fail {{ color: #b00; font-weight: bold; }}
+.plots {{ display: flex; gap: 1em; }} .plots div {{ flex: 1; }}
 img {{ max-width: 100%; border: 1px solid #ddd; }} code {{ background: #f4f4f4; }}
 </style></head><body><h1>{title}</h1>
 <p>{html.escape(command)} — {time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}.
-docs/experiments.md says how each was scaled to a 2-core machine.</p>
+docs/experiments.md says how each was scaled to a 2-core machine, and to simple_switch_grpc.</p>
 {"".join(sections)}</body></html>"""
     report = results / "report.html"
     report.write_text(page)
     return report
 
 
-def section(record: dict[str, object], earlier: bool = False) -> str:
+SWITCH_NAMES = {"terrapin": "terrapin-switch", "bmv2": "simple_switch_grpc"}
+
+
+def section(runs: dict[str, tuple[dict[str, object], bool]]) -> str:
+    """One experiment: each switch's verdict, scaling, figures (a column each, the seed's last)
+    and plots. `runs`: switch → (its E<n>.json record, whether it is from an earlier run)."""
+
     def esc(value: object) -> str:
         return html.escape(str(value))
 
-    verdict = str(record["verdict"])
-    problems = record.get("problems") or []
-    assert isinstance(problems, list)
-    figures = record.get("figures") or []
-    assert isinstance(figures, list)
+    switches = [s for s in SWITCHES if s in runs]
+    first = runs[switches[0]][0]
+    verdicts, scales, commands = [], [], []
+    values: dict[str, dict[str, object]] = {}
+    seeds: dict[str, str] = {}
+    order: list[str] = []
+    plots = []
+    for switch in switches:
+        record, earlier = runs[switch]
+        name = SWITCH_NAMES[switch]
+        verdict = str(record["verdict"])
+        problems = record.get("problems") or []
+        scale = record.get("scale") or []
+        figures = record.get("figures") or []
+        shown = record.get("plots") or []
+        assert isinstance(problems, list) and isinstance(scale, list)
+        assert isinstance(figures, list) and isinstance(shown, list)
+        when = f" (from an earlier run, {esc(record.get('finished'))})" if earlier else ""
+        css = "pass" if verdict == "pass" else "fail"
+        verdicts.append(
+            f'<li>{name}: <span class="{css}">{esc(verdict)}</span>{when} '
+            f"{esc('; '.join(str(p) for p in problems))}</li>"
+        )
+        scales.append(f"<li>{name}: {esc('; '.join(str(s) for s in scale)) or 'as the seed'}</li>")
+        alone = f"(alone: <code>{esc(record['command'])}</code>)"
+        commands.append(
+            f"<li>{name}: <code>{esc(record['make_command'])}</code> {alone}"
+            f"{', short run' if record.get('short') else ''}, {esc(record['elapsed_s'])} s</li>"
+        )
+        for f in figures:
+            key = str(f["key"])
+            if key not in values:
+                values[key] = {}
+                order.append(key)
+            values[key][switch] = f["value"]
+            if f.get("seed"):
+                seeds.setdefault(key, str(f["seed"]))
+        prefix = "" if switch == "terrapin" else f"{switch}/"
+        plots += [f'<div><p>{name}</p><img src="{esc(prefix + str(p))}" alt="{esc(p)}"></div>' for p in shown]
+    head = "".join(f"<th>{SWITCH_NAMES[s]}</th>" for s in switches)
     rows = "".join(
-        f"<tr><td>{esc(f['key'])}</td><td>{esc(f['value'])}</td><td>{esc(f.get('seed') or '')}</td></tr>"
-        for f in figures
+        f"<tr><td>{esc(key)}</td>"
+        + "".join(f"<td>{esc(values[key].get(s, ''))}</td>" for s in switches)
+        + f"<td>{esc(seeds.get(key, ''))}</td></tr>"
+        for key in order
     )
-    seed_numbers = record.get("seed_numbers") or []
-    scale = record.get("scale") or []
-    plots = record.get("plots") or []
-    assert isinstance(seed_numbers, list) and isinstance(scale, list) and isinstance(plots, list)
-    css = "pass" if verdict == "pass" else "fail"
-    when = f" (from an earlier run, {esc(record.get('finished'))})" if earlier else ""
-    return f"""<h2>{esc(record["experiment"])} {esc(record["name"])}: {esc(record["title"])}{when}</h2>
-<p>Seed: {esc(record["seed_ref"])}. Verdict: <span class="{css}">{esc(verdict)}</span>
-{esc("; ".join(str(p) for p in problems))}</p>
+    seed_numbers = first.get("seed_numbers") or []
+    assert isinstance(seed_numbers, list)
+    return f"""<h2>{esc(first["experiment"])} {esc(first["name"])}: {esc(first["title"])}</h2>
+<p>Seed: {esc(first["seed_ref"])}. Verdicts:</p><ul>{"".join(verdicts)}</ul>
 <p>The seed reports:</p><ul>{"".join(f"<li>{esc(n)}</li>" for n in seed_numbers)}</ul>
-<p>How this run was scaled:</p><ul>{"".join(f"<li>{esc(s)}</li>" for s in scale)}</ul>
-<table><tr><th>figure</th><th>ours</th><th>the seed's</th></tr>{rows}</table>
-{"".join(f'<p><img src="{esc(p)}" alt="{esc(p)}"></p>' for p in plots)}
-<p>Command: <code>{esc(record["make_command"])}</code> (alone: <code>{esc(record["command"])}</code>);
-switch {esc(record["switch"])}{", short run" if record.get("short") else ""},
-{esc(record["elapsed_s"])} s.</p>
+<p>How each run was scaled:</p><ul>{"".join(scales)}</ul>
+<table><tr><th>figure</th>{head}<th>the seed's</th></tr>{rows}</table>
+<div class="plots">{"".join(plots)}</div>
+<p>Commands:</p><ul>{"".join(commands)}</ul>
 """
 
 

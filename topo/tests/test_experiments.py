@@ -3,6 +3,7 @@ envelope check E8 and E10 judge by, E3's receiver buffer and delay verdict, and 
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import time
@@ -14,7 +15,7 @@ import pytest
 import experiments.run
 from experiments.e3_allocated_rate import RateRun, buffer_occupancy, judge_delay
 from experiments.harness import most_over_envelope, stall_slack
-from experiments.run import section, select
+from experiments.run import section, select, write_report
 from terrapin.admission.model import ChannelEnvelope
 from topo.experiment import (
     FlowRun,
@@ -54,10 +55,45 @@ def test_the_report_section_shows_verdict_seed_figures_plot_and_command() -> Non
         "switch": "terrapin",
         "elapsed_s": 40,
     }
-    page = section(record)
+    page = section({"terrapin": (record, False)})
     for text in ("seed 000 Fig. 19", "max depth 13 &gt; 8", "bg128.max_queue_depth", "E4-depth.png",
                  "class=\"fail\"", "queue depth 9 &gt; 8", "make experiments ONLY=E4"):  # fmt: skip
         assert text in page, text
+    assert "simple_switch_grpc" not in page and "earlier run" not in page
+
+
+def test_the_report_puts_both_switches_side_by_side(tmp_path: Path) -> None:
+    """A terrapin-switch run and an earlier simple_switch_grpc run of E4: one section, a column
+    each beside the seed's, each one's verdict, scaling and plot (BMv2's from its bmv2/ folder)."""
+
+    def record(switch: str, depth: int, verdict: str, scale: str) -> dict[str, object]:
+        return {
+            "experiment": "E4", "name": "queue-depth", "title": "t", "seed_ref": "seed 000",
+            "seed_numbers": [], "scale": [scale], "plots": ["E4-depth.png"], "verdict": verdict,
+            "figures": [{"key": "bg128.max_queue_depth", "value": depth, "seed": "13"},
+                        {"key": f"{switch}.only", "value": 1, "seed": None}],
+            "problems": [] if verdict == "pass" else ["lost 1 packet"], "switch": switch,
+            "make_command": "make experiments ONLY=E4", "command": "python -m experiments.e4",
+            "elapsed_s": 40, "finished": "2026-11-29T10:00:00+00:00",
+        }  # fmt: skip
+
+    (tmp_path / "bmv2").mkdir()
+    (tmp_path / "E4.json").write_text(json.dumps(record("terrapin", 2, "pass", "christie at 100")))
+    (tmp_path / "bmv2" / "E4.json").write_text(json.dumps(record("bmv2", 3, "FAIL", "background held")))
+    args = argparse.Namespace(only="E4", short=True, switch="terrapin")
+    started = time.time() - 60
+    os.utime(tmp_path / "bmv2" / "E4.json", (started - 3600, started - 3600))
+    page = write_report(["E4"], args, started, tmp_path).read_text()
+    assert page.count("<h2>") == 1, page
+    header = "<th>figure</th><th>terrapin-switch</th><th>simple_switch_grpc</th><th>the seed's</th>"
+    assert header in page
+    assert "<tr><td>bg128.max_queue_depth</td><td>2</td><td>3</td><td>13</td></tr>" in page
+    assert "<tr><td>bmv2.only</td><td></td><td>1</td><td></td></tr>" in page
+    assert 'src="E4-depth.png"' in page and 'src="bmv2/E4-depth.png"' in page
+    assert "christie at 100" in page and "background held" in page and "lost 1 packet" in page
+    # BMv2's is from an earlier run, and says so; this run's is not marked
+    assert page.count("from an earlier run") == 1
+    assert "simple_switch_grpc: <span class=\"fail\">FAIL</span> (from an earlier run" in page
 
 
 @pytest.mark.parametrize(
@@ -282,7 +318,7 @@ def test_a_failed_experiment_runs_again_up_to_attempts_and_every_failure_is_prin
         return verdict, str(log)
 
     monkeypatch.setattr(experiments.run, "run_one", run_one)
-    monkeypatch.setattr(experiments.run, "results_dir", lambda _short: tmp_path)
+    monkeypatch.setattr(experiments.run, "results_dir", lambda *_args: tmp_path)
     monkeypatch.setattr(experiments.run, "write_report", lambda *_args: REPO / "report.html")
     assert experiments.run.main(["--only", "E1", "--short", "--attempts", str(attempts)]) == code
     out = capsys.readouterr().out
