@@ -2,15 +2,15 @@
 ReplicaLab's switches, replicas and PostgreSQL, each group in a network namespace standing for a
 machine of its own, with TLS on every channel between them.
 
-    trphost-sw   10.99.25.1   the switches (terrapin-switch, P4Runtime with --grpc-server-ssl
+    trpthost-sw   10.99.25.1   the switches (terrapin-switch, P4Runtime with --grpc-server-ssl
                               and client certificates required)
-    trphost-ctl  10.99.25.2   both controller replicas (REST over HTTPS; a backup forwards
+    trpthost-ctl  10.99.25.2   both controller replicas (REST over HTTPS; a backup forwards
                               writes to the primary's https:// address)
-    trphost-db   10.99.25.3   PostgreSQL, TLS only from the network (hostssl), the replicas
+    trpthost-db   10.99.25.3   PostgreSQL, TLS only from the network (hostssl), the replicas
                               connecting with sslmode=verify-full
     (this host)  10.99.25.9   the operator's machine: the drill's clients and its checks
 
-They are joined only by veths to a bridge in a fourth namespace, trphost-net, standing for the
+They are joined only by veths to a bridge in a fourth namespace, trpthost-net, standing for the
 network: every connection between two of them crosses it by address, none by a loopback. The
 certificates come from topo/pki.py, each server's for its namespace's address.
 
@@ -29,11 +29,12 @@ from typing import Any
 import grpc
 from replicalab import TOKEN, ReplicaLab
 from topo.pki import PKI, Issued
+from topo.run_tls import switch_tls_flags
 
 from terrapin_tools.bench import Rest
 from terrapin_tools.pgserver import PostgresServer
 
-PREFIX = "trphost"
+PREFIX = "trpthost"
 NETWORK = f"{PREFIX}-net"
 SUBNET = "10.99.25"
 # host → (namespace, address); the namespaces' interfaces are all "eth0", their bridge ends
@@ -142,17 +143,7 @@ class HostLab(ReplicaLab):
         return f"{self.address('switches')}:{self.grpc_ports[i - 1]}"
 
     def switch_flags(self, i: int) -> list[str]:
-        issued = self.cert(f"s{i}")
-        return [
-            "--grpc-server-ssl",
-            "--grpc-server-cert",
-            str(issued.cert),
-            "--grpc-server-key",
-            str(issued.key),
-            "--grpc-server-cacert",
-            self.ca(),
-            "--grpc-server-with-client-auth",
-        ]
+        return switch_tls_flags(self.cert(f"s{i}"), self.ca(), client_auth=True)
 
     def switch_credentials(self) -> grpc.ChannelCredentials:
         operator = self.cert("operator")
