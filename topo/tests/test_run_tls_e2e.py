@@ -103,39 +103,3 @@ def test_the_switch_metrics_need_a_client_certificate(run: RunningNetwork) -> No
         urllib.request.urlopen(
             f"https://127.0.0.1:{switch.metrics_port}/metrics", timeout=5, context=without
         ).read()
-
-
-def test_replicas_forward_over_https(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """make run TLS=1 REPLICAS=2 STORE=postgres: a write sent to the backup reaches the primary
-    over HTTPS (the primary's certificate checked, the backup's presented) and is answered by it."""
-    from topo.tests.test_replicas_e2e import _postgres_installed
-
-    if not _postgres_installed():
-        pytest.skip("needs PostgreSQL (make setup)")
-    state = tmp_path_factory.mktemp("replicas-tls")
-    with running(
-        christie.plan(rate_mbps=20),
-        rest_port=REST_PORT + 10,
-        token="tls-token",
-        state_dir=state,
-        intf_prefix=INTF_PREFIX,
-        pid_dir=state / "pids",
-        store="postgres",
-        replicas=2,
-        tls_dir=state / "pki",
-    ) as network:
-        primary, backup = network.controllers
-        assert backup.rest_url == f"https://127.0.0.1:{REST_PORT + 11}"
-        deadline = time.monotonic() + 30
-        while True:  # the backup is healthy once connected, the primary once reconciled
-            status, created = call(
-                network, "POST", "/reservations", reservation_body(network, "a1", "b1"), url=backup.rest_url
-            )
-            if status == 201 or time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
-        assert status == 201, created
-        _, health = call(network, "GET", "/health", url=backup.rest_url)
-        assert health["replication"]["primary_url"] == primary.rest_url
-        status, listed = call(network, "GET", "/reservations", url=primary.rest_url)
-        assert status == 200 and [r["id"] for r in listed] == [created["id"]]
