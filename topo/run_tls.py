@@ -24,6 +24,18 @@ CONTROLLER = "controller"  # the controllers' certificate: client of the switche
 CLIENT = "admin"  # the runner's, the banner's curl and a person's tools
 
 
+def switch_tls_flags(issued: Issued, ca: Path | str | None, client_auth: bool) -> list[str]:
+    """A switch's P4Runtime TLS flags, the same on terrapin-switch and simple_switch_grpc: its
+    certificate and key, the CA its clients' certificates are checked by, whether it asks for one."""
+    flags = ["--grpc-server-ssl", "--grpc-server-cert", str(issued.cert)]
+    flags += ["--grpc-server-key", str(issued.key)]
+    if ca is not None:
+        flags += ["--grpc-server-cacert", str(ca)]
+    if client_auth:
+        flags.append("--grpc-server-with-client-auth")
+    return flags
+
+
 @dataclass(frozen=True)
 class RunTls:
     ca: Path
@@ -32,18 +44,8 @@ class RunTls:
     client: Issued
 
     def switch_flags(self, name: str) -> list[str]:
-        """The switch's TLS flags (the same on terrapin-switch and simple_switch_grpc)."""
-        issued = self.switches[name]
-        return [
-            "--grpc-server-ssl",
-            "--grpc-server-cert",
-            str(issued.cert),
-            "--grpc-server-key",
-            str(issued.key),
-            "--grpc-server-cacert",
-            str(self.ca),
-            "--grpc-server-with-client-auth",
-        ]
+        """The switch's TLS flags, client certificates of the run's CA required."""
+        return switch_tls_flags(self.switches[name], self.ca, client_auth=True)
 
     def switch_block(self) -> dict[str, Any]:
         """A switch's `tls:` in the controller's configuration."""

@@ -68,6 +68,15 @@ class PostgresError(RuntimeError):
     """PostgreSQL is missing, or a server could not be set up, started or stopped."""
 
 
+def installed() -> bool:
+    """Whether a PostgreSQL server can be run here (tests skip without one)."""
+    try:
+        find_bindir()
+    except PostgresError:
+        return False
+    return True
+
+
 def find_bindir() -> Path:
     """The directory holding initdb and postgres: `pg_config --bindir` when it names one
     that has them (libpq-dev's pg_config may belong to another major version than the server),

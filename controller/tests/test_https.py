@@ -5,11 +5,7 @@ the servers are real uvicorn servers on loopback ports of their own."""
 
 from __future__ import annotations
 
-import asyncio
-import socket
 import ssl
-import threading
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -21,12 +17,13 @@ import pytest
 from fakes import RESERVATION, FakeFabric, chain_config
 from fastapi import FastAPI, Request
 from fastapi.testclient import TestClient
+from test_rest_server import serving as rest_serving
 from topo.pki import PKI
 
 from terrapin import tls
 from terrapin.config import Config, ConfigError, RestTlsConfig
 from terrapin.forwarding import forward_writes
-from terrapin.main import Controller, replica_identity, rest_server
+from terrapin.main import Controller, replica_identity
 
 TOKEN = "secret-token"  # chain_config's
 
@@ -59,23 +56,8 @@ def controller(rest_tls: RestTlsConfig | None) -> Controller:
 
 @contextmanager
 def serving(app: FastAPI, tls_options: dict[str, Any]) -> Iterator[str]:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = rest_server(
-        app, "127.0.0.1", sock.getsockname()[1], log_level="warning", tls_options=tls_options
-    )
-    thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])), daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert server.started, "the REST server did not start"
-    try:
-        yield f"127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
+    with rest_serving(app, tls_options) as (host, port):
+        yield f"{host}:{port}"
 
 
 def client_context(pki: PKI, cert: str | None = None, ca: Path | None = None) -> ssl.SSLContext:

@@ -9,10 +9,12 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
 from fakes import FakeFabric, chain_config
+from fastapi import FastAPI
 
 from terrapin.config import Config
 from terrapin.main import Controller, rest_server
@@ -24,9 +26,19 @@ def address() -> Iterator[tuple[str, int]]:
         return FakeFabric(topo.switch_names)
 
     app = Controller(chain_config(4), fabric_factory=factory).app
+    with serving(app) as where:
+        yield where
+
+
+@contextmanager
+def serving(app: FastAPI, tls_options: dict[str, Any] | None = None) -> Iterator[tuple[str, int]]:
+    """`app` served as terrapin-controller serves it (main.rest_server), on a loopback port of its
+    own in a thread; its (host, port) while the block runs."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
-    server = rest_server(app, "127.0.0.1", sock.getsockname()[1], log_level="warning")
+    server = rest_server(
+        app, "127.0.0.1", sock.getsockname()[1], log_level="warning", tls_options=tls_options
+    )
     thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])), daemon=True)
     thread.start()
     deadline = time.monotonic() + 10

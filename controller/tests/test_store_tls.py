@@ -19,19 +19,11 @@ from topo.pki import PKI
 from terrapin.config import Config, ConfigError, parse_config
 from terrapin.main import Controller
 from terrapin.store import StoreUnavailable
-from terrapin_tools.pgserver import PostgresError, PostgresServer, find_bindir
-
-
-def _postgres_installed() -> bool:
-    try:
-        find_bindir()
-    except PostgresError:
-        return False
-    return True
-
+from terrapin_tools import pgserver
+from terrapin_tools.pgserver import PostgresServer
 
 pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0 or not _postgres_installed(), reason="needs root and PostgreSQL (make setup)"
+    os.geteuid() != 0 or not pgserver.installed(), reason="needs root and PostgreSQL (make setup)"
 )
 
 

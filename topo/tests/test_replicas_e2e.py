@@ -25,7 +25,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from terrapin_tools.pgserver import PostgresError, find_bindir
+from terrapin_tools import pgserver
 from topo import christie
 from topo.experiment import VIDEO_PORT
 from topo.network import ControllerProcess, RunningNetwork, call, roles, running
@@ -40,16 +40,8 @@ INTF_PREFIX = "trptrp"
 TAKEOVER_LIMIT_S = 5.0
 
 
-def _postgres_installed() -> bool:
-    try:
-        find_bindir()
-    except PostgresError:
-        return False
-    return True
-
-
 pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0 or not (REPO / "build/p4/terrapin.json").exists() or not _postgres_installed(),
+    os.geteuid() != 0 or not (REPO / "build/p4/terrapin.json").exists() or not pgserver.installed(),
     reason="needs root, build/p4 and PostgreSQL (make setup)",
 )
 

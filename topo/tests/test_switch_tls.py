@@ -32,6 +32,7 @@ from finsy.proto import p4r
 from terrapin_tools.pgserver import free_port
 from topo.p4switch import REPO, SWITCH_KINDS, stop_process_group, switch_binary
 from topo.pki import PKI, Issued
+from topo.run_tls import switch_tls_flags
 
 HOUR = dt.timedelta(hours=1)
 DEVICE_ID = 1
@@ -98,18 +99,7 @@ class RunningSwitch:
 
 
 def tls_flags(switch: Issued, ca: Path | None, client_auth: bool) -> list[str]:
-    flags = [
-        "--grpc-server-ssl",
-        "--grpc-server-cert",
-        str(switch.cert),
-        "--grpc-server-key",
-        str(switch.key),
-    ]
-    if ca is not None:
-        flags += ["--grpc-server-cacert", str(ca)]
-    if client_auth:
-        flags.append("--grpc-server-with-client-auth")
-    return flags
+    return switch_tls_flags(switch, ca, client_auth)
 
 
 def start_switch(kind: str, workdir: Path, name: str, flags: list[str]) -> RunningSwitch:
