@@ -300,7 +300,7 @@ def test_e2_reports_nothing_admitted_as_its_verdict(
     assert verdict.startswith("E2 priority: FAIL bg128.hp1024: nothing admitted for 10.0.1."), verdict
     assert verdict.count("nothing admitted") == len(e2.BACKGROUND_SIZES) * 2  # every point, each said
     assert "stopped" not in verdict and min(port.asked) == 1
-    record = json.loads((results / "short" / "E2.json").read_text())
+    record = json.loads((results / "short" / "bmv2" / "E2.json").read_text())  # run as on BMv2
     assert all(p["admitted_Bps"] == 0 and p["nothing_admitted"] for p in record["data"]["points"])
 
 
@@ -314,7 +314,7 @@ def test_e2_stopped_by_a_switch_error_says_so_with_its_phase(
         "E2 priority: FAIL stopped during 'background 128 B, high priority 1024 B':"
         " POST /reservations refused (503 switch unavailable): terrapin: down"
     )
-    assert (results / "short" / "E2.json").exists()
+    assert (results / "short" / "bmv2" / "E2.json").exists()
 
 
 @pytest.mark.parametrize("module", [e5, e9])
