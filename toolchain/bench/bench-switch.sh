@@ -219,29 +219,25 @@ for ref in reflector afxdp-reflector xdp-reflector; do
             v[l, s, "zero_loss_pps"] / v[ref, s, "zero_loss_pps"], v[l, s, "sat_pps"] / v[ref, s, "sat_pps"]
     }' "$OUT/results.txt" | sort
 done
-# terrapin-switch (AF_XDP) against the AF_XDP reflector: the share of the
-# I/O limit the pipeline and traffic manager leave.
-awk '
-  { for (i = 1; i <= NF; i++) { split($i, kv, "="); v[$1, $2, kv[1]] = kv[2] } sizes[$2] = 1 }
-  END {
-    for (s in sizes) if (("switch-lpm", s, "sat_pps") in v && ("afxdp-reflector", s, "sat_pps") in v) {
-      zs = v["switch-lpm", s, "zero_loss_pps"]; zr = v["afxdp-reflector", s, "zero_loss_pps"]
-      printf "ratio switch/afxdp-reflector %-11s saturation %.2f (%d / %d pps)  zero_loss %s (%d / %d pps)\n", s,
-        v["switch-lpm", s, "sat_pps"] / v["afxdp-reflector", s, "sat_pps"], v["switch-lpm", s, "sat_pps"], v["afxdp-reflector", s, "sat_pps"],
-        (zr > 0 ? sprintf("%.2f", zs / zr) : "n/a"), zs, zr
-    }
-  }' "$OUT/results.txt" | sort -t= -k2 -n
-# terrapin-switch against p4lang's BMv2 on the same program and run.
-awk '
-  { for (i = 1; i <= NF; i++) { split($i, kv, "="); v[$1, $2, kv[1]] = kv[2] } sizes[$2] = 1 }
-  END {
-    for (s in sizes) if (("switch-lpm", s, "sat_pps") in v && ("bmv2", s, "sat_pps") in v) {
-      zs = v["switch-lpm", s, "zero_loss_pps"]; zb = v["bmv2", s, "zero_loss_pps"]
-      printf "ratio switch/bmv2 %-11s saturation %.1f (%d / %d pps)  zero_loss %s (%d / %d pps)\n", s,
-        v["switch-lpm", s, "sat_pps"] / v["bmv2", s, "sat_pps"], v["switch-lpm", s, "sat_pps"], v["bmv2", s, "sat_pps"],
-        (zb > 0 ? sprintf("%.1f", zs / zb) : "n/a"), zs, zb
-    }
-  }' "$OUT/results.txt" | sort -t= -k2 -n
+# ratio REFERENCE DIGITS: terrapin-switch's rates over REFERENCE's, per frame size, at
+# saturation and at zero loss.
+ratio() {
+  awk -v ref="$1" -v digits="$2" '
+    { for (i = 1; i <= NF; i++) { split($i, kv, "="); v[$1, $2, kv[1]] = kv[2] } sizes[$2] = 1 }
+    END {
+      f = "%." digits "f"
+      for (s in sizes) if (("switch-lpm", s, "sat_pps") in v && (ref, s, "sat_pps") in v) {
+        zs = v["switch-lpm", s, "zero_loss_pps"]; zr = v[ref, s, "zero_loss_pps"]
+        printf "ratio switch/%s %-11s saturation " f " (%d / %d pps)  zero_loss %s (%d / %d pps)\n", ref, s,
+          v["switch-lpm", s, "sat_pps"] / v[ref, s, "sat_pps"], v["switch-lpm", s, "sat_pps"], v[ref, s, "sat_pps"],
+          (zr > 0 ? sprintf(f, zs / zr) : "n/a"), zs, zr
+      }
+    }' "$OUT/results.txt" | sort -t= -k2 -n
+}
+# terrapin-switch (AF_XDP) against the AF_XDP reflector: the share of the I/O limit the pipeline
+# and traffic manager leave; and against p4lang's BMv2 on the same program and run.
+ratio afxdp-reflector 2
+ratio bmv2 1
 if [[ -s "$OUT/fixed.txt" ]]; then
   echo "# latency at $FIXED_PPS frames/s (p50/p99 one-way):"
   awk '{ for (i = 1; i <= NF; i++) { split($i, kv, "="); if (kv[1] == "lat" || kv[1] == "lost") f[kv[1]] = kv[2] }
