@@ -380,7 +380,9 @@ class Traffic:
         raise RuntimeError(f"the receiver on {host} did not bind {sorted(ports)} within 30 s")
 
     def _sender(self, host: str, name: str, command: list[str]) -> None:
-        process = self.run.host(host).popen(["chrt", "-f", str(SENDER_RT_PRIORITY), *command], cwd=str(REPO))
+        # Real-time for the send loop only (topo/video.py --rt-priority).
+        command = [*command, f"--rt-priority={SENDER_RT_PRIORITY}"]
+        process = self.run.host(host).popen(command, cwd=str(REPO))
         self._senders.append((name, process))
 
     def video(

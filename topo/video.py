@@ -26,6 +26,11 @@ UDP port, DSCP and optional token bucket) from one process:
 each inner list the send times (s from the start) of one frame's packets. A packet whose time
 has passed (the sender was descheduled) leaves at once, unless its flow's token bucket holds it.
 
+With `--rt-priority N` a sender runs its send loop, and only that, at SCHED_FIFO N: its start-up
+(the interpreter, imports) and its end (writing the log, exiting) take tens of milliseconds of
+CPU that, at a real-time priority, would hold off a switch running at the normal one (p4lang's
+simple_switch_grpc) on that CPU for as long.
+
 Every packet carries (frame number, index, count, frame start time, its own send time); the
 receiver records when the kernel received each packet (SO_TIMESTAMPNS). Sender and receiver run
 in Mininet hosts on one machine, so they share CLOCK_REALTIME and one-way delay is simply
@@ -35,8 +40,10 @@ arrival minus send time.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import heapq
 import json
+import os
 import random
 import selectors
 import signal
@@ -44,6 +51,7 @@ import socket
 import struct
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -137,6 +145,19 @@ def sender_socket(port: int, dscp: int) -> socket.socket:
     return sock
 
 
+@contextlib.contextmanager
+def real_time(priority: int) -> Iterator[None]:
+    """SCHED_FIFO `priority` inside the block (0: leave the policy alone), the normal policy after."""
+    if priority <= 0:
+        yield
+        return
+    os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+    try:
+        yield
+    finally:
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+
+
 def wait_until(due_ns: int) -> None:
     while (left := due_ns - time.time_ns()) > SPIN_NS:
         time.sleep(min(0.002, (left - SPIN_NS) / 1e9))
@@ -168,31 +189,33 @@ def send(
     shape: tuple[int, int] | None,
     video: VideoShape = VideoShape(),
     pace: bool = False,
+    rt_priority: int = 0,
 ) -> None:
     sizes = frame_sizes(int(seconds * video.fps), seed, video.smallest, video.peak)
     sock = sender_socket(port, dscp)
     filler = bytes(video.max_packet)
     period_ns = round(1e9 / video.fps)
-    first = time.time_ns() + 100_000_000
     bucket = TokenBucket(*shape) if shape else None
     sent = []
-    for number, size in enumerate(sizes):
-        due = first + number * period_ns
-        wait_until(due)
-        payloads = segment(size, video.max_packet)
-        wire = [p + HEADER.size + UDP_IP_OVERHEAD for p in payloads]
-        if bucket and not pace:
-            # The whole frame leaves as one burst once the bucket holds it; its latency is
-            # counted from then, so it measures the network, not the sender's own shaping.
-            bucket.wait_for(sum(wire))
-        # Paced, the frame was captured when it was due and its packets wait for their credit.
-        start = due if pace else time.time_ns()
-        for index, payload in enumerate(payloads):
-            if bucket and pace:
-                bucket.wait_for(wire[index])
-            head = HEADER.pack(MAGIC, number, index, len(payloads), size, start, time.time_ns())
-            sock.sendto(head + filler[:payload], (dst, port))
-        sent.append({"frame": number, "bytes": size, "packets": len(payloads), "start_ns": start})
+    with real_time(rt_priority):
+        first = time.time_ns() + 100_000_000
+        for number, size in enumerate(sizes):
+            due = first + number * period_ns
+            wait_until(due)
+            payloads = segment(size, video.max_packet)
+            wire = [p + HEADER.size + UDP_IP_OVERHEAD for p in payloads]
+            if bucket and not pace:
+                # The whole frame leaves as one burst once the bucket holds it; its latency is
+                # counted from then, so it measures the network, not the sender's own shaping.
+                bucket.wait_for(sum(wire))
+            # Paced, the frame was captured when it was due and its packets wait for their credit.
+            start = due if pace else time.time_ns()
+            for index, payload in enumerate(payloads):
+                if bucket and pace:
+                    bucket.wait_for(wire[index])
+                head = HEADER.pack(MAGIC, number, index, len(payloads), size, start, time.time_ns())
+                sock.sendto(head + filler[:payload], (dst, port))
+            sent.append({"frame": number, "bytes": size, "packets": len(payloads), "start_ns": start})
     with open(log, "w") as out:
         json.dump({"frames": sent, "peak_bps": video.peak * 8 * video.fps}, out)
 
@@ -207,7 +230,7 @@ class _Flow:
     starts: dict[int, int] = field(default_factory=dict)
 
 
-def send_flows(dst: str, spec: dict[str, Any], log: str) -> None:
+def send_flows(dst: str, spec: dict[str, Any], log: str, rt_priority: int = 0) -> None:
     """Every flow of `spec` (see the module's doc) from one process, in time order. A packet its
     flow's bucket cannot take yet goes back into the schedule at the time it can, so one flow's
     shaping never holds another flow's packets."""
@@ -236,22 +259,23 @@ def send_flows(dst: str, spec: dict[str, Any], log: str) -> None:
     ]
     heapq.heapify(schedule)
     filler = bytes(max((f.payload for f in flows), default=0))
-    while schedule:
-        due, i, number, index = schedule[0]
-        wait_until(due)
-        heapq.heappop(schedule)
-        flow = flows[i]
-        size = flow.payload + HEADER.size + UDP_IP_OVERHEAD
-        if flow.bucket is not None:
-            wait = flow.bucket.ready_in(size)
-            if wait > 0:
-                heapq.heappush(schedule, (time.time_ns() + round(wait * 1e9), i, number, index))
-                continue
-            flow.bucket.take(size)
-        count = len(flow.frames[number])
-        start = flow.starts.setdefault(number, first + round(flow.frames[number][0] * 1e9))
-        head = HEADER.pack(MAGIC, number, index, count, count * flow.payload, start, time.time_ns())
-        flow.sock.sendto(head + filler[: flow.payload], (dst, flow.port))
+    with real_time(rt_priority):
+        while schedule:
+            due, i, number, index = schedule[0]
+            wait_until(due)
+            heapq.heappop(schedule)
+            flow = flows[i]
+            size = flow.payload + HEADER.size + UDP_IP_OVERHEAD
+            if flow.bucket is not None:
+                wait = flow.bucket.ready_in(size)
+                if wait > 0:
+                    heapq.heappush(schedule, (time.time_ns() + round(wait * 1e9), i, number, index))
+                    continue
+                flow.bucket.take(size)
+            count = len(flow.frames[number])
+            start = flow.starts.setdefault(number, first + round(flow.frames[number][0] * 1e9))
+            head = HEADER.pack(MAGIC, number, index, count, count * flow.payload, start, time.time_ns())
+            flow.sock.sendto(head + filler[: flow.payload], (dst, flow.port))
     with open(log, "w") as out:
         json.dump(
             {
@@ -360,6 +384,10 @@ def main(argv: list[str] | None = None) -> int:
     fl.add_argument("--dst", required=True)
     fl.add_argument("--flows", required=True, help="JSON file, see the module's doc")
     fl.add_argument("--log", required=True)
+    for sender in (s, fl):
+        sender.add_argument(
+            "--rt-priority", type=int, default=0, help="SCHED_FIFO priority of the send loop (0: none)"
+        )
     r = sub.add_parser("receive")
     r.add_argument("--ports", default="5004", help="comma-separated UDP ports")
     r.add_argument("--seconds", type=float, default=0, help="stop after this long (0: at SIGTERM)")
@@ -368,10 +396,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.mode == "send":
         shape = (args.shape_rate, args.shape_burst) if args.shape_rate else None
         video = VideoShape(args.fps, args.smallest, args.peak, args.max_packet)
-        send(args.dst, args.port, args.seconds, args.seed, args.log, args.dscp, shape, video, args.pace)
+        send(
+            args.dst,
+            args.port,
+            args.seconds,
+            args.seed,
+            args.log,
+            args.dscp,
+            shape,
+            video,
+            args.pace,
+            args.rt_priority,
+        )
     elif args.mode == "flows":
         with open(args.flows) as spec:
-            send_flows(args.dst, json.load(spec), args.log)
+            send_flows(args.dst, json.load(spec), args.log, args.rt_priority)
     else:
         receive([int(p) for p in args.ports.split(",")], args.seconds, args.log)
     return 0

@@ -4,10 +4,13 @@ versus the latency the application saw, and frames that lost packets."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from topo import video
 from topo.experiment import read_video_logs
 
 MS = 1_000_000  # ns
@@ -72,3 +75,30 @@ def test_lost_packets_break_a_frame(tmp_path: Path) -> None:
     assert broken.frame == 1
     assert (broken.at_s, broken.network_ms) == pytest.approx((0.033, 7.0))
     assert [t.frame for t in run.slowest(5)] == [0]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="SCHED_FIFO needs root")
+def test_a_sender_is_real_time_while_it_sends_and_only_then(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real-time sender's set-up and log writing would hold off a normal-priority switch."""
+    policies: dict[str, set[int]] = {"sending": set(), "logging": set()}
+    real_wait, real_dump = video.wait_until, json.dump
+
+    def wait_until(due_ns: int) -> None:
+        policies["sending"].add(os.sched_getscheduler(0))
+        real_wait(due_ns)
+
+    def dump(obj: object, out: Any) -> None:
+        policies["logging"].add(os.sched_getscheduler(0))
+        real_dump(obj, out)
+
+    monkeypatch.setattr(video, "wait_until", wait_until)
+    monkeypatch.setattr(video.json, "dump", dump)
+    spec = {"flows": [{"port": 47999, "packet_bytes": 200, "frames": [[0.0], [0.001]]}]}
+    before = os.sched_getscheduler(0)
+    video.send_flows("127.0.0.1", spec, str(tmp_path / "flows.json"), rt_priority=3)
+    video.send("127.0.0.1", 47998, 0.1, 1, str(tmp_path / "video.json"), 46, None, rt_priority=3)
+    assert policies == {"sending": {os.SCHED_FIFO}, "logging": {os.SCHED_OTHER}}
+    assert os.sched_getscheduler(0) == before == os.SCHED_OTHER
+    assert json.loads((tmp_path / "flows.json").read_text())["flows"][0]["port"] == 47999
