@@ -4,6 +4,9 @@
 #
 #   bash scripts/build-bmv2.sh                  (make bmv2; make test runs it too)
 #   bash scripts/build-bmv2.sh --sources-only   (make bmv2-sources: find or fetch them, no build)
+#   bash scripts/build-bmv2.sh --packages-only  (the Debian packages the build needs, then stop:
+#                                                .ci/run installs them first so that the build can
+#                                                run beside make setup's own apt-get)
 #
 # The snapshots come from ORACLE=DIR if given, else ../shared/oracle, else the projects' public
 # archives: scripts/fetch_bmv2_sources.py downloads the pinned commits (BMV2_ARCHIVES=URL names
@@ -29,6 +32,35 @@ src=$out/src
 jobs=${JOBS:-$(nproc)}
 sources_only=0
 [[ "${1:-}" == "--sources-only" ]] && sources_only=1
+
+start=$SECONDS
+stage() { printf '\033[1m[bmv2 %3dm%02ds]\033[0m %s\n' $(((SECONDS - start) / 60)) $(((SECONDS - start) % 60)) "$*"; }
+
+install_packages() {
+    apt_packages=(autoconf automake libtool pkg-config g++ make
+                  libboost-dev libboost-system-dev libboost-thread-dev libboost-program-options-dev
+                  libboost-filesystem-dev libgmp-dev libpcap-dev libthrift-dev thrift-compiler
+                  python3-thrift libnanomsg-dev libxxhash-dev libjsoncpp-dev libssl-dev
+                  protobuf-compiler libprotobuf-dev libgrpc++-dev protobuf-compiler-grpc libgrpc-dev)
+    missing=()
+    for p in "${apt_packages[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    if ((${#missing[@]})); then
+        if [[ $(id -u) -ne 0 ]]; then
+            echo "bmv2: need root to install Debian packages: ${missing[*]}" >&2
+            exit 1
+        fi
+        stage "installing Debian packages: ${missing[*]}"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -q >/dev/null
+        apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+    fi
+}
+if [[ "${1:-}" == "--packages-only" ]]; then
+    install_packages
+    exit 0
+fi
 
 has_snapshots() { compgen -G "$1/behavioral-model-*.tar.gz" >/dev/null && compgen -G "$1/PI-*.tar.gz" >/dev/null; }
 built() { [[ -f "$out/.built" && -x "$out/bin/simple_switch_grpc" ]]; }
@@ -84,8 +116,6 @@ if [[ -f "$stamp" && "$(cat "$stamp")" == "$stamp_text" && -x "$out/bin/simple_s
     exit 0
 fi
 
-start=$SECONDS
-stage() { printf '\033[1m[bmv2 %3dm%02ds]\033[0m %s\n' $(((SECONDS - start) / 60)) $(((SECONDS - start) % 60)) "$*"; }
 
 # run LOG CMD...: quiet unless it fails; a failure shows the log's tail.
 run() {
@@ -98,25 +128,7 @@ run() {
 }
 
 # --- Debian packages (idempotent, as in scripts/setup.sh) ---------------------------------------
-apt_packages=(autoconf automake libtool pkg-config g++ make
-              libboost-dev libboost-system-dev libboost-thread-dev libboost-program-options-dev
-              libboost-filesystem-dev libgmp-dev libpcap-dev libthrift-dev thrift-compiler
-              python3-thrift libnanomsg-dev libxxhash-dev libjsoncpp-dev libssl-dev
-              protobuf-compiler libprotobuf-dev libgrpc++-dev protobuf-compiler-grpc libgrpc-dev)
-missing=()
-for p in "${apt_packages[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-    if [[ $(id -u) -ne 0 ]]; then
-        echo "bmv2: need root to install Debian packages: ${missing[*]}" >&2
-        exit 1
-    fi
-    stage "installing Debian packages: ${missing[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -q >/dev/null
-    apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
-fi
+install_packages
 
 rm -rf "$src" "$prefix" "$out/bin" "$stamp"
 mkdir -p "$src" "$prefix" "$out/bin" "$out/logs"

@@ -72,7 +72,7 @@ fuzz_once() { # PKG TARGET: 0 pass, 1 fail, 2 only the coordinator's deadline ra
     local pkg=$1 target=$2 out rc corpus before after
     corpus=toolchain/${pkg#./}/testdata/fuzz/$target
     before=$(ls "$corpus" 2>/dev/null | wc -l)
-    out=$(cd toolchain && "$GO" test -run '^$' -fuzz "^${target}\$" -fuzztime "${FUZZTIME:-8s}" "$pkg" 2>&1)
+    out=$(cd toolchain && "$GO" test -run '^$' -fuzz "^${target}\$" -fuzztime "${FUZZTIME:-5s}" "$pkg" 2>&1)
     rc=$?
     echo "$out"
     ((rc == 0)) && return 0
