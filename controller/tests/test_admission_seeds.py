@@ -255,14 +255,19 @@ def test_end_to_end_bound_adds_up_and_bursts_grow_per_hop() -> None:
 # ---- seed 003: service classes -----------------------------------------------------------------
 
 
+def rate_only_port(test: str, line_rate: int, **rest: Any) -> PortModel:
+    """A port guarded by `test` alone. Seeds 002 and 003 speak of rates only: their ports get
+    1,500-byte packets and queues (1 MB) that none of their tests fills."""
+    return PortModel(
+        port=S1, line_rate=line_rate, queue_capacity=1_000_000, largest_packet=1500, tests=(test,), **rest
+    )
+
+
 def xunet_port() -> PortModel:
     """Seed 003 §5: a 45 Mbit/s trunk; urgent ≤ 2%, FRR ≤ 60/90 slots, WRR the 28 left."""
-    return PortModel(
-        port=S1,
-        line_rate=45 * MBIT,
-        queue_capacity=1_000_000,
-        largest_packet=1500,
-        tests=("class_shares",),
+    return rate_only_port(
+        "class_shares",
+        45 * MBIT,
         classes=(
             ServiceClass("urgent", frozenset({6}), Fraction(2, 100), peak_policed=True),
             ServiceClass("frr", frozenset({5}), Fraction(60, 90)),
@@ -302,12 +307,9 @@ def test_frr_level_takes_twenty_1_5_mbit_sources() -> None:
 
 def rether_port(overhead_us: int = 0) -> PortModel:
     """Seed 002 §5: 10 Mbit/s Ethernet, 60% reservable, MTRT 33.3 ms."""
-    return PortModel(
-        port=S1,
-        line_rate=10 * MBIT,
-        queue_capacity=1_000_000,
-        largest_packet=1500,
-        tests=("best_effort_floor",),
+    return rate_only_port(
+        "best_effort_floor",
+        10 * MBIT,
         best_effort_floor=Fraction(4, 10),
         allocation_interval_us=33_333,
         per_channel_overhead_us=overhead_us,
