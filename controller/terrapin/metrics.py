@@ -95,45 +95,52 @@ class ControllerMetrics:
             "terrapin_monitor_last_poll_timestamp_seconds", "when the monitor last polled", registry=r
         )
         queue = ["switch", "port", "queue"]
-        self.queue_delay_max = Gauge(
+        self.queue_delay_max = _Series(
+            Gauge,
             "terrapin_monitor_queue_delay_max_seconds",
             "longest wait in an admitted queue over the last poll's window (register; "
             "absent where the switch reads no registers)",
             queue,
             registry=r,
         )
-        self.queue_delay_bound = Gauge(
+        self.queue_delay_bound = _Series(
+            Gauge,
             "terrapin_monitor_queue_delay_bound_seconds",
             "the delay bound the switch counts an admitted queue's packets against",
             queue,
             registry=r,
         )
-        self.queue_band_packets = Counter(
+        self.queue_band_packets = _Series(
+            Counter,
             "terrapin_monitor_queue_delay_band_packets",
             "packets of an admitted queue by their wait against its bound (quarter, half, within, over)",
             [*queue, "band"],
             registry=r,
         )
-        self.queue_over_bound = Counter(
+        self.queue_over_bound = _Series(
+            Counter,
             "terrapin_monitor_queue_packets_over_bound",
             "packets of an admitted queue that waited longer than its bound",
             queue,
             registry=r,
         )
         channel = ["channel", "switch", "port"]
-        self.channel_delivered = Gauge(
+        self.channel_delivered = _Series(
+            Gauge,
             "terrapin_monitor_channel_delivered_bytes_per_second",
             "frame bytes a channel sent through a hop over the last window, every colour",
             channel,
             registry=r,
         )
-        self.channel_reserved = Gauge(
+        self.channel_reserved = _Series(
+            Gauge,
             "terrapin_monitor_channel_reserved_bytes_per_second",
             "the channel's metered rate at a hop (CIR, frame bytes)",
             channel,
             registry=r,
         )
-        self.channel_excess = Counter(
+        self.channel_excess = _Series(
+            Counter,
             "terrapin_monitor_channel_excess_packets",
             "a channel's packets its meter marked beyond the envelope",
             [*channel, "colour"],
@@ -161,20 +168,6 @@ class ControllerMetrics:
             registry=r,
         )
         r.register(LedgerCollector(ledger))
-        # Each poll updates a few series per queue and per hop of every channel: tens of
-        # thousands at 10,000 channels, too many to look up by label (labels()) every time.
-        self._series = {
-            metric: _Series(metric)
-            for metric in (
-                self.queue_delay_bound,
-                self.queue_delay_max,
-                self.queue_band_packets,
-                self.queue_over_bound,
-                self.channel_delivered,
-                self.channel_reserved,
-                self.channel_excess,
-            )
-        }
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
@@ -193,12 +186,12 @@ class ControllerMetrics:
         for q in verdict.queues:
             labels = (q.switch, str(q.port), str(q.priority))
             queues.add(labels)
-            self._series[self.queue_delay_bound].child(labels).set(q.bound_us / 1e6)
+            self.queue_delay_bound.child(labels).set(q.bound_us / 1e6)
             if q.max_delay_us is not None:
-                self._series[self.queue_delay_max].child(labels).set(q.max_delay_us / 1e6)
+                self.queue_delay_max.child(labels).set(q.max_delay_us / 1e6)
             for name, count in zip(DELAY_BAND_NAMES, q.bands, strict=True):
-                self._series[self.queue_band_packets].child((*labels, name)).inc(count)
-            self._series[self.queue_over_bound].child(labels).inc(q.over_bound)
+                self.queue_band_packets.child((*labels, name)).inc(count)
+            self.queue_over_bound.child(labels).inc(q.over_bound)
         self._choose_exported({c.reservation_id for c in verdict.channels})
         channels: set[tuple[str, ...]] = set()
         for c in verdict.channels:
@@ -206,19 +199,17 @@ class ControllerMetrics:
                 continue
             labels = (str(c.reservation_id), c.switch, str(c.port))
             channels.add(labels)
-            self._series[self.channel_delivered].child(labels).set(c.delivered_rate)
-            self._series[self.channel_reserved].child(labels).set(c.reserved_rate)
-            self._series[self.channel_excess].child((*labels, "yellow")).inc(c.yellow_packets)
-            self._series[self.channel_excess].child((*labels, "red")).inc(c.red_packets)
-        self._series[self.queue_delay_bound].keep(queues)
-        self._series[self.queue_delay_max].keep(
+            self.channel_delivered.child(labels).set(c.delivered_rate)
+            self.channel_reserved.child(labels).set(c.reserved_rate)
+            self.channel_excess.child((*labels, "yellow")).inc(c.yellow_packets)
+            self.channel_excess.child((*labels, "red")).inc(c.red_packets)
+        self.queue_delay_bound.keep(queues)
+        self.queue_delay_max.keep(
             {(q.switch, str(q.port), str(q.priority)) for q in verdict.queues if q.max_delay_us is not None}
         )
-        self._series[self.channel_delivered].keep(channels)
-        self._series[self.channel_reserved].keep(channels)
-        self._series[self.channel_excess].keep(
-            {(*c, colour) for c in channels for colour in ("yellow", "red")}
-        )
+        self.channel_delivered.keep(channels)
+        self.channel_reserved.keep(channels)
+        self.channel_excess.keep({(*c, colour) for c in channels for colour in ("yellow", "red")})
 
     def _choose_exported(self, checked: set[int]) -> None:
         """The channels with series: those that had them and are still checked, then the
@@ -240,10 +231,19 @@ class ControllerMetrics:
 
 
 class _Series:
-    """One labelled metric's children, by their label values."""
+    """One labelled metric's children, by their label values. Each poll updates a few series per
+    queue and per hop of every channel: tens of thousands at 10,000 channels, too many to look
+    up by label (labels()) every time."""
 
-    def __init__(self, metric: Gauge | Counter) -> None:
-        self._metric = metric
+    def __init__(
+        self,
+        kind: type[Gauge] | type[Counter],
+        name: str,
+        documentation: str,
+        labels: list[str],
+        registry: CollectorRegistry,
+    ) -> None:
+        self._metric = kind(name, documentation, labels, registry=registry)
         self._children: dict[tuple[str, ...], Any] = {}
 
     def child(self, labels: tuple[str, ...]) -> Any:

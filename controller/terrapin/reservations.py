@@ -115,29 +115,23 @@ class Conflict(Exception):
         self.existing = existing
 
 
+@dataclass(eq=False)  # one service per controller: equal only to itself
 class ReservationService:
-    def __init__(
-        self,
-        ledger: AdmissionLedger,
-        topology: Topology,
-        store: ReservationStore,
-        programmer: ChannelProgrammer,
-        demote_excess: bool = True,
-        fence: Callable[[], Fence | None] = lambda: None,
-    ) -> None:
-        self.ledger = ledger
-        self.topology = topology
-        self.store = store
-        self.programmer = programmer
-        self.demote_excess = demote_excess
-        # Who may write the store: None for the one controller of a SQLite store; a replica's
-        # lease (term) otherwise, so a replica that lost it changes nothing.
-        self.fence = fence
+    ledger: AdmissionLedger
+    topology: Topology
+    store: ReservationStore
+    programmer: ChannelProgrammer
+    demote_excess: bool = True
+    # Who may write the store: None for the one controller of a SQLite store; a replica's
+    # lease (term) otherwise, so a replica that lost it changes nothing.
+    fence: Callable[[], Fence | None] = lambda: None
+
+    def __post_init__(self) -> None:
         # Reservations whose rollback or activation could not be written (the store was away):
         # rolled back when it can be (unfinished()).
         self._unfinished: set[ChannelKey] = set()
         # Set-ups, confirmations and removals of concurrent requests share transactions.
-        self._group = GroupCommit(store, lambda: self.fence())
+        self._group = GroupCommit(self.store, lambda: self.fence())
         self._handed: dict[str, int] = {}  # the last context next_context gave each initiator
         self._entries: dict[ChannelKey, tuple[int, list[ChannelEntry]]] = {}  # see entries()
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from fractions import Fraction
+from typing import Any
 
 import pytest
 
@@ -26,20 +28,21 @@ def key(n: int) -> ChannelKey:
     return ChannelKey("10.0.0.1", n)
 
 
-def seed000_port(**over: object) -> PortModel:
+def seed000_port(**over: Any) -> PortModel:
     """Seed 000 §4.1.1: 32 buffers of 4,500 bytes, 3,750,000 B/s at high priority, 1 ms timer."""
-    fields: dict[str, object] = dict(
-        port=S1,
-        line_rate=50 * MBIT,
-        queue_capacity=32 * 4500,
-        largest_packet=4500,
-        reservable_rate=3_750_000,
-        packet_granularity=4500,
-        timer_tick_us=1000,
-        tests=("rate_buffer",),
+    return replace(
+        PortModel(
+            port=S1,
+            line_rate=50 * MBIT,
+            queue_capacity=32 * 4500,
+            largest_packet=4500,
+            reservable_rate=3_750_000,
+            packet_granularity=4500,
+            timer_tick_us=1000,
+            tests=("rate_buffer",),
+        ),
+        **over,
     )
-    fields.update(over)
-    return PortModel(**fields)  # type: ignore[arg-type]
 
 
 def admitted(decision: object) -> Allocation:
@@ -137,18 +140,19 @@ def test_buffers_are_per_priority_queue() -> None:
 # ---- static priority with non-preemption (seeds 000 §4.3.2, 001 §4.1, 001 §4.2) --------------
 
 
-def delay_port(**over: object) -> PortModel:
+def delay_port(**over: Any) -> PortModel:
     # Seed 000 §4.3.2: "0.9 ms per packet" of 4,500 bytes → the router serves 5,000,000 B/s.
-    fields: dict[str, object] = dict(
-        port=S1,
-        line_rate=5_000_000,
-        queue_capacity=32 * 4500,
-        largest_packet=4500,
-        best_effort_max_packet=0,
-        tests=("static_priority",),
+    return replace(
+        PortModel(
+            port=S1,
+            line_rate=5_000_000,
+            queue_capacity=32 * 4500,
+            largest_packet=4500,
+            best_effort_max_packet=0,
+            tests=("static_priority",),
+        ),
+        **over,
     )
-    fields.update(over)
-    return PortModel(**fields)  # type: ignore[arg-type]
 
 
 def test_seed000_worst_case_eight_packets_is_7_2_ms() -> None:
@@ -251,14 +255,19 @@ def test_end_to_end_bound_adds_up_and_bursts_grow_per_hop() -> None:
 # ---- seed 003: service classes -----------------------------------------------------------------
 
 
+def rate_only_port(test: str, line_rate: int, **rest: Any) -> PortModel:
+    """A port guarded by `test` alone. Seeds 002 and 003 speak of rates only: their ports get
+    1,500-byte packets and queues (1 MB) that none of their tests fills."""
+    return PortModel(
+        port=S1, line_rate=line_rate, queue_capacity=1_000_000, largest_packet=1500, tests=(test,), **rest
+    )
+
+
 def xunet_port() -> PortModel:
     """Seed 003 §5: a 45 Mbit/s trunk; urgent ≤ 2%, FRR ≤ 60/90 slots, WRR the 28 left."""
-    return PortModel(
-        port=S1,
-        line_rate=45 * MBIT,
-        queue_capacity=1_000_000,
-        largest_packet=1500,
-        tests=("class_shares",),
+    return rate_only_port(
+        "class_shares",
+        45 * MBIT,
         classes=(
             ServiceClass("urgent", frozenset({6}), Fraction(2, 100), peak_policed=True),
             ServiceClass("frr", frozenset({5}), Fraction(60, 90)),
@@ -298,12 +307,9 @@ def test_frr_level_takes_twenty_1_5_mbit_sources() -> None:
 
 def rether_port(overhead_us: int = 0) -> PortModel:
     """Seed 002 §5: 10 Mbit/s Ethernet, 60% reservable, MTRT 33.3 ms."""
-    return PortModel(
-        port=S1,
-        line_rate=10 * MBIT,
-        queue_capacity=1_000_000,
-        largest_packet=1500,
-        tests=("best_effort_floor",),
+    return rate_only_port(
+        "best_effort_floor",
+        10 * MBIT,
         best_effort_floor=Fraction(4, 10),
         allocation_interval_us=33_333,
         per_channel_overhead_us=overhead_us,
@@ -379,19 +385,20 @@ def test_invalid_requests_name_the_field() -> None:
 BMV2_PPS = 100_000_000 // (8 * 4500)  # 2,777 packets/s: a 100 Mbit/s port of 4,500-byte slots
 
 
-def packet_rate_port(**over: object) -> PortModel:
-    fields: dict[str, object] = dict(
-        port=S1,
-        line_rate=BMV2_PPS * 4500,
-        queue_capacity=64 * 4500,
-        largest_packet=4500,
-        reservable_rate=BMV2_PPS * 4500 * 9 // 10,
-        packet_slot=4500,
-        best_effort_max_packet=4500,
-        tests=("rate_buffer", "static_priority"),
+def packet_rate_port(**over: Any) -> PortModel:
+    return replace(
+        PortModel(
+            port=S1,
+            line_rate=BMV2_PPS * 4500,
+            queue_capacity=64 * 4500,
+            largest_packet=4500,
+            reservable_rate=BMV2_PPS * 4500 * 9 // 10,
+            packet_slot=4500,
+            best_effort_max_packet=4500,
+            tests=("rate_buffer", "static_priority"),
+        ),
+        **over,
     )
-    fields.update(over)
-    return PortModel(**fields)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

@@ -37,14 +37,19 @@ def assert_nothing_reserved(fab: FakeFabric, ctl: Controller) -> None:
     assert ctl.ledger.channels() == [] and ctl.store.all() == []
 
 
+# What the `api` fixture hands a test: the client of the controller's app, its fake switches, and
+# the controller itself.
+Api = tuple[TestClient, FakeFabric, Controller]
+
+
 @pytest.fixture
-def api() -> tuple[TestClient, FakeFabric, Controller]:
+def api() -> Api:
     ctl, fab = make()
     with TestClient(ctl.app) as client:
         yield client, fab, ctl  # type: ignore[misc]
 
 
-def test_health(api: tuple[TestClient, FakeFabric, Controller]) -> None:
+def test_health(api: Api) -> None:
     client, _fab, _ctl = api
     r = client.get("/health")
     body = r.json()
@@ -53,9 +58,7 @@ def test_health(api: tuple[TestClient, FakeFabric, Controller]) -> None:
     assert body["switches"]["s1"]["ready"] is True
 
 
-def test_health_is_degraded_503_naming_the_switch_that_is_down(
-    api: tuple[TestClient, FakeFabric, Controller],
-) -> None:
+def test_health_is_degraded_503_naming_the_switch_that_is_down(api: Api) -> None:
     client, fab, _ctl = api
     fab.down.add("s3")
     r = client.get("/health")
@@ -70,7 +73,7 @@ def test_health_is_degraded_503_naming_the_switch_that_is_down(
 
 
 def test_health_is_degraded_503_while_the_store_cannot_be_reached(
-    api: tuple[TestClient, FakeFabric, Controller], monkeypatch: pytest.MonkeyPatch
+    api: Api, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every switch ready, but nothing can be admitted or removed without the store (issue 28).
     The fault is faked here; the drills in topo/tests/test_replicas_e2e.py kill a real one."""
@@ -90,7 +93,7 @@ def test_health_is_degraded_503_while_the_store_cannot_be_reached(
     assert client.get("/health").status_code == 200
 
 
-def test_create_list_get_delete(api: tuple[TestClient, FakeFabric, Controller]) -> None:
+def test_create_list_get_delete(api: Api) -> None:
     client, fab, _ctl = api
     r = client.post("/reservations", json=BODY, headers=TOKEN)
     assert r.status_code == 201, r.text
@@ -112,7 +115,7 @@ def test_create_list_get_delete(api: tuple[TestClient, FakeFabric, Controller]) 
     assert client.delete(f"/reservations/{res['id']}", headers=TOKEN).status_code == 404
 
 
-def test_mutations_need_the_token(api: tuple[TestClient, FakeFabric, Controller]) -> None:
+def test_mutations_need_the_token(api: Api) -> None:
     client, _fab, _ctl = api
     assert client.post("/reservations", json=BODY).status_code == 401
     bad = {"Authorization": "Bearer nope"}
@@ -120,7 +123,7 @@ def test_mutations_need_the_token(api: tuple[TestClient, FakeFabric, Controller]
     assert client.delete("/reservations/0", headers=bad).status_code == 401
 
 
-def test_denial_is_409_naming_the_constraint(api: tuple[TestClient, FakeFabric, Controller]) -> None:
+def test_denial_is_409_naming_the_constraint(api: Api) -> None:
     client, _fab, _ctl = api
     assert client.post("/reservations", json=BODY | {"rate": 800_000}, headers=TOKEN).status_code == 201
     r = client.post("/reservations", json=BODY | {"rate": 200_000, "src_port": 1}, headers=TOKEN)
@@ -137,9 +140,7 @@ def test_denial_is_409_naming_the_constraint(api: tuple[TestClient, FakeFabric, 
     assert twin.status_code == 409 and twin.json()["constraint"] == "flow_reserved"
 
 
-def test_a_duplicate_says_the_flow_is_reserved_and_by_which_reservation(
-    api: tuple[TestClient, FakeFabric, Controller],
-) -> None:
+def test_a_duplicate_says_the_flow_is_reserved_and_by_which_reservation(api: Api) -> None:
     client, _fab, _ctl = api
     first = client.post("/reservations", json=BODY, headers=TOKEN).json()
     r = client.post("/reservations", json=BODY, headers=TOKEN)
@@ -178,16 +179,14 @@ def test_a_duplicate_says_the_flow_is_reserved_and_by_which_reservation(
         ({"dst": "10.0.1.2"}, "dst"),  # to itself: would reserve the host's own port
     ],
 )
-def test_invalid_bodies_name_the_field(
-    api: tuple[TestClient, FakeFabric, Controller], change: dict[str, Any], field: str
-) -> None:
+def test_invalid_bodies_name_the_field(api: Api, change: dict[str, Any], field: str) -> None:
     client, _fab, _ctl = api
     r = client.post("/reservations", json=BODY | change, headers=TOKEN)
     assert r.status_code == 422
     assert any(p["field"] == field for p in r.json()["detail"]), r.json()
 
 
-def test_broken_json_and_missing_fields(api: tuple[TestClient, FakeFabric, Controller]) -> None:
+def test_broken_json_and_missing_fields(api: Api) -> None:
     client, _fab, _ctl = api
     r = client.post(
         "/reservations",
@@ -211,7 +210,7 @@ def test_broken_json_and_missing_fields(api: tuple[TestClient, FakeFabric, Contr
     ],
 )
 def test_a_body_that_is_not_sent_as_json_is_415_naming_its_type(
-    api: tuple[TestClient, FakeFabric, Controller], content_type: str | None, named: str
+    api: Api, content_type: str | None, named: str
 ) -> None:
     client, _fab, _ctl = api
     headers = TOKEN | ({"content-type": content_type} if content_type else {})
@@ -225,14 +224,14 @@ def test_a_body_that_is_not_sent_as_json_is_415_naming_its_type(
     assert client.post("/reservations", content=json.dumps(BODY).encode(), headers=charset).status_code == 201
 
 
-def test_unknown_paths_and_methods_answer_in_json(api: tuple[TestClient, FakeFabric, Controller]) -> None:
+def test_unknown_paths_and_methods_answer_in_json(api: Api) -> None:
     client, _fab, _ctl = api
     assert client.get("/nowhere").json() == {"error": "Not Found"}
     r = client.put("/reservations", headers=TOKEN)
     assert r.status_code == 405 and r.json() == {"error": "Method Not Allowed"}
 
 
-def test_unknown_destination_is_no_route_in_words(api: tuple[TestClient, FakeFabric, Controller]) -> None:
+def test_unknown_destination_is_no_route_in_words(api: Api) -> None:
     client, _fab, _ctl = api
     r = client.post("/reservations", json=BODY | {"dst": "10.9.9.9"}, headers=TOKEN)
     body = r.json()
@@ -241,9 +240,7 @@ def test_unknown_destination_is_no_route_in_words(api: tuple[TestClient, FakeFab
     assert body["message"] == "no_route: 10.9.9.9 is not a configured host"
 
 
-def test_a_switch_that_is_down_is_503_with_retry_after_not_a_denial(
-    api: tuple[TestClient, FakeFabric, Controller],
-) -> None:
+def test_a_switch_that_is_down_is_503_with_retry_after_not_a_denial(api: Api) -> None:
     client, fab, ctl = api
     fab.down.add("s3")
     r = client.post("/reservations", json=BODY, headers=TOKEN)
@@ -262,9 +259,7 @@ def test_a_switch_that_is_down_is_503_with_retry_after_not_a_denial(
     assert client.post("/reservations", json=BODY, headers=TOKEN).status_code == 201
 
 
-def test_a_switch_lost_during_the_write_is_503_and_rolled_back(
-    api: tuple[TestClient, FakeFabric, Controller],
-) -> None:
+def test_a_switch_lost_during_the_write_is_503_and_rolled_back(api: Api) -> None:
     client, fab, ctl = api
     fab.vanish_on_install.add("s2")
     r = client.post("/reservations", json=BODY, headers=TOKEN)
@@ -272,9 +267,7 @@ def test_a_switch_lost_during_the_write_is_503_and_rolled_back(
     assert_nothing_reserved(fab, ctl)
 
 
-def test_a_write_the_switch_refuses_is_502_rolled_back_and_says_which(
-    api: tuple[TestClient, FakeFabric, Controller],
-) -> None:
+def test_a_write_the_switch_refuses_is_502_rolled_back_and_says_which(api: Api) -> None:
     client, fab, ctl = api
     fab.fail_install_on.add("s3")
     r = client.post("/reservations", json=BODY, headers=TOKEN)
@@ -288,7 +281,7 @@ def test_a_write_the_switch_refuses_is_502_rolled_back_and_says_which(
 
 
 def test_a_setup_rolled_back_by_a_promotion_mid_write_leaves_no_hop(
-    api: tuple[TestClient, FakeFabric, Controller], monkeypatch: pytest.MonkeyPatch
+    api: Api, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A replica that lost the lease and took it again (a database restart) rolls back what was
     installing before it reconciles its switches; a set-up whose hops are written after that
@@ -334,7 +327,7 @@ def test_reservation_ids_are_never_reused_even_across_a_restart(tmp_path: Path) 
         assert [r["id"] for r in client.get("/reservations").json()] == [ids[0], fifth]
 
 
-def test_status_shows_allocation_and_telemetry(api: tuple[TestClient, FakeFabric, Controller]) -> None:
+def test_status_shows_allocation_and_telemetry(api: Api) -> None:
     client, fab, _ctl = api
     client.post("/reservations", json=BODY, headers=TOKEN)
     body = client.get("/status/switches/s2").json()
@@ -373,9 +366,7 @@ JUMPING = METER_ONLY | {"policer": "jumping_window", "burst": 9000, "window_us":
 MOVING = METER_ONLY | {"policer": "moving_window", "xmin_us": 2000, "xave_us": 12_000, "interval_us": 120_000}
 
 
-def test_moving_window_reservation_is_admitted_by_its_envelope_and_policed_at_the_edge(
-    api: tuple[TestClient, FakeFabric, Controller],
-) -> None:
+def test_moving_window_reservation_is_admitted_by_its_envelope_and_policed_at_the_edge(api: Api) -> None:
     client, fab, _ctl = api
     r = client.post("/reservations", json=MOVING, headers=TOKEN)
     assert r.status_code == 201, r.text
@@ -391,9 +382,7 @@ def test_moving_window_reservation_is_admitted_by_its_envelope_and_policed_at_th
     assert all(len(t) == 0 for t in fab.entries.values())
 
 
-def test_jumping_window_is_admitted_with_twice_its_burst(
-    api: tuple[TestClient, FakeFabric, Controller],
-) -> None:
+def test_jumping_window_is_admitted_with_twice_its_burst(api: Api) -> None:
     client, _fab, _ctl = api
     res = client.post("/reservations", json=JUMPING, headers=TOKEN).json()
     assert res["policer"] == "jumping_window" and res["window_counts"] == "bytes"
@@ -422,7 +411,7 @@ def test_jumping_window_is_admitted_with_twice_its_burst(
     ],
 )
 def test_misconfigured_windows_are_422_naming_the_field(
-    api: tuple[TestClient, FakeFabric, Controller], body: dict[str, Any], field: str, says: str
+    api: Api, body: dict[str, Any], field: str, says: str
 ) -> None:
     client, _fab, _ctl = api
     r = client.post("/reservations", json=body, headers=TOKEN)
@@ -434,9 +423,7 @@ def test_misconfigured_windows_are_422_naming_the_field(
 # ---- POST /reservations/batch ----------------------------------------------------------------
 
 
-def test_a_batch_answers_each_reservation_as_its_own_post_would(
-    api: tuple[TestClient, FakeFabric, Controller],
-) -> None:
+def test_a_batch_answers_each_reservation_as_its_own_post_would(api: Api) -> None:
     client, fab, ctl = api
     items = [
         BODY | {"src_port": 1},
@@ -480,9 +467,7 @@ def test_a_batch_admits_what_one_by_one_posts_admit() -> None:
         assert all(len(t) == singles for t in fab.entries.values())
 
 
-def test_a_batch_with_an_invalid_reservation_is_refused_whole_naming_it(
-    api: tuple[TestClient, FakeFabric, Controller],
-) -> None:
+def test_a_batch_with_an_invalid_reservation_is_refused_whole_naming_it(api: Api) -> None:
     client, fab, ctl = api
     items = [BODY | {"src_port": 1}, BODY | {"src_port": 2, "rate": -5}]
     r = client.post("/reservations/batch", json={"reservations": items}, headers=TOKEN)
@@ -499,9 +484,7 @@ def test_a_batch_with_an_invalid_reservation_is_refused_whole_naming_it(
     assert_nothing_reserved(fab, ctl)
 
 
-def test_a_batch_through_a_switch_that_is_down_is_503_per_reservation(
-    api: tuple[TestClient, FakeFabric, Controller],
-) -> None:
+def test_a_batch_through_a_switch_that_is_down_is_503_per_reservation(api: Api) -> None:
     client, fab, ctl = api
     fab.down.add("s3")
     items = [BODY | {"src_port": 1}, BODY | {"src_port": 2}]

@@ -9,6 +9,7 @@
   health.py              GET /health
   reservations.py        POST /reservations (and /batch), GET, DELETE, counters
   reservation_bodies.py  the bodies of those routes and their conversions
+  bodies.py              body_from: a response body from a record, its same-named figures read
   status.py              GET /status/switches[/{name}]
   monitor.py             /metrics, /topology, /monitor, /events[/stream], clearing queue maxima
   dashboard.py           GET / and /static

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import ipaddress
+from dataclasses import asdict
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
@@ -22,6 +23,7 @@ from terrapin.admission.model import (
     Policer,
 )
 from terrapin.admission.policers import envelope_problem, moving_ring
+from terrapin.api.bodies import body_from
 from terrapin.constants import IP_PROTO_TCP, IP_PROTO_UDP, IP_PROTO_XTP
 from terrapin.protocol.messages import ports_from_flow_key
 from terrapin.store import Reservation
@@ -288,29 +290,8 @@ class HopCountersOut(BaseModel):
 
 
 def allocation_out(a: Allocation) -> AllocationOut:
-    return AllocationOut(
-        rate=a.rate,
-        burst=a.burst,
-        rate_rounded_up_by=a.rounding.rate_rounded_up_by,
-        burst_rounded_up_by=a.rounding.burst_rounded_up_by,
-        packet_granularity=a.rounding.packet_granularity,
-        burst_packets=a.rounding.burst_packets,
-        credit_period_us=a.rounding.credit_period_us,
-        hops=[
-            HopOut(
-                switch=h.port.switch,
-                port=h.port.port,
-                priority=h.priority,
-                rate=h.rate,
-                burst=h.burst,
-                worst_case_delay_us=h.worst_case_delay_us,
-                protected_delay_us=h.protected_delay_us,
-            )
-            for h in a.hops
-        ],
-        worst_case_delay_us=a.worst_case_delay_us,
-        protected_delay_us=a.protected_delay_us,
-    )
+    hops = [body_from(HopOut, h, switch=h.port.switch, port=h.port.port) for h in a.hops]
+    return body_from(AllocationOut, a, hops=hops, **asdict(a.rounding))
 
 
 @functools.lru_cache(maxsize=65536)
@@ -374,18 +355,13 @@ def denial_out(d: Denial) -> DenialOut:
         excess=v.excess,
         unit=v.unit,
         violations=[
-            ViolationOut(
-                constraint=x.constraint,
+            body_from(
+                ViolationOut,
+                x,
                 reason=x.reason.name,
                 reason_code=int(x.reason),
                 switch=x.port.switch if x.port else None,
                 port=x.port.port if x.port else None,
-                priority=x.priority,
-                limit=x.limit,
-                would_be=x.would_be,
-                excess=x.excess,
-                unit=x.unit,
-                detail=x.detail,
             )
             for x in d.violations
         ],

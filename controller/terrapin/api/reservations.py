@@ -7,6 +7,7 @@ into a body of reservation_bodies.py or an error of errors.py.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import asdict
 from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Request
@@ -237,23 +238,8 @@ async def reservation_counters(api: Api, reservation_id: int) -> list[HopCounter
     for hop in record.allocation.hops:
         try:
             c = await api.telemetry.channel_counters(hop.port.switch, record.selector, record.channel_id)
+            read: dict[str, Any] = asdict(c)  # packets, bytes, yellow_packets, red_packets
         except Exception as exc:  # a disconnected switch: say so, do not fail the call
-            out.append(
-                HopCountersOut(
-                    switch=hop.port.switch,
-                    port=hop.port.port,
-                    telemetry_error=str(exc) or type(exc).__name__,
-                )
-            )
-            continue
-        out.append(
-            HopCountersOut(
-                switch=hop.port.switch,
-                port=hop.port.port,
-                packets=c.packets,
-                bytes=c.bytes,
-                yellow_packets=c.yellow_packets,
-                red_packets=c.red_packets,
-            )
-        )
+            read = {"telemetry_error": str(exc) or type(exc).__name__}
+        out.append(HopCountersOut(switch=hop.port.switch, port=hop.port.port, **read))
     return out

@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import APIRouter, HTTPException
 from pydantic import BaseModel, Field
 
+from terrapin.api.bodies import body_from
 from terrapin.api.context import Api, ApiContext
 from terrapin.api.errors import ErrorOut
 from terrapin.switches import QueueTelemetry
@@ -102,15 +103,6 @@ async def _switch_status(api: ApiContext, name: str, with_telemetry: bool) -> Sw
                 )
             )
         port_list.append(
-            PortStatusOut(
-                port=pid.port,
-                line_rate=st.line_rate,
-                reservable_rate=st.reservable_rate,
-                allocated_rate=st.admitted_rate,
-                queue_capacity=st.queue_capacity,
-                channels=st.channels,
-                queues=queues,
-            )
+            body_from(PortStatusOut, st, port=pid.port, allocated_rate=st.admitted_rate, queues=queues)
         )
     return SwitchStatusOut(switch=name, ready=telemetry.is_ready(name), ports=port_list, **extra)
-

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -38,12 +38,6 @@ CREATE TABLE IF NOT EXISTS monitor_events (
 );
 CREATE INDEX IF NOT EXISTS monitor_events_place ON monitor_events (switch, port, reservation_id);
 """
-
-_COLUMNS = (
-    "id, kind, cause, switch, port, priority, reservation_id, channel, figure, bound, unit, packets, "
-    "polls, message, raised_at, last_seen_at, cleared_at"
-)
-
 
 @dataclass(frozen=True)
 class Event:
@@ -73,6 +67,11 @@ class Event:
         return asdict(self) | {"active": self.active}
 
 
+# The table's columns are the Event's fields, in its order: a row is an Event's arguments.
+_FIELDS = [f.name for f in fields(Event)]
+_COLUMNS = ", ".join(_FIELDS)
+
+
 class EventLog:
     def __init__(self, path: str | Path, history: int) -> None:
         if str(path) != ":memory:":
@@ -80,7 +79,7 @@ class EventLog:
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         columns = [str(r[1]) for r in self._db.execute("PRAGMA table_info(monitor_events)")]
-        if columns and columns != [c.strip() for c in _COLUMNS.split(",")]:
+        if columns and columns != _FIELDS:
             # A history written by an older layout: it is a log, not state, so it starts over
             # rather than making every episode fail to be recorded.
             self._db.execute("DROP TABLE monitor_events")
@@ -187,22 +186,5 @@ class EventLog:
 
 
 def _event(row: tuple[Any, ...]) -> Event:
-    return Event(
-        id=int(row[0]),
-        kind=row[1],
-        cause=row[2],
-        switch=row[3],
-        port=row[4],
-        priority=row[5],
-        reservation_id=row[6],
-        channel=row[7],
-        figure=row[8],
-        bound=int(row[9]),
-        unit=row[10],
-        packets=int(row[11]),
-        polls=int(row[12]),
-        message=row[13],
-        raised_at=float(row[14]),
-        last_seen_at=float(row[15]),
-        cleared_at=None if row[16] is None else float(row[16]),
-    )
+    # SQLite hands back the columns' own types: INTEGER as int, REAL as float, NULL as None.
+    return Event(*row)

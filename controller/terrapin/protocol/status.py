@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import struct
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 
 from terrapin.protocol.messages import MalformedMessage
 
@@ -22,6 +22,11 @@ KIND_QUEUE = 1
 KIND_CHANNEL = 2
 # An Ethernet MTU of 1500 minus IPv4 (20), the message (56) and the header (8) leaves 39 records.
 MAX_RECORDS = (1500 - 20 - 56 - _HEADER.size) // RECORD_SIZE
+
+
+# On the wire a record is its kind (the record's class), its priority (a byte), its port (a u16),
+# then the rest of its fields in the order the dataclass declares them: encode and decode rely on
+# that order.
 
 
 @dataclass(frozen=True)
@@ -71,37 +76,13 @@ def encode_status(report: StatusReport) -> tuple[bytes, bool]:
     out = [_HEADER.pack(report.device_id, len(records), 0, 0)]
     for rec in records:
         if isinstance(rec, QueueRecord):
-            out.append(
-                _QUEUE.pack(
-                    KIND_QUEUE,
-                    rec.priority,
-                    rec.port,
-                    _u32(rec.channels),
-                    _u32(rec.allocated_rate),
-                    _u32(rec.reservable_rate),
-                    _u32(rec.allocated_burst),
-                    _u32(rec.queue_capacity),
-                    _u32(rec.max_depth_packets),
-                    _u32(rec.max_delay_us),
-                    _u32(rec.worst_case_delay_us),
-                )
-            )
+            # Every figure after the port and priority is a u32, clamped.
+            figures = (_u32(value) for value in astuple(rec)[2:])
+            out.append(_QUEUE.pack(KIND_QUEUE, rec.priority, rec.port, *figures))
         else:
-            out.append(
-                _CHANNEL.pack(
-                    KIND_CHANNEL,
-                    rec.priority,
-                    rec.port,
-                    rec.context,
-                    ipaddress.IPv4Address(rec.initiator).packed,
-                    ipaddress.IPv4Address(rec.destination).packed,
-                    _u32(rec.rate),
-                    _u32(rec.burst),
-                    _u32(rec.protected_delay_us),
-                    _u32(rec.worst_case_delay_us),
-                    _u32(rec.max_packet),
-                )
-            )
+            addresses = (ipaddress.IPv4Address(a).packed for a in (rec.initiator, rec.destination))
+            figures = (_u32(value) for value in astuple(rec)[5:])
+            out.append(_CHANNEL.pack(KIND_CHANNEL, rec.priority, rec.port, rec.context, *addresses, *figures))
     return b"".join(out), len(report.records) > len(records)
 
 
@@ -117,37 +98,14 @@ def decode_status(payload: bytes) -> StatusReport:
         offset = _HEADER.size + index * RECORD_SIZE
         kind = payload[offset]
         if kind == KIND_QUEUE:
-            fields = _QUEUE.unpack_from(payload, offset)
-            records.append(
-                QueueRecord(
-                    port=fields[2],
-                    priority=fields[1],
-                    channels=fields[3],
-                    allocated_rate=fields[4],
-                    reservable_rate=fields[5],
-                    allocated_burst=fields[6],
-                    queue_capacity=fields[7],
-                    max_depth_packets=fields[8],
-                    max_delay_us=fields[9],
-                    worst_case_delay_us=fields[10],
-                )
-            )
+            _kind, priority, port, *figures = _QUEUE.unpack_from(payload, offset)
+            records.append(QueueRecord(port, priority, *figures))
         elif kind == KIND_CHANNEL:
-            f = _CHANNEL.unpack_from(payload, offset)
-            records.append(
-                ChannelRecord(
-                    port=f[2],
-                    priority=f[1],
-                    context=f[3],
-                    initiator=str(ipaddress.IPv4Address(f[4])),
-                    destination=str(ipaddress.IPv4Address(f[5])),
-                    rate=f[6],
-                    burst=f[7],
-                    protected_delay_us=f[8],
-                    worst_case_delay_us=f[9],
-                    max_packet=f[10],
-                )
+            _kind, priority, port, context, initiator, destination, *figures = _CHANNEL.unpack_from(
+                payload, offset
             )
+            initiator, destination = (str(ipaddress.IPv4Address(a)) for a in (initiator, destination))
+            records.append(ChannelRecord(port, priority, context, initiator, destination, *figures))
         else:
             raise MalformedMessage("payload", f"record {index} has unknown kind {kind}")
     return StatusReport(device_id=device_id, records=tuple(records))
