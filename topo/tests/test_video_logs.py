@@ -94,7 +94,7 @@ def test_a_sender_is_real_time_while_it_sends_and_only_then(
         real_dump(obj, out)
 
     monkeypatch.setattr(video, "wait_until", wait_until)
-    monkeypatch.setattr(video.json, "dump", dump)
+    monkeypatch.setattr(json, "dump", dump)
     spec = {"flows": [{"port": 47999, "packet_bytes": 200, "frames": [[0.0], [0.001]]}]}
     before = os.sched_getscheduler(0)
     video.send_flows("127.0.0.1", spec, str(tmp_path / "flows.json"), rt_priority=3)
