@@ -36,26 +36,13 @@ sources_only=0
 start=$SECONDS
 stage() { printf '\033[1m[bmv2 %3dm%02ds]\033[0m %s\n' $(((SECONDS - start) / 60)) $(((SECONDS - start) % 60)) "$*"; }
 
+source scripts/debian-packages.sh
 install_packages() {
-    apt_packages=(autoconf automake libtool pkg-config g++ make
-                  libboost-dev libboost-system-dev libboost-thread-dev libboost-program-options-dev
-                  libboost-filesystem-dev libgmp-dev libpcap-dev libthrift-dev thrift-compiler
-                  python3-thrift libnanomsg-dev libxxhash-dev libjsoncpp-dev libssl-dev
-                  protobuf-compiler libprotobuf-dev libgrpc++-dev protobuf-compiler-grpc libgrpc-dev)
-    missing=()
-    for p in "${apt_packages[@]}"; do
-        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-    done
-    if ((${#missing[@]})); then
-        if [[ $(id -u) -ne 0 ]]; then
-            echo "bmv2: need root to install Debian packages: ${missing[*]}" >&2
-            exit 1
-        fi
-        stage "installing Debian packages: ${missing[*]}"
-        export DEBIAN_FRONTEND=noninteractive
-        apt-get update -q >/dev/null
-        apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
-    fi
+    install_missing bmv2 autoconf automake libtool pkg-config g++ make \
+        libboost-dev libboost-system-dev libboost-thread-dev libboost-program-options-dev \
+        libboost-filesystem-dev libgmp-dev libpcap-dev libthrift-dev thrift-compiler \
+        python3-thrift libnanomsg-dev libxxhash-dev libjsoncpp-dev libssl-dev \
+        protobuf-compiler libprotobuf-dev libgrpc++-dev protobuf-compiler-grpc libgrpc-dev
 }
 if [[ "${1:-}" == "--packages-only" ]]; then
     install_packages

@@ -22,23 +22,13 @@ say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
 # the default cluster Debian's package creates and starts is not used, so it is stopped below.
 apt_packages=(mininet iproute2 iputils-ping ethtool tcpdump iperf3 python3-venv python3-pip python3-dev
               curl unzip ca-certificates build-essential sqlite3 procps psmisc chromium postgresql)
-missing=()
-for p in "${apt_packages[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-    if [[ $(id -u) -ne 0 ]]; then
-        echo "setup: need root to install Debian packages: ${missing[*]}" >&2
-        exit 1
-    fi
-    say "installing Debian packages: ${missing[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -q >/dev/null
-    apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+source scripts/debian-packages.sh
+install_missing setup "${apt_packages[@]}"
+if ((${#newly_installed[@]})); then
     # The package's post-install creates a cluster (15/main on port 5432) and starts it where a
     # service manager lets it: stop it and keep it from starting at boot, so it neither takes
     # 5432 nor runs for nothing.
-    if [[ " ${missing[*]} " == *" postgresql "* ]] && command -v pg_lsclusters >/dev/null; then
+    if [[ " ${newly_installed[*]} " == *" postgresql "* ]] && command -v pg_lsclusters >/dev/null; then
         while read -r ver name _ status _; do
             if [[ "$status" == online* ]]; then pg_ctlcluster "$ver" "$name" stop || true; fi
             if [[ -f "/etc/postgresql/$ver/$name/start.conf" ]]; then
