@@ -123,7 +123,7 @@ def tree(tmp_path: Path) -> Path:
     """A copy of the build script in a tree with no ../shared beside it, as a user's clone."""
     repo = tmp_path / "clone"
     (repo / "scripts").mkdir(parents=True)
-    for name in ("build-bmv2.sh", "fetch_bmv2_sources.py"):
+    for name in ("build-bmv2.sh", "debian-packages.sh", "fetch_bmv2_sources.py"):
         shutil.copy(REPO / "scripts" / name, repo / "scripts" / name)
     return repo
 
