@@ -5,6 +5,7 @@
 #   make test     every test suite, ending with one "N passed, M failed" line
 #   make conformance-compile   p4c's compile corpus: what p4c refuses refused, what it compiles loaded
 #   make experiments [ONLY=E3] [SHORT=1] [ATTEMPTS=3]   the seeds' results E1-E10 and build/results/report.html
+#   make jitter [SWITCH=bmv2]   how much the switch's delay outside its queues varies (its jitter_us)
 #
 # make run and make test run `make setup` first, which installs what a fresh Debian machine lacks.
 # p4lang's switch instead of the bundled one: `make bmv2` once, then SWITCH=bmv2
@@ -147,6 +148,12 @@ demo:
 
 experiments:
 	@ONLY="$(ONLY)" SHORT="$(SHORT)" SWITCH=$(SWITCH) ATTEMPTS="$(ATTEMPTS)" bash scripts/experiments.sh
+
+# How much a switch's delay outside its queues varies (the jitter_us the controller is told):
+# experiments/jitter/measure.py, docs/controller.md "Jitter". SHORT=1: 3 s per background.
+jitter: toolchain
+	@bash scripts/setup.sh && bash scripts/stop.sh --quiet && \
+	  SWITCH=$(SWITCH) SHORT="$(SHORT)" $(PY) -m experiments.jitter.measure
 
 clean:
 	rm -rf $(BUILD)

@@ -71,6 +71,42 @@ def port_shaping(kind: str, rate_bps: int, mtu: int) -> int | None:
     return queue_rate_pps(rate_bps, mtu) if kind == "bmv2" else None
 
 
+def switch_command(
+    kind: str,
+    device_id: int,
+    interfaces: dict[int, str],
+    *,
+    grpc_port: int,
+    thrift_port: int,
+    queue_capacity: int = 64,
+    port_rates: dict[int, int] | None = None,
+    metrics_port: int | None = None,
+    tls_flags: list[str] | None = None,
+    program: Path | None = None,
+) -> list[str]:
+    """The command line of a switch of `kind` on `interfaces` (port → interface name): the same
+    BMv2-style flags for both, started without a pipeline (`--no-p4`, the controller pushes it)
+    unless `program` names a BMv2 JSON file to load."""
+    args = [switch_binary(kind), "--device-id", str(device_id)]
+    for port, name in sorted(interfaces.items()):
+        args += ["-i", f"{port}@{name}"]
+    args += ["--thrift-port", str(thrift_port), str(program) if program else "--no-p4", "--"]
+    args += ["--grpc-server-addr", f"127.0.0.1:{grpc_port}"]
+    args += ["--cpu-port", str(CPU_PORT), "--priority-queues", str(PRIORITY_QUEUES), *(tls_flags or [])]
+    if kind == "terrapin":
+        args += ["--queue-capacity", str(queue_capacity)]
+        if metrics_port is not None:
+            args += ["--metrics-addr", f"127.0.0.1:{metrics_port}"]
+        for port, rate in sorted((port_rates or {}).items()):
+            args += ["--port-rate", f"{port}:{rate}"]
+        # Forwarding threads above the hosts' processes (the demo's video sender runs at
+        # SCHED_FIFO 10) within the switch's real-time CPU budget; see docs/switch.md.
+        args += ["--rt-priority", str(RT_PRIORITY)]
+    # Extra switch flags for experiments, e.g. TERRAPIN_SWITCH_ARGS="--tx sendmmsg".
+    args += os.environ.get("TERRAPIN_SWITCH_ARGS", "").split()
+    return args
+
+
 def stop_process_group(process: subprocess.Popen[bytes], timeout: float = 5.0) -> None:
     """Stops a switch started in a session of its own (start_new_session): SIGTERM to its group,
     SIGKILL after `timeout` s; reaped either way. Nothing if it has exited already."""
@@ -121,25 +157,22 @@ class P4RuntimeSwitch(Switch):  # type: ignore[misc]  # Mininet has no type hint
         self.process: subprocess.Popen[bytes] | None = None
 
     def command_line(self) -> list[str]:
-        args = [switch_binary(self.kind), "--device-id", str(self.device_id)]
-        for intf in self.intfList():
-            port = self.ports[intf]
-            if intf.name != "lo" and port != 0:
-                args += ["-i", f"{port}@{intf.name}"]
-        args += ["--thrift-port", str(self.thrift_port), "--no-p4", "--"]
-        args += ["--grpc-server-addr", f"127.0.0.1:{self.grpc_port}"]
-        args += ["--cpu-port", str(CPU_PORT), "--priority-queues", str(PRIORITY_QUEUES), *self.tls_flags]
-        if self.kind == "terrapin":
-            args += ["--queue-capacity", str(self.queue_capacity)]
-            args += ["--metrics-addr", f"127.0.0.1:{self.metrics_port}"]
-            for port, rate in sorted(self.port_rates.items()):
-                args += ["--port-rate", f"{port}:{rate}"]
-            # Forwarding threads above the hosts' processes (the demo's video sender runs at
-            # SCHED_FIFO 10) within the switch's real-time CPU budget; see docs/switch.md.
-            args += ["--rt-priority", str(RT_PRIORITY)]
-        # Extra switch flags for experiments, e.g. TERRAPIN_SWITCH_ARGS="--tx sendmmsg".
-        args += os.environ.get("TERRAPIN_SWITCH_ARGS", "").split()
-        return args
+        interfaces = {
+            self.ports[intf]: intf.name
+            for intf in self.intfList()
+            if intf.name != "lo" and self.ports[intf] != 0
+        }
+        return switch_command(
+            self.kind,
+            self.device_id,
+            interfaces,
+            grpc_port=self.grpc_port,
+            thrift_port=self.thrift_port,
+            queue_capacity=self.queue_capacity,
+            port_rates=self.port_rates,
+            metrics_port=self.metrics_port,
+            tls_flags=self.tls_flags,
+        )
 
     def start(self, controllers: list[object]) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)

@@ -249,6 +249,12 @@ class SwitchConfig(_Strict):
     kind: Literal["terrapin", "bmv2"] = "terrapin"
     thrift_port: int | None = Field(default=None, gt=0, le=65535)
     bmv2_cli: str = "simple_switch_CLI"
+    # How much the switch's delay outside its egress queues varies, µs: how much later than a
+    # packet's arrival it may stamp it, and how much longer it may take to reach the queue and
+    # from the queue to the wire (`make jitter` measures it). The policers of the channels that
+    # enter here tolerate it, and admission counts it in every burst and bound through here
+    # (docs/controller.md, "Jitter"). 0: the switch is taken to be exact.
+    jitter_us: int = Field(default=0, ge=0, le=1_000_000)
     ports: list[PortConfig]
 
     @model_validator(mode="after")
@@ -454,7 +460,7 @@ class Config(_Strict):
         for s in self.switches:
             for p in s.ports:
                 adm = AdmissionConfig.model_validate(self.admission.model_dump() | p.admission)
-                model = port_model(PortId(s.name, p.number), p.rate_bps, adm, p.rate_pps)
+                model = port_model(PortId(s.name, p.number), p.rate_bps, adm, p.rate_pps, s.jitter_us)
                 models.append(with_aggregates(model, self.aggregates))
         return models
 
@@ -509,7 +515,9 @@ def with_aggregates(model: PortModel, aggregates: list[AggregateConfig]) -> Port
     )
 
 
-def port_model(port: PortId, rate_bps: int, adm: AdmissionConfig, rate_pps: int | None = None) -> PortModel:
+def port_model(
+    port: PortId, rate_bps: int, adm: AdmissionConfig, rate_pps: int | None = None, jitter_us: int = 0
+) -> PortModel:
     line = rate_bps // 8
     best_effort_packet = -1 if adm.best_effort_max_packet is None else adm.best_effort_max_packet
     control_rate, control_burst = adm.control_rate, adm.control_burst
@@ -544,6 +552,7 @@ def port_model(port: PortId, rate_bps: int, adm: AdmissionConfig, rate_pps: int 
         per_channel_overhead_us=adm.per_channel_overhead_us,
         control_rate=control_rate,
         control_burst=control_burst,
+        jitter_us=jitter_us,
     )
 
 

@@ -161,6 +161,7 @@ class JumpingWindowEntry:
     limit: int  # frame bytes, or packets with count_packets
     count_packets: bool
     smax: int  # frame bytes
+    tolerance_us: int  # the switch's jitter: a packet stamped this late may count a window over
     tag: int  # the installation: window cells another tag wrote are no history
 
 
@@ -173,6 +174,7 @@ class MovingWindowEntry:
     last_slot: int  # ring slots in use − 1
     quantum: int  # packets per slot
     smax: int  # frame bytes
+    tolerance_us: int  # the switch's jitter: how early a packet may look and still pass (GCRA)
     tag: int  # the installation: window cells another tag wrote are no history
 
 

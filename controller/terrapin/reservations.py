@@ -206,7 +206,7 @@ class ReservationService:
                     record.channel_id,
                     hop,
                     record.demote_excess,
-                    edge=record.allocation.requested if index == 0 else None,
+                    edge=record.allocation if index == 0 else None,
                     tag=tag,
                 )
                 for index, hop in enumerate(record.allocation.hops)

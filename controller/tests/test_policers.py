@@ -18,6 +18,7 @@ from terrapin.admission.policers import (
     arrival_envelope,
     envelope_problem,
     moving_ring,
+    tolerance_burst,
 )
 from terrapin.constants import MOVING_SLOTS
 
@@ -152,26 +153,77 @@ def _exact_rate(env: ChannelEnvelope) -> Fraction:
 
 class RingModel:
     """admit_moving_window of p4src/include/ingress.p4, for one channel, in Python: the ring
-    of group start times + I, the group fill and the Xmin gate."""
+    of group start times + I, the group fill and the Xmin gate, judged with a tolerance as
+    GCRA does (a packet up to `tolerance` early passes; the state advances from its virtual
+    time, never from its stamp alone)."""
 
-    def __init__(self, policer: Policer) -> None:
+    def __init__(self, policer: Policer, tolerance: int = 0) -> None:
         ring = moving_ring(policer)
         self.slots, self.quantum = ring.slots, ring.quantum
         self.xmin, self.interval = policer.xmin_us, policer.interval_us
+        self.tolerance = tolerance
         self.free_at = [0] * self.slots
         self.head = self.fill = self.next = 0
 
     def offer(self, now: int) -> bool:
-        if now < self.next or (self.fill == 0 and now < self.free_at[self.head]):
+        free_at = self.free_at[self.head] if self.fill == 0 else 0
+        latest = now + self.tolerance
+        if latest < self.next or latest < free_at:
             return False
-        self.next = now + self.xmin
+        virtual = max(now, self.next, free_at)
+        self.next = virtual + self.xmin
         if self.fill == 0:
-            self.free_at[self.head] = now + self.interval
+            self.free_at[self.head] = virtual + self.interval
         self.fill += 1
         if self.fill >= self.quantum:
             self.fill = 0
             self.head = 0 if self.head >= self.slots - 1 else self.head + 1
         return True
+
+
+class JumpingModel:
+    """admit_jumping_window of p4src/include/ingress.p4, for one channel, counting packets of
+    one byte (limit = B packets): the current window and the count of the window before it;
+    a packet within `tolerance` after a boundary may count in the window before, one within it
+    before a boundary, its own window full, in the window after (which becomes current), each
+    if it has room, the earlier first."""
+
+    def __init__(self, window: int, limit: int, tolerance: int = 0) -> None:
+        self.window, self.limit, self.tolerance = window, limit, tolerance
+        self.start: int | None = None
+        self.used = self.before = 0
+
+    def offer(self, now: int) -> bool:
+        if self.start is None:
+            self.start, self.used, self.before = now, 0, self.limit
+        elapsed = max(0, now - self.start)
+        if elapsed >= self.window:
+            if elapsed < 2 * self.window + self.tolerance:
+                self.start += self.window
+                elapsed -= self.window
+                self.before = self.used
+            else:
+                self.start, elapsed, self.before = now, 0, self.limit
+            self.used = 0
+        if elapsed < self.tolerance and self.before < self.limit:
+            self.before += 1
+        elif self.used < self.limit:
+            self.used += 1
+        elif elapsed + self.tolerance >= self.window:
+            self.start += self.window
+            self.before, self.used = self.used, 1
+        else:
+            return False
+        return True
+
+
+def stamped(times: list[int], lags: list[int]) -> list[int]:
+    """What a switch that stamps each packet up to its jitter late sees: each time plus its lag,
+    in arrival order (a port's packets are stamped in the order they came)."""
+    out: list[int] = []
+    for t, lag in zip(times, lags, strict=False):
+        out.append(max(t + lag, out[-1] if out else 0))
+    return out
 
 
 @given(
@@ -235,6 +287,135 @@ def test_ring_passes_every_packet_of_a_conforming_source(
             now = max(now, sent[-n] + interval)
         assert model.offer(now), (now, sent[-n:])
         sent.append(now)
+
+
+# ---- with a tolerance: late stamps forgiven, the envelope kept over t + kτ --------------------
+
+
+@given(
+    xave=st.integers(1, 40),
+    per_interval=st.integers(1, 120),
+    extra=st.lists(st.integers(0, 30), min_size=1, max_size=300),
+    tolerance=st.integers(0, 200),
+    lags=st.lists(st.integers(0, 10**6), min_size=300, max_size=300),
+)
+@settings(max_examples=300, deadline=None)
+def test_tolerant_ring_passes_a_conforming_source_stamped_up_to_its_tolerance_late(
+    xave: int, per_interval: int, extra: list[int], tolerance: int, lags: list[int]
+) -> None:
+    """A source that keeps the envelope on the wire, each packet stamped up to τ late (in
+    arrival order), loses nothing to a ring with tolerance τ."""
+    interval = xave * per_interval
+    n = per_interval
+    xmin = xave // 2
+    sent: list[int] = []
+    for gap in extra:
+        now = (sent[-1] + xmin + gap) if sent else gap
+        if len(sent) >= n:
+            now = max(now, sent[-n] + interval)
+        sent.append(now)
+    model = RingModel(Policer(MOVING_WINDOW, xmin_us=xmin, xave_us=xave, interval_us=interval), tolerance)
+    seen = stamped(sent, [lag % (tolerance + 1) for lag in lags])
+    assert all(model.offer(t) for t in seen)
+
+
+@given(
+    xave=st.integers(1, 40),
+    per_interval=st.integers(1, 120),
+    xmin=st.integers(0, 40),
+    tolerance=st.integers(0, 100),
+    gaps=st.lists(st.integers(0, 60), min_size=1, max_size=400),
+)
+@settings(max_examples=300, deadline=None)
+def test_tolerant_ring_keeps_the_envelope_over_t_plus_its_tolerance(
+    xave: int, per_interval: int, xmin: int, tolerance: int, gaps: list[int]
+) -> None:
+    """Whatever a source sends, what a ring with tolerance τ passes keeps A*(t + τ): the
+    tolerance forgives early packets, it never raises the rate (the state advances from each
+    packet's virtual time, as GCRA's does)."""
+    xmin = min(xmin, xave)
+    env = moving(xmin, xave, xave * per_interval, smax=1)
+    model = RingModel(env.policer, tolerance)
+    times, now = [], 0
+    for gap in gaps:
+        now += gap
+        if model.offer(now):
+            times.append(now)
+    for i, start in enumerate(times):
+        for j in range(i, len(times)):
+            assert j - i + 1 <= arrival_bytes(env, times[j] - start, tolerance_us=tolerance)
+
+
+@given(
+    window=st.integers(10, 400),
+    limit=st.integers(1, 6),
+    counts=st.lists(st.integers(1, 6), min_size=1, max_size=40),
+    offsets=st.lists(st.integers(0, 10**6), min_size=240, max_size=240),
+    lags=st.lists(st.integers(0, 10**6), min_size=240, max_size=240),
+    share=st.integers(0, 49),
+)
+@settings(max_examples=300, deadline=None)
+def test_tolerant_jumping_window_passes_a_conforming_source_stamped_up_to_its_tolerance_late(
+    window: int, limit: int, counts: list[int], offsets: list[int], lags: list[int], share: int
+) -> None:
+    """A busy source that keeps B per window of its own (anchored at its first packet, as the
+    policer's are, and never idle for two windows), each packet stamped up to τ < T/2 late,
+    loses nothing to a jumping window with tolerance τ: each packet is within τ of its own
+    window, and counting the earliest window with room never starves a later packet."""
+    tolerance = window * share // 100
+    times: list[int] = []
+    for m, count in enumerate(counts):
+        inside = sorted(offsets[len(times) + i] % window for i in range(min(count, limit)))
+        if m == 0:
+            inside[0] = 0  # the policer's windows open with the first packet
+        times += [m * window + x for x in inside]
+    assert _passes(JumpingModel(window, limit), times)
+    seen = stamped(times, [lag % (tolerance + 1) for lag in lags])
+    assert _passes(JumpingModel(window, limit, tolerance), seen)
+
+
+def _passes(model: JumpingModel, times: list[int]) -> bool:
+    return all([model.offer(t) for t in times])
+
+
+@given(
+    window=st.integers(10, 400),
+    limit=st.integers(1, 6),
+    share=st.integers(0, 49),
+    gaps=st.lists(st.integers(0, 300), min_size=1, max_size=300),
+)
+@settings(max_examples=300, deadline=None)
+def test_tolerant_jumping_window_keeps_the_envelope_over_t_plus_twice_its_tolerance(
+    window: int, limit: int, share: int, gaps: list[int]
+) -> None:
+    """Whatever a source sends, a jumping window with tolerance τ passes at most
+    A*(t + 2τ) = 2B + ⌊(t + 2τ)/T⌋·B within any t: each window's count was stamped within τ
+    of the window."""
+    tolerance = window * share // 100
+    env = ChannelEnvelope(6, 0, limit, 1, policer=Policer(JUMPING_WINDOW, window_us=window))
+    model = JumpingModel(window, limit, tolerance)
+    times, now = [], 0
+    for gap in gaps:
+        now += gap
+        if model.offer(now):
+            times.append(now)
+    for i, start in enumerate(times):
+        for j in range(i, len(times)):
+            assert j - i + 1 <= arrival_bytes(env, times[j] - start, tolerance_us=tolerance)
+
+
+def test_tolerance_grows_the_envelope_by_what_it_lets_through() -> None:
+    """The leaky bucket above a tolerant policer's output: σ + ρτ for the meter and the moving
+    window (GCRA), σ + 2ρτ for the jumping window (a packet on either side of a boundary)."""
+    meter = ChannelEnvelope(6, 1_000_000, 9_000, 4500)
+    assert tolerance_burst(meter.policer, 1_000_000, 3_000) == 3_000
+    assert arrival_bytes(meter, 10_000, tolerance_us=3_000) == arrival_bytes(meter, 13_000) == 22_000
+    window = jumping()
+    assert tolerance_burst(window.policer, SEED_RATE, 2_000) == 5_000
+    assert arrival_bytes(window, SEED_WINDOW_US - 4_000, tolerance_us=2_000) == 67_500
+    ring = moving(900, 3600, 18_000)
+    assert tolerance_burst(ring.policer, SEED_RATE, 1_000) == 1_250
+    assert arrival_bytes(ring, 0, tolerance_us=900) == 9_000  # a second packet Xmin later
 
 
 # ---- admission uses the policer's bound ----------------------------------------------------

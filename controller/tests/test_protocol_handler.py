@@ -308,7 +308,7 @@ def test_moving_window_in_band_polices_at_the_first_hop() -> None:
         assert rec is not None and rec.allocation.requested.policer.kind == MOVING_WINDOW
         first = net.fab.entries["s1"][rec.selector]
         assert first.window == MovingWindowEntry(
-            2000, 120_000, last_slot=9, quantum=1, smax=1514, tag=installation_tag(rec)
+            2000, 120_000, last_slot=9, quantum=1, smax=1514, tolerance_us=0, tag=installation_tag(rec)
         )
         later = net.fab.entries["s2"][rec.selector]
         assert later.window is None and later.cir == -(-125_000 * 1514 // 1500)

@@ -65,6 +65,7 @@ jumping = st.builds(
     st.booleans(),
     st.integers(0, 2**16 - 1),
     st.integers(0, 2**32 - 1),
+    st.integers(0, 2**32 - 1),
 )
 moving = st.builds(
     MovingWindowEntry,
@@ -73,6 +74,7 @@ moving = st.builds(
     st.integers(0, 31),
     st.integers(0, 2**16 - 1),
     st.integers(0, 2**16 - 1),
+    st.integers(0, 2**32 - 1),
     st.integers(0, 2**32 - 1),
 )
 entries = st.builds(

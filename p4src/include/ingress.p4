@@ -27,13 +27,17 @@ control TerrapinIngress(inout headers_t hdr,
     // wrote it, and an entry ignores cells with another tag: a channel installed on a
     // reused channel id starts with no history, and no control plane has to clear registers
     // (BMv2's P4Runtime server cannot write them: "Register writes are not supported yet").
-    // Jumping window: when the current window began, and what it has let through so far.
+    // Jumping window: when the current window began, and what it and the window before it
+    // have let through so far (a tolerant window may count a packet stamped just after a
+    // boundary in the window before it).
     register<bit<32>>(MAX_CHANNELS) jumping_tag;
     register<bit<48>>(MAX_CHANNELS) jumping_start;
     register<bit<32>>(MAX_CHANNELS) jumping_used;
+    register<bit<32>>(MAX_CHANNELS) jumping_used_before;
     // Moving window: the earliest time the next packet keeps Xmin; the ring slot of the
     // current group and how many packets the group holds; per (channel, slot) the time the
-    // group that last used the slot leaves the window (its first packet's time + I).
+    // group that last used the slot leaves the window (its first packet's time + I). Times
+    // are the passed packets' virtual times (see admit_moving_window).
     register<bit<32>>(MAX_CHANNELS) moving_tag;
     register<bit<48>>(MAX_CHANNELS) moving_next;
     register<bit<5>>(MAX_CHANNELS) moving_head;
@@ -116,16 +120,24 @@ control TerrapinIngress(inout headers_t hdr,
     // A jumping window of window_us microseconds lets `limit` bytes (or packets, with
     // count_packets) through per window (seed 000 Figure 4). Windows follow one another while
     // the channel is busy, start + T, start + 2T, ... as XTP's periodic credit reset did; after
-    // an idle gap of two windows or more the next one starts at the next packet. A packet
-    // above smax frame bytes is excess, as in the moving window: counting packets, the
-    // window's bound in bytes rests on it, and the static-priority delay bound counts every
-    // channel's largest packet. The whole read-modify-write is one action, so it is atomic
-    // against the channel's other packets (BMv2 and terrapin-switch lock the registers an
-    // action uses for the whole action). window_us = 0 lets nothing through: a broken
-    // configuration fails closed.
+    // an idle gap of two windows (and the tolerance) the next one starts at the next packet.
+    // A packet above smax frame bytes is excess, as in the moving window: counting packets,
+    // the window's bound in bytes rests on it, and the static-priority delay bound counts
+    // every channel's largest packet.
+    //
+    // tolerance_us is how much later than its arrival the switch may have stamped a packet
+    // (the switch's jitter; docs/dataplane.md "Tolerance"): a packet stamped within it after
+    // a boundary may still count in the window before, and one stamped within it before a
+    // boundary, its own window full, in the window after (which then becomes the current
+    // one), each only while that window has room, the earlier first. A busy source that keeps
+    // B per window then passes whole whatever its packets' lags, and whatever passes keeps the
+    // window's envelope over t + 2 × tolerance_us. The whole read-modify-write is one action,
+    // so it is atomic against the channel's other packets (BMv2 and terrapin-switch lock the
+    // registers an action uses for the whole action). window_us = 0 lets nothing through: a
+    // broken configuration fails closed.
     action admit_jumping_window(bit<16> channel_id, bit<3> priority, bit<1> on_excess,
                                 bit<32> window_us, bit<32> limit, bit<1> count_packets,
-                                bit<16> smax, bit<32> tag) {
+                                bit<16> smax, bit<32> tolerance_us, bit<32> tag) {
         meta.channel_id = channel_id;
         meta.channel_priority = priority;
         meta.on_yellow = on_excess;
@@ -135,26 +147,38 @@ control TerrapinIngress(inout headers_t hdr,
         bit<32> owner;
         bit<48> start;
         bit<32> used;
+        bit<32> before;
         jumping_tag.read(owner, cell);
         jumping_start.read(start, cell);
         jumping_used.read(used, cell);
+        jumping_used_before.read(before, cell);
         if (owner != tag) {
-            // Another entry's window, or none yet: this one starts at this packet.
+            // Another entry's window, or none yet: this one starts at this packet, with no
+            // window before it to count in.
             start = now;
             used = 0;
+            before = limit;
         }
         bit<48> window = (bit<48>)window_us;
+        bit<48> tolerance = (bit<48>)tolerance_us;
         // A packet stamped before the window's start (ports' threads may take frames in a
-        // slightly different order than they arrived) belongs to the current window.
+        // slightly different order than they arrived, or the window was opened early for a
+        // packet within the tolerance of it) belongs to the current window.
         bit<48> elapsed = 0;
         if (now > start) {
             elapsed = now - start;
         }
         if (elapsed >= window) {
-            if (elapsed < window + window) {
+            // Idle for two windows (and the tolerance, so that a late stamp alone never
+            // restarts the windows of a source that kept sending): the next window starts here.
+            if (elapsed < window + window + tolerance) {
                 start = start + window;
+                elapsed = elapsed - window;
+                before = used;
             } else {
                 start = now;
+                elapsed = 0;
+                before = limit;
             }
             used = 0;
         }
@@ -162,17 +186,26 @@ control TerrapinIngress(inout headers_t hdr,
         if (count_packets == WINDOW_COUNTS_PACKETS) {
             amount = 1;
         }
-        // amount <= limit - used, not used + amount <= limit: the sum could wrap.
-        if (window_us != 0 && standard_metadata.packet_length <= (bit<32>)smax
-                && used <= limit && amount <= limit - used) {
-            used = used + amount;
-            meta.color = METER_GREEN;
-        } else {
-            meta.color = METER_RED;
+        meta.color = METER_RED;
+        // room: amount <= limit - counted, not counted + amount <= limit (the sum could wrap).
+        if (window_us != 0 && standard_metadata.packet_length <= (bit<32>)smax) {
+            if (elapsed < tolerance && before <= limit && amount <= limit - before) {
+                before = before + amount;
+                meta.color = METER_GREEN;
+            } else if (used <= limit && amount <= limit - used) {
+                used = used + amount;
+                meta.color = METER_GREEN;
+            } else if (elapsed + tolerance >= window && amount <= limit) {
+                start = start + window;
+                before = used;
+                used = amount;
+                meta.color = METER_GREEN;
+            }
         }
         jumping_tag.write(cell, tag);
         jumping_start.write(cell, start);
         jumping_used.write(cell, used);
+        jumping_used_before.write(cell, before);
     }
 
     // The Tenet (Xmin, Xave, I, Smax) moving window (seeds 001, 004; seed 000 Figure 5): no
@@ -182,16 +215,26 @@ control TerrapinIngress(inout headers_t hdr,
     // when the group's first packet leaves the window; a group may start only once the slot
     // it reuses (the group last_slot + 1 groups back) has left. With quantum = 1 that is the
     // ideal moving window: a packet passes iff the n-th packet before it is I or more ago.
-    // interval_us = 0 or quantum = 0 lets nothing through (fails closed).
+    //
+    // tolerance_us is how much later than its arrival the switch may have stamped a packet
+    // (docs/dataplane.md "Tolerance"). As in ATM's GCRA, a packet passes if it is at most
+    // that early for the envelope, and the state advances from its virtual time, the
+    // earliest time at or after its stamp at which it keeps the envelope exactly: never from
+    // the stamp alone, so that early packets cannot add up into a faster rate. Whatever
+    // passes keeps the envelope by its virtual times, each at most tolerance_us after its
+    // stamp: it keeps the envelope over t + tolerance_us. With tolerance 0 the virtual time
+    // is the stamp. interval_us = 0 or quantum = 0 lets nothing through (fails closed).
     action admit_moving_window(bit<16> channel_id, bit<3> priority, bit<1> on_excess,
                                bit<32> xmin_us, bit<32> interval_us, bit<5> last_slot,
-                               bit<16> quantum, bit<16> smax, bit<32> tag) {
+                               bit<16> quantum, bit<16> smax, bit<32> tolerance_us,
+                               bit<32> tag) {
         meta.channel_id = channel_id;
         meta.channel_priority = priority;
         meta.on_yellow = on_excess;
         meta.on_red = on_excess;
         bit<32> cell = (bit<32>)channel_id;
         bit<48> now = standard_metadata.ingress_global_timestamp;
+        bit<48> latest = now + (bit<48>)tolerance_us;
         bit<32> owner;
         bit<48> next;
         bit<5> head;
@@ -210,20 +253,26 @@ control TerrapinIngress(inout headers_t hdr,
         bit<48> free_at;
         moving_ring_tag.read(slot_owner, slot);
         moving_ring.read(free_at, slot);
-        if (slot_owner != tag) {
+        if (slot_owner != tag || fill != 0) {
             free_at = 0;
         }
         if (interval_us == 0 || quantum == 0
                 || standard_metadata.packet_length > (bit<32>)smax
-                || now < next
-                || (fill == 0 && now < free_at)) {
+                || latest < next || latest < free_at) {
             meta.color = METER_RED;
         } else {
             meta.color = METER_GREEN;
-            next = now + (bit<48>)xmin_us;
+            bit<48> virtual = now;
+            if (next > virtual) {
+                virtual = next;
+            }
+            if (free_at > virtual) {
+                virtual = free_at;
+            }
+            next = virtual + (bit<48>)xmin_us;
             if (fill == 0) {
                 moving_ring_tag.write(slot, tag);
-                moving_ring.write(slot, now + (bit<48>)interval_us);
+                moving_ring.write(slot, virtual + (bit<48>)interval_us);
             }
             fill = fill + 1;
             if (fill >= quantum) {

@@ -278,33 +278,36 @@ class TerrapinTest(BaseTest):  # type: ignore[misc]
 
     def admit_jumping_window(self, src_port: int, dst_port: int, flow_key: int, *, channel_id: int,
                              priority: int, window_us: int, limit: int, count_packets: bool = False,
-                             smax: int = 1514, tag: int = 1,
+                             smax: int = 1514, tolerance_us: int = 0, tag: int = 1,
                              on_excess: int | None = None):  # type: ignore[no-untyped-def]
         """A UDP channel policed by a jumping window of `limit` frame bytes (or packets) per
-        `window_us`, none above `smax` frame bytes (docs/dataplane.md "Window policers")."""
+        `window_us`, none above `smax` frame bytes, a frame stamped within `tolerance_us` of a
+        boundary counting in the window across it if that one has room (docs/dataplane.md
+        "Window policers")."""
         return self.sw.insert(
             "channels", self.channel_match(src_port, dst_port, 17, flow_key), "admit_jumping_window",
             {"channel_id": channel_id, "priority": priority,
              "on_excess": C["EXCESS_DROP"] if on_excess is None else on_excess,
              "window_us": window_us, "limit": limit,
              "count_packets": C["WINDOW_COUNTS_PACKETS"] if count_packets else C["WINDOW_COUNTS_BYTES"],
-             "smax": smax, "tag": tag},
+             "smax": smax, "tolerance_us": tolerance_us, "tag": tag},
         )
 
     def admit_moving_window(self, src_port: int, dst_port: int, flow_key: int, *, channel_id: int,
                             priority: int, xmin_us: int, interval_us: int, slots: int, smax: int,
-                            quantum: int = 1, tag: int = 1,
+                            quantum: int = 1, tolerance_us: int = 0, tag: int = 1,
                             on_excess: int | None = None):  # type: ignore[no-untyped-def]
         """A UDP channel policed by the (Xmin, Xave, I, Smax) moving window: at most
         slots * quantum packets per `interval_us` (+ quantum - 1), none closer than `xmin_us`,
-        none above `smax` frame bytes. `tag` names the installation: cells another tag wrote
-        are no history."""
+        none above `smax` frame bytes, each judged as if it came up to `tolerance_us` earlier
+        (GCRA's tolerance). `tag` names the installation: cells another tag wrote are no
+        history."""
         return self.sw.insert(
             "channels", self.channel_match(src_port, dst_port, 17, flow_key), "admit_moving_window",
             {"channel_id": channel_id, "priority": priority,
              "on_excess": C["EXCESS_DROP"] if on_excess is None else on_excess,
              "xmin_us": xmin_us, "interval_us": interval_us, "last_slot": slots - 1,
-             "quantum": quantum, "smax": smax, "tag": tag},
+             "quantum": quantum, "smax": smax, "tolerance_us": tolerance_us, "tag": tag},
         )
 
 

@@ -261,6 +261,82 @@ class MovingWindowsOfTwoChannelsAreIndependent(WindowTest):
         self.check_policed(3, 2, channel=4)
 
 
+# ---- tolerance -----------------------------------------------------------------------------
+# A switch may stamp a packet later than it arrived, by up to its jitter; the controller gives
+# the first hop's window that much tolerance (docs/dataplane.md "Tolerance"). Here the sender
+# plays the late stamps: frames sent closer than the envelope allows by less than the tolerance.
+
+
+class JumpingWindowCountsALateFrameInTheWindowBefore(WindowTest):
+    """B = 2 frames per T = 400 ms, tolerance 100 ms. The source keeps B per window of its own
+    ([0, 0.4) and [0.4, 0.8)) but its second frame is stamped late, at 0.45 s: it is counted in
+    the window before, which has room, so 0.5 and 0.6 still fit the next one and all four pass.
+    Without the tolerance the window [0.4, 0.8) holds three and one is cut."""
+
+    def runTest(self) -> None:
+        schedule = [(0.0, self.frame()), (0.45, self.frame()), (0.5, self.frame()), (0.6, self.frame())]
+        for tolerance, passing in ((100_000, 4), (0, 3)):
+            with self.subTest(tolerance_us=tolerance):
+                entry = self.admit_jumping_window(1, 2, FLOW, channel_id=self.CHANNEL, priority=self.PRIORITY,
+                                                  window_us=400_000, limit=2 * FRAME, tolerance_us=tolerance,
+                                                  tag=1 + tolerance)
+                self.offer(schedule)
+                self.assertEqual(len(self.forwarded()), passing)
+                self.sw.delete(entry)
+
+
+class JumpingWindowCountsAnEarlyFrameInTheWindowAfter(WindowTest):
+    """B = 1,000 B per T = 400 ms, tolerance 100 ms: frames of 500 B at 0 and 0.1 fill the first
+    window; a 400-byte one at 0.35, within the tolerance of the boundary, is counted in the next
+    window, [0.4, 0.8), where the 500-byte frame at 0.5 still fits and the one at 0.6 does not
+    (that window would hold 1,400 B). The sizes tell which frames passed."""
+
+    def runTest(self) -> None:
+        self.admit_jumping_window(1, 2, FLOW, channel_id=self.CHANNEL, priority=self.PRIORITY,
+                                  window_us=400_000, limit=2 * FRAME, tolerance_us=100_000)
+        frame = self.frame()
+        self.offer([(0.0, frame), (0.1, frame), (0.35, self.frame(400)), (0.5, frame), (0.6, frame)])
+        self.assertEqual([len(p) for p in self.forwarded()], [FRAME, FRAME, 400, FRAME])
+        self.check_policed(5, 4)
+
+
+class MovingWindowToleratesLateStamps(WindowTest):
+    """Xmin = 100 ms, tolerance 80 ms: a source that kept 120 ms between frames but whose third
+    frame, due at 0.24 s, was stamped 60 ms late (0.30) and the next on time (0.36) passes
+    whole; without the tolerance the frame at 0.36 is cut."""
+
+    def runTest(self) -> None:
+        schedule = [(t, self.frame()) for t in (0.0, 0.12, 0.30, 0.36, 0.48)]
+        for tolerance, passing in ((80_000, 5), (0, 4)):
+            with self.subTest(tolerance_us=tolerance):
+                entry = self.admit_moving_window(1, 2, FLOW, channel_id=self.CHANNEL, priority=self.PRIORITY,
+                                                 xmin_us=100_000, interval_us=10_000_000, slots=32,
+                                                 smax=FRAME, tolerance_us=tolerance, tag=1 + tolerance)
+                self.offer(schedule)
+                self.assertEqual(len(self.forwarded()), passing)
+                self.sw.delete(entry)
+
+
+class MovingWindowToleranceDoesNotRaiseTheRate(WindowTest):
+    """GCRA: a tolerance admits early frames, not a faster source. Frames every 40 ms for 2 s
+    against Xmin = 100 ms with 80 ms of tolerance: what passes keeps Xmin over t + 80 ms, at
+    most (t + 0.08) / 0.1 + 1 frames, about 21; a policer that judged each frame from the one
+    before (next = stamp + Xmin, passing if stamp + tolerance reaches it) would pass all 51."""
+
+    def runTest(self) -> None:
+        self.admit_moving_window(1, 2, FLOW, channel_id=self.CHANNEL, priority=self.PRIORITY,
+                                 xmin_us=100_000, interval_us=10_000_000, slots=32, smax=FRAME,
+                                 tolerance_us=80_000)
+        frame = self.frame()
+        schedule = [(0.04 * i, frame) for i in range(51)]
+        span = self.offer(schedule)
+        passed = len(self.forwarded())
+        self.record_figure(f"Xmin=0.1 s tolerance=0.08 s t={span:.3f} s: {passed} of 51 frames passed")
+        self.assertLessEqual(passed, int((span + 0.08 + 0.05) / 0.1) + 1)
+        self.assertGreaterEqual(passed, int((span - 0.05) / 0.1))
+        self.check_policed(51, passed)
+
+
 # ---- both ----------------------------------------------------------------------------------
 
 
@@ -331,7 +407,8 @@ class MisconfiguredWindowIsRefusedOrFailsClosed(WindowTest):
         entry = self.sw.table_entry(
             "channels", self.channel_match(1, 2, 17, udp_flow_key(9500, DPORT)), "admit_moving_window",
             {"channel_id": 61, "priority": 4, "on_excess": C["EXCESS_DEMOTE"], "xmin_us": 0,
-             "interval_us": 1_000_000, "last_slot": 31, "quantum": 1, "smax": FRAME, "tag": 1})
+             "interval_us": 1_000_000, "last_slot": 31, "quantum": 1, "smax": FRAME, "tolerance_us": 0,
+             "tag": 1})
         p4info_action = self.sw.schema.action("admit_moving_window")
         last_slot_id = next(p.id for p in p4info_action.params if p.name == "last_slot")
         for param in entry.action.action.params:

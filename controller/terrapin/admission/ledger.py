@@ -38,7 +38,7 @@ from terrapin.admission.model import (
     Violation,
     ceil_div,
 )
-from terrapin.admission.policers import arrival_envelope, envelope_problem
+from terrapin.admission.policers import arrival_envelope, envelope_problem, tolerance_burst
 from terrapin.constants import ADMITTED_PRIORITIES, DenialReason
 
 HELD = "held"
@@ -384,16 +384,25 @@ class AdmissionLedger:
             roundings.append(rounding)
             rate, burst = max(rate, hop_rate), max(burst, hop_burst)
         rounding = merge_rounding(roundings, rate, burst, env)
+        # The first switch's policer tolerates that switch's jitter, and lets through what the
+        # tolerance allows: the burst the channel is admitted with grows by it.
+        tolerance = models[0].jitter_us
+        burst += tolerance_burst(env.policer, rate, tolerance)
         loads = [self._load_locked(pid) for pid in path]
+
+        def allocation(hops: list[HopAllocation]) -> Allocation:
+            return Allocation(key, env, rate, burst, rounding, tuple(hops), tolerance)
 
         # Pass 1: each hop's bound with no slack; bursts grow by ρ·d over the upstream hops.
         first = self._walk(models, loads, env, rate, burst, assigned=None)
         if isinstance(first, list):
             return Denial(key, tuple(first))
         if env.delay_bound_us <= 0:
-            return Allocation(key, env, rate, burst, rounding, tuple(first[0]))
+            return allocation(first[0])
         bounds = first[1]
-        total = sum(bounds)
+        jitter = sum(model.jitter_us for model in models)
+        queues = sum(bounds)
+        total = queues + jitter
         if total > env.delay_bound_us:
             return Denial(
                 key,
@@ -407,7 +416,7 @@ class AdmissionLedger:
                         total,
                         total - env.delay_bound_us,
                         "us",
-                        "sum of the per-hop static-priority bounds along the path",
+                        "sum of the per-hop static-priority bounds and the switches' jitter along the path",
                     ),
                 ),
             )
@@ -415,13 +424,13 @@ class AdmissionLedger:
         # later channels have room; fall back to no slack if the grown bursts do not fit.
         slack = env.delay_bound_us - total
         generous = [
-            _capped(b + slack * b // max(total, 1), model.budget_us(env.priority))
+            _capped(b + slack * b // max(queues, 1), model.budget_us(env.priority))
             for b, model in zip(bounds, models, strict=True)
         ]
         for assigned in (generous, bounds):
             result = self._walk(models, loads, env, rate, burst, assigned=assigned)
             if not isinstance(result, list):
-                return Allocation(key, env, rate, burst, rounding, tuple(result[0]))
+                return allocation(result[0])
         # Pass 2 with no slack repeats pass 1 exactly, so this is unreachable; say so loudly.
         raise LedgerError(f"slack assignment failed for {key}: {result}")
 
@@ -439,7 +448,10 @@ class AdmissionLedger:
         violations: list[Violation] = []
         upstream_us = 0
         for index, (model, load) in enumerate(zip(models, loads, strict=True)):
-            hop_burst = burst + ceil_div(rate * upstream_us, MICROS)
+            # What arrives at this queue: the policed envelope delayed by every hop upstream
+            # (its queue's bound and its switch's jitter) and by this switch's own jitter before
+            # the queue: σ + ρ·(d_upstream + J), network calculus's α(t + d).
+            hop_burst = burst + ceil_div(rate * (upstream_us + model.jitter_us), MICROS)
             protected = assigned[index] if assigned is not None else model.budget_us(env.priority)
             # The tests see the channel in the port's units (packet slots on a packet-rate port).
             charged_rate, charged_burst = model.charge(rate, hop_burst, env.max_packet)
@@ -463,9 +475,10 @@ class AdmissionLedger:
                     max_packet=env.max_packet,
                     worst_case_delay_us=bound,
                     protected_delay_us=protected,
+                    jitter_us=model.jitter_us,
                 )
             )
-            upstream_us += protected if protected is not None else bound
+            upstream_us += (protected if protected is not None else bound) + model.jitter_us
         if violations:
             return violations
         return hops, bounds

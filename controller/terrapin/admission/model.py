@@ -137,6 +137,11 @@ class PortModel:
     # 0: the switch shapes the port in bytes/s. > 0: it shapes it in packets/s (BMv2), and every
     # packet takes one slot of this many bytes of line_rate whatever its size (see `charge`).
     packet_slot: int = 0
+    # The switch's delay variation outside its egress queues, µs: from the wire to its ingress
+    # timestamp and its queue, and from the queue back to the wire (make jitter measures it).
+    # Its policers tolerate it where it is a channel's first switch, and a channel's burst at
+    # the queue and its delay through the switch grow by it (docs/controller.md, "Jitter").
+    jitter_us: int = 0
 
     @property
     def reservable(self) -> int:
@@ -225,27 +230,35 @@ class HopAllocation:
     max_packet: int
     worst_case_delay_us: int  # the static-priority bound with everything admitted so far
     protected_delay_us: int | None  # the bound admission keeps for the channel's lifetime
+    # The switch's delay variation outside the queue (PortModel.jitter_us): the hop delays a
+    # packet by at most the queue's bound plus this, beyond the switch's fixed latency.
+    jitter_us: int = 0
 
 
 @dataclass(frozen=True)
 class Allocation:
+    """An admitted channel: (`rate`, `burst`) is the leaky bucket its first switch's policer
+    lets through, its tolerance of `tolerance_us` (that switch's jitter) included."""
+
     key: ChannelKey
     requested: ChannelEnvelope
     rate: int
     burst: int
     rounding: Rounding
     hops: tuple[HopAllocation, ...]
+    tolerance_us: int = 0  # the first switch's policer tolerance (its PortModel.jitter_us)
 
     @property
     def worst_case_delay_us(self) -> int:
-        return sum(hop.worst_case_delay_us for hop in self.hops)
+        """End to end: each hop's queue bound and the switch's jitter."""
+        return sum(hop.worst_case_delay_us + hop.jitter_us for hop in self.hops)
 
     @property
     def protected_delay_us(self) -> int | None:
         bounds = [hop.protected_delay_us for hop in self.hops]
         if any(bound is None for bound in bounds):
             return None
-        return sum(bound for bound in bounds if bound is not None)
+        return sum(bound for bound in bounds if bound is not None) + sum(hop.jitter_us for hop in self.hops)
 
 
 @dataclass(frozen=True)

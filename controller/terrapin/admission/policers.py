@@ -7,6 +7,11 @@ invalid. docs/controller.md "Policers" derives every formula here.
 - moving window (Xmin, Xave, I, Smax), Figure 5:
       A*(t) = Smax · (⌊t/I⌋·n + min(n, ⌊(t − ⌊t/I⌋·I) / Xmin⌋ + 1)),  n = ⌊I / Xave⌋
 
+A policer with a tolerance τ (its switch's timestamp jitter, docs/controller.md "Jitter")
+passes what keeps the envelope over t + τ, or t + 2τ for the jumping window, which may count a
+packet in the window on either side of a boundary: A*_τ(t) = A*(t + kτ), and the leaky bucket
+above it is (ρ, σ + kρτ).
+
 The moving window's n is the count the data plane actually enforces: its ring holds at most
 MOVING_SLOTS groups, so above MOVING_SLOTS packets per interval it groups packets and lets
 quantum − 1 more through (docs/dataplane.md "Window policers"); the admission tests use that
@@ -66,9 +71,25 @@ def jumping_window_bytes(env: ChannelEnvelope) -> int:
     return env.burst
 
 
-def arrival_bytes(env: ChannelEnvelope, t_us: int) -> int:
-    """A*(t): the most IPv4 bytes the policer lets through in any closed interval of t µs."""
+def tolerance_spans(policer: Policer) -> int:
+    """k: how many tolerances earlier than the envelope allows a tolerant policer's output may
+    come. The moving window and the meter judge a packet by a virtual time at most τ after its
+    stamp (GCRA); the jumping window may count a packet stamped up to τ on either side of a
+    boundary in the window across it."""
+    return 2 if policer.kind == JUMPING_WINDOW else 1
+
+
+def tolerance_burst(policer: Policer, rate: int, tolerance_us: int) -> int:
+    """What a tolerance of tolerance_us adds to the leaky bucket (ρ, σ) above the policer's
+    output: ρ·kτ."""
+    return ceil_div(rate * tolerance_spans(policer) * tolerance_us, MICROS)
+
+
+def arrival_bytes(env: ChannelEnvelope, t_us: int, tolerance_us: int = 0) -> int:
+    """A*(t): the most IPv4 bytes the policer lets through in any closed interval of t µs;
+    with a tolerance, A*(t + kτ)."""
     policer = env.policer
+    t_us += tolerance_spans(policer) * tolerance_us
     if policer.kind == JUMPING_WINDOW:
         b = jumping_window_bytes(env)
         return 2 * b + t_us // policer.window_us * b

@@ -175,18 +175,29 @@ class HopOut(BaseModel):
     burst: int
     worst_case_delay_us: int
     protected_delay_us: int | None
+    jitter_us: int = Field(
+        description="the switch's delay variation outside its queues (its configured jitter_us),"
+        " counted in the burst at this hop and in the end-to-end bound"
+    )
 
 
 class AllocationOut(BaseModel):
     rate: int
-    burst: int
+    burst: int = Field(
+        description="what the first switch's policer lets through at once: the requested burst"
+        " (or the window's) and what its tolerance adds"
+    )
+    tolerance_us: int = Field(
+        description="the first switch's policer tolerance, its jitter: traffic that kept the"
+        " envelope on the wire passes even if the switch stamped it this much late"
+    )
     rate_rounded_up_by: int
     burst_rounded_up_by: int
     packet_granularity: int
     burst_packets: int
     credit_period_us: int
     hops: list[HopOut]
-    worst_case_delay_us: int
+    worst_case_delay_us: int = Field(description="end to end: each hop's queue bound and jitter")
     protected_delay_us: int | None
 
 

@@ -20,7 +20,14 @@ from typing import Any
 import finsy as fy
 from finsy.proto import p4r
 
-from terrapin.admission.model import JUMPING_WINDOW, MOVING_WINDOW, ChannelEnvelope, HopAllocation, ceil_div
+from terrapin.admission.model import (
+    JUMPING_WINDOW,
+    MOVING_WINDOW,
+    Allocation,
+    ChannelEnvelope,
+    HopAllocation,
+    ceil_div,
+)
 from terrapin.admission.policers import moving_ring
 from terrapin.config import AggregateConfig
 from terrapin.constants import ETHERNET_HEADER
@@ -77,19 +84,21 @@ def entry_for_hop(
     channel_id: int,
     hop: HopAllocation,
     demote_excess: bool,
-    edge: ChannelEnvelope | None = None,
+    edge: Allocation | None = None,
     tag: int = 0,
 ) -> ChannelEntry:
     """The hop's (ρ, σ) as a strict trTCM: CIR = PIR = ρ, CBS = PBS = σ (docs/dataplane.md), in
     frame bytes: each packet of up to max_packet IPv4 bytes carries 14 more on the wire.
 
-    `edge` is the requested envelope when this is the channel's first hop: a window policer
-    is applied there, to the traffic as the source sends it. Later hops see that traffic
-    bunched by the queues upstream, which the window would cut; their meter's (ρ, σ_k) is the
-    window's arrival envelope with the burst grown hop by hop, so it never does. `tag` names
-    this installation of the channel (the window ignores state another tag left behind)."""
+    `edge` is the channel's allocation when this is its first hop, whose policer is applied to
+    the traffic as the source sent it: the requested window policer, or the meter, each with the
+    allocation's tolerance (a meter's is in the allocation's burst, σ + ρτ, as GCRA's burst
+    tolerance). Later hops see that traffic bunched by the queues and switches upstream, which
+    the window would cut; their meter's (ρ, σ_k) is the policed envelope with the burst grown
+    hop by hop (HopAllocation.burst), so it never does. `tag` names this installation of the
+    channel (the window ignores state another tag left behind)."""
     rate = frame_bytes(hop.rate, hop.max_packet)
-    burst = frame_bytes(hop.burst, hop.max_packet)
+    burst = frame_bytes(hop.burst if edge is None else edge.burst, hop.max_packet)
     return ChannelEntry(
         switch=switch,
         selector=selector,
@@ -100,7 +109,7 @@ def entry_for_hop(
         pir=rate,
         pburst=burst,
         demote_excess=demote_excess,
-        window=None if edge is None else window_entry(edge, tag),
+        window=None if edge is None else window_entry(edge.requested, tag, edge.tolerance_us),
         port=hop.port.port,
     )
 
@@ -112,7 +121,9 @@ def frame_bytes(ipv4_bytes: int, max_packet: int) -> int:
     return ceil_div(ipv4_bytes * (max_packet + ETHERNET_HEADER), max_packet)
 
 
-def window_entry(env: ChannelEnvelope, tag: int) -> JumpingWindowEntry | MovingWindowEntry | None:
+def window_entry(
+    env: ChannelEnvelope, tag: int, tolerance_us: int = 0
+) -> JumpingWindowEntry | MovingWindowEntry | None:
     """A window policer's action parameters in the data plane's units (frame bytes)."""
     policer = env.policer
     smax = env.max_packet + ETHERNET_HEADER
@@ -123,11 +134,11 @@ def window_entry(env: ChannelEnvelope, tag: int) -> JumpingWindowEntry | MovingW
             # The meter's scaling: k packets of at most max_packet IPv4 bytes within this many
             # frame bytes carry at most B IPv4 bytes.
             limit = ceil_div(env.burst * smax, env.max_packet)
-        return JumpingWindowEntry(policer.window_us, limit, policer.count_packets, smax, tag)
+        return JumpingWindowEntry(policer.window_us, limit, policer.count_packets, smax, tolerance_us, tag)
     if policer.kind == MOVING_WINDOW:
         ring = moving_ring(policer)
         return MovingWindowEntry(
-            policer.xmin_us, policer.interval_us, ring.slots - 1, ring.quantum, smax, tag
+            policer.xmin_us, policer.interval_us, ring.slots - 1, ring.quantum, smax, tolerance_us, tag
         )
     return None
 
