@@ -381,24 +381,50 @@ def stall_slack(stalls: Stalls | None, t0_ns: int) -> Callable[[int], int]:
     return slack
 
 
+@dataclass(frozen=True)
+class Promise:
+    """What a reservation promises about the arrivals its receiver sees (docs/controller.md
+    "Jitter"): its first switch's policer passes what keeps the envelope over t + k·τ (τ its
+    tolerance, k 2 for a jumping window, 1 otherwise), and the path then delays each packet by
+    its fixed latency plus at most the end-to-end bound. So the arrivals keep α(t + J) with
+    J = k·τ + the bound: network calculus's output bound of a variable delay, with J taken
+    from the admitted bounds rather than a constant."""
+
+    tolerance_us: int
+    delay_us: int
+
+    @classmethod
+    def of(cls, reservation: dict[str, Any]) -> Promise:
+        """From a POST /reservations answer."""
+        allocation = reservation["allocation"]
+        return cls(int(allocation["tolerance_us"]), int(allocation["worst_case_delay_us"]))
+
+    def shift_us(self, envelope: Any) -> int:
+        """J for a ChannelEnvelope: how much earlier than its envelope allows the receiver may see
+        a packet."""
+        from terrapin.admission.policers import tolerance_spans
+
+        return tolerance_spans(envelope.policer) * self.tolerance_us + self.delay_us
+
+
 def most_over_envelope(
     arrivals_us: list[int],
     packet_bytes: int,
     envelope: Any,
-    tolerance_us: int,
+    promise: Promise,
     slack_us: Callable[[int], int] = lambda _start_us: 0,
 ) -> int:
     """The most that packets of `packet_bytes` arriving at `arrivals_us` (sorted) exceed the
     policer's A*(t) (terrapin.admission.policers.arrival_bytes of `envelope`, a ChannelEnvelope)
-    over any interval, in bytes (≤ 0: kept). Each interval is allowed `tolerance_us` longer, for
-    the jitter between the switch's policing and the receiver's timestamps, and `slack_us(start)`
-    more for the machine's stalls just before its first arrival (stall_slack)."""
+    over any interval, in bytes (≤ 0: kept). Each interval is allowed the promise's J longer
+    (α(t + J)), and `slack_us(start)` more for the machine's stalls just before its first
+    arrival (stall_slack)."""
     from terrapin.admission.policers import arrival_bytes
 
     worst = -(10**12)
     for i, start in enumerate(arrivals_us):
-        allowed = tolerance_us + slack_us(start)
+        allowed = promise.delay_us + slack_us(start)
         for j in range(i, len(arrivals_us)):
-            excess = (j - i + 1) * packet_bytes - arrival_bytes(envelope, arrivals_us[j] - start + allowed)
-            worst = max(worst, excess)
+            reach = arrival_bytes(envelope, arrivals_us[j] - start + allowed, promise.tolerance_us)
+            worst = max(worst, (j - i + 1) * packet_bytes - reach)
     return worst

@@ -10,11 +10,11 @@ whole output goes to build/results/E<n>.log. With SHORT=1 all of it goes to buil
 instead, so make test never overwrites a full run's figures. The last line printed is `N passed,
 M failed` (make test counts it).
 
-ATTEMPTS=n runs a failed experiment again, up to n runs in all; make test uses 3. On these 2-core
-VMs a verdict of a short run now and then turns on one packet a few hundred µs past a 3-4 ms
-bound at a moment the machine did not witness stalling (docs/experiments.md); a guarantee the
-system breaks, it breaks on every run. Each failed run's verdict stays in the output and its log
-in E<n>.attempt<k>.log.
+ATTEMPTS=n runs a failed experiment again, up to n runs in all; make test uses 2, for a load
+spike on a shared machine. A verdict on a guarantee is judged on the first run: every
+experiment's line says how many runs it took, and the whole run fails if more than one
+experiment needed a second (docs/experiments.md). Each failed run's verdict stays in the output
+and its log in E<n>.attempt<k>.log.
 """
 
 from __future__ import annotations
@@ -174,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     threading.Thread(target=progress.tick, args=(stop,), daemon=True).start()
     verdicts = []
+    attempts: dict[str, int] = {}  # tag: runs it took
     started_at = time.time()
     for index, entry in enumerate(entries):
         progress.index, progress.entry_started = index, time.monotonic()
@@ -191,16 +192,27 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
             failed_runs.append(verdict)
-        if failed_runs:
-            verdict += f"  [run {len(failed_runs) + 1}; {len(failed_runs)} failed before it, printed above]"
+        runs = len(failed_runs) + 1
+        verdict += f"  [{runs} run{'s' if runs > 1 else ''}"
+        verdict += f"; {len(failed_runs)} failed before it, printed above]" if failed_runs else "]"
         print(verdict, flush=True)
         verdicts.append(verdict)
+        attempts[entry.tag] = runs
     stop.set()
     report = write_report([e.tag for e in entries], args, started_at, results_dir(args.short))
     print(f"report: {report.relative_to(REPO)}")
+    print("runs: " + ", ".join(f"{tag} {runs}" for tag, runs in attempts.items()))
     passed = sum(1 for v in verdicts if ": pass" in v)
-    print(f"{passed} passed, {len(verdicts) - passed} failed")
-    return 0 if passed == len(verdicts) else 1
+    failed = len(verdicts) - passed
+    retried = [tag for tag, runs in attempts.items() if runs > 1]
+    if len(retried) > 1:
+        # One retry is a load spike; two experiments that each needed one are a guarantee
+        # judged by luck, which a run must not pass on.
+        needed = ", ".join(retried)
+        print(f"FAIL {len(retried)} experiments needed more than one run ({needed}): at most one may")
+        failed += 1
+    print(f"{passed} passed, {failed} failed")
+    return 0 if failed == 0 else 1
 
 
 # ---- the report ----------------------------------------------------------------------------------

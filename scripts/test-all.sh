@@ -164,7 +164,7 @@ want topo          && run_counted topo pytest_suite topo/tests -m "not bmv2"
 # The seeds' experiments, shortened (docs/experiments.md): each verdict is a guarantee the system
 # makes, so a regression in one fails here. They run on BMv2 too, last (experiments-bmv2).
 want experiments   && run_counted experiments env TERRAPIN_INTF_PREFIX=trptex \
-    make --no-print-directory experiments SHORT=1 SWITCH=terrapin ATTEMPTS=3
+    make --no-print-directory experiments SHORT=1 SWITCH=terrapin ATTEMPTS=2
 # The same suites on p4lang's simple_switch_grpc (docs/bmv2.md).
 want_bmv2 ptf-bmv2         && run_counted ptf-bmv2 on_bmv2 make --no-print-directory ptf SWITCH=bmv2
 want_bmv2 conformance-bmv2 && run_counted conformance-bmv2 on_bmv2 \
@@ -176,7 +176,7 @@ want_bmv2 topo-bmv2        && run_counted topo-bmv2 on_bmv2 pytest_suite topo/te
     topo/tests/test_cli_session.py topo/tests/test_switch_tls.py topo/tests/test_controller_tls.py -m bmv2
 # The seeds' experiments on simple_switch_grpc, scaled to what it forwards (docs/bmv2.md): ~5 min.
 want_bmv2 experiments-bmv2 && run_counted experiments-bmv2 on_bmv2 env TERRAPIN_INTF_PREFIX=trptex \
-    make --no-print-directory experiments SHORT=1 SWITCH=bmv2 ATTEMPTS=3
+    make --no-print-directory experiments SHORT=1 SWITCH=bmv2 ATTEMPTS=2
 
 echo
 echo "Summary"

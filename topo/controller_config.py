@@ -4,6 +4,7 @@ Admission per port follows the switch: each priority queue holds `queue_capacity
 most the MTU, so that is its buffer in bytes; the largest packet any level sends is the MTU. A BMv2
 switch is declared as such (its Thrift port and CLI serve the telemetry registers), and its ports
 with the packet rate it shapes them at (`rate_pps`), so admission counts packets, not bytes.
+Every switch is declared with its kind's jitter (`jitter_us`, topo/p4switch.py SWITCH_JITTER_US).
 
 The reservation protocol's own envelope (`control_rate`, 12,000 B/s of 90-byte messages by
 default) would take half or more of a slow port; there it is capped to a tenth of what the port
@@ -25,7 +26,7 @@ import yaml
 
 from terrapin.config import AdmissionConfig
 from terrapin.constants import CONTROL_FRAME_BYTES
-from topo.p4switch import REPO, bmv2_command, port_shaping
+from topo.p4switch import REPO, bmv2_command, port_shaping, switch_jitter_us
 from topo.plan import NetworkPlan
 from topo.run_tls import RunTls
 
@@ -99,6 +100,7 @@ def controller_config(
                 "device_id": sw.device_id,
                 **({"router_ip": gateways[0]} if gateways else {}),
                 **kind,
+                "jitter_us": switch_jitter_us(switch_kind),
                 **({"tls": tls.switch_block()} if tls is not None else {}),
                 "ports": ports,
             }

@@ -43,6 +43,18 @@ STALL_LOSS_NS = 500_000
 STALL_LOSS_BEFORE_NS = 5_000_000
 
 
+def lost_in_stall(due_ns: int, stalls: Stalls | None, tolerance_us: int = 0) -> bool:
+    """Whether the machine's stalls account for a packet due at `due_ns` that was lost: they
+    lasted STALL_LOSS_NS in all, or the policer's tolerance if longer, from STALL_LOSS_BEFORE_NS
+    before it was due to 1 ms after. A stall that holds a packet bunches it with the next, and a
+    policer that keeps packets Xmin apart drops the second (E8) once the bunching is more than
+    its tolerance forgives: a shorter stall cannot be why."""
+    if stalls is None:
+        return False
+    needed = max(STALL_LOSS_NS, tolerance_us * 1000)
+    return stalls.overlap(due_ns - STALL_LOSS_BEFORE_NS, due_ns + 1_000_000) >= needed
+
+
 def late_outside_stalls(sent_ns: int, arrival_ns: int, bound_ms: float, stalls: Stalls | None) -> bool:
     """A packet took longer than `bound_ms` by more than the machine was stalled while it was in
     flight (topo/stalls.py; without `stalls`, by any amount)."""
@@ -217,19 +229,12 @@ class FlowRun:
             and (stalls is None or stalls.overlap(p.sent_ns or 0, p.arrival_ns or 0) == 0)
         ]
 
-    def lost_outside_stalls(self, stalls: Stalls | None) -> int:
-        """Lost packets the machine's stalls do not account for: none lasting STALL_LOSS_NS in
-        all from STALL_LOSS_BEFORE_NS before the packet was due to 1 ms after. A stall that holds
-        a packet bunches it with the next, and a policer that keeps packets Xmin apart drops
-        the second (E8)."""
+    def lost_outside_stalls(self, stalls: Stalls | None, tolerance_us: int = 0) -> int:
+        """Lost packets the machine's stalls do not account for (lost_in_stall)."""
         return sum(
             1
             for p in self.packets
-            if p.arrival_ns is None
-            and (
-                stalls is None
-                or stalls.overlap(p.start_ns - STALL_LOSS_BEFORE_NS, p.start_ns + 1_000_000) < STALL_LOSS_NS
-            )
+            if p.arrival_ns is None and not lost_in_stall(p.start_ns, stalls, tolerance_us)
         )
 
     def late_outside_stalls(self, bound_ms: float, stalls: Stalls | None) -> int:

@@ -41,6 +41,16 @@ def test_port_models_convert_bits_and_overrides() -> None:
     models = {m.port: m for m in cfg.port_models()}
     m = models[PortId("s1", 2)]
     assert m.line_rate == 5_000_000 and m.reservable == 3_750_000
+    assert m.jitter_us == 0  # a switch is taken to be exact unless told
+
+
+def test_a_switchs_jitter_reaches_each_of_its_ports() -> None:
+    data = chain_config(2).model_dump()
+    data["switches"][0]["jitter_us"] = 1_500
+    models = {m.port: m for m in parse_config(data).port_models()}
+    jitters = {p.port: m.jitter_us for p, m in models.items() if p.switch == "s1"}
+    assert jitters == {1: 1_500, 2: 1_500, 3: 1_500}
+    assert all(m.jitter_us == 0 for p, m in models.items() if p.switch == "s2")
 
 
 @pytest.mark.parametrize(
@@ -58,6 +68,7 @@ def test_port_models_convert_bits_and_overrides() -> None:
         (lambda d: d["switches"][0].update(kind="bmv2"), "kind bmv2 needs thrift_port"),
         (lambda d: d["switches"][0].update(kind="p4lang"), "switches.0.kind"),
         (lambda d: d["switches"][0]["ports"][0].update(rate_pps=0), "switches.0.ports.0.rate_pps"),
+        (lambda d: d["switches"][0].update(jitter_us=-1), "switches.0.jitter_us"),
     ],
 )
 def test_bad_configs_name_the_key(mutate: object, needle: str) -> None:

@@ -4,6 +4,7 @@ data plane's moving-window ring against its bound, and each misconfiguration nam
 
 from __future__ import annotations
 
+from dataclasses import replace
 from fractions import Fraction
 
 import pytest
@@ -11,7 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from terrapin.admission import AdmissionLedger, ChannelKey, Denial, PortId, PortModel
-from terrapin.admission.model import JUMPING_WINDOW, MOVING_WINDOW, ChannelEnvelope, Policer
+from terrapin.admission.model import (
+    ALL_TESTS,
+    JUMPING_WINDOW,
+    MOVING_WINDOW,
+    ChannelEnvelope,
+    Policer,
+    ServiceClass,
+)
 from terrapin.admission.policers import (
     MovingRing,
     arrival_bytes,
@@ -447,6 +455,81 @@ def test_admission_of_a_moving_window_uses_its_envelope_at_every_hop() -> None:
     assert (alloc.rate, alloc.burst) == (SEED_RATE, 18_000)
     assert alloc.hops[0].burst == 18_000 and alloc.hops[1].burst > 18_000  # grown by ρ·d upstream
     assert alloc.rounding.rate_rounded_up_by == alloc.rounding.burst_rounded_up_by == 0
+
+
+def jittery_ports(*jitters: int) -> list[PortModel]:
+    return [
+        PortModel(
+            PortId(f"s{i}", 2), line_rate=12_500_000, queue_capacity=96_000, largest_packet=4500, jitter_us=j
+        )
+        for i, j in enumerate(jitters, start=1)
+    ]
+
+
+def test_the_first_switchs_jitter_is_the_policers_tolerance_and_each_hop_counts_its_own() -> None:
+    """docs/controller.md "Jitter": a meter of (ρ, σ) entering at a switch of jitter J₁ is
+    policed with tolerance J₁ (its burst σ + ρJ₁), its first queue sees that delayed by up to
+    J₁ more, each later queue the bound and jitter of every switch before it and its own, and
+    the end-to-end bound adds every switch's jitter to the queues' bounds."""
+    ports = jittery_ports(2_000, 500)
+    ledger = AdmissionLedger(ports)
+    alloc = ledger.admit(
+        ChannelKey("10.0.1.2", 1), [p.port for p in ports], ChannelEnvelope(5, 1_000_000, 9_000, 1500)
+    )
+    assert not isinstance(alloc, Denial)
+    assert (alloc.tolerance_us, alloc.burst) == (2_000, 9_000 + 2_000)
+    first, second = alloc.hops
+    assert (first.jitter_us, second.jitter_us) == (2_000, 500)
+    assert first.burst == 11_000 + 2_000  # ρ·J₁ before the first queue
+    assert second.burst == 11_000 + (first.worst_case_delay_us + 2_000 + 500) * 1_000_000 // 10**6
+    assert alloc.worst_case_delay_us == first.worst_case_delay_us + second.worst_case_delay_us + 2_500
+    exact = AdmissionLedger(jittery_ports(0, 0))
+    plain = exact.admit(
+        ChannelKey("10.0.1.2", 1), [p.port for p in ports], ChannelEnvelope(5, 1_000_000, 9_000, 1500)
+    )
+    assert not isinstance(plain, Denial) and (plain.tolerance_us, plain.burst) == (0, 9_000)
+
+
+def test_a_jumping_windows_tolerance_counts_twice() -> None:
+    """The jumping window may count a packet on either side of a boundary: B per T with
+    tolerance τ is held as 2B + 2ρτ."""
+    ledger = AdmissionLedger(jittery_ports(1_000))
+    alloc = ledger.admit(ChannelKey("10.0.1.2", 1), [PortId("s1", 2)], jumping(burst=9_000, window_us=9_000))
+    assert not isinstance(alloc, Denial)
+    assert (alloc.rate, alloc.burst, alloc.tolerance_us) == (1_000_000, 18_000 + 2_000, 1_000)
+
+
+def test_a_requested_delay_bound_counts_the_switches_jitter() -> None:
+    """A bound that the queues alone would keep is refused when the switches' jitter takes it
+    over, naming the end-to-end constraint."""
+    env = ChannelEnvelope(5, 1_000_000, 9_000, 1500)
+    queues = AdmissionLedger(jittery_ports(0, 0)).evaluate(
+        ChannelKey("h", 1), [PortId("s1", 2), PortId("s2", 2)], env
+    )
+    assert not isinstance(queues, Denial)
+    asked = replace(env, delay_bound_us=queues.worst_case_delay_us + 1_000)
+    assert not isinstance(
+        AdmissionLedger(jittery_ports(0, 0)).evaluate(
+            ChannelKey("h", 1), [PortId("s1", 2), PortId("s2", 2)], asked
+        ),
+        Denial,
+    )
+    denied = AdmissionLedger(jittery_ports(800, 800)).evaluate(
+        ChannelKey("h", 1), [PortId("s1", 2), PortId("s2", 2)], asked
+    )
+    assert isinstance(denied, Denial) and denied.primary.constraint == "end_to_end_delay"
+
+
+def test_a_peak_policed_class_judges_the_sources_burst_not_the_tolerance() -> None:
+    """Seed 003's urgent class may burst one packet: the tolerance the network adds for its own
+    jitter is not the source's burst."""
+    urgent = ServiceClass("urgent", frozenset({6}), Fraction(1, 10), peak_policed=True)
+    port = replace(jittery_ports(3_000)[0], classes=(urgent,), tests=ALL_TESTS)
+    ledger = AdmissionLedger([port])
+    alloc = ledger.admit(ChannelKey("h", 1), [port.port], ChannelEnvelope(6, 50_000, 200, 200))
+    assert not isinstance(alloc, Denial) and alloc.burst == 200 + 150
+    bursty = ledger.evaluate(ChannelKey("h", 2), [port.port], ChannelEnvelope(6, 50_000, 400, 200))
+    assert isinstance(bursty, Denial) and bursty.primary.constraint == "class_shares.urgent.peak"
 
 
 def test_window_rate_is_not_refactored_by_the_leaky_buckets_timer() -> None:

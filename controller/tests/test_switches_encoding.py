@@ -195,3 +195,37 @@ def test_precompute_encodes_ahead_on_a_backup_and_only_forgets_on_the_primary() 
     assert fabric.precompute({"s1": [a, b, c]}, encode=False) == 0  # c is not encoded ...
     assert fabric.precompute({"s1": [b]}, encode=False) == 0  # ... a is forgotten, b kept
     assert fabric.precompute({"s1": [a, b, c]}) == 2  # so a and c are new to a backup's pass
+
+
+def test_the_first_hop_polices_with_the_allocations_tolerance_and_later_hops_with_their_grown_burst() -> None:
+    """docs/controller.md "Jitter": the first switch's meter has the allocation's burst (σ plus
+    what its tolerance lets through) and a window its tolerance; a later hop's meter has the
+    burst grown over the hops and switches before it, which only a jittery switch upstream
+    makes larger than the first's."""
+    from terrapin.admission import AdmissionLedger, ChannelEnvelope, ChannelKey, Denial, PortId, PortModel
+    from terrapin.admission.model import MOVING_WINDOW, Policer
+    from terrapin.switches.encoding import entry_for_hop, frame_bytes
+
+    ports = [
+        PortModel(
+            PortId(f"s{i}", 2), line_rate=12_500_000, queue_capacity=96_000, largest_packet=1500, jitter_us=j
+        )
+        for i, j in ((1, 2_000), (2, 500))
+    ]
+    selector = ChannelSelector("10.0.1.2", "10.0.2.2", 17, 1)
+    ledger = AdmissionLedger(ports)
+    meter = ledger.admit(
+        ChannelKey("h", 1), [p.port for p in ports], ChannelEnvelope(5, 1_000_000, 9_000, 1500)
+    )
+    assert not isinstance(meter, Denial)
+    first = entry_for_hop("s1", selector, 1, meter.hops[0], False, edge=meter)
+    later = entry_for_hop("s2", selector, 1, meter.hops[1], False)
+    assert first.cburst == frame_bytes(9_000 + 2_000, 1500) and first.window is None
+    assert later.cburst == frame_bytes(meter.hops[1].burst, 1500) > first.cburst
+    window = Policer(MOVING_WINDOW, xmin_us=1_000, xave_us=2_000, interval_us=20_000)
+    moving = ledger.admit(
+        ChannelKey("h", 2), [p.port for p in ports], ChannelEnvelope(5, 0, 0, 1000, policer=window)
+    )
+    assert not isinstance(moving, Denial)
+    edge = entry_for_hop("s1", selector, 2, moving.hops[0], False, edge=moving, tag=7)
+    assert isinstance(edge.window, MovingWindowEntry) and edge.window.tolerance_us == 2_000

@@ -11,7 +11,9 @@ measures J on one switch, at the rates the experiments use, so that the controll
 it (docs/controller.md, "Timestamp jitter"; the figures are in docs/bmv2.md).
 
 It builds a switch on three veths (ports 1 and 3 forward to port 2, port 2 to port 1) running
-experiments/jitter/probe.p4, which writes the switch's timestamps into every probe packet. A
+experiments/jitter/probe.p4, which writes the switch's timestamps into every probe packet and
+serves it at priority 6, as an admitted channel; port 2 is shaped to christie's line rate, as
+the experiments' hosts' ports are. A
 sender in its own namespace sends a probe packet every PROBE_GAP_S (topo/video.py's flows
 sender at the experiments' real-time priority, its send time in each packet); a receiver on
 port 2's side records when each arrived (the kernel's receive time); a third namespace floods
@@ -55,9 +57,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from experiments.harness import RESULTS, SWITCHES, pyplot
+from terrapin.bmv2 import Bmv2Cli
 from topo import christie
 from topo.experiment import PYTHON, SENDER_RT_PRIORITY
-from topo.p4switch import REPO, RT_PRIORITY, stop_process_group, switch_command
+from topo.p4switch import REPO, RT_PRIORITY, bmv2_command, port_shaping, stop_process_group, switch_command
 from topo.rtwire import wire_first
 from topo.stalls import Stalls, witnessed
 from topo.video import HEADER, MAGIC, SO_TIMESTAMPNS, TIMESPEC, kernel_timestamp
@@ -86,13 +89,20 @@ class Background:
         return self.mbps * 1e6 / 8 / self.packet_bytes if self.packet_bytes else 0.0
 
 
+def line_mbps(switch: str) -> float:
+    """christie's line rate on this switch in the experiments that flood it (E1, E3, E4, E8)."""
+    from experiments.e4_queue_depth import LINE_MBPS
+
+    return LINE_MBPS[switch]
+
+
 def backgrounds(switch: str) -> list[Background]:
     """The backgrounds the experiments put beside a channel on this switch: none; two hosts at
     christie's line rate in its MTU-sized packets (E1, E3, E8's load); E4's 128-byte one (held
     to E4's packet rate on BMv2)."""
-    from experiments.e4_queue_depth import BMV2_BACKGROUND_PPS, LINE_MBPS
+    from experiments.e4_queue_depth import BMV2_BACKGROUND_PPS
 
-    line = LINE_MBPS[switch]
+    line = line_mbps(switch)
     mtu_packet = christie.plan().mtu - 72
     small = 7.2 if switch != "bmv2" else round(BMV2_BACKGROUND_PPS * 128 * 8 / 1e6, 2)
     return [
@@ -163,9 +173,14 @@ def compile_probe(out_dir: Path) -> Path:
 
 
 @contextlib.contextmanager
-def probe_switch(kind: str, interfaces: dict[int, str], program: Path, log: Path) -> Iterator[None]:
+def probe_switch(
+    kind: str, interfaces: dict[int, str], program: Path, log: Path, rate_bps: int, mtu: int
+) -> Iterator[None]:
+    """The switch on `interfaces`, its egress port 2 shaped to `rate_bps` as the experiments'
+    topology shapes a host's port (terrapin-switch paces it, BMv2 limits each queue's packets)."""
+    rates = {2: rate_bps}
     command = switch_command(
-        kind, 1, interfaces, grpc_port=GRPC_PORT, thrift_port=THRIFT_PORT, program=program
+        kind, 1, interfaces, grpc_port=GRPC_PORT, thrift_port=THRIFT_PORT, program=program, port_rates=rates
     )
     with log.open("w") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
@@ -179,6 +194,9 @@ def probe_switch(kind: str, interfaces: dict[int, str], program: Path, log: Path
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the switch did not start: see {log}")
             time.sleep(0.1)
+        if kind == "bmv2":
+            pps = {port: port_shaping(kind, rate, mtu) or 0 for port, rate in rates.items()}
+            Bmv2Cli(bmv2_command("simple_switch_CLI"), THRIFT_PORT).shape_ports(pps, depth_packets=64)
         yield
     finally:
         stop_process_group(process)
@@ -387,9 +405,11 @@ def main(argv: list[str] | None = None) -> int:
     results: list[Result] = []
     print(f"jitter: {args.switch}, {seconds:g} s per background, a {PROBE_BYTES} B probe every"
           f" {PROBE_GAP_S * 1000:g} ms", flush=True)  # fmt: skip
+    mtu = christie.plan().mtu
+    line = int(line_mbps(args.switch) * 1e6)
     with (
-        probe_network(christie.plan().mtu) as interfaces,
-        probe_switch(args.switch, interfaces, program, out / "switch.log"),
+        probe_network(mtu) as interfaces,
+        probe_switch(args.switch, interfaces, program, out / "switch.log", line, mtu),
         wire_first(),
     ):
         time.sleep(1)

@@ -1,7 +1,7 @@
-// The jitter probe (experiments/jitter/run.py): forwards every frame from ports 1 and 3 to
-// port 2 and from port 2 to port 1, and writes into each probe packet what the switch's clock
-// said about it, so that the receiver can compare it with when the frame reached the switch's
-// port (the kernel's receive timestamp there):
+// The jitter probe (experiments/jitter/measure.py): forwards every frame from ports 1 and 3 to
+// port 2 and from port 2 to port 1, serves probe packets at priority 6 (as an admitted
+// channel) and everything else at 0, and writes into each probe packet what the switch's clock
+// said about it, so that the receiver can compare it with when the sender sent it:
 //
 //   ingress_global_timestamp   when the switch stamped the packet: the time its window
 //                              policers and meters judge it by (BMv2: when its receive
@@ -124,6 +124,8 @@ control ProbeIngress(inout headers_t hdr, inout metadata_t meta,
         if (hdr.stamps.isValid()) {
             hdr.stamps.ingress_us = (bit<64>)standard_metadata.ingress_global_timestamp;
             hdr.udp.checksum = 0;
+            // As an admitted channel: above the background's best effort.
+            standard_metadata.priority = 6;
         }
     }
 }

@@ -14,9 +14,9 @@ import pytest
 
 import experiments.run
 from experiments.e3_allocated_rate import RateRun, buffer_occupancy, judge_delay
-from experiments.harness import most_over_envelope, stall_slack
+from experiments.harness import Promise, most_over_envelope, stall_slack
 from experiments.run import section, select, write_report
-from terrapin.admission.model import ChannelEnvelope
+from terrapin.admission.model import JUMPING_WINDOW, ChannelEnvelope, Policer
 from topo.experiment import (
     FlowRun,
     FrameTiming,
@@ -29,6 +29,8 @@ from topo.experiment import (
 from topo.p4switch import REPO
 from topo.rtwire import SOFTIRQ_PRIORITY, reset, softirq_threads, wire_first
 from topo.stalls import Stalls, witnessed
+
+EXACT = Promise(tolerance_us=0, delay_us=0)  # a channel through an exact switch, no delay
 
 
 def test_select_names_experiments_in_the_order_given_and_refuses_unknown_ones() -> None:
@@ -109,7 +111,22 @@ def test_most_over_envelope_finds_traffic_above_a_meters_bound(gaps_us: list[int
     for gap in gaps_us:
         arrivals.append(t)
         t += gap
-    assert (most_over_envelope(arrivals, 1000, envelope, 0) > 0) == over
+    assert (most_over_envelope(arrivals, 1000, envelope, EXACT) > 0) == over
+
+
+def test_the_receiver_judges_against_the_envelope_shifted_by_the_promises_j() -> None:
+    """harness.Promise: a meter (1,000,000 B/s, 2,000 B) whose first switch tolerates 1 ms and
+    whose path is bound to 2 ms may reach the receiver as α(t + 3 ms): 5,000 B at once; a
+    sixth packet back to back is over it. A jumping window's tolerance counts twice."""
+    envelope = ChannelEnvelope(6, 1_000_000, 2_000, 1000)
+    promise = Promise(tolerance_us=1_000, delay_us=2_000)
+    assert promise.shift_us(envelope) == 3_000
+    assert most_over_envelope([0] * 5, 1000, envelope, promise) <= 0
+    assert most_over_envelope([0] * 6, 1000, envelope, promise) == 1000
+    assert most_over_envelope([0] * 3, 1000, envelope, EXACT) == 1000
+    window = ChannelEnvelope(6, 0, 2_000, 1000, policer=Policer(JUMPING_WINDOW, window_us=10_000))
+    assert promise.shift_us(window) == 4_000
+    assert Promise.of({"allocation": {"tolerance_us": 1_000, "worst_case_delay_us": 2_000}}) == promise
 
 
 def test_a_stall_before_an_arrival_allows_the_packets_after_it_to_come_closer() -> None:
@@ -119,11 +136,11 @@ def test_a_stall_before_an_arrival_allows_the_packets_after_it_to_come_closer() 
     arrivals = sorted([3000] * 4 + [3000 + 1000 * k for k in range(1, 10)])
     t0 = 10**18
     stall = Stalls.merged([[(t0 + 500_000, t0 + 3_000_000)]])  # 2.5 ms, ending at the arrivals
-    assert most_over_envelope(arrivals, 1000, envelope, 0) > 0
-    assert most_over_envelope(arrivals, 1000, envelope, 0, stall_slack(stall, t0)) <= 0
-    assert most_over_envelope(arrivals, 1000, envelope, 0, stall_slack(None, t0)) > 0
+    assert most_over_envelope(arrivals, 1000, envelope, EXACT) > 0
+    assert most_over_envelope(arrivals, 1000, envelope, EXACT, stall_slack(stall, t0)) <= 0
+    assert most_over_envelope(arrivals, 1000, envelope, EXACT, stall_slack(None, t0)) > 0
     elsewhere = Stalls.merged([[(t0 + 20_000_000, t0 + 23_000_000)]])  # after the arrivals
-    assert most_over_envelope(arrivals, 1000, envelope, 0, stall_slack(elsewhere, t0)) > 0
+    assert most_over_envelope(arrivals, 1000, envelope, EXACT, stall_slack(elsewhere, t0)) > 0
 
 
 FRAME_NS = 1_000_000_000 // 30
@@ -249,6 +266,9 @@ def test_a_flows_losses_and_delays_are_judged_apart_from_the_machines_stalls() -
     # 3 (due at 106 ms) follows a 1 ms stall; 9 (due at 118) has none within 5 ms before it
     assert flow.lost_outside_stalls(None) == 2
     assert flow.lost_outside_stalls(stalls) == 1
+    # a policer with 2 ms of tolerance is not cut by a 1 ms stall: that loss is not the machine's
+    assert flow.lost_outside_stalls(stalls, tolerance_us=2_000) == 2
+    assert flow.lost_outside_stalls(stalls, tolerance_us=900) == 1
     assert max(flow.delays_ms()) == 4.0
     assert max(flow.delays_ms(stalls)) == 0.5  # packet 5 was in flight during the second stall
     # packet 5 took 4 ms, 2.5 of them in a stall: 2 ms over a 2 ms bound is the machine's, 3 ms
@@ -335,3 +355,42 @@ def test_a_wire_left_raised_by_a_killed_run_is_reset() -> None:
     with wire_first():
         reset()
         assert all(os.sched_getscheduler(pid) == os.SCHED_OTHER for pid in softirq_threads())
+
+
+@pytest.mark.parametrize(
+    ("verdicts", "code", "line"),
+    [
+        ({"E1": ["pass"], "E2": ["pass"]}, 0, "2 passed, 0 failed"),
+        ({"E1": ["FAIL spike", "pass"], "E2": ["pass"]}, 0, "2 passed, 0 failed"),
+        ({"E1": ["FAIL spike", "pass"], "E2": ["FAIL again", "pass"]}, 1, "2 passed, 1 failed"),
+    ],
+)
+def test_each_experiment_says_how_many_runs_it_took_and_two_retried_fail_the_run(
+    verdicts: dict[str, list[str]],
+    code: int,
+    line: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A verdict on a guarantee is judged on the first run: one experiment may need a second
+    (a load spike), two that each did fail the whole run, whatever their last verdicts."""
+    answers = {tag: iter(v) for tag, v in verdicts.items()}
+
+    def run_one(entry: Any, *_args: Any) -> tuple[str, str]:
+        log = tmp_path / f"{entry.tag}.log"
+        verdict = f"{entry.tag} demo: {next(answers[entry.tag])}"
+        log.write_text(verdict)
+        return verdict, str(log)
+
+    monkeypatch.setattr(experiments.run, "run_one", run_one)
+    monkeypatch.setattr(experiments.run, "results_dir", lambda *_args: tmp_path)
+    monkeypatch.setattr(experiments.run, "write_report", lambda *_args: REPO / "report.html")
+    assert experiments.run.main(["--only", "E1,E2", "--short", "--attempts", "2"]) == code
+    out = capsys.readouterr().out
+    runs = {tag: len(v) for tag, v in verdicts.items()}
+    assert f"runs: E1 {runs['E1']}, E2 {runs['E2']}" in out
+    for tag, n in runs.items():
+        assert f"{tag} demo: pass  [{n} run{'s' if n > 1 else ''}" in out
+    assert out.rstrip().endswith(line)
+    assert ("needed more than one run (E1, E2)" in out) == (code == 1)

@@ -10,6 +10,7 @@ from terrapin.config import parse_config
 from topo import chain, christie, sequoia
 from topo import controller_config as controller_config_module
 from topo.controller_config import controller_config
+from topo.p4switch import JITTER_ENV, SWITCH_JITTER_US
 from topo.plan import NetworkPlan
 from topo.video import HEADER, MAX_PACKET_BYTES, PEAK_FRAME_BYTES, UDP_IP_OVERHEAD, frame_sizes, segment
 
@@ -121,3 +122,26 @@ def test_video_frames_follow_seed_000() -> None:
         payloads = segment(size)
         assert sum(payloads) == size
         assert all(p + HEADER.size + UDP_IP_OVERHEAD <= MAX_PACKET_BYTES for p in payloads)
+
+
+@pytest.mark.parametrize("kind", ["terrapin", "bmv2"])
+def test_every_switch_is_declared_with_its_kinds_jitter(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The controller is told each switch's jitter (docs/controller.md "Jitter"): its kind's
+    measured figure, or TERRAPIN_JITTER_US for every switch; the ports' models carry it."""
+    monkeypatch.setattr(controller_config_module, "bmv2_command", lambda name: f"/opt/bmv2/{name}")
+    monkeypatch.delenv(JITTER_ENV, raising=False)
+    config = parse_config(
+        controller_config(sequoia.plan(), tmp_path, rest_port=18080, token="t", switch_kind=kind)
+    )
+    assert {s.jitter_us for s in config.switches} == {SWITCH_JITTER_US[kind]} and SWITCH_JITTER_US[kind] > 0
+    assert {m.jitter_us for m in config.port_models()} == {SWITCH_JITTER_US[kind]}
+    monkeypatch.setenv(JITTER_ENV, "750")
+    config = parse_config(
+        controller_config(sequoia.plan(), tmp_path, rest_port=18080, token="t", switch_kind=kind)
+    )
+    assert {s.jitter_us for s in config.switches} == {750}
+    monkeypatch.setenv(JITTER_ENV, "1.5ms")
+    with pytest.raises(ValueError, match="whole microseconds"):
+        controller_config(sequoia.plan(), tmp_path, rest_port=18080, token="t", switch_kind=kind)

@@ -32,7 +32,7 @@ class Candidate:
     priority: int
     rate: int
     burst: int  # effective burst at this hop
-    base_burst: int  # the allocated burst at the source
+    base_burst: int  # the burst the source asked for (rounded), before the policer's tolerance
     max_packet: int
     protected_us: int | None  # the bound this channel will be promised here, if any
 

@@ -387,6 +387,7 @@ class AdmissionLedger:
         # The first switch's policer tolerates that switch's jitter, and lets through what the
         # tolerance allows: the burst the channel is admitted with grows by it.
         tolerance = models[0].jitter_us
+        source_burst = burst
         burst += tolerance_burst(env.policer, rate, tolerance)
         loads = [self._load_locked(pid) for pid in path]
 
@@ -394,7 +395,7 @@ class AdmissionLedger:
             return Allocation(key, env, rate, burst, rounding, tuple(hops), tolerance)
 
         # Pass 1: each hop's bound with no slack; bursts grow by ρ·d over the upstream hops.
-        first = self._walk(models, loads, env, rate, burst, assigned=None)
+        first = self._walk(models, loads, env, rate, burst, source_burst, assigned=None)
         if isinstance(first, list):
             return Denial(key, tuple(first))
         if env.delay_bound_us <= 0:
@@ -428,7 +429,7 @@ class AdmissionLedger:
             for b, model in zip(bounds, models, strict=True)
         ]
         for assigned in (generous, bounds):
-            result = self._walk(models, loads, env, rate, burst, assigned=assigned)
+            result = self._walk(models, loads, env, rate, burst, source_burst, assigned=assigned)
             if not isinstance(result, list):
                 return allocation(result[0])
         # Pass 2 with no slack repeats pass 1 exactly, so this is unreachable; say so loudly.
@@ -441,8 +442,12 @@ class AdmissionLedger:
         env: ChannelEnvelope,
         rate: int,
         burst: int,
+        source_burst: int,
         assigned: Sequence[int] | None,
     ) -> tuple[list[HopAllocation], list[int]] | list[Violation]:
+        """Each hop's test and bound; `burst` is what the first switch's policer lets through,
+        `source_burst` what the source asked for (before the policer's tolerance: what a
+        peak-policed class judges)."""
         hops: list[HopAllocation] = []
         bounds: list[int] = []
         violations: list[Violation] = []
@@ -455,7 +460,7 @@ class AdmissionLedger:
             protected = assigned[index] if assigned is not None else model.budget_us(env.priority)
             # The tests see the channel in the port's units (packet slots on a packet-rate port).
             charged_rate, charged_burst = model.charge(rate, hop_burst, env.max_packet)
-            cand = Candidate(env.priority, charged_rate, charged_burst, burst, env.max_packet, protected)
+            cand = Candidate(env.priority, charged_rate, charged_burst, source_burst, env.max_packet, protected)
             after = with_candidate(load, cand)
             found = run_port_tests(model, after, cand)
             bound = level_delay_bound_us(model, after, env.priority)
