@@ -32,8 +32,9 @@ arrived; each policer tolerates the first switch's τ (docs/dataplane.md "Tolera
 passes keeps A*(t + kτ) (k = 2 for the jumping window). The receiver's kernel timestamps come
 after the egress port's queue and the switch's own variation, at most the end-to-end bound the
 controller admitted the channel with, so the arrivals are judged against A*(t + J), J = kτ + that
-bound (harness.Promise), and a conforming packet lost counts unless the machine stalled longer
-than τ just before it (FlowRun.lost_outside_stalls).
+bound (harness.Promise), and a conforming packet lost counts unless the machine's witnessed
+stalls explain it: the run replayed through the policer, every packet stamped when the stalls
+let the switch see it, loses it too (topo/experiment.py losses_the_stalls_explain).
 """
 
 from __future__ import annotations
@@ -46,11 +47,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from experiments.harness import Experiment, Promise, most_over_envelope, stall_slack
+from experiments.harness import Experiment, Promise, most_over_envelope, sending_stall_slack, stall_slack
 from terrapin.admission.model import ChannelEnvelope, Policer
 from terrapin.admission.policers import arrival_bytes, moving_ring
+from terrapin_tools.policers import counts_packets
 from topo import christie
-from topo.experiment import Traffic, channel, lost_in_stall, release, reserve
+from topo.experiment import Traffic, channel, losses_the_stalls_explain, release, reserve
 from topo.network import RunningNetwork
 from topo.stalls import Stalls
 
@@ -107,6 +109,7 @@ class Run:
     received: int
     offered_us: list[int] = field(repr=False)  # each packet's scheduled send time, µs from start
     arrivals_us: list[int] = field(repr=False)  # each received packet's arrival, µs from start
+    passed_sent_us: list[int] = field(repr=False)  # each received packet's send time, µs from start
     lost_us: list[int] = field(repr=False)  # scheduled send times of the packets that never came
     start_ns: int = 0  # the first frame's start (CLOCK_REALTIME), from which the µs count
     promise: Promise = field(default_factory=lambda: Promise(0, 0))  # the reservation's
@@ -133,16 +136,25 @@ class Run:
         return self.promise.shift_us(envelope(self.policer))
 
     def lost_outside_stalls(self, stalls: Stalls | None) -> int:
-        """Packets lost that no stall longer than the policer's tolerance just before they were
-        due accounts for (topo/experiment.py lost_in_stall)."""
-        tolerance = self.promise.tolerance_us
-        return sum(1 for t in self.lost_us if not lost_in_stall(self.start_ns + t * 1000, stalls, tolerance))
+        """Packets lost that the machine's stalls do not explain (topo/experiment.py
+        losses_the_stalls_explain, the run replayed through its policer)."""
+        env = envelope(self.policer)
+        gone = set(self.lost_us)
+        lost = [t in gone for t in self.offered_us]
+        sent = [self.start_ns + t * 1000 for t in self.offered_us]
+        amount = 1 if counts_packets(env) else PACKET
+        explained = losses_the_stalls_explain(sent, lost, stalls, self.promise.policer(env), amount)
+        return sum(1 for g, why in zip(lost, explained, strict=True) if g and not why)
 
-    def most_within(self, span_us: int) -> int:
-        """The most bytes received within any interval shorter than span_us."""
-        times, best, first = self.arrivals_us, 0, 0
+    def most_within(self, span_us: int, by_send_time: bool = False, stalls: Stalls | None = None) -> int:
+        """The most bytes received within any interval shorter than span_us: of arrival, or with
+        `by_send_time` of the packets' sending (what the policer judged, each stamped up to its
+        tolerance later), each interval shortened by the machine's stalls around its start
+        (harness.sending_stall_slack: a stall stamps packets later than the tolerance allows)."""
+        times, best, first = self.passed_sent_us if by_send_time else self.arrivals_us, 0, 0
+        slack = sending_stall_slack(stalls if by_send_time else None, self.start_ns)
         for last, t in enumerate(times):
-            while t - times[first] >= span_us:
+            while t - times[first] >= span_us - slack(times[first]):
                 first += 1
             best = max(best, (last - first + 1) * PACKET)
         return best
@@ -184,19 +196,23 @@ def read_run(
     sent = json.loads(sender_log.read_text())["flows"][0]["frames"]
     t0 = sent[0]["start_ns"]
     got = {f["frame"]: f for f in json.loads(receiver_log.read_text())["frames"]}
-    offered, arrivals, lost = [], [], []
+    offered, arrivals, passed_sent, lost = [], [], [], []
     for record, offsets in zip(sent, frames, strict=True):
         arrived = {
-            index: arrival for index, _sent, arrival in got.get(record["frame"], {}).get("packet_times", [])
+            index: (sent_ns, arrival)
+            for index, sent_ns, arrival in got.get(record["frame"], {}).get("packet_times", [])
         }
         for index, offset in enumerate(offsets):
             scheduled = (record["start_ns"] - t0) // 1000 + round((offset - offsets[0]) * 1e6)
             offered.append(scheduled)
             if index in arrived:
-                arrivals.append((arrived[index] - t0) // 1000)
+                sent_ns, arrival = arrived[index]
+                arrivals.append((arrival - t0) // 1000)
+                passed_sent.append((sent_ns - t0) // 1000)
             else:
                 lost.append(scheduled)
     arrivals.sort()
+    passed_sent.sort()
     return Run(
         policer,
         source,
@@ -205,6 +221,7 @@ def read_run(
         len(arrivals),
         offered,
         arrivals,
+        passed_sent,
         lost,
         t0,
         promise,
@@ -266,11 +283,14 @@ def verdict(runs: dict[str, dict[str, Run]], stalls: Stalls | None = None) -> li
             problems.append(f"{policer} let the greedy source {over} B above A*(t)")
         if greedy.rate < 0.9 * RATE:
             problems.append(f"{policer} cut the greedy source to {greedy.rate:.0f} B/s, below 90% of rho")
+    # What the policers did, judged by when the passed packets were sent: the switch stamped
+    # each up to its tolerance τ later, so packets sent within T − τ were stamped within T, and
+    # what passed a tolerant moving window keeps n packets per I − 2τ of sending.
     jumping, moving = runs["jumping_window"]["edge"], runs["moving_window"]["edge"]
-    if jumping.most_within(WINDOW_US - jumping.shift_us) <= BURST:
+    if jumping.most_within(WINDOW_US - jumping.promise.tolerance_us, True, stalls) <= BURST:
         problems.append("the jumping window let no more than B through across an edge")
     n = moving_ring(envelope("moving_window").policer).enforced
-    if moving.most_within(WINDOW_US - moving.shift_us) > n * PACKET:
+    if moving.most_within(WINDOW_US - 2 * moving.promise.tolerance_us, True, stalls) > n * PACKET:
         problems.append("the moving window let more than n packets through within I")
     return problems
 
@@ -323,6 +343,9 @@ def main(argv: list[str] | None = None) -> int:
             experiment.figure(f"{key}.received_Bps", round(run.rate))
             experiment.figure(f"{key}.J_us", run.shift_us)
             experiment.figure(f"{key}.most_bytes_within_T_less_J", run.most_within(WINDOW_US - run.shift_us))
+            sending = WINDOW_US - (2 if policer == "moving_window" else 1) * run.promise.tolerance_us
+            sent_within = run.most_within(sending, True, experiment.stalls)
+            experiment.figure(f"{key}.most_bytes_sent_within_{sending}_us", sent_within)
             if source == "conforming":
                 experiment.figure(f"{key}.lost_outside_stalls", run.lost_outside_stalls(experiment.stalls))
             if source != "conforming":

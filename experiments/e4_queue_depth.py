@@ -26,11 +26,14 @@ import sys
 import time
 from dataclasses import dataclass
 from statistics import fmean
+from typing import Any
 
-from experiments.harness import Experiment, pyplot
+from experiments.harness import Experiment, Promise, pyplot
+from terrapin.admission.model import ChannelEnvelope
 from topo import christie
 from topo.experiment import (
     VIDEO_PORT,
+    FlowRun,
     QueueReading,
     Traffic,
     VideoRun,
@@ -44,7 +47,7 @@ from topo.experiment import (
     release,
     reserve,
 )
-from topo.network import RunningNetwork
+from topo.network import RunningNetwork, rest
 from topo.video import MAX_PACKET_BYTES
 
 PRIORITY = 6
@@ -92,13 +95,24 @@ EXPERIMENT = Experiment(
 
 
 @dataclass
+class FileTransfer:
+    """The file transfer's packets in one test: what the sender and receiver logged, and what
+    its first switch's channel counters saw (GET /reservations/{id}/counters, the change over
+    the test): packets that reached the pipeline, and those its meter marked beyond the
+    envelope (demoted to best effort, where the background may drown them)."""
+
+    run: FlowRun
+    reached_switch: int
+    marked: int
+
+
+@dataclass
 class Test:
     name: str
     video: VideoRun
     queue: QueueReading
     bound_ms: float
-    file_sent: int
-    file_received: int
+    file: FileTransfer | None
 
 
 def body(run: RunningNetwork, source: str, port: int, envelope: tuple[int, int]) -> dict[str, object]:
@@ -112,11 +126,23 @@ def background_mbps(switch: str, packet_bytes: int, mbps: float) -> float:
     return min(mbps, round(BMV2_BACKGROUND_PPS * packet_bytes * 8 / 1e6, 2))
 
 
+def first_hop_counters(run: RunningNetwork, reservation: dict[str, Any]) -> tuple[int, int]:
+    """(packets matched, packets marked yellow or red) at the channel's first hop so far."""
+    hop = rest(run, "GET", f"/reservations/{reservation['id']}/counters")[0]
+    return int(hop["packets"] or 0), int(hop["yellow_packets"] or 0) + int(hop["red_packets"] or 0)
+
+
 def one_test(
-    run: RunningNetwork, name: str, background: int, mbps: float, file: bool, seconds: float
+    run: RunningNetwork,
+    name: str,
+    background: int,
+    mbps: float,
+    file: dict[str, Any] | None,
+    seconds: float,
 ) -> Test:
     b1_port = run.plan.hosts["b1"].port
     clear_maxima(run, ["terrapin"])
+    counted = first_hop_counters(run, file) if file else (0, 0)
     with Traffic(run, EXPERIMENT.work / KEYS[name]) as traffic:
         received = traffic.receiver("b1", [VIDEO_PORT, FILE_PORT])
         if background:
@@ -129,12 +155,13 @@ def one_test(
             file_log = traffic.flows("a2", "b1", [flow(FILE_PORT, MAX_PACKET_BYTES, times, shape=FILE)])
         traffic.wait(seconds + 60)
     video = read_video_logs(sent, received, port=VIDEO_PORT)
-    file_sent = file_received = 0
-    if file_log is not None:
-        file_run = read_flow_logs(file_log, received)[FILE_PORT]
-        file_sent, file_received = file_run.sent, file_run.received
+    transfer = None
+    if file_log is not None and file is not None:
+        matched, marked = first_hop_counters(run, file)
+        flow_run = read_flow_logs(file_log, received)[FILE_PORT]
+        transfer = FileTransfer(flow_run, matched - counted[0], marked - counted[1])
     queue = queue_reading(run, "terrapin", b1_port, PRIORITY)
-    return Test(name, video, queue, queue.worst_case_delay_ms or float("nan"), file_sent, file_received)
+    return Test(name, video, queue, queue.worst_case_delay_ms or float("nan"), transfer)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -163,10 +190,11 @@ def main(argv: list[str] | None = None) -> int:
     with experiment.network(christie.plan(rate_mbps=line)) as run:
         video = reserve(run, body(run, "a1", VIDEO_PORT, VIDEO))
         file = reserve(run, body(run, "a2", FILE_PORT, FILE))
+        file_promise = Promise.of(file)
         try:
             for name, background, mbps, with_file in tests_run:
                 experiment.phase(name)
-                tests.append(one_test(run, name, background, mbps, with_file, seconds))
+                tests.append(one_test(run, name, background, mbps, file if with_file else None, seconds))
         finally:
             release(run, file)
             release(run, video)
@@ -182,10 +210,21 @@ def main(argv: list[str] | None = None) -> int:
         experiment.figure(f"{key}.max_queue_depth", t.queue.max_depth_packets, seed=seed[2])
         experiment.figure(f"{key}.admitted_bursts_packets", t.queue.burst_packets, seed="8")
         experiment.figure(f"{key}.longest_queue_wait_ms", t.queue.max_delay_ms)
-        if t.file_sent:
-            experiment.figure(f"{key}.file_transfer_loss", 1 - t.file_received / t.file_sent, seed="0")
-            if t.file_received != t.file_sent:
-                problems.append(f"{t.name}: the file transfer lost {t.file_sent - t.file_received} packets")
+        if t.file is not None:
+            sent, received = t.file.run.sent, t.file.run.received
+            experiment.figure(f"{key}.file_transfer_loss", 1 - received / sent if sent else 0.0, seed="0")
+            # Where the lost ones went: never reached the pipeline (the switch's ingress), or
+            # marked by the meter (beyond its tolerance) and demoted, or lost after it.
+            experiment.figure(f"{key}.file_transfer_lost_before_the_pipeline", sent - t.file.reached_switch)
+            experiment.figure(f"{key}.file_transfer_marked_by_the_meter", t.file.marked)
+            meter = ChannelEnvelope(PRIORITY, FILE[0], FILE[1], MAX_PACKET_BYTES)
+            policer = file_promise.policer(meter)
+            lost = t.file.run.lost_outside_stalls(experiment.stalls, policer, MAX_PACKET_BYTES)
+            experiment.figure(f"{key}.file_transfer_lost_in_machine_stalls", sent - received - lost)
+            if lost:
+                problems.append(
+                    f"{t.name}: the file transfer lost {lost} packets outside the machine's stalls"
+                )
         if t.queue.max_depth_packets > t.queue.burst_packets:
             problems.append(
                 f"{t.name}: queue depth {t.queue.max_depth_packets} > {t.queue.burst_packets} admitted"

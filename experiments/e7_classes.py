@@ -31,9 +31,12 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
-from experiments.harness import Experiment, pyplot
+from experiments.harness import Experiment, Promise, pyplot
+from terrapin.admission.model import ChannelEnvelope
+from terrapin_tools.policers import PolicerModel
 from topo import chain
 from topo.experiment import (
     WIRE_EXTRA,
@@ -197,8 +200,13 @@ def main(argv: list[str] | None = None) -> int:
         + on_wire(video_Bps, VIDEO.max_packet)
     )
     left = (line_Bps - used) * 1500 / (1500 + WIRE_EXTRA)  # in the floods' IPv4 bytes
+    meters = {
+        "urgent": (urgent, ChannelEnvelope(6, urgent_rate, SMALL, SMALL)),
+        "voice": (voice, ChannelEnvelope(4, int(VOICE_RATE * 1.25), 2 * SMALL, SMALL)),
+    }
     for name, r in (("urgent", urgent_run), ("voice", voice_run)):
-        check_flow(experiment, problems, name, r, bounds[name])
+        granted, meter = meters[name]
+        check_flow(experiment, problems, name, r, bounds[name], Promise.of(granted).policer(meter))
     check_video(experiment, problems, video_run, bounds["video"])
     experiment.figure(
         "urgent.second_channel", f"refused: {second}" if second else "admitted", seed="refused (2%)"
@@ -223,7 +231,14 @@ def main(argv: list[str] | None = None) -> int:
     return experiment.finish(problems, {"bounds_ms": bounds, "best_effort_Bps": be_Bps})
 
 
-def check_flow(experiment: Experiment, problems: list[str], name: str, r: FlowRun, bound: float) -> None:
+def check_flow(
+    experiment: Experiment,
+    problems: list[str],
+    name: str,
+    r: FlowRun,
+    bound: float,
+    policer: Callable[[], PolicerModel],
+) -> None:
     delays = r.delays_ms()
     experiment.figure(f"{name}.loss", r.loss, seed="0")
     experiment.figure(
@@ -234,7 +249,8 @@ def check_flow(experiment: Experiment, problems: list[str], name: str, r: FlowRu
     experiment.figure(f"{name}.max_ms", percentile(delays, 100))
     experiment.figure(f"{name}.bound_ms", bound)
     # what the machine's own stalls account for is left out and shown (docs/experiments.md)
-    lost, late = r.lost_outside_stalls(experiment.stalls), r.late_outside_stalls(bound, experiment.stalls)
+    lost = r.lost_outside_stalls(experiment.stalls, policer, SMALL)
+    late = r.late_outside_stalls(bound, experiment.stalls)
     experiment.figure(f"{name}.lost_in_machine_stalls", r.sent - r.received - lost)
     experiment.figure(f"{name}.late_in_machine_stalls", r.late_outside_stalls(bound, None) - late)
     if lost:

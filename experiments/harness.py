@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import functools
 import json
 import os
 import shlex
@@ -39,6 +40,7 @@ from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from terrapin_tools.policers import PolicerModel, first_hop_policer
 from topo.network import PID_DIR, RestError, RunningNetwork, running, wait_ready
 from topo.p4switch import REPO
 from topo.plan import NetworkPlan
@@ -381,6 +383,20 @@ def stall_slack(stalls: Stalls | None, t0_ns: int) -> Callable[[int], int]:
     return slack
 
 
+def sending_stall_slack(stalls: Stalls | None, t0_ns: int) -> Callable[[int], int]:
+    """For a check by send times: how much of the time around a packet sent at `start_us` (µs
+    after `t0_ns`) the machine was stalled, in µs. A stall then stamps the packet that much
+    later than the switch's jitter allows, so the policer judged it that much later."""
+    if stalls is None:
+        return lambda _start_us: 0
+
+    def slack(start_us: int) -> int:
+        at = t0_ns + start_us * 1000
+        return stalls.overlap(at - STALL_LOOKBACK_NS, at + STALL_LOOKBACK_NS) // 1000
+
+    return slack
+
+
 @dataclass(frozen=True)
 class Promise:
     """What a reservation promises about the arrivals its receiver sees (docs/controller.md
@@ -392,12 +408,20 @@ class Promise:
 
     tolerance_us: int
     delay_us: int
+    burst: int = 0  # the allocation's: what the first switch's meter holds, its tolerance in it
 
     @classmethod
     def of(cls, reservation: dict[str, Any]) -> Promise:
         """From a POST /reservations answer."""
         allocation = reservation["allocation"]
-        return cls(int(allocation["tolerance_us"]), int(allocation["worst_case_delay_us"]))
+        return cls(
+            int(allocation["tolerance_us"]), int(allocation["worst_case_delay_us"]), int(allocation["burst"])
+        )
+
+    def policer(self, envelope: Any) -> Callable[[], PolicerModel]:
+        """The channel's first-hop policer as a model to replay a run through (FlowRun.
+        lost_outside_stalls), for a ChannelEnvelope as requested."""
+        return functools.partial(first_hop_policer, envelope, self.burst, self.tolerance_us)
 
     def shift_us(self, envelope: Any) -> int:
         """J for a ChannelEnvelope: how much earlier than its envelope allows the receiver may see

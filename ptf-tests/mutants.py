@@ -140,11 +140,16 @@ MUTANTS = [
     Mutant("no-drop-counter", "ingress.p4", "drops.count(reason);", "", "dp_routing.NoRouteIsDropped"),
     # The window policers (docs/dataplane.md "Window policers").
     Mutant("jumping-window-count-carried-over", "ingress.p4",
-           "            used = 0;\n        }\n        bit<32> amount", "        }\n        bit<32> amount",
+           "// one window on\n        if (now > start && now - start >= window) {\n"
+           "            start = start + window;\n            before = used;\n            used = 0;\n",
+           "// one window on\n        if (now > start && now - start >= window) {\n"
+           "            start = start + window;\n            before = used;\n",
            "dp_windows.JumpingWindowConformingPassesUntouched"),
-    Mutant("jumping-window-phase-restarts", "ingress.p4",
-           "start = start + window;\n                elapsed = elapsed - window;",
-           "start = now;\n                elapsed = 0;", "dp_windows.JumpingWindowsFollowOneAnother"),
+    Mutant("jumping-window-phase-restarts", "ingress.p4", "now - last >= window + window + tolerance",
+           "now - start >= window", "dp_windows.JumpingWindowsFollowOneAnother"),
+    Mutant("jumping-window-never-idle", "ingress.p4",
+           "(owner != tag || (now > last && now - last >= window + window + tolerance))", "(owner != tag)",
+           "dp_windows.JumpingWindowRestartsAfterTwoIdleWindows"),
     Mutant("jumping-window-unlimited", "ingress.p4",
            "} else if (used <= limit && amount <= limit - used) {", "} else if (true) {",
            "dp_windows.JumpingWindowLetsTwoBurstsAcrossAnEdge dp_windows.JumpingWindowCutsAGreedySource"),

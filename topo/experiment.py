@@ -18,12 +18,13 @@ import re
 import subprocess
 import time
 import urllib.request
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from terrapin_tools.policers import PolicerModel
 from topo.network import RestError, RunningNetwork, call, rest
 from topo.p4switch import REPO
 from topo.plan import NetworkPlan
@@ -37,22 +38,47 @@ FLOOD_PORT_BASE = 5201
 # packets, and once awake not preempted by the floods' processes halfway through a frame, which
 # would count as network latency. Below the switch's forwarding threads (topo/p4switch.py).
 SENDER_RT_PRIORITY = 10
-# lost_outside_stalls: a loss is the machine's when it stalled this long in all within this
-# long before the packet was due (a stall bunches the packet before it with it).
-STALL_LOSS_NS = 500_000
-STALL_LOSS_BEFORE_NS = 5_000_000
+# A packet sent this long before a stall began may still have been waiting for the switch when
+# it did (Stalls.holding).
+STALL_HOLD_MARGIN_NS = 1_000_000
 
 
-def lost_in_stall(due_ns: int, stalls: Stalls | None, tolerance_us: int = 0) -> bool:
-    """Whether the machine's stalls account for a packet due at `due_ns` that was lost: they
-    lasted STALL_LOSS_NS in all, or the policer's tolerance if longer, from STALL_LOSS_BEFORE_NS
-    before it was due to 1 ms after. A stall that holds a packet bunches it with the next, and a
-    policer that keeps packets Xmin apart drops the second (E8) once the bunching is more than
-    its tolerance forgives: a shorter stall cannot be why."""
+def stamps_after_stalls(sent_ns: Sequence[int], stalls: Stalls | None) -> list[int]:
+    """When a switch could have stamped packets sent at `sent_ns`, in sending order: as they
+    were sent, but a packet sent while the machine stalled (or just before) when the stall
+    ended, and never before the packet ahead of it (one port's packets are stamped in order)."""
+    stamps: list[int] = []
+    for sent in sent_ns:
+        held = stalls.holding(sent, STALL_HOLD_MARGIN_NS) if stalls is not None else None
+        stamps.append(max(sent if held is None else held, stamps[-1] if stamps else sent))
+    return stamps
+
+
+def losses_the_stalls_explain(
+    sent_ns: Sequence[int],
+    lost: Sequence[bool],
+    stalls: Stalls | None,
+    policer: Callable[[], PolicerModel] | None,
+    amount: int,
+) -> list[bool]:
+    """For each lost packet of a channel (in sending order), whether the machine's stalls
+    explain its loss: it was sent into a stall (it waited, with everything else, while nothing
+    ran), or the channel's first-hop `policer`, replayed (terrapin_tools.policers) with every
+    packet stamped when the stalls let the switch see it, refuses it or the packet beside it. A
+    stall bunches the packets it holds, and a policer cuts a bunch beyond its tolerance; one
+    cuts nothing the stalls did not bunch, so a loss that the replay does not have is the
+    system's. `amount` is what the policer counts per packet (bytes, or 1)."""
     if stalls is None:
-        return False
-    needed = max(STALL_LOSS_NS, tolerance_us * 1000)
-    return stalls.overlap(due_ns - STALL_LOSS_BEFORE_NS, due_ns + 1_000_000) >= needed
+        return [False] * len(lost)
+    refused = [False] * len(lost)
+    if policer is not None:
+        model = policer()
+        refused = [not model.offer(t // 1000, amount) for t in stamps_after_stalls(sent_ns, stalls)]
+    explained = []
+    for i, (sent, gone) in enumerate(zip(sent_ns, lost, strict=True)):
+        near = refused[max(0, i - 1) : i + 2]
+        explained.append(gone and (stalls.holding(sent, STALL_HOLD_MARGIN_NS) is not None or any(near)))
+    return explained
 
 
 def late_outside_stalls(sent_ns: int, arrival_ns: int, bound_ms: float, stalls: Stalls | None) -> bool:
@@ -229,13 +255,15 @@ class FlowRun:
             and (stalls is None or stalls.overlap(p.sent_ns or 0, p.arrival_ns or 0) == 0)
         ]
 
-    def lost_outside_stalls(self, stalls: Stalls | None, tolerance_us: int = 0) -> int:
-        """Lost packets the machine's stalls do not account for (lost_in_stall)."""
-        return sum(
-            1
-            for p in self.packets
-            if p.arrival_ns is None and not lost_in_stall(p.start_ns, stalls, tolerance_us)
-        )
+    def lost_outside_stalls(
+        self, stalls: Stalls | None, policer: Callable[[], PolicerModel] | None = None, amount: int = 1
+    ) -> int:
+        """Lost packets the machine's stalls do not explain (losses_the_stalls_explain, with
+        the channel's first-hop `policer` counting `amount` per packet)."""
+        sent = [p.sent_ns if p.sent_ns is not None else p.start_ns for p in self.packets]
+        lost = [p.arrival_ns is None for p in self.packets]
+        explained = losses_the_stalls_explain(sent, lost, stalls, policer, amount)
+        return sum(1 for gone, why in zip(lost, explained, strict=True) if gone and not why)
 
     def late_outside_stalls(self, bound_ms: float, stalls: Stalls | None) -> int:
         """Packets that took longer than `bound_ms` by more than the machine was stalled while

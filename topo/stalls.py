@@ -32,6 +32,9 @@ from terrapin_tools.processes import stop_all
 PERIOD_NS = 1_000_000
 # Late wake-ups shorter than this are the kernel's own timer and scheduling latency, not a stall.
 RECORD_ABOVE_NS = 200_000
+# A stall this long holds a packet (`Stalls.holding`); shorter ones are the scheduling the
+# switches' jitter already covers.
+STALL_NS = 500_000
 # Above the switch's forwarding threads (topo/p4switch.py, 20) and the senders (10), below the
 # kernel's own real-time threads (99).
 PROBE_PRIORITY = 90
@@ -64,6 +67,18 @@ class Stalls:
             total += max(0, min(e, end_ns) - max(s, start_ns))
             i += 1
         return total
+
+    def holding(self, at_ns: int, margin_ns: int = 0) -> int | None:
+        """The end of the stall at least STALL_NS long that was under way at `at_ns`, or began
+        within `margin_ns` after it (a packet sent just before still waited for it); None if
+        there was none."""
+        i = bisect.bisect_right(self.intervals, (at_ns + margin_ns, 1 << 62)) - 1
+        while i >= 0 and self.intervals[i][1] > at_ns:
+            start, end = self.intervals[i]
+            if end - start >= STALL_NS:
+                return end
+            i -= 1
+        return None
 
     def summary(self, start_ns: int | None = None, end_ns: int | None = None) -> str:
         spans = [

@@ -29,6 +29,7 @@ from terrapin.admission.policers import (
     tolerance_burst,
 )
 from terrapin.constants import MOVING_SLOTS
+from terrapin_tools.policers import JumpingWindow, Meter, MovingWindow
 
 # Seed 000 §4.1.1.1: 10 Mbit/s with a 22,500-byte burst; XTP's jumping window then resets its
 # credit every Burst / Rate = 18 ms.
@@ -159,72 +160,6 @@ def _exact_rate(env: ChannelEnvelope) -> Fraction:
 # ---- the data plane's ring keeps the bound and passes conforming traffic --------------------
 
 
-class RingModel:
-    """admit_moving_window of p4src/include/ingress.p4, for one channel, in Python: the ring
-    of group start times + I, the group fill and the Xmin gate, judged with a tolerance as
-    GCRA does (a packet up to `tolerance` early passes; the state advances from its virtual
-    time, never from its stamp alone)."""
-
-    def __init__(self, policer: Policer, tolerance: int = 0) -> None:
-        ring = moving_ring(policer)
-        self.slots, self.quantum = ring.slots, ring.quantum
-        self.xmin, self.interval = policer.xmin_us, policer.interval_us
-        self.tolerance = tolerance
-        self.free_at = [0] * self.slots
-        self.head = self.fill = self.next = 0
-
-    def offer(self, now: int) -> bool:
-        free_at = self.free_at[self.head] if self.fill == 0 else 0
-        latest = now + self.tolerance
-        if latest < self.next or latest < free_at:
-            return False
-        virtual = max(now, self.next, free_at)
-        self.next = virtual + self.xmin
-        if self.fill == 0:
-            self.free_at[self.head] = virtual + self.interval
-        self.fill += 1
-        if self.fill >= self.quantum:
-            self.fill = 0
-            self.head = 0 if self.head >= self.slots - 1 else self.head + 1
-        return True
-
-
-class JumpingModel:
-    """admit_jumping_window of p4src/include/ingress.p4, for one channel, counting packets of
-    one byte (limit = B packets): the current window and the count of the window before it;
-    a packet within `tolerance` after a boundary may count in the window before, one within it
-    before a boundary, its own window full, in the window after (which becomes current), each
-    if it has room, the earlier first."""
-
-    def __init__(self, window: int, limit: int, tolerance: int = 0) -> None:
-        self.window, self.limit, self.tolerance = window, limit, tolerance
-        self.start: int | None = None
-        self.used = self.before = 0
-
-    def offer(self, now: int) -> bool:
-        if self.start is None:
-            self.start, self.used, self.before = now, 0, self.limit
-        elapsed = max(0, now - self.start)
-        if elapsed >= self.window:
-            if elapsed < 2 * self.window + self.tolerance:
-                self.start += self.window
-                elapsed -= self.window
-                self.before = self.used
-            else:
-                self.start, elapsed, self.before = now, 0, self.limit
-            self.used = 0
-        if elapsed < self.tolerance and self.before < self.limit:
-            self.before += 1
-        elif self.used < self.limit:
-            self.used += 1
-        elif elapsed + self.tolerance >= self.window:
-            self.start += self.window
-            self.before, self.used = self.used, 1
-        else:
-            return False
-        return True
-
-
 def stamped(times: list[int], lags: list[int]) -> list[int]:
     """What a switch that stamps each packet up to its jitter late sees: each time plus its lag,
     in arrival order (a port's packets are stamped in the order they came)."""
@@ -248,7 +183,7 @@ def test_ring_never_passes_more_than_its_bound(
     packets the ring lets through (the bound the admission tests use)."""
     xmin = min(xmin, xave)
     env = moving(xmin, xave, xave * per_interval, smax=1)
-    model = RingModel(env.policer)
+    model = MovingWindow(env.policer)
     times, now = [], 0
     for gap in gaps:
         now += gap
@@ -264,7 +199,7 @@ def test_grouped_ring_reaches_its_bound_of_slots_times_quantum_plus_quantum_minu
     sixteen whole groups at 32, then at 33 the group reusing the first slot: 35 packets within
     (0, 33], n + quantum − 1 (docs/dataplane.md); the envelope counts them all."""
     env = moving(0, 1, 33, smax=1)
-    model = RingModel(env.policer)
+    model = MovingWindow(env.policer)
     assert (model.slots, model.quantum) == (17, 2)
     times = [0, 32, *[32] * 32, 33, 33]
     assert all(model.offer(now) for now in times)
@@ -287,7 +222,7 @@ def test_ring_passes_every_packet_of_a_conforming_source(
     interval = xave * per_interval
     n = per_interval
     xmin = xave // 2
-    model = RingModel(Policer(MOVING_WINDOW, xmin_us=xmin, xave_us=xave, interval_us=interval))
+    model = MovingWindow(Policer(MOVING_WINDOW, xmin_us=xmin, xave_us=xave, interval_us=interval))
     sent: list[int] = []
     for gap in extra:
         now = (sent[-1] + xmin + gap) if sent else gap
@@ -322,7 +257,7 @@ def test_tolerant_ring_passes_a_conforming_source_stamped_up_to_its_tolerance_la
         if len(sent) >= n:
             now = max(now, sent[-n] + interval)
         sent.append(now)
-    model = RingModel(Policer(MOVING_WINDOW, xmin_us=xmin, xave_us=xave, interval_us=interval), tolerance)
+    model = MovingWindow(Policer(MOVING_WINDOW, xmin_us=xmin, xave_us=xave, interval_us=interval), tolerance)
     seen = stamped(sent, [lag % (tolerance + 1) for lag in lags])
     assert all(model.offer(t) for t in seen)
 
@@ -343,7 +278,7 @@ def test_tolerant_ring_keeps_the_envelope_over_t_plus_its_tolerance(
     packet's virtual time, as GCRA's does)."""
     xmin = min(xmin, xave)
     env = moving(xmin, xave, xave * per_interval, smax=1)
-    model = RingModel(env.policer, tolerance)
+    model = MovingWindow(env.policer, tolerance)
     times, now = [], 0
     for gap in gaps:
         now += gap
@@ -377,12 +312,12 @@ def test_tolerant_jumping_window_passes_a_conforming_source_stamped_up_to_its_to
         if m == 0:
             inside[0] = 0  # the policer's windows open with the first packet
         times += [m * window + x for x in inside]
-    assert _passes(JumpingModel(window, limit), times)
+    assert _passes(JumpingWindow(window, limit), times)
     seen = stamped(times, [lag % (tolerance + 1) for lag in lags])
-    assert _passes(JumpingModel(window, limit, tolerance), seen)
+    assert _passes(JumpingWindow(window, limit, tolerance), seen)
 
 
-def _passes(model: JumpingModel, times: list[int]) -> bool:
+def _passes(model: JumpingWindow, times: list[int]) -> bool:
     return all([model.offer(t) for t in times])
 
 
@@ -401,7 +336,7 @@ def test_tolerant_jumping_window_keeps_the_envelope_over_t_plus_twice_its_tolera
     of the window."""
     tolerance = window * share // 100
     env = ChannelEnvelope(6, 0, limit, 1, policer=Policer(JUMPING_WINDOW, window_us=window))
-    model = JumpingModel(window, limit, tolerance)
+    model = JumpingWindow(window, limit, tolerance)
     times, now = [], 0
     for gap in gaps:
         now += gap
@@ -579,3 +514,35 @@ def envelope(rate: int, burst: int, **policer: object) -> ChannelEnvelope:
 def test_misconfigured_policers_name_the_field(env: ChannelEnvelope, field: str) -> None:
     problem = envelope_problem(env)
     assert problem is not None and problem[0] == field, problem
+
+
+@given(
+    rate=st.integers(1, 10_000_000),
+    burst=st.integers(1, 100_000),
+    sizes=st.lists(st.integers(1, 9000), min_size=1, max_size=200),
+    gaps=st.lists(st.integers(0, 5000), min_size=200, max_size=200),
+)
+@settings(max_examples=200, deadline=None)
+def test_the_meter_model_passes_the_burst_at_once_and_the_rate_after(
+    rate: int, burst: int, sizes: list[int], gaps: list[int]
+) -> None:
+    """terrapin_tools.policers.Meter, which the experiments replay runs through: full at the
+    start, what it passes within any t is at most σ + ρt, and a packet it refuses finds the
+    bucket short of it."""
+    meter = Meter(rate, burst)
+    passed: list[tuple[int, int]] = []
+    now = 0
+    for size, gap in zip(sizes, gaps, strict=False):
+        now += gap
+        tokens_before = min(
+            burst, meter.tokens + ((now - meter.stamp) * rate / 10**6 if meter.stamp is not None else 0)
+        )
+        if meter.offer(now, size):
+            passed.append((now, size))
+        else:
+            assert size > tokens_before - 1e-6
+    for i, (start, _) in enumerate(passed):
+        total = 0
+        for t, size in passed[i:]:
+            total += size
+            assert total <= burst + rate * (t - start) / 10**6 + 1e-6

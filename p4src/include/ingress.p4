@@ -34,6 +34,7 @@ control TerrapinIngress(inout headers_t hdr,
     register<bit<48>>(MAX_CHANNELS) jumping_start;
     register<bit<32>>(MAX_CHANNELS) jumping_used;
     register<bit<32>>(MAX_CHANNELS) jumping_used_before;
+    register<bit<48>>(MAX_CHANNELS) jumping_last;  // the channel's last packet, for idleness
     // Moving window: the earliest time the next packet keeps Xmin; the ring slot of the
     // current group and how many packets the group holds; per (channel, slot) the time the
     // group that last used the slot leaves the window (its first packet's time + I). Times
@@ -120,10 +121,10 @@ control TerrapinIngress(inout headers_t hdr,
     // A jumping window of window_us microseconds lets `limit` bytes (or packets, with
     // count_packets) through per window (seed 000 Figure 4). Windows follow one another while
     // the channel is busy, start + T, start + 2T, ... as XTP's periodic credit reset did; after
-    // an idle gap of two windows (and the tolerance) the next one starts at the next packet.
-    // A packet above smax frame bytes is excess, as in the moving window: counting packets,
-    // the window's bound in bytes rests on it, and the static-priority delay bound counts
-    // every channel's largest packet.
+    // two windows (and the tolerance) without a packet, the next window starts at the next
+    // packet. A packet above smax frame bytes is excess, as in the moving window: counting
+    // packets, the window's bound in bytes rests on it, and the static-priority delay bound
+    // counts every channel's largest packet.
     //
     // tolerance_us is how much later than its arrival the switch may have stamped a packet
     // (the switch's jitter; docs/dataplane.md "Tolerance"): a packet stamped within it after
@@ -148,39 +149,47 @@ control TerrapinIngress(inout headers_t hdr,
         bit<48> start;
         bit<32> used;
         bit<32> before;
+        bit<48> last;
         jumping_tag.read(owner, cell);
         jumping_start.read(start, cell);
         jumping_used.read(used, cell);
         jumping_used_before.read(before, cell);
-        if (owner != tag) {
-            // Another entry's window, or none yet: this one starts at this packet, with no
+        jumping_last.read(last, cell);
+        bit<48> window = (bit<48>)window_us;
+        bit<48> tolerance = (bit<48>)tolerance_us;
+        if (owner != tag || (now > last && now - last >= window + window + tolerance)) {
+            // A fresh channel, or one idle for two windows: its window opens now, with no
             // window before it to count in.
             start = now;
             used = 0;
             before = limit;
         }
-        bit<48> window = (bit<48>)window_us;
-        bit<48> tolerance = (bit<48>)tolerance_us;
-        // A packet stamped before the window's start (ports' threads may take frames in a
-        // slightly different order than they arrived, or the window was opened early for a
-        // packet within the tolerance of it) belongs to the current window.
+        // Busy, the next packet is less than two windows (and the tolerance) after the last,
+        // which is less than a window after the current window's start: at most three
+        // windows ahead. (A packet stamped before the window's start, after the window was
+        // opened early for one within the tolerance of it, or taken slightly out of order by a
+        // port's thread, belongs to the current window.)
+        // one window on
+        if (now > start && now - start >= window) {
+            start = start + window;
+            before = used;
+            used = 0;
+        }
+        // two windows on
+        if (now > start && now - start >= window) {
+            start = start + window;
+            before = used;
+            used = 0;
+        }
+        // three windows on
+        if (now > start && now - start >= window) {
+            start = start + window;
+            before = used;
+            used = 0;
+        }
         bit<48> elapsed = 0;
         if (now > start) {
             elapsed = now - start;
-        }
-        if (elapsed >= window) {
-            // Idle for two windows (and the tolerance, so that a late stamp alone never
-            // restarts the windows of a source that kept sending): the next window starts here.
-            if (elapsed < window + window + tolerance) {
-                start = start + window;
-                elapsed = elapsed - window;
-                before = used;
-            } else {
-                start = now;
-                elapsed = 0;
-                before = limit;
-            }
-            used = 0;
         }
         bit<32> amount = standard_metadata.packet_length;
         if (count_packets == WINDOW_COUNTS_PACKETS) {
@@ -202,10 +211,14 @@ control TerrapinIngress(inout headers_t hdr,
                 meta.color = METER_GREEN;
             }
         }
+        if (now > last || owner != tag) {
+            last = now;
+        }
         jumping_tag.write(cell, tag);
         jumping_start.write(cell, start);
         jumping_used.write(cell, used);
         jumping_used_before.write(cell, before);
+        jumping_last.write(cell, last);
     }
 
     // The Tenet (Xmin, Xave, I, Smax) moving window (seeds 001, 004; seed 000 Figure 5): no

@@ -139,6 +139,20 @@ class JumpingWindowsFollowOneAnother(WindowTest):
         self.assertEqual(len(self.forwarded()), 5)
 
 
+class JumpingWindowRestartsAfterTwoIdleWindows(WindowTest):
+    """One frame per T = 100 ms window: after a second without a frame the next window opens
+    at the next frame (1.0 s), so a frame 50 ms later shares its window and is cut, and one
+    150 ms later is in the window after and passes."""
+
+    def runTest(self) -> None:
+        self.admit_jumping_window(1, 2, FLOW, channel_id=self.CHANNEL, priority=self.PRIORITY,
+                                  window_us=100_000, limit=FRAME)
+        frame = self.frame()
+        self.offer([(0.0, frame), (1.0, frame), (1.05, frame), (1.15, frame)])
+        self.assertEqual(len(self.forwarded()), 3)
+        self.check_policed(4, 3)
+
+
 class JumpingWindowCountsBytesOrPackets(WindowTest):
     """Seed 000 §2.2.2: "up to N packets or bytes". Six 1,000-byte frames at once: a window of
     2,000 bytes passes two, a window of 4 packets passes four. A frame above the channel's

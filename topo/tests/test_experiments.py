@@ -7,6 +7,7 @@ import argparse
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,8 @@ import experiments.run
 from experiments.e3_allocated_rate import RateRun, buffer_occupancy, judge_delay
 from experiments.harness import Promise, most_over_envelope, stall_slack
 from experiments.run import section, select, write_report
-from terrapin.admission.model import JUMPING_WINDOW, ChannelEnvelope, Policer
+from terrapin.admission.model import JUMPING_WINDOW, MOVING_WINDOW, ChannelEnvelope, Policer
+from terrapin_tools.policers import MovingWindow
 from topo.experiment import (
     FlowRun,
     FrameTiming,
@@ -126,7 +128,8 @@ def test_the_receiver_judges_against_the_envelope_shifted_by_the_promises_j() ->
     assert most_over_envelope([0] * 3, 1000, envelope, EXACT) == 1000
     window = ChannelEnvelope(6, 0, 2_000, 1000, policer=Policer(JUMPING_WINDOW, window_us=10_000))
     assert promise.shift_us(window) == 4_000
-    assert Promise.of({"allocation": {"tolerance_us": 1_000, "worst_case_delay_us": 2_000}}) == promise
+    granted = {"allocation": {"tolerance_us": 1_000, "worst_case_delay_us": 2_000, "burst": 5_000}}
+    assert Promise.of(granted) == Promise(1_000, 2_000, burst=5_000)
 
 
 def test_a_stall_before_an_arrival_allows_the_packets_after_it_to_come_closer() -> None:
@@ -263,12 +266,23 @@ def test_a_flows_losses_and_delays_are_judged_apart_from_the_machines_stalls() -
         )
     flow.packets[5].arrival_ns = flow.packets[5].start_ns + 4 * ms  # held 4 ms
     stalls = Stalls.merged([[(104 * ms, 105 * ms), (110 * ms + ms // 2, 113 * ms)]])
-    # 3 (due at 106 ms) follows a 1 ms stall; 9 (due at 118) has none within 5 ms before it
+    # Neither 3 (due at 106 ms) nor 9 (118) was sent into a stall: with nothing to replay, both count.
     assert flow.lost_outside_stalls(None) == 2
-    assert flow.lost_outside_stalls(stalls) == 1
-    # a policer with 2 ms of tolerance is not cut by a 1 ms stall: that loss is not the machine's
-    assert flow.lost_outside_stalls(stalls, tolerance_us=2_000) == 2
-    assert flow.lost_outside_stalls(stalls, tolerance_us=900) == 1
+    assert flow.lost_outside_stalls(stalls) == 2
+
+    def xmin(tolerance: int) -> Callable[[], MovingWindow]:
+        policer = Policer(MOVING_WINDOW, xmin_us=1_500, xave_us=1_500, interval_us=100_000)
+        return lambda: MovingWindow(policer, tolerance)
+
+    # The channel's policer keeps Xmin = 1.5 ms: the first stall held packet 2 (due at 104) to
+    # 105, so the replay refuses packet 3, 1 ms after it: that loss is the machine's. 9 counts.
+    assert flow.lost_outside_stalls(stalls, xmin(0)) == 1
+    # With 1 ms of tolerance the policer passes 3 whatever the stall did: its loss is not the stall's.
+    assert flow.lost_outside_stalls(stalls, xmin(1_000)) == 2
+    # A packet sent into a stall waited with everything else: its loss is the machine's.
+    flow.packets[6].arrival_ns = None  # due at 112 ms, inside the second stall
+    assert flow.lost_outside_stalls(stalls) == 2
+    flow.packets[6].arrival_ns = flow.packets[6].start_ns + ms // 2
     assert max(flow.delays_ms()) == 4.0
     assert max(flow.delays_ms(stalls)) == 0.5  # packet 5 was in flight during the second stall
     # packet 5 took 4 ms, 2.5 of them in a stall: 2 ms over a 2 ms bound is the machine's, 3 ms

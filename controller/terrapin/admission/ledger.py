@@ -460,7 +460,9 @@ class AdmissionLedger:
             protected = assigned[index] if assigned is not None else model.budget_us(env.priority)
             # The tests see the channel in the port's units (packet slots on a packet-rate port).
             charged_rate, charged_burst = model.charge(rate, hop_burst, env.max_packet)
-            cand = Candidate(env.priority, charged_rate, charged_burst, source_burst, env.max_packet, protected)
+            cand = Candidate(
+                env.priority, charged_rate, charged_burst, source_burst, env.max_packet, protected
+            )
             after = with_candidate(load, cand)
             found = run_port_tests(model, after, cand)
             bound = level_delay_bound_us(model, after, env.priority)
