@@ -33,6 +33,7 @@ from terrapin.admission.model import ChannelEnvelope
 from topo import christie
 from topo.experiment import (
     VIDEO_PORT,
+    FirstHopCounts,
     FlowRun,
     QueueReading,
     Traffic,
@@ -40,6 +41,7 @@ from topo.experiment import (
     channel,
     clear_maxima,
     evenly,
+    first_hop_counts,
     flow,
     queue_reading,
     read_flow_logs,
@@ -47,7 +49,7 @@ from topo.experiment import (
     release,
     reserve,
 )
-from topo.network import RunningNetwork, rest
+from topo.network import RunningNetwork
 from topo.video import MAX_PACKET_BYTES
 
 PRIORITY = 6
@@ -97,13 +99,11 @@ EXPERIMENT = Experiment(
 @dataclass
 class FileTransfer:
     """The file transfer's packets in one test: what the sender and receiver logged, and what
-    its first switch's channel counters saw (GET /reservations/{id}/counters, the change over
-    the test): packets that reached the pipeline, and those its meter marked beyond the
-    envelope (demoted to best effort, where the background may drown them)."""
+    its first switch's channel counters saw over the test (the meter's marked packets are
+    demoted to best effort, where the background may drown them)."""
 
     run: FlowRun
-    reached_switch: int
-    marked: int
+    seen: FirstHopCounts
 
 
 @dataclass
@@ -126,12 +126,6 @@ def background_mbps(switch: str, packet_bytes: int, mbps: float) -> float:
     return min(mbps, round(BMV2_BACKGROUND_PPS * packet_bytes * 8 / 1e6, 2))
 
 
-def first_hop_counters(run: RunningNetwork, reservation: dict[str, Any]) -> tuple[int, int]:
-    """(packets matched, packets marked yellow or red) at the channel's first hop so far."""
-    hop = rest(run, "GET", f"/reservations/{reservation['id']}/counters")[0]
-    return int(hop["packets"] or 0), int(hop["yellow_packets"] or 0) + int(hop["red_packets"] or 0)
-
-
 def one_test(
     run: RunningNetwork,
     name: str,
@@ -142,7 +136,7 @@ def one_test(
 ) -> Test:
     b1_port = run.plan.hosts["b1"].port
     clear_maxima(run, ["terrapin"])
-    counted = first_hop_counters(run, file) if file else (0, 0)
+    counted = first_hop_counts(run, file) if file else None
     with Traffic(run, EXPERIMENT.work / KEYS[name]) as traffic:
         received = traffic.receiver("b1", [VIDEO_PORT, FILE_PORT])
         if background:
@@ -156,10 +150,9 @@ def one_test(
         traffic.wait(seconds + 60)
     video = read_video_logs(sent, received, port=VIDEO_PORT)
     transfer = None
-    if file_log is not None and file is not None:
-        matched, marked = first_hop_counters(run, file)
+    if file_log is not None and file is not None and counted is not None:
         flow_run = read_flow_logs(file_log, received)[FILE_PORT]
-        transfer = FileTransfer(flow_run, matched - counted[0], marked - counted[1])
+        transfer = FileTransfer(flow_run, first_hop_counts(run, file) - counted)
     queue = queue_reading(run, "terrapin", b1_port, PRIORITY)
     return Test(name, video, queue, queue.worst_case_delay_ms or float("nan"), transfer)
 
@@ -215,8 +208,8 @@ def main(argv: list[str] | None = None) -> int:
             experiment.figure(f"{key}.file_transfer_loss", 1 - received / sent if sent else 0.0, seed="0")
             # Where the lost ones went: never reached the pipeline (the switch's ingress), or
             # marked by the meter (beyond its tolerance) and demoted, or lost after it.
-            experiment.figure(f"{key}.file_transfer_lost_before_the_pipeline", sent - t.file.reached_switch)
-            experiment.figure(f"{key}.file_transfer_marked_by_the_meter", t.file.marked)
+            experiment.figure(f"{key}.file_transfer_lost_before_the_pipeline", sent - t.file.seen.packets)
+            experiment.figure(f"{key}.file_transfer_marked_by_the_meter", t.file.seen.marked)
             meter = ChannelEnvelope(PRIORITY, FILE[0], FILE[1], MAX_PACKET_BYTES)
             policer = file_promise.policer(meter)
             lost = t.file.run.lost_outside_stalls(experiment.stalls, policer, MAX_PACKET_BYTES)

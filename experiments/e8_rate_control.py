@@ -60,10 +60,12 @@ from experiments.harness import (
 from terrapin.admission.model import ChannelEnvelope, Policer
 from topo import christie
 from topo.experiment import (
+    FirstHopCounts,
     FlowRun,
     Traffic,
     channel,
     evenly,
+    first_hop_counts,
     flow,
     percentile,
     read_flow_logs,
@@ -130,6 +132,7 @@ class Measured:
     label: str
     run: FlowRun
     promise: Promise  # of the channel's reservation
+    seen: FirstHopCounts | None = None  # its first hop's counters over the run
 
     def arrivals_us(self) -> list[int]:
         t0 = self.run.first_start_ns
@@ -219,17 +222,21 @@ def main(argv: list[str] | None = None) -> int:
             one = CHANNELS[1]
             for label, flood in (("unloaded", False), ("loaded", True)):
                 experiment.phase(f"channel 1, router {label}")
+                counted = first_hop_counts(run, granted_channels[1])
                 runs = send(
                     run, experiment.work / f"load-{label}", [(one[0], one[1], one[3], one[2])], seconds, flood
                 )
-                load[label] = Measured(label, runs[one[1]], promises[1])
+                seen = first_hop_counts(run, granted_channels[1]) - counted
+                load[label] = Measured(label, runs[one[1]], promises[1], seen)
             for label, members in (("1 alone", [1]), ("2 alone", [2]), ("together", [1, 2])):
                 experiment.phase(f"channels: {label}")
                 spec = [(CHANNELS[c][0], CHANNELS[c][1], CHANNELS[c][3], CHANNELS[c][2]) for c in members]
+                before = {c: first_hop_counts(run, granted_channels[c]) for c in members}
                 runs = send(run, experiment.work / f"coexist-{label.replace(' ', '-')}", spec, seconds)
                 for c in members:
+                    seen = first_hop_counts(run, granted_channels[c]) - before[c]
                     together[f"{c} {label}" if label == "together" else label] = Measured(
-                        label, runs[CHANNELS[c][1]], promises[c]
+                        label, runs[CHANNELS[c][1]], promises[c], seen
                     )
         finally:
             for g in granted_channels.values():
@@ -279,6 +286,7 @@ def main(argv: list[str] | None = None) -> int:
         late = m.run.late_outside_stalls(bounds[1], experiment.stalls)
         lost = m.run.lost_outside_stalls(experiment.stalls, m.promise.policer(envelope(CHANNELS[1][2])))
         experiment.figure(f"load.{label}.lost_in_machine_stalls", m.run.sent - m.run.received - lost)
+        report_losses(experiment, f"load.{label}", m)
         if lost or late:
             problems.append(
                 f"channel 1 {label}: {lost} packets lost and {late} over the bound"
@@ -292,6 +300,7 @@ def main(argv: list[str] | None = None) -> int:
         # second-slowest packet) and the losses they caused (topo/experiment.py FlowRun)
         for m in (alone, both):
             lost = m.run.lost_outside_stalls(experiment.stalls, m.promise.policer(envelope(CHANNELS[c][2])))
+            report_losses(experiment, f"coexist.channel{c}.{m.label.replace(' ', '_')}", m)
             experiment.figure(
                 f"coexist.channel{c}.{m.label.replace(' ', '_')}.lost", m.run.sent - m.run.received
             )
@@ -304,6 +313,15 @@ def main(argv: list[str] | None = None) -> int:
             )
     plot(experiment, greedy, load, together)
     return experiment.finish(problems, {"bounds_ms": bounds})
+
+
+def report_losses(experiment: Experiment, key: str, m: Measured) -> None:
+    """Where a channel's lost packets were lost, by its first hop's counters: before the switch's
+    pipeline (its ingress), or marked by the policer there."""
+    if m.seen is None or m.run.received == m.run.sent:
+        return
+    experiment.figure(f"{key}.lost_before_the_pipeline", m.run.sent - m.seen.packets)
+    experiment.figure(f"{key}.marked_by_the_policer", m.seen.marked)
 
 
 def plot(

@@ -607,6 +607,25 @@ def channel(
     }
 
 
+@dataclass(frozen=True)
+class FirstHopCounts:
+    """A channel's counters at its first hop (GET /reservations/{id}/counters): the packets its
+    entry matched, that is that reached the pipeline, and those its policer marked beyond the
+    envelope (demoted or dropped there)."""
+
+    packets: int
+    marked: int
+
+    def __sub__(self, before: FirstHopCounts) -> FirstHopCounts:
+        return FirstHopCounts(self.packets - before.packets, self.marked - before.marked)
+
+
+def first_hop_counts(run: RunningNetwork, reservation: dict[str, Any]) -> FirstHopCounts:
+    hop = rest(run, "GET", f"/reservations/{reservation['id']}/counters")[0]
+    marked = int(hop["yellow_packets"] or 0) + int(hop["red_packets"] or 0)
+    return FirstHopCounts(int(hop["packets"] or 0), marked)
+
+
 def reserve(run: RunningNetwork, body: dict[str, Any]) -> dict[str, Any]:
     """POST /reservations; the reservation (RestError with the denial otherwise)."""
     granted: dict[str, Any] = rest(run, "POST", "/reservations", body)

@@ -60,7 +60,15 @@ from experiments.harness import RESULTS, SWITCHES, pyplot
 from terrapin.bmv2 import Bmv2Cli
 from topo import christie
 from topo.experiment import PYTHON, SENDER_RT_PRIORITY
-from topo.p4switch import REPO, RT_PRIORITY, bmv2_command, port_shaping, stop_process_group, switch_command
+from topo.p4switch import (
+    REPO,
+    RT_PRIORITY,
+    bmv2_command,
+    favour_session,
+    port_shaping,
+    stop_process_group,
+    switch_command,
+)
 from topo.rtwire import wire_first
 from topo.stalls import Stalls, witnessed
 from topo.video import HEADER, MAGIC, SO_TIMESTAMPNS, TIMESPEC, kernel_timestamp
@@ -184,6 +192,8 @@ def probe_switch(
     )
     with log.open("w") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    if kind == "bmv2":
+        favour_session(process.pid)  # as the topologies start it
     try:
         deadline = time.monotonic() + 20
         while True:
