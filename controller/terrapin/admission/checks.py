@@ -98,8 +98,25 @@ def level_backlog_bound(port: PortModel, load: PortLoad, priority: int) -> int:
 
 
 def check_rate_buffer(port: PortModel, after: PortLoad, cand: Candidate) -> list[Violation]:
-    """Seed 000 §4.1.1.2: σ_request + Σσ_i < B and ρ_request + Σρ_i < R (both strict)."""
+    """Seed 000 §4.1.1.2: σ_request + Σσ_i < B and ρ_request + Σρ_i < R (both strict). The rate
+    is named first where both fail: a channel's burst at a hop grows with its rate (by ρ times
+    the tolerance and the delays upstream), so an impossible rate is the cause."""
     found: list[Violation] = []
+    rate_total = after.admitted_rate
+    if rate_total >= port.reservable:
+        found.append(
+            Violation(
+                DenialReason.RATE,
+                "rate_buffer.rate",
+                port.port,
+                cand.priority,
+                port.reservable,
+                rate_total,
+                rate_total - (port.reservable - 1),
+                "bytes/s",
+                "sum of admitted rates must stay below the port's reservable rate",
+            )
+        )
     burst_total = after.levels[cand.priority].burst
     # Strict "<": with the seed's whole packets the most a queue may hold is B − one packet.
     unit = port.packet_granularity or 1
@@ -116,21 +133,6 @@ def check_rate_buffer(port: PortModel, after: PortLoad, cand: Candidate) -> list
                 burst_total - allowed,
                 "bytes",
                 "sum of bursts at this level must stay below the queue capacity",
-            )
-        )
-    rate_total = after.admitted_rate
-    if rate_total >= port.reservable:
-        found.append(
-            Violation(
-                DenialReason.RATE,
-                "rate_buffer.rate",
-                port.port,
-                cand.priority,
-                port.reservable,
-                rate_total,
-                rate_total - (port.reservable - 1),
-                "bytes/s",
-                "sum of admitted rates must stay below the port's reservable rate",
             )
         )
     return found
