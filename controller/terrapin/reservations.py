@@ -128,8 +128,9 @@ class ReservationService:
 
     def __post_init__(self) -> None:
         # Reservations whose rollback or activation could not be written (the store was away):
-        # rolled back when it can be (unfinished()).
-        self._unfinished: set[ChannelKey] = set()
+        # rolled back when it can be (retry_unfinished), each with the record whose hops this
+        # controller may have written (None: it wrote none).
+        self._unfinished: dict[ChannelKey, Reservation | None] = {}
         # Set-ups, confirmations and removals of concurrent requests share transactions.
         self._group = GroupCommit(self.store, lambda: self.fence())
         self._handed: dict[str, int] = {}  # the last context next_context gave each initiator
@@ -140,20 +141,21 @@ class ReservationService:
     def rollback_unfinished(self) -> int:
         """Release every reservation still "installing": none was promised, and whichever
         controller was installing it is gone (at start-up, or when this replica becomes primary).
-        Reconciliation then removes any hop it had written. Returns how many."""
+        Reconciliation then removes any hop it had written, and retry_unfinished any this
+        controller's own unfinished set-ups write after it. Returns how many."""
         with self.store.transaction(self.fence()) as txn:
             stale = [r.key for r in self.store.all() if r.state == INSTALLING]
             for key in stale:
                 txn.release(key)
         for key in stale:
             LOG.warning("reservation %s was never finished; rolled back", key)
-        self._unfinished.clear()
         return len(stale)
 
     async def retry_unfinished(self) -> int:
-        """Roll back what an earlier failure left "installing" in the store; returns how many."""
+        """Roll back what an earlier failure left "installing" in the store, and remove the
+        hops this controller wrote for it; returns how many."""
         done = 0
-        for key in list(self._unfinished):
+        for key, written in list(self._unfinished.items()):
             try:
                 with self.store.transaction(self.fence()) as txn:
                     # Looked up inside the transaction, whose copy has caught up with the
@@ -164,10 +166,16 @@ class ReservationService:
                         txn.release(key)
             except (StoreUnavailable, NotPrimary):
                 return done
-            self._unfinished.discard(key)
-            if record is None or record.state != INSTALLING:
+            del self._unfinished[key]
+            if record is not None and record.state != INSTALLING:
+                continue  # it became active after all: promised, kept
+            # Gone from the store, here or by a rollback at a takeover whose reconciliation may
+            # have come before these hops were written: they go too, unless the flow is another
+            # reservation's by now (a removal is by the flow's match).
+            gone = record or written
+            if gone is None or self.store.find_selector(gone.selector) is not None:
                 continue
-            failed = await remove_path(self.programmer, self.entries(record))
+            failed = await remove_path(self.programmer, self.entries(gone))
             if failed:
                 LOG.warning("channel %s: removal deferred on %s", key, ", ".join(failed))
             done += 1
@@ -363,7 +371,7 @@ class ReservationService:
         try:
             yield
         except CommitUnknown:
-            self._unfinished.add(key)
+            self._unfinished.setdefault(key, None)
             raise
 
     def _record(
@@ -401,7 +409,7 @@ class ReservationService:
                 f"programming {exc.switch} failed ({cause}); every hop was rolled back",
                 port=port,
             )
-        active = await self._activate(key)
+        active = await self._activate(record)
         if isinstance(active, Denial):
             return active
         if active is None:
@@ -416,9 +424,10 @@ class ReservationService:
             )
         return active
 
-    async def _activate(self, key: ChannelKey) -> Reservation | Denial | None:
+    async def _activate(self, record: Reservation) -> Reservation | Denial | None:
         """Mark the written reservation active: the promise. A store that is away is waited
         for (a database restart takes about a second), so that the answer is an answer."""
+        key = record.key
         uncertain = False
         error: Exception | None = None
         deadline = time.monotonic() + ACTIVATION_PATIENCE_S
@@ -434,7 +443,7 @@ class ReservationService:
             if time.monotonic() > deadline:
                 break
             await asyncio.sleep(0.25)
-        self._unfinished.add(key)
+        self._unfinished[key] = record
         if uncertain:
             return simple_denial(
                 key,
@@ -455,7 +464,7 @@ class ReservationService:
             await self._group.run(lambda txn: txn.release(key))
         except (StoreUnavailable, NotPrimary) as exc:
             LOG.warning("rollback of %s not recorded yet (%s); retried later", key, exc)
-            self._unfinished.add(key)
+            self._unfinished[key] = self.store.get(key)
 
     async def close(self, key: ChannelKey) -> Reservation | None:
         """Remove a channel everywhere. Switches that cannot be reached now are corrected by
@@ -463,7 +472,7 @@ class ReservationService:
         removed = await self._group.run(lambda txn: txn.release(key))
         if not isinstance(removed, Reservation):
             return None  # nothing, or a tentative hold
-        self._unfinished.discard(key)
+        self._unfinished.pop(key, None)
         failed = await remove_path(self.programmer, self.entries(removed))
         if failed:
             LOG.warning("channel %s: removal deferred on %s", key, ", ".join(failed))

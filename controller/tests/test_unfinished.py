@@ -12,10 +12,11 @@ from collections.abc import Iterator
 import pytest
 from fakes import FakeFabric, chain_config
 
+from terrapin import reservations
 from terrapin.admission import AdmissionLedger, ChannelEnvelope, ChannelKey
 from terrapin.paths import ChannelEntry, ChannelSelector, Topology
 from terrapin.reservations import ChannelRequest, ReservationService
-from terrapin.store import ACTIVE, CommitUnknown, Reservation, ReservationStore
+from terrapin.store import ACTIVE, CommitUnknown, Reservation, ReservationStore, StoreUnavailable
 from terrapin.store.drivers import SqliteDriver
 
 CONFIG = chain_config(2)
@@ -90,5 +91,91 @@ def test_an_activation_whose_commit_answer_was_lost_stays_if_it_happened() -> No
         assert await svc.retry_unfinished() == 0
         stored = svc.store.get(ChannelKey("10.0.1.2", 1))
         assert stored is not None and stored.state == ACTIVE
+
+    asyncio.run(run())
+
+
+class GoesAway(SqliteDriver):
+    """SQLite that answers StoreUnavailable while `away` is set."""
+
+    def __init__(self) -> None:
+        super().__init__(":memory:")
+        self.away = False
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        if self.away:
+            raise StoreUnavailable("the database restarts (injected)")
+        with super().locked():
+            yield
+
+
+def test_hops_written_before_a_takeovers_rollback_are_removed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The database drill of test_failover left a channel on a switch: its hops were written,
+    the store went away before the activation, and the replica that took the lease again rolled
+    the record back at its promotion (reconciling its switches, perhaps before the hops landed).
+    The set-up's own controller removes the hops it wrote when the store answers, whoever
+    released the record."""
+    monkeypatch.setattr(reservations, "ACTIVATION_PATIENCE_S", 0.3)
+    driver = GoesAway()
+    store = ReservationStore(driver, AdmissionLedger(CONFIG.port_models()))
+    fabric = FakeFabric(["s1", "s2"])
+    assert store.ledger is not None
+    svc = ReservationService(store.ledger, Topology(CONFIG), store, fabric)
+    install = fabric.install_channel
+
+    async def install_then_the_store_goes(entry: ChannelEntry) -> None:
+        await install(entry)
+        driver.away = True
+
+    fabric.install_channel = install_then_the_store_goes  # type: ignore[method-assign]
+    wanted = request(1)
+
+    async def run() -> None:
+        refused = await svc.create(wanted)
+        assert not isinstance(refused, Reservation)  # not confirmed: the client is told so
+        assert {name for name, held in fabric.entries.items() if wanted.selector in held} == {"s1", "s2"}
+        driver.away = False
+        assert svc.rollback_unfinished() == 1  # the takeover: the record is released
+        assert svc.store.get(wanted.key) is None
+        await svc.retry_unfinished()
+        assert all(wanted.selector not in held for held in fabric.entries.values())
+
+    asyncio.run(run())
+
+
+def test_a_rolled_back_flow_reserved_again_is_not_removed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The removal is by the flow's match: if a new reservation holds the flow by then (the
+    takeover's reconciliation removed the old hops, and the flow was reserved again), its
+    entries stay."""
+    monkeypatch.setattr(reservations, "ACTIVATION_PATIENCE_S", 0.3)
+    driver = GoesAway()
+    store = ReservationStore(driver, AdmissionLedger(CONFIG.port_models()))
+    fabric = FakeFabric(["s1", "s2"])
+    assert store.ledger is not None
+    svc = ReservationService(store.ledger, Topology(CONFIG), store, fabric)
+    install = fabric.install_channel
+    first = True
+
+    async def install_then_the_store_goes(entry: ChannelEntry) -> None:
+        await install(entry)
+        if first:
+            driver.away = True
+
+    fabric.install_channel = install_then_the_store_goes  # type: ignore[method-assign]
+
+    async def run() -> None:
+        nonlocal first
+        lost = request(1)
+        assert not isinstance(await svc.create(lost), Reservation)
+        driver.away, first = False, False
+        svc.rollback_unfinished()
+        for held in fabric.entries.values():  # the takeover's reconciliation removed its hops
+            held.pop(lost.selector, None)
+        again = ChannelRequest(ChannelKey("10.0.1.2", 2), lost.selector, lost.envelope)
+        made = await svc.create(again)
+        assert isinstance(made, Reservation) and made.state == ACTIVE
+        await svc.retry_unfinished()
+        assert {name for name, held in fabric.entries.items() if lost.selector in held} == {"s1", "s2"}
 
     asyncio.run(run())
