@@ -133,7 +133,11 @@ def one_test(
     mbps: float,
     file: dict[str, Any] | None,
     seconds: float,
+    jitter_ms: float,
 ) -> Test:
+    """One test; the video's frames are judged against its queue's bound as it stands (the file
+    transfer beside it grows it) and the switch's jitter (`jitter_ms`), which the hosts' clocks
+    see too (docs/controller.md, "Jitter")."""
     b1_port = run.plan.hosts["b1"].port
     clear_maxima(run, ["terrapin"])
     counted = first_hop_counts(run, file) if file else None
@@ -154,7 +158,7 @@ def one_test(
         flow_run = read_flow_logs(file_log, received)[FILE_PORT]
         transfer = FileTransfer(flow_run, first_hop_counts(run, file) - counted)
     queue = queue_reading(run, "terrapin", b1_port, PRIORITY)
-    return Test(name, video, queue, queue.worst_case_delay_ms or float("nan"), transfer)
+    return Test(name, video, queue, (queue.worst_case_delay_ms or float("nan")) + jitter_ms, transfer)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -187,7 +191,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for name, background, mbps, with_file in tests_run:
                 experiment.phase(name)
-                tests.append(one_test(run, name, background, mbps, file if with_file else None, seconds))
+                jitter_ms = sum(hop["jitter_us"] for hop in video["allocation"]["hops"]) / 1000
+                with_it = file if with_file else None
+                tests.append(one_test(run, name, background, mbps, with_it, seconds, jitter_ms))
         finally:
             release(run, file)
             release(run, video)

@@ -148,16 +148,17 @@ class VideoRun:
         late = sum(1 for t in self.timings if t.late_outside_stalls(bound_ms, stalls))
         return late + self.frames_sent - self.frames_whole
 
-    def queue_wait_in_stalls(self, bound_ms: float, wait_ms: float, stalls: Stalls | None) -> bool:
-        """Whether a wait of `wait_ms` past the bound in this video's own queue is the machine's:
-        every frame arrived, each one late by the hosts' clocks was in flight during a witnessed
-        stall, and one took at least as long as the wait (alone in its queue, every packet the
-        switch held is one the hosts saw)."""
+    def queue_wait_in_stalls(self, queue_bound_ms: float, wait_ms: float, stalls: Stalls | None) -> bool:
+        """Whether a wait of `wait_ms` past its queue's bound in this video's own queue is the
+        machine's: every frame arrived, each one that took longer than the queue's bound by the
+        hosts' clocks was in flight during witnessed stalls covering the excess, and one took at
+        least as long as the wait (alone in its queue, every packet the switch held is one the
+        hosts saw)."""
         return (
             stalls is not None
             and self.frames_whole == self.frames_sent
-            and self.frames_over_outside_stalls(bound_ms, stalls) == 0
-            and self.percentile(100) >= max(wait_ms, bound_ms)
+            and self.frames_over_outside_stalls(queue_bound_ms, stalls) == 0
+            and self.percentile(100) >= max(wait_ms, queue_bound_ms)
         )
 
     def percentile(self, p: float, application: bool = False) -> float:
@@ -624,6 +625,15 @@ def first_hop_counts(run: RunningNetwork, reservation: dict[str, Any]) -> FirstH
     hop = rest(run, "GET", f"/reservations/{reservation['id']}/counters")[0]
     marked = int(hop["yellow_packets"] or 0) + int(hop["red_packets"] or 0)
     return FirstHopCounts(int(hop["packets"] or 0), marked)
+
+
+def queue_wait_bound_ms(reservation: dict[str, Any], switch: str) -> float:
+    """What a reservation's packets' waits in its queue at `switch` are held to, as the guarantee
+    monitor holds them (monitor/checks.py queue_wait_bound_us): the hop's static-priority bound
+    and the switch's jitter, which a late dequeue shows in the wait. The switch's queue telemetry
+    is judged against it; the hosts' clocks against the end-to-end bound."""
+    hop = next(h for h in reservation["allocation"]["hops"] if h["switch"] == switch)
+    return float(hop["worst_case_delay_us"] + hop["jitter_us"]) / 1000
 
 
 def reserve(run: RunningNetwork, body: dict[str, Any]) -> dict[str, Any]:

@@ -25,13 +25,15 @@ port 2 through port 3 with iperf3 as the experiments' backgrounds do. For each p
                    its egress queue (a meter judges it on the way there)
     outside queue  the receiver's kernel timestamp − the sender's send time − the time the
                    switch held the packet in its egress queue (deq_timedelta)
-    queue          deq_timedelta itself (no port is rate-limited here: a queue only the
-                   switch's own scheduling builds)
+    queue          deq_timedelta itself: the probe is alone at its level and far below the port's
+                   rate, so beyond a background packet on the wire it waits only for the switch
+                   to get round to it
+    forwarding     the receiver's kernel timestamp − the sender's send time: all of it
 
 Each is a constant (the clocks' offsets, the fastest path) plus a variable part; what is printed
 is the variable part: each value less the smallest, after removing any drift between the clocks
 (a line under the per-second minima). The switch's jitter J, what the controller is told
-(`jitter_us`, docs/controller.md "Jitter"), is the largest variable part of the first three,
+(`jitter_us`, docs/controller.md "Jitter"), is the largest variable part of them all,
 counted without the packets in flight while the machine itself stalled (topo/stalls.py: the
 experiments leave those to their stall witness); the figures with them are printed beside.
 
@@ -367,12 +369,14 @@ class Result:
     enqueue_lag_us: Spread
     outside_queue_us: Spread
     queue_us: Spread
+    forwarding_us: Spread
     stamp_lags_ns: list[int]  # each packet's, for the plot
 
     @property
     def jitter_us(self) -> float:
-        """J: the largest variation outside the egress queue, outside the machine's stalls."""
-        spreads = (self.stamp_lag_us, self.enqueue_lag_us, self.outside_queue_us)
+        """J: the largest variation, outside the machine's stalls, of the stamp, of the way to the
+        queue, of the way out of it, and of the whole (a late dequeue shows there)."""
+        spreads = (self.stamp_lag_us, self.enqueue_lag_us, self.outside_queue_us, self.forwarding_us)
         return max(s.max_outside_stalls for s in spreads)
 
 
@@ -383,6 +387,7 @@ def analyse(background: Background, sent: int, samples: list[Sample], stalls: St
     enqueue = variable_part(times, [s.enqueue_us * 1000 - s.sent_ns for s in samples])
     outside = variable_part(times, [s.arrival_ns - s.sent_ns - s.queue_us * 1000 for s in samples])
     queue = [s.queue_us * 1000 for s in samples]
+    forwarding = variable_part(times, [s.arrival_ns - s.sent_ns for s in samples])
     in_stall = [stalls is not None and stalls.overlap(s.sent_ns, s.arrival_ns) > 0 for s in samples]
     return Result(
         background,
@@ -392,6 +397,7 @@ def analyse(background: Background, sent: int, samples: list[Sample], stalls: St
         Spread.of(enqueue, in_stall),
         Spread.of(outside, in_stall),
         Spread.of(queue, in_stall),
+        Spread.of(forwarding, in_stall),
         lag,
     )
 
@@ -461,6 +467,7 @@ def report(result: Result, stalls: Stalls | None) -> None:
     print(f"{key}: enqueue lag: {spread(result.enqueue_lag_us)}")
     print(f"{key}: outside the queue: {spread(result.outside_queue_us)}")
     print(f"{key}: egress queue: {spread(result.queue_us)}")
+    print(f"{key}: forwarding: {spread(result.forwarding_us)}")
     print(f"{key}: J {result.jitter_us:.0f} µs")
     print(f"{key}: machine: {stalls.summary() if stalls else 'not witnessed'}", flush=True)
 

@@ -169,9 +169,12 @@ def test_the_receiver_buffer_holds_fewer_frames_the_later_they_arrive() -> None:
     assert late[3] > fast[3]
 
 
-def rate_run(network_ms: list[float], switch_wait_ms: float, over_packets: int = 0) -> RateRun:
+def rate_run(
+    network_ms: list[float], switch_wait_ms: float, over_packets: int = 0, jitter_ms: float = 0.0
+) -> RateRun:
+    """A 6 Mbit/s allocation whose queue is bound to 2.5 ms, through a switch of `jitter_ms`."""
     monitor = MonitorVerdict(polls=10, network=0, source=0, bands={"within": 500, "over": over_packets})
-    return RateRun(6.0, 2.5, timings(network_ms), switch_wait_ms, monitor)
+    return RateRun(6.0, 2.5 + jitter_ms, 2.5, timings(network_ms), switch_wait_ms, monitor)
 
 
 @pytest.mark.parametrize(
@@ -191,6 +194,14 @@ def test_e3_judges_delay_by_the_switch_and_allows_hosts_little(
     failed, remark = judge_delay(rate_run(network_ms, switch_wait_ms, over_packets), None)
     assert len(failed) == fails
     assert (remark is not None) == remarks
+
+
+def test_e3_judges_the_queue_by_its_own_bound_and_the_hosts_by_the_end_to_end_one() -> None:
+    """With 2 ms of switch jitter the end-to-end bound is 4.5 ms: frames of 4 ms by the hosts'
+    clocks are within it, but the switch's queue holding a packet 3 ms is past its 2.5 ms."""
+    assert judge_delay(rate_run([4.0] * 200, 0.5, jitter_ms=2.0), None) == ([], None)
+    failed, _ = judge_delay(rate_run([1.0] * 200, 3.0, jitter_ms=2.0), None)
+    assert len(failed) == 1 and "queue's 2.500 ms bound" in failed[0]
 
 
 def test_stalls_merge_across_cpus_and_measure_overlap() -> None:

@@ -172,7 +172,7 @@ def queue_expectations(ledger: AdmissionLedger) -> dict[PortId, list[QueueExpect
             level = load.levels[priority]
             if level.channels == 0:
                 continue
-            bound = level_delay_bound_us(model, load, priority)
+            bound = queue_wait_bound_us(model, load, priority)
             if bound is None:  # admission never lets higher levels take the whole line
                 continue
             levels.append(
@@ -219,10 +219,19 @@ def port_delay_bounds(model: PortModel, load: PortLoad) -> dict[int, int]:
     for priority in ADMITTED_PRIORITIES:
         if load.levels[priority].channels == 0:
             continue
-        bound = level_delay_bound_us(model, load, priority)
+        bound = queue_wait_bound_us(model, load, priority)
         if bound is not None:
             found[priority] = bound
     return found
+
+
+def queue_wait_bound_us(model: PortModel, load: PortLoad, priority: int) -> int | None:
+    """What a packet's wait in a level's queue (enqueue to dequeue) is held to: the level's
+    static-priority bound and the switch's jitter, which a dequeue late for its CPU shows in the
+    wait as much as a stamp late for it shows outside (docs/controller.md, "Jitter"): a wait
+    within both keeps every promise through the port, and one past them breaks it."""
+    bound = level_delay_bound_us(model, load, priority)
+    return None if bound is None else bound + model.jitter_us
 
 
 def hop_expectations(
