@@ -7,6 +7,7 @@ PostgreSQL (tests/pg.py starts it)."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -16,7 +17,7 @@ import pytest
 from fakes import chain_config
 
 from terrapin.admission import AdmissionLedger, Allocation, ChannelEnvelope, ChannelKey, Denial
-from terrapin.admission.model import PortId
+from terrapin.admission.model import PortId, PortModel
 from terrapin.paths import ChannelSelector
 from terrapin.store import (
     INSTALLING,
@@ -304,3 +305,22 @@ def test_a_reservation_as_the_journal_carries_it_reads_back_whole() -> None:
     given = reservation_to_json(record, allocation_to_json(record.allocation))
     assert reservation_from_json(given) == record
     store.close()
+
+
+def test_an_allocation_keeps_its_tolerance_and_its_hops_jitter_across_a_restart() -> None:
+    """docs/controller.md "Jitter": the first switch's policer tolerance and every hop's jitter
+    are part of the promise, so a restarted controller writes the same policers; rows from
+    before them read back as an exact switch."""
+    from terrapin.store.records import allocation_from_json, allocation_to_json
+
+    port = PortModel(PortId("s1", 2), 12_500_000, 96_000, 1500, jitter_us=2_000)
+    envelope = ChannelEnvelope(6, 100_000, 6_000, 1500)
+    made = AdmissionLedger([port]).admit(ChannelKey("h", 1), [port.port], envelope)
+    assert isinstance(made, Allocation) and made.tolerance_us == 2_000 and made.hops[0].jitter_us == 2_000
+    assert allocation_from_json(allocation_to_json(made)) == made
+    old = json.loads(allocation_to_json(made))
+    del old["tolerance_us"]
+    for hop in old["hops"]:
+        del hop["jitter_us"]
+    before = allocation_from_json(json.dumps(old))
+    assert before.tolerance_us == 0 and before.hops[0].jitter_us == 0

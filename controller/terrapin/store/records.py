@@ -65,6 +65,7 @@ def allocation_to_dict(a: Allocation) -> dict[str, Any]:
         "burst": a.burst,
         "rounding": _fields(a.rounding),
         "hops": [{**_fields(h), "port": [h.port.switch, h.port.port]} for h in a.hops],
+        "tolerance_us": a.tolerance_us,
     }
 
 
@@ -81,6 +82,8 @@ def allocation_from_dict(d: dict[str, Any]) -> Allocation:
         hops=tuple(
             HopAllocation(**{**h, "port": PortId(h["port"][0], int(h["port"][1]))}) for h in d["hops"]
         ),
+        # Rows written before switches had a jitter: their policers had no tolerance.
+        tolerance_us=int(d.get("tolerance_us", 0)),
     )
 
 
