@@ -154,7 +154,7 @@ class Run:
         times, best, first = self.passed_sent_us if by_send_time else self.arrivals_us, 0, 0
         slack = sending_stall_slack(stalls if by_send_time else None, self.start_ns)
         for last, t in enumerate(times):
-            while t - times[first] >= span_us - slack(times[first]):
+            while first <= last and t - times[first] >= span_us - slack(times[first]):
                 first += 1
             best = max(best, (last - first + 1) * PACKET)
         return best
@@ -342,7 +342,10 @@ def main(argv: list[str] | None = None) -> int:
             experiment.figure(f"{key}.loss", round(run.loss, 4), seed="0" if source == "conforming" else None)
             experiment.figure(f"{key}.received_Bps", round(run.rate))
             experiment.figure(f"{key}.J_us", run.shift_us)
-            experiment.figure(f"{key}.most_bytes_within_T_less_J", run.most_within(WINDOW_US - run.shift_us))
+            # (none when J is longer than T: the receiver's arrivals then say nothing of a window)
+            short = WINDOW_US - run.shift_us
+            within = run.most_within(short) if short > 0 else None
+            experiment.figure(f"{key}.most_bytes_within_T_less_J", within)
             sending = WINDOW_US - (2 if policer == "moving_window" else 1) * run.promise.tolerance_us
             sent_within = run.most_within(sending, True, experiment.stalls)
             experiment.figure(f"{key}.most_bytes_sent_within_{sending}_us", sent_within)
