@@ -198,14 +198,22 @@ def chain_config(switches: int = 4, rate_bps: int = 100_000_000, **admission: An
     )
 
 
-def ring_config(switches: int = 4, rate_bps: int = 100_000_000, **admission: Any) -> Config:
+def ring_config(
+    switches: int = 4,
+    rate_bps: int = 100_000_000,
+    chords: Sequence[tuple[int, int]] = (),
+    **admission: Any,
+) -> Config:
     """s1 — s2 — … — sN — s1 in a ring, host hi (10.0.i.2) on port 1 of si; port 2 leads to the
-    next switch, port 3 to the one before: every pair of switches has two link-disjoint paths."""
+    next switch, port 3 to the one before: every pair of switches has two link-disjoint paths.
+    Each chord (i, j) adds a trunk between si and sj on their next free ports (a mesh of rings;
+    a chord that repeats a trunk, or joins a switch to itself, is left out)."""
     sw: list[dict[str, Any]] = []
     hosts: list[dict[str, Any]] = []
+    ports_of: dict[int, list[dict[str, Any]]] = {}
     for i in range(1, switches + 1):
         after, before = i % switches + 1, (i - 2) % switches + 1
-        ports = [
+        ports_of[i] = [
             dict(
                 number=1,
                 mac=f"02:00:00:00:{i:02x}:01",
@@ -216,7 +224,17 @@ def ring_config(switches: int = 4, rate_bps: int = 100_000_000, **admission: Any
             dict(number=2, mac=f"02:00:00:00:{i:02x}:02", rate_bps=rate_bps, peer=f"s{after}:3"),
             dict(number=3, mac=f"02:00:00:00:{i:02x}:03", rate_bps=rate_bps, peer=f"s{before}:2"),
         ]
-        sw.append(dict(name=f"s{i}", address=f"127.0.0.1:{19810 + i}", device_id=i, ports=ports))
+    linked = {frozenset((i, i % switches + 1)) for i in range(1, switches + 1)}
+    for a, b in chords:
+        if a == b or frozenset((a, b)) in linked or not (1 <= a <= switches and 1 <= b <= switches):
+            continue
+        linked.add(frozenset((a, b)))
+        pa, pb = len(ports_of[a]) + 1, len(ports_of[b]) + 1
+        mac = "02:00:00:00:{:02x}:{:02x}"
+        ports_of[a].append(dict(number=pa, mac=mac.format(a, pa), rate_bps=rate_bps, peer=f"s{b}:{pb}"))
+        ports_of[b].append(dict(number=pb, mac=mac.format(b, pb), rate_bps=rate_bps, peer=f"s{a}:{pa}"))
+    for i in range(1, switches + 1):
+        sw.append(dict(name=f"s{i}", address=f"127.0.0.1:{19810 + i}", device_id=i, ports=ports_of[i]))
         hosts.append(
             dict(name=f"h{i}", ip=f"10.0.{i}.2", mac=f"0a:00:00:00:00:{i:02x}", switch=f"s{i}", port=1)
         )

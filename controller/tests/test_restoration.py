@@ -2,7 +2,7 @@
 with the switches faked: a channel whose trunk goes down is admitted again on the other way
 round, or marked down when nothing admits it; down channels come back with the trunk; a moved
 channel stays where it is and is pinned; nothing is ever over-admitted; the switches are written
-new hops first. And a property test over random rings, loads and cuts."""
+new hops first. And a property test over random meshes, loads and cuts."""
 
 from __future__ import annotations
 
@@ -294,18 +294,23 @@ def _recheck(config: Config, records: list[Reservation], topology: Topology) -> 
 
 @given(
     switches=st.integers(3, 6),
+    chords=st.lists(st.tuples(st.integers(1, 6), st.integers(1, 6)), max_size=4),
     channels=st.lists(
         st.tuples(st.integers(0, 5), st.integers(0, 5), st.integers(1, 60), st.integers(1, 6)),
         min_size=1,
         max_size=12,
     ),
-    cuts=st.lists(st.sets(st.integers(0, 5), max_size=3), min_size=1, max_size=4),
+    cuts=st.lists(st.sets(st.integers(0, 9), max_size=3), min_size=1, max_size=4),
 )
 @settings(max_examples=60, deadline=None)
 def test_restoration_never_over_admits_and_never_strands_a_channel_a_path_could_carry(
-    switches: int, channels: list[tuple[int, int, int, int]], cuts: list[set[int]]
+    switches: int,
+    chords: list[tuple[int, int]],
+    channels: list[tuple[int, int, int, int]],
+    cuts: list[set[int]],
 ) -> None:
-    config = ring_config(switches)
+    """Random meshes (a ring of 3-6 switches with up to four chords), loads and cuts."""
+    config = ring_config(switches, chords=chords)
     lab = Lab(config)
 
     async def run() -> None:
