@@ -153,6 +153,8 @@ class LinkWatch:
         self._seq = 0
         self.strays = 0  # probes that came where no trunk of their sender ends
         self.sent = self.received = 0
+        self.skipped = 0  # probes not sent: their switch's last ones were still being written
+        self._sending: dict[str, asyncio.Task[None]] = {}
         self.late_rounds = 0  # rounds the controller itself was late for (excuse)
 
     def excuse(self, since: float) -> None:
@@ -231,16 +233,38 @@ class LinkWatch:
                     self._no_carrier.discard(end)
 
     async def probe_all(self) -> None:
-        """One probe out of every trunk port of every ready switch."""
+        """One probe out of every trunk port of every ready switch. Each switch's probes go out
+        in a task of their own: a switch whose stream stalls (one dying, one whose flow control
+        holds the write) delays its own probes, never the watch, which judges on; its next
+        round's are skipped while the last is still being written (`skipped`)."""
         self._seq = (self._seq + 1) & 0xFFFF_FFFF
-        sends = []
+        frames: dict[str, list[tuple[bytes, int]]] = {}
         for trunk in self._topology.trunks:
             for end in trunk.ends:
                 if self._ready(end.switch):
                     frame = Probe(end.switch, end.port, self._seq, time.time_ns()).frame(self._macs[end])
-                    sends.append(self._send(end.switch, frame, end.port))
-        results = await asyncio.gather(*sends, return_exceptions=True)
-        self.sent += sum(1 for r in results if not isinstance(r, BaseException))
+                    frames.setdefault(end.switch, []).append((frame, end.port))
+        for switch, out in frames.items():
+            pending = self._sending.get(switch)
+            if pending is not None and not pending.done():
+                self.skipped += len(out)
+                continue
+            self._sending[switch] = asyncio.create_task(self._send_all(switch, out))
+        # Let the sends begin before the round judges (a send that completes at once has).
+        await asyncio.sleep(0)
+
+    async def _send_all(self, switch: str, out: list[tuple[bytes, int]]) -> None:
+        for frame, port in out:
+            try:
+                await self._send(switch, frame, port)
+                self.sent += 1
+            except Exception:  # the switch is going away: the watch sees it by its connection
+                return
+
+    def cancel_sends(self) -> None:
+        for task in self._sending.values():
+            task.cancel()
+        self._sending.clear()
 
     def evaluate(self) -> frozenset[Trunk] | None:
         """The trunks down now, if that changed since the last evaluation (else None)."""
@@ -315,31 +339,35 @@ class LinkWatch:
         was_acting = announced = False
         since = 0.0
         previous: float | None = None
-        while True:
-            started = self._clock()
-            if previous is not None and started - previous > late:
-                self.late_rounds += 1
-                self.excuse(previous)
-            previous = started
-            try:
-                if not acting():
-                    was_acting = False
-                elif not was_acting:
-                    was_acting, announced, since = True, False, started
-                    self.reset()
-                else:
-                    await self.probe_all()
-                    down = self.evaluate()
-                    if down is None and not announced and started - since >= settle and self.connected_once():
-                        # Once settled after starting, or taking over, whatever it found: the
-                        # down channels of the store are tried again, and a restoration the
-                        # last primary left half done is finished.
-                        down = self.down
-                    if down is not None:
-                        announced = True
-                        await on_change(down)
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # the watch must outlive one bad round
-                LOG.exception("link watch round failed")
-            await asyncio.sleep(max(0.0, interval - (self._clock() - started)))
+        try:
+            while True:
+                started = self._clock()
+                if previous is not None and started - previous > late:
+                    self.late_rounds += 1
+                    self.excuse(previous)
+                previous = started
+                try:
+                    if not acting():
+                        was_acting = False
+                    elif not was_acting:
+                        was_acting, announced, since = True, False, started
+                        self.reset()
+                    else:
+                        await self.probe_all()
+                        down = self.evaluate()
+                        settled = started - since >= settle and self.connected_once()
+                        if down is None and not announced and settled:
+                            # Once settled after starting, or taking over, whatever it found: the
+                            # down channels of the store are tried again, and a restoration the
+                            # last primary left half done is finished.
+                            down = self.down
+                        if down is not None:
+                            announced = True
+                            await on_change(down)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:  # the watch must outlive one bad round
+                    LOG.exception("link watch round failed")
+                await asyncio.sleep(max(0.0, interval - (self._clock() - started)))
+        finally:
+            self.cancel_sends()
