@@ -4,7 +4,7 @@
 #   make shell [DEVICE=<switch>]   p4runtime-shell on a switch of that network, beside the controller
 #   make test     every test suite, ending with one "N passed, M failed" line
 #   make conformance-compile   p4c's compile corpus: what p4c refuses refused, what it compiles loaded
-#   make experiments [ONLY=E3] [SHORT=1] [ATTEMPTS=3]   the seeds' results E1-E10 and build/results/report.html
+#   make experiments [ONLY=E3] [SHORT=1] [ATTEMPTS=3]   E1-E11 (the seeds' results and the cut) and build/results/report.html
 #   make jitter [SWITCH=bmv2]   how much the switch's delay outside its queues varies (its jitter_us)
 #
 # make run and make test run `make setup` first, which installs what a fresh Debian machine lacks.

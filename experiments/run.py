@@ -53,6 +53,7 @@ EXPERIMENTS = (  # the estimates: one run of each on the 2-core VM
     Entry("E8", "e8_rate_control", {False: 45, True: 30}),
     Entry("E9", "e9_best_effort", {False: 60, True: 40}),
     Entry("E10", "e10_policers", {False: 45, True: 30}),
+    Entry("E11", "e11_cut", {False: 75, True: 45}),
 )
 TIMEOUT_FACTOR = 4  # an experiment taking this many times its estimate (+ 2 min) is stopped
 

@@ -52,7 +52,9 @@ MUTANTS = [
            "dp_routing.RouteRewritesMacsTtlAndChecksum"),
     Mutant("ttl-drop", "ingress.p4", "} else if (hdr.ipv4.ttl <= 1) {", "} else if (false) {",
            "dp_routing.TtlExpiresAtZero"),
-    Mutant("no-next-hop-mac", "ingress.p4", "hdr.ethernet.dst_addr = next_hop_mac;", "",
+    Mutant("no-next-hop-mac", "ingress.p4",
+           "hdr.ethernet.dst_addr = next_hop_mac;\n        hdr.ipv4.ttl",
+           "hdr.ipv4.ttl",
            "dp_routing.RouteRewritesMacsTtlAndChecksum"),
     Mutant("no-source-mac", "egress.p4", "port_macs.apply();", "",
            "dp_routing.RouteRewritesMacsTtlAndChecksum"),
@@ -119,7 +121,9 @@ MUTANTS = [
            "} else if (hdr.reservation.isValid() && !hdr.packet_out.isValid()) {", "} else if (false) {",
            "dp_controller_io.ReservationMessagesGoToTheController"),
     Mutant("packet-in-port-lost", "ingress.p4",
-           "hdr.packet_in.ingress_port = standard_metadata.ingress_port;", "hdr.packet_in.ingress_port = 0;",
+           "(PacketOut).\n            hdr.packet_in.setValid();\n"
+           "            hdr.packet_in.ingress_port = standard_metadata.ingress_port;",
+           "(PacketOut).\n            hdr.packet_in.setValid();\n            hdr.packet_in.ingress_port = 0;",
            "dp_controller_io.ReservationMessagesGoToTheController"),
     Mutant("reinjected-not-top", "ingress.p4",
            "// Re-injected by the controller (PacketOut through the pipeline).\n"
@@ -207,6 +211,39 @@ MUTANTS = [
            "} else if (standard_metadata.deq_timedelta <= bound_us) {",
            "} else if (true) {",
            "dp_queues.DelayBandsCountWaitsAgainstTheBound"),
+    Mutant("link-probe-not-punted", "ingress.p4",
+           "} else if (hdr.ethernet.ether_type == ETHERTYPE_LINK_PROBE) {", "} else if (false) {",
+           "dp_trunks.LinkProbesGoToTheController"),
+    Mutant("link-probe-port-lost", "ingress.p4",
+           'trunk carries traffic (docs/controller.md, "Trunks").\n            hdr.packet_in.setValid();\n'
+           "            hdr.packet_in.ingress_port = standard_metadata.ingress_port;",
+           'trunk carries traffic (docs/controller.md, "Trunks").\n            hdr.packet_in.setValid();\n'
+           "            hdr.packet_in.ingress_port = 0;",
+           "dp_trunks.LinkProbesGoToTheController"),
+    Mutant("pin-ignored", "ingress.p4", "channel_paths.apply();", "",
+           "dp_trunks.PinnedChannelLeavesByItsPin"),
+    Mutant("pin-keeps-route-next-hop", "ingress.p4",
+           "= port;\n        hdr.ethernet.dst_addr = next_hop_mac;\n    }\n\n    table channel_paths",
+           "= port;\n    }\n\n    table channel_paths",
+           "dp_trunks.PinnedChannelLeavesByItsPin"),
+    Mutant("pin-green-only", "ingress.p4",
+           "channel_paths.apply();\n                if (meta.color == METER_GREEN) {",
+           "if (meta.color == METER_GREEN) {\n                    channel_paths.apply();",
+           "dp_trunks.DemotedExcessFollowsThePin"),
+    # The pin applied to every routed packet, not only to an admitted channel's.
+    Mutant("pin-without-channel", "ingress.p4",
+           "} else if (routes.apply().hit) {\n"
+           "            if (hdr.reservation.isValid()) {\n"
+           "                // Re-injected by the controller (PacketOut through the pipeline).\n"
+           "                standard_metadata.priority = PRIORITY_RESERVATION;\n"
+           "            } else if (channels.apply().hit) {\n"
+           "                channel_paths.apply();\n",
+           "} else if (routes.apply().hit) {\n"
+           "            channel_paths.apply();\n"
+           "            if (hdr.reservation.isValid()) {\n"
+           "                standard_metadata.priority = PRIORITY_RESERVATION;\n"
+           "            } else if (channels.apply().hit) {\n",
+           "dp_trunks.PinWithoutAChannelMovesNothing"),
 ]
 
 

@@ -173,7 +173,8 @@ want_bmv2 controller-bmv2  && run_counted controller-bmv2 on_bmv2 \
     pytest_suite controller/tests/test_integration.py controller/tests/test_failover.py \
     controller/tests/test_arbitration.py controller/tests/test_monitor_integration.py -m bmv2
 want_bmv2 topo-bmv2        && run_counted topo-bmv2 on_bmv2 pytest_suite topo/tests/test_christie_e2e.py \
-    topo/tests/test_cli_session.py topo/tests/test_switch_tls.py topo/tests/test_controller_tls.py -m bmv2
+    topo/tests/test_cli_session.py topo/tests/test_switch_tls.py topo/tests/test_controller_tls.py \
+    topo/tests/test_ring_e2e.py -m bmv2
 # The seeds' experiments on simple_switch_grpc, scaled to what it forwards (docs/bmv2.md): ~5 min.
 want_bmv2 experiments-bmv2 && run_counted experiments-bmv2 on_bmv2 env TERRAPIN_INTF_PREFIX=trptex \
     make --no-print-directory experiments SHORT=1 SWITCH=bmv2 ATTEMPTS=2

@@ -38,9 +38,9 @@ var layers = [][]string{
 	{"engine"},
 	{"device", "p4rt", "servertls", "servertls/testpki"},
 	{"p4rt/enginetarget"},
-	{"device/switchtarget", "stf"},
+	{"device/switchtarget", "stf", "gnmiports"},
 	{"stf/viap4rt", "difftest"},
-	{"cmd/terrapin-p4c", "cmd/terrapin-stf", "cmd/terrapin-switch", "cmd/terrapin-trafgen"},
+	{"cmd/terrapin-p4c", "cmd/terrapin-stf", "cmd/terrapin-switch", "cmd/terrapin-trafgen", "cmd/terrapin-cut"},
 }
 
 // readsOnly narrows some packages further, to what they are documented to
@@ -56,6 +56,7 @@ var readsOnly = map[string][]string{
 	"engine":            {"pipeline"},
 	"p4rt":              {"pipeline"},
 	"device":            {"engine"},
+	"gnmiports":         {"device"}, // the ports' state, served; nothing of the pipeline
 	"servertls":         {},
 	"servertls/testpki": {},
 }

@@ -26,7 +26,7 @@ import yaml
 
 from terrapin.config import AdmissionConfig
 from terrapin.constants import CONTROL_FRAME_BYTES
-from topo.p4switch import REPO, bmv2_command, port_shaping, switch_jitter_us
+from topo.p4switch import REPO, SWITCH_LINK_WATCH, bmv2_command, port_shaping, switch_jitter_us
 from topo.plan import NetworkPlan
 from topo.run_tls import RunTls
 
@@ -123,6 +123,7 @@ def controller_config(
             "largest_packet": plan.mtu,
             **(admission or {}),
         },
+        "links": dict(SWITCH_LINK_WATCH[switch_kind]),
         "switches": switches,
         "hosts": [
             {"name": h.name, "ip": h.address, "mac": h.mac, "switch": h.switch, "port": h.port}

@@ -416,7 +416,9 @@ class Traffic:
     def _sender(self, host: str, name: str, command: list[str]) -> None:
         # Real-time for the send loop only (topo/video.py --rt-priority).
         command = [*command, f"--rt-priority={SENDER_RT_PRIORITY}"]
-        process = self.run.host(host).popen(command, cwd=str(REPO))
+        # Its complaints are kept: a sender that fails says why in the error (wait).
+        with (self.work / f"{name}-sender.err").open("w") as err:
+            process = self.run.host(host).popen(command, cwd=str(REPO), stderr=err)
         self._senders.append((name, process))
 
     def video(
@@ -491,7 +493,9 @@ class Traffic:
             except subprocess.TimeoutExpired:
                 raise RuntimeError(f"sender {name} did not finish within {timeout:.0f} s") from None
             if code != 0:
-                raise RuntimeError(f"sender {name} failed with exit code {code}")
+                said = (self.work / f"{name}-sender.err").read_text(errors="replace").strip()
+                last = said.splitlines()[-1] if said else "it said nothing"
+                raise RuntimeError(f"sender {name} failed with exit code {code}: {last}")
         self._senders.clear()
 
     def stop(self) -> None:

@@ -52,6 +52,20 @@ SWITCH_JITTER_US = {"terrapin": 2_000, "bmv2": 6_000}
 JITTER_ENV = "TERRAPIN_JITTER_US"
 
 
+# How the controller's link watch probes each kind of switch (its `links:` section;
+# docs/controller.md "Trunks"). terrapin-switch reports a port's lost carrier over gNMI within
+# milliseconds, so a cut is found by that; its probes find the silent failures, a trunk silent
+# for 100 ms (at 35 ms, a headless browser's load on two cores held some probes 40-51 ms and
+# took trunks down that were not cut). BMv2 serves no gNMI and forwards a few thousand
+# packets/s through one ingress queue, where a flood can hold a probe for hundreds of
+# milliseconds, and every probe is a packet it does not forward: one per 100 ms, a trunk cut
+# after a second of silence.
+SWITCH_LINK_WATCH: dict[str, dict[str, float]] = {
+    "terrapin": {"probe_interval_ms": 10, "down_after_ms": 100, "up_after_ms": 500},
+    "bmv2": {"probe_interval_ms": 100, "down_after_ms": 1_000, "up_after_ms": 2_000},
+}
+
+
 def switch_jitter_us(kind: str) -> int:
     given = os.environ.get(JITTER_ENV, "").strip()
     if not given:

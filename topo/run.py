@@ -31,7 +31,7 @@ from typing import Any
 from mininet.cli import CLI
 
 from terrapin.config import load_config
-from topo import TOPOLOGIES
+from topo import TOPOLOGIES, module_name
 from topo.examples import Example, NoExample, derive
 from topo.network import (
     PID_DIR,
@@ -62,10 +62,10 @@ class Stopped(BaseException):
 
 
 def load_plan(name: str, rate_mbps: float | None) -> NetworkPlan:
-    module = importlib.import_module(f"topo.{name}")
+    module = importlib.import_module(f"topo.{module_name(name)}")
     if rate_mbps is None:
         return module.plan()  # type: ignore[no-any-return]
-    if name == "sequoia":
+    if name.startswith("sequoia"):
         return module.plan(t1_bps=int(rate_mbps * 1e6))  # type: ignore[no-any-return]
     return module.plan(rate_mbps=rate_mbps)  # type: ignore[no-any-return]
 

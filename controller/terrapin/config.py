@@ -11,8 +11,6 @@ import os
 import re
 import secrets
 import tomllib
-from dataclasses import replace
-from fractions import Fraction
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -27,7 +25,7 @@ from pydantic import (
     model_validator,
 )
 
-from terrapin.admission.model import ALL_TESTS, PortId, PortModel, ServiceClass, StandingLoad, ceil_div
+from terrapin.admission.model import PortModel
 from terrapin.constants import ADMITTED_PRIORITIES, CONTROL_FRAME_BYTES, CPU_PORT, PROTOCOL_PRIORITY
 from terrapin.p4program import AGGREGATE_KEY, MAX_AGGREGATES
 
@@ -327,6 +325,35 @@ class ProtocolConfig(_Strict):
     max_holds_per_initiator: int = Field(default=16, gt=0)
 
 
+# A link probe frame (terrapin/links.py): Ethernet, the probe's fixed fields, its sender's name;
+# padded to Ethernet's smallest frame.
+LINK_PROBE_HEADER_BYTES = 33
+LINK_PROBE_MIN_BYTES = 60
+
+
+class LinksConfig(_Strict):
+    """How the controller learns which trunks carry traffic (terrapin/links.py; docs/controller.md
+    "Trunks"): a probe out of every trunk port every probe_interval_ms, a trunk down after
+    down_after_ms without one in either direction, up again after up_after_ms of them. A switch
+    not yet connected since the controller started (or took over) takes its trunks down only
+    after connect_grace_ms: until then nothing is known of them, and they count as up."""
+
+    enabled: bool = True
+    probe_interval_ms: float = Field(default=10.0, ge=1, le=60_000)
+    down_after_ms: float = Field(default=100.0, ge=1, le=600_000)
+    up_after_ms: float = Field(default=500.0, ge=0, le=600_000)
+    connect_grace_ms: float = Field(default=10_000.0, ge=0, le=600_000)
+
+    @model_validator(mode="after")
+    def _heard_in_time(self) -> LinksConfig:
+        if self.down_after_ms < 2 * self.probe_interval_ms:
+            raise ValueError(
+                f"down_after_ms {self.down_after_ms} must be at least twice probe_interval_ms"
+                f" {self.probe_interval_ms}: one late probe would take a trunk down"
+            )
+        return self
+
+
 class MonitorConfig(_Strict):
     """The guarantee monitor (docs/operations.md): how often it reads every switch's telemetry
     and how many violation events the store keeps."""
@@ -387,6 +414,7 @@ class Config(_Strict):
     switches: list[SwitchConfig]
     hosts: list[HostConfig] = Field(default_factory=list)
     monitor: MonitorConfig = Field(default_factory=MonitorConfig)
+    links: LinksConfig = Field(default_factory=LinksConfig)
     aggregates: list[AggregateConfig] = Field(default_factory=list)
 
     @model_validator(mode="after")
@@ -456,13 +484,15 @@ class Config(_Strict):
         )
 
     def port_models(self) -> list[PortModel]:
-        models = []
-        for s in self.switches:
-            for p in s.ports:
-                adm = AdmissionConfig.model_validate(self.admission.model_dump() | p.admission)
-                model = port_model(PortId(s.name, p.number), p.rate_bps, adm, p.rate_pps, s.jitter_us)
-                models.append(with_aggregates(model, self.aggregates))
-        return models
+        """Every configured port as the admission test sees it (terrapin/port_models.py)."""
+        from terrapin.port_models import configured_port_models  # it reads this module's types
+
+        return configured_port_models(self)
+
+    def link_probe_bytes(self) -> int:
+        """The longest link probe frame any switch sends (LINK_PROBE_HEADER_BYTES + its name)."""
+        longest = max((len(s.name.encode()) for s in self.switches), default=0)
+        return max(LINK_PROBE_MIN_BYTES, LINK_PROBE_HEADER_BYTES + longest)
 
 
 def _role_token(value: str | None, file: str | None, env: str, setting: str) -> str | None:
@@ -495,65 +525,6 @@ def _usable_token(token: str, source: str) -> str:
     if any(c.isspace() for c in token):
         raise ConfigError(f"{source}: the token contains whitespace; a bearer token cannot")
     return token
-
-
-def with_aggregates(model: PortModel, aggregates: list[AggregateConfig]) -> PortModel:
-    """The port carrying every aggregate's envelope from the start: at levels 1..6 as standing
-    loads of their level; at level 7 added to the protocol's envelope, which the tests already
-    take as served above every admitted level."""
-    standing = [
-        StandingLoad(a.name, a.priority, a.rate, a.burst, a.max_packet)
-        for a in aggregates
-        if a.priority != PROTOCOL_PRIORITY
-    ]
-    top = [model.charge(a.rate, a.burst, a.max_packet) for a in aggregates if a.priority == PROTOCOL_PRIORITY]
-    return replace(
-        model,
-        standing=model.standing + tuple(standing),
-        control_rate=model.control_rate + sum(rate for rate, _ in top),
-        control_burst=model.control_burst + sum(burst for _, burst in top),
-    )
-
-
-def port_model(
-    port: PortId, rate_bps: int, adm: AdmissionConfig, rate_pps: int | None = None, jitter_us: int = 0
-) -> PortModel:
-    line = rate_bps // 8
-    best_effort_packet = -1 if adm.best_effort_max_packet is None else adm.best_effort_max_packet
-    control_rate, control_burst = adm.control_rate, adm.control_burst
-    slot = 0
-    if rate_pps is not None:
-        # A packet-rate port carries rate_pps packets/s of any size: C is rate_pps largest-packet
-        # slots, and every packet, a small protocol message or a lower level's packet on the wire
-        # included, takes one whole slot.
-        slot = adm.largest_packet
-        line = rate_pps * slot
-        best_effort_packet = slot
-        control_rate = ceil_div(control_rate, CONTROL_FRAME_BYTES) * slot
-        control_burst = ceil_div(control_burst, CONTROL_FRAME_BYTES) * slot
-    return PortModel(
-        port=port,
-        line_rate=line,
-        queue_capacity=adm.queue_capacity,
-        largest_packet=adm.largest_packet,
-        reservable_rate=max(1, int(Fraction(str(adm.reservable_fraction)) * line)),
-        best_effort_max_packet=best_effort_packet,
-        packet_slot=slot,
-        packet_granularity=adm.packet_granularity,
-        timer_tick_us=adm.timer_tick_us,
-        tests=tuple(t for t in ALL_TESTS if t in adm.tests),
-        level_delay_budget_us=tuple(sorted(adm.level_delay_budget_us.items())),
-        classes=tuple(
-            ServiceClass(c.name, frozenset(c.priorities), Fraction(str(c.share)), c.peak_policed)
-            for c in adm.classes
-        ),
-        best_effort_floor=Fraction(str(adm.best_effort_floor)),
-        allocation_interval_us=adm.allocation_interval_us,
-        per_channel_overhead_us=adm.per_channel_overhead_us,
-        control_rate=control_rate,
-        control_burst=control_burst,
-        jitter_us=jitter_us,
-    )
 
 
 def load_config(path: str | Path) -> Config:

@@ -75,3 +75,6 @@ class DenialReason(enum.IntEnum):
     SWITCH_ERROR = 14  # programming a switch failed; everything was rolled back
     PACKET_SIZE = 15  # max_packet above what the port carries; bytes
     HOLD_LIMIT = 16  # the initiator already has too many requests held; requests
+    # NOTIFY_CLOSE from a router: the channel's path went down (a trunk or a switch) and no
+    # other path admits it; it is down, and is set up again when a path does.
+    PATH_DOWN = 17

@@ -2,6 +2,7 @@
 
     terrapin-host request --dst 10.0.2.2 --protocol udp --sport 5000 --dport 6000 \\
                           --priority 6 --rate 1125000 --burst 27000 [--max-packet 1500]
+    terrapin-host request ... --watch 60     # then print the routers' notices for 60 s
     terrapin-host request ... --policer jumping_window --window-us 18000 --burst 22500
     terrapin-host request ... --policer moving_window --xmin-us 900 --xave-us 3600 \\
                           --interval-us 18000 --max-packet 4500
@@ -13,7 +14,10 @@ Runs on Mininet hosts (or in any namespace) with a raw ICMP socket (root). `requ
 `close` retransmit (flag bit 0) until they hear the answer, as the protocol expects lost
 messages; `serve` remembers its decisions so a retransmitted request gets the same answer.
 Each command prints one JSON object and exits 0 on success (accepted, closed, reported),
-1 on a denial, 2 on a timeout or an error.
+1 on a denial, 2 on a timeout or an error. With `--watch S`, `request` then prints one more
+object per notice a router sends about the channel within S seconds (NOTIFY_CLOSE with
+PATH_DOWN when no path carries it, REQUEST_ACCEPT when one does again: docs/protocol.md),
+answering each NOTIFY_CLOSE with RECVD_CLOSE; it stops early when the channel is closed.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from terrapin.constants import (
     MessageCode,
 )
 from terrapin.protocol.messages import (
+    FLAG_CLOSE_WHEN_DOWN,
     FLAG_RETRANSMISSION,
     MalformedMessage,
     ReservationMessage,
@@ -161,7 +166,7 @@ def message_json(msg: ReservationMessage) -> dict[str, Any]:
     body = asdict(msg)
     body.pop("payload")
     body["code"] = msg.code.name
-    if msg.code == MessageCode.REQUEST_DENIED:
+    if msg.code == MessageCode.REQUEST_DENIED or (msg.code == MessageCode.NOTIFY_CLOSE and msg.reason):
         body["reason_name"] = _reason(msg.reason)
     return body
 
@@ -196,18 +201,46 @@ def cmd_request(args: argparse.Namespace) -> int:
         max_packet=args.max_packet,
         delay_us=args.delay_us,
         policer=policer,
+        flags=FLAG_CLOSE_WHEN_DOWN if args.close_when_down else 0,
     )
     endpoint = Endpoint()
-    started = time.perf_counter()  # the set-up latency the initiator sees (docs/protocol.md)
-    answers = {MessageCode.REQUEST_ACCEPT, MessageCode.REQUEST_DENIED}
-    reply = ask(endpoint, args.dst, msg, answers, lambda r: r.channel == msg.channel, args)
-    if reply is None:
-        print(json.dumps({"outcome": "TIMEOUT", "context": msg.context}))
-        return 2
-    outcome = "ACCEPTED" if reply.code == MessageCode.REQUEST_ACCEPT else "DENIED"
-    elapsed_ms = round((time.perf_counter() - started) * 1000, 3)
-    print(json.dumps({"outcome": outcome, "elapsed_ms": elapsed_ms, **message_json(reply)}))
-    return 0 if outcome == "ACCEPTED" else 1
+    try:
+        started = time.perf_counter()  # the set-up latency the initiator sees (docs/protocol.md)
+        answers = {MessageCode.REQUEST_ACCEPT, MessageCode.REQUEST_DENIED}
+        mine = lambda r: r.channel == msg.channel  # noqa: E731
+        reply = exchange(endpoint, args.dst, msg, answers, mine, args.timeout, args.retries)
+        if reply is None:
+            print(json.dumps({"outcome": "TIMEOUT", "context": msg.context}))
+            return 2
+        outcome = "ACCEPTED" if reply.code == MessageCode.REQUEST_ACCEPT else "DENIED"
+        elapsed_ms = round((time.perf_counter() - started) * 1000, 3)
+        print(json.dumps({"outcome": outcome, "elapsed_ms": elapsed_ms, **message_json(reply)}), flush=True)
+        if outcome == "ACCEPTED" and args.watch > 0:
+            watch(endpoint, msg, args.watch)
+        return 0 if outcome == "ACCEPTED" else 1
+    finally:
+        endpoint.close()
+
+
+def watch(endpoint: Endpoint, request: ReservationMessage, seconds: float) -> None:
+    """Print every router's notice about the channel for `seconds` (see the module's doc)."""
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        got = endpoint.receive(left)
+        if got is None:
+            return
+        src, notice = got
+        if notice.channel != request.channel or notice.code not in (
+            MessageCode.NOTIFY_CLOSE,
+            MessageCode.REQUEST_ACCEPT,
+        ):
+            continue
+        told = {"notice": notice.code.name, "from": src, "at": time.time(), **message_json(notice)}
+        print(json.dumps(told), flush=True)
+        if notice.code == MessageCode.NOTIFY_CLOSE:
+            endpoint.send(src, notice.with_code(MessageCode.RECVD_CLOSE, flags=0, hops=0))
+            if notice.reason != DenialReason.PATH_DOWN:
+                return  # closed for good
 
 
 def cmd_close(args: argparse.Namespace) -> int:
@@ -341,6 +374,12 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--avg-idle-us", type=int, default=0)
     r.add_argument("--context", type=int)
     r.add_argument("--source", help="initiator address (default: the route's source)")
+    r.add_argument("--watch", type=float, default=0.0, help="then print the routers' notices for N s")
+    r.add_argument(
+        "--close-when-down",
+        action="store_true",
+        help="if no path carries it after a trunk or switch goes down, close it (default: wait for one)",
+    )
     timing(r)
     r.set_defaults(func=cmd_request)
 

@@ -28,7 +28,14 @@ from pydantic import ValidationError
 from terrapin import tls
 from terrapin.admission import AdmissionLedger
 from terrapin.admission.model import ChannelKey
-from terrapin.api import JsonErrorsH11Protocol, OperatorContext, ReplicaOut, Telemetry, Tokens, create_app
+from terrapin.api import (
+    JsonErrorsH11Protocol,
+    OperatorContext,
+    ReplicaOut,
+    Telemetry,
+    Tokens,
+    create_app,
+)
 from terrapin.config import Config, ConfigError, ReplicationConfig, load_config
 from terrapin.forwarding import forward_writes
 from terrapin.metrics import ControllerMetrics, InstrumentedReservationService
@@ -40,6 +47,7 @@ from terrapin.replication import ReplicaIdentity, Replication
 from terrapin.reservations import ReservationService
 from terrapin.store import NotPrimary, ReservationStore, SchemaTooNew, StoreUnavailable, is_postgres
 from terrapin.switches import DesiredChannels, PacketHandler, ReconcileReport, SwitchFabric
+from terrapin.trunks import TrunkKeeper
 
 LOG = logging.getLogger("terrapin")
 
@@ -63,9 +71,13 @@ class Fabric(Telemetry, ChannelProgrammer, MonitorFabric, Protocol):
 
     async def packet_out(self, name: str, frame: bytes, egress_port: int | None = None) -> None: ...
 
+    def port_carrier(self, name: str, port: int) -> bool | None: ...
+
     def is_connected(self, name: str) -> bool: ...
 
     def precompute(self, desired: Mapping[str, Sequence[ChannelEntry]], encode: bool = True) -> int: ...
+
+    async def reconcile(self, name: str) -> ReconcileReport: ...
 
 
 class ReplicaFabric(Fabric, Protocol):
@@ -169,6 +181,7 @@ class Controller:
             self.events,
             config.monitor,
             self.metrics,
+            topology=self.topology,
         )
         service = InstrumentedReservationService(
             self.ledger,
@@ -190,6 +203,11 @@ class Controller:
             hold_seconds=config.protocol.hold_seconds,
             max_holds_per_initiator=config.protocol.max_holds_per_initiator,
         )
+        # Which trunks carry traffic, and moving channels off those that do not (the primary's).
+        self.trunks = TrunkKeeper(
+            config, self.topology, self.fabric, self.service, self.handler.tell_initiator, self.metrics,
+            self.monitor, self._acting,
+        )  # fmt: skip
         # Only the tokens' digests are kept (api/auth.py); a generated one is logged at start.
         operator_token = config.rest_token()
         self.generated_token = None if config.rest_token_configured() else operator_token
@@ -230,13 +248,22 @@ class Controller:
         self.app.router.lifespan_context = self._lifespan
 
     async def _on_packet(self, switch: str, port: int, frame: bytes) -> None:
-        await self.handler.handle_packet_in(switch, port, frame)
+        if not self.trunks.on_packet(switch, port, frame):
+            await self.handler.handle_packet_in(switch, port, frame)
+
+    def _acting(self) -> bool:
+        """Whether this controller detects and restores (the primary; the only controller)."""
+        return self.replication is None or self.replication.is_primary
 
     async def _health_extra(self) -> dict[str, Any]:
         extra: dict[str, Any] = {
             "protocol": dict(self.handler.counters),
             "reconciled": {k: v.__dict__ for k, v in self.fabric.reconciled.items()},
         }
+        trunks = self.trunks.health()
+        if trunks is not None:
+            extra["trunks"] = trunks
+            extra["restoration"] = self.trunks.last()
         r = self.replication
         if r is not None:
             extra["replication"] = ReplicaOut(
@@ -288,6 +315,7 @@ class Controller:
         self.stopping.clear()
         self.fabric.start()
         tasks = [asyncio.create_task(self._upkeep(), name="upkeep")]
+        tasks.append(asyncio.create_task(self.trunks.run(), name="trunks"))
         if self.replication is not None:
             tasks.append(asyncio.create_task(self.replication.run(), name="lease"))
         if self.config.monitor.enabled:
@@ -299,6 +327,7 @@ class Controller:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            await self.trunks.stop()
             if self.replication is not None:
                 await self.replication.resign()
             if self._close_forwarding is not None:

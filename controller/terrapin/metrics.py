@@ -34,6 +34,7 @@ from terrapin.monitor.checks import NETWORK, SOURCE, PollVerdict
 from terrapin.monitor.events import Event
 from terrapin.p4program import DELAY_BAND_NAMES
 from terrapin.reservations import Conflict, ReservationService
+from terrapin.restoration import Report
 from terrapin.store import Reservation
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -167,7 +168,32 @@ class ControllerMetrics:
             "1 while a network violation is going on: a promise is being broken",
             registry=r,
         )
+        self.trunks_down = Gauge(
+            "terrapin_trunks_down", "switch-to-switch links that carry no traffic now (links.py)", registry=r
+        )
+        self.reservations_down = Gauge(
+            "terrapin_reservations_down", "reservations no path admits now (state down)", registry=r
+        )
+        self.restorations = Counter(
+            "terrapin_restoration_changes",
+            "reservations a restoration moved, put down, restored or closed",
+            ["kind"],
+            registry=r,
+        )
+        self.restoration_seconds = Histogram(
+            "terrapin_restoration_seconds",
+            "from a change of the down trunks to every switch written",
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+            registry=r,
+        )
         r.register(LedgerCollector(ledger))
+
+    def observe_restoration(self, report: Report, down_reservations: int) -> None:
+        self.trunks_down.set(len(report.down))
+        self.reservations_down.set(down_reservations)
+        for change in report.changes:
+            self.restorations.labels(change.kind).inc()
+        self.restoration_seconds.observe(report.store_s + report.switches_s)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -19,6 +19,7 @@ T_CHANNELS = "TerrapinIngress.channels"
 T_PORT_MACS = "TerrapinEgress.port_macs"
 T_QUEUE_BOUNDS = "TerrapinEgress.queue_bounds"
 T_AGGREGATES = "TerrapinIngress.aggregates"
+T_CHANNEL_PATHS = "TerrapinIngress.channel_paths"
 A_ROUTE = "TerrapinIngress.route"
 A_ANSWER_ARP = "TerrapinIngress.answer_arp"
 A_ADMIT = "TerrapinIngress.admit"
@@ -27,6 +28,7 @@ A_ADMIT_MOVING = "TerrapinIngress.admit_moving_window"
 A_SET_SOURCE_MAC = "TerrapinEgress.set_source_mac"
 A_SET_DELAY_BOUND = "TerrapinEgress.set_delay_bound"
 A_SET_AGGREGATE = "TerrapinIngress.set_aggregate"
+A_PIN = "TerrapinIngress.pin"
 # The key of T_CHANNELS, field by field (ChannelSelector's src, dst, protocol, flow_key).
 CHANNEL_KEY = ("src_addr", "dst_addr", "protocol", "flow_key")
 # The key of T_AGGREGATES (all ternary), field by field with its width in bits.
@@ -49,6 +51,7 @@ DELAY_BANDS = 4
 DELAY_BAND_NAMES = ("quarter", "half", "within", "over")
 PACKET_OUT_DIRECT = 0
 PACKET_OUT_PIPELINE = 1
+ETHERTYPE_LINK_PROBE = 0x88B5
 EXCESS_DROP = 0
 EXCESS_DEMOTE = 1
 # Entries of T_AGGREGATES and ids of M_AGGREGATE_METERS.
@@ -72,6 +75,7 @@ __all__ = [
     "A_ADMIT_JUMPING",
     "A_ADMIT_MOVING",
     "A_ANSWER_ARP",
+    "A_PIN",
     "A_ROUTE",
     "A_SET_AGGREGATE",
     "A_SET_DELAY_BOUND",
@@ -85,6 +89,7 @@ __all__ = [
     "DELAY_BANDS",
     "DELAY_BAND_NAMES",
     "DROP_REASONS",
+    "ETHERTYPE_LINK_PROBE",
     "EXCESS_DEMOTE",
     "EXCESS_DROP",
     "MAX_AGGREGATES",
@@ -98,6 +103,7 @@ __all__ = [
     "T_AGGREGATES",
     "T_ARP",
     "T_CHANNELS",
+    "T_CHANNEL_PATHS",
     "T_PORT_MACS",
     "T_QUEUE_BOUNDS",
     "T_ROUTES",

@@ -1,9 +1,10 @@
 """Topology and routing from the configuration; the path of a channel; two-phase path setup.
 
-Routing is shortest-path over the configured trunks (ties broken by name and port number, so
-every run computes the same routes). A channel's path is the list of egress ports its packets
-leave by, from the switch its source is attached to up to the destination's port: each is a
-resource the admission ledger accounts for.
+Routing is shortest-path over the trunks that carry traffic now (every configured one, less
+those found down: links.py; ties broken by name and port number, so every run computes the same
+routes). A channel's path is the list of egress ports its packets leave by, from the switch its
+source is attached to up to the destination's port: each is a resource the admission ledger
+accounts for.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -49,6 +50,21 @@ class Forwarding:
     port_macs: tuple[tuple[int, str], ...]
 
 
+@dataclass(frozen=True, order=True)
+class Trunk:
+    """A switch-to-switch link of the configuration, by its two ends (the lower first)."""
+
+    a: PortId
+    b: PortId
+
+    def __str__(self) -> str:
+        return f"{self.a}-{self.b}"
+
+    @property
+    def ends(self) -> tuple[PortId, PortId]:
+        return self.a, self.b
+
+
 class Topology:
     def __init__(self, config: Config) -> None:
         self._config = config
@@ -57,16 +73,40 @@ class Topology:
         self.hosts_by_ip: dict[str, HostConfig] = {h.ip: h for h in config.hosts}
         # trunk adjacency: switch → [(port, peer switch)]
         self._trunks: dict[str, list[tuple[int, str]]] = {name: [] for name in self._ports}
+        trunks: set[Trunk] = set()
         for s in config.switches:
             for p in sorted(s.ports, key=lambda x: x.number):
                 if ":" in p.peer:
-                    self._trunks[s.name].append((p.number, p.peer.partition(":")[0]))
+                    peer, _, peer_port = p.peer.partition(":")
+                    self._trunks[s.name].append((p.number, peer))
+                    here, there = PortId(s.name, p.number), PortId(peer, int(peer_port))
+                    trunks.add(Trunk(min(here, there), max(here, there)))
+        self.trunks: tuple[Trunk, ...] = tuple(sorted(trunks))
+        self._trunk_at = {end: t for t in self.trunks for end in t.ends}
+        self.down: frozenset[Trunk] = frozenset()
+        self.version = 0  # counts the changes of routes (set_down): what was derived from them is stale
         self._next_port: dict[tuple[str, str], int] = {}
+        self._route()
+
+    def set_down(self, trunks: Iterable[Trunk]) -> None:
+        """Route around `trunks` (and only those) from now on."""
+        down = frozenset(trunks)
+        if down != self.down:
+            self.down = down
+            self.version += 1
+            self._route()
+
+    def trunk_at(self, port: PortId) -> Trunk | None:
+        """The trunk a switch port is an end of; None for a host's port."""
+        return self._trunk_at.get(port)
+
+    def _route(self) -> None:
+        self._next_port = {}
         for target in self._ports:
             self._route_towards(target)
 
     def _route_towards(self, target: str) -> None:
-        """BFS from `target` over trunks: each switch learns its port towards it."""
+        """BFS from `target` over the trunks that are up: each switch learns its port towards it."""
         seen = {target}
         queue = deque([target])
         while queue:
@@ -75,7 +115,7 @@ class Topology:
                 if name in seen:
                     continue
                 for port, peer in self._trunks[name]:
-                    if peer == here:
+                    if peer == here and self._trunk_at[PortId(name, port)] not in self.down:
                         self._next_port[(name, target)] = port
                         seen.add(name)
                         queue.append(name)
@@ -103,6 +143,17 @@ class Topology:
         peer = self._ports[switch][port].peer
         return peer.partition(":")[0] if ":" in peer else None
 
+    def pin(self, hop: PortId, dst_ip: str) -> tuple[int, str] | None:
+        """How a channel to `dst_ip` whose admitted path leaves `hop.switch` by `hop.port` is
+        sent there: None if its destination's route does, else that port and the next hop's
+        MAC (docs/controller.md, "Trunks")."""
+        try:
+            if self.egress_port(hop.switch, dst_ip) == hop.port:
+                return None
+        except NoRoute:
+            pass
+        return hop.port, self.next_hop_mac(hop.switch, hop.port, dst_ip)
+
     def path(self, src_ip: str, dst_ip: str, first_switch: str | None = None) -> list[PortId]:
         """Egress ports from the source's switch (or `first_switch`) to the destination."""
         switch = first_switch or self.host(src_ip).switch
@@ -120,18 +171,12 @@ class Topology:
 
     def forwarding(self, switch: str) -> Forwarding:
         routes = []
-        for ip, host in sorted(self.hosts_by_ip.items()):
+        for ip in sorted(self.hosts_by_ip):
             try:
                 port = self.egress_port(switch, ip)
             except NoRoute:
                 continue
-            if host.switch == switch:
-                mac = host.mac
-            else:
-                peer = self._ports[switch][port].peer
-                peer_switch, _, peer_port = peer.partition(":")
-                mac = self._ports[peer_switch][int(peer_port)].mac
-            routes.append(Route(f"{ip}/32", port, mac))
+            routes.append(Route(f"{ip}/32", port, self.next_hop_mac(switch, port, ip)))
         arps = tuple(
             (p.gateway_ip, p.mac)
             for p in sorted(self._ports[switch].values(), key=lambda x: x.number)
@@ -139,6 +184,17 @@ class Topology:
         )
         macs = tuple((n, p.mac) for n, p in sorted(self._ports[switch].items()))
         return Forwarding(tuple(routes), arps, macs)
+
+    def next_hop_mac(self, switch: str, port: int, dst_ip: str) -> str:
+        """The MAC a packet to `dst_ip` leaving `switch` by `port` is addressed to: the host's
+        own on its port, the peer switch's port's on a trunk."""
+        host = self.host(dst_ip)
+        if host.switch == switch and host.port == port:
+            return host.mac
+        peer_switch, _, peer_port = self._ports[switch][port].peer.partition(":")
+        if not peer_port:
+            raise NoRoute(f"{switch}:{port} leads to host {peer_switch}, not towards {dst_ip}")
+        return self._ports[peer_switch][int(peer_port)].mac
 
     def router_ip(self, switch: str) -> str | None:
         for s in self._config.switches:
@@ -195,6 +251,10 @@ class ChannelEntry:
     demote_excess: bool
     window: JumpingWindowEntry | MovingWindowEntry | None = None
     port: int | None = None  # the hop's egress port (not part of the entry: what it loads)
+    # Where the channel's admitted path leaves its destination's route at this switch (a
+    # restoration moved it, and the route has moved back since): the port and the next hop's
+    # MAC its packets are sent to instead (`channel_paths`). None: it follows the route.
+    pin: tuple[int, str] | None = None
 
     def __hash__(self) -> int:
         # Entries are dictionary keys by the tens of thousands (a backup's encoded entries,
@@ -214,6 +274,7 @@ class ChannelEntry:
                     self.demote_excess,
                     self.window,
                     self.port,
+                    self.pin,
                 )
             )
             object.__setattr__(self, "_hash", cached)

@@ -19,7 +19,7 @@ import logging
 import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from terrapin.admission import AdmissionLedger, Allocation, Denial, Violation
 from terrapin.admission.model import ChannelEnvelope, ChannelKey, PortId
@@ -37,6 +37,7 @@ from terrapin.paths import (
 from terrapin.protocol.messages import ports_from_flow_key
 from terrapin.store import (
     ACTIVE,
+    DOWN,
     INSTALLING,
     CommitUnknown,
     Fence,
@@ -61,6 +62,7 @@ class ChannelRequest:
     envelope: ChannelEnvelope
     origin: str = "rest"
     demote_excess: bool | None = None  # None: the configured default
+    close_when_down: bool = False  # closed, not kept down, when no path carries it
 
 
 # A switch that cannot be written is not an admission decision. These two constraints say which
@@ -134,7 +136,8 @@ class ReservationService:
         # Set-ups, confirmations and removals of concurrent requests share transactions.
         self._group = GroupCommit(self.store, lambda: self.fence())
         self._handed: dict[str, int] = {}  # the last context next_context gave each initiator
-        self._entries: dict[ChannelKey, tuple[int, list[ChannelEntry]]] = {}  # see entries()
+        # see entries(): per reservation, (its id, the routes' version), its allocation, its entries
+        self._entries: dict[ChannelKey, tuple[tuple[int, int], Allocation, list[ChannelEntry]]] = {}
 
     # ---- start-up and upkeep -----------------------------------------------------------------
 
@@ -203,10 +206,20 @@ class ReservationService:
 
     def entries(self, record: Reservation, switch: str | None = None) -> list[ChannelEntry]:
         """Every hop's entry (on `switch` only, if given); the first hop polices with the
-        channel's own policer. Kept per reservation: a reconciliation asks for every one."""
+        channel's own policer, and a hop where the admitted path leaves the destination's route
+        is pinned to it. None for a reservation that is down. Kept per reservation, its
+        allocation and the routes: a reconciliation asks for every one."""
+        if record.state == DOWN:
+            return []
+        version = (record.reservation_id, self.topology.version)
         cached = self._entries.get(record.key)
-        if cached is None or cached[0] != record.reservation_id:
+        if (
+            cached is None
+            or cached[0] != version
+            or (cached[1] is not record.allocation and cached[1] != record.allocation)
+        ):
             tag = installation_tag(record)
+            dst = record.selector.dst
             made = [
                 entry_for_hop(
                     hop.port.switch,
@@ -216,11 +229,12 @@ class ReservationService:
                     record.demote_excess,
                     edge=record.allocation if index == 0 else None,
                     tag=tag,
+                    pin=self.topology.pin(hop.port, dst),
                 )
                 for index, hop in enumerate(record.allocation.hops)
             ]
-            cached = self._entries[record.key] = (record.reservation_id, made)
-        return cached[1] if switch is None else [e for e in cached[1] if e.switch == switch]
+            cached = self._entries[record.key] = (version, record.allocation, made)
+        return cached[2] if switch is None else [e for e in cached[2] if e.switch == switch]
 
     def forget_entries(self) -> None:
         """Drop the kept entries of reservations that are gone."""
@@ -242,7 +256,7 @@ class ReservationService:
         try:
             path = self.path_for(request, first_switch)
         except NoRoute as exc:
-            return simple_denial(request.key, DenialReason.NO_ROUTE, "no_route", str(exc))
+            return self._no_route(request, str(exc))
         down = [hop for hop in path if not self.programmer.is_ready(hop.switch)]
         if down:
             # Checked before admission, so an outage answers at once and holds nothing.
@@ -254,6 +268,26 @@ class ReservationService:
                 port=down[0],
             )
         return path
+
+    def _no_route(self, request: ChannelRequest, why: str) -> Denial:
+        """No path: if trunks are down because a switch is not connected, the switch is
+        unavailable (503, as on a path that still crosses it: try again later); otherwise no
+        route, naming the trunks found down."""
+        ends = sorted({end for trunk in self.topology.down for end in trunk.ends})
+        gone = [end for end in ends if not self.programmer.is_ready(end.switch)]
+        if gone:
+            return simple_denial(
+                request.key,
+                DenialReason.SWITCH_ERROR,
+                SWITCH_UNAVAILABLE,
+                f"switch {gone[0].switch} is not connected and no other path exists; nothing was reserved",
+                port=gone[0],
+            )
+        if self.topology.down:
+            names = ", ".join(str(t) for t in sorted(self.topology.down))
+            many = len(self.topology.down) > 1
+            why += f" while trunks {names} are down" if many else f" while trunk {names} is down"
+        return simple_denial(request.key, DenialReason.NO_ROUTE, "no_route", why)
 
     def hold(
         self, request: ChannelRequest, hold_seconds: float | None, first_switch: str | None = None
@@ -274,7 +308,7 @@ class ReservationService:
                 decision = txn.admit(request.key, route, request.envelope, hold_seconds)
                 took = time.perf_counter() - started
                 if isinstance(decision, Allocation) and hold_seconds is not None:
-                    txn.hold(decision, request.selector)
+                    txn.hold(decision, request.selector, request.close_when_down)
         self.decided(conflict or decision, took)
         if conflict is not None:
             raise conflict
@@ -355,7 +389,7 @@ class ReservationService:
                 return simple_denial(
                     request.key, DenialReason.SWITCH_ERROR, "hold_expired", "tentative hold expired"
                 )
-            return self._record(txn, request, held.allocation)
+            return self._record(txn, replace(request, close_when_down=held.close_when_down), held.allocation)
 
         with self._recorded(request.key):
             outcome = await self._group.run(record)
@@ -379,7 +413,9 @@ class ReservationService:
     ) -> Reservation | Denial:
         demote = self.demote_excess if request.demote_excess is None else request.demote_excess
         try:
-            return txn.reserve(allocation, request.selector, request.origin, demote)
+            return txn.reserve(
+                allocation, request.selector, request.origin, demote, close_when_down=request.close_when_down
+            )
         except StoreFull as exc:
             txn.release(request.key)
             return simple_denial(request.key, DenialReason.SWITCH_ERROR, "channel_ids", str(exc))
@@ -465,6 +501,45 @@ class ReservationService:
         except (StoreUnavailable, NotPrimary) as exc:
             LOG.warning("rollback of %s not recorded yet (%s); retried later", key, exc)
             self._unfinished[key] = self.store.get(key)
+
+    async def reroute(self, key: ChannelKey) -> tuple[Reservation, Reservation | None] | None:
+        """Admit an active or down reservation again on the path its destination's route takes
+        now (after a trunk changed: the restoration, restoration.py), its own capacity counted
+        once where the paths share hops, and record it moved there, or down with why, or closed
+        if no path admits it and its request asked for that: (before, after or None when
+        closed), or None if it is gone or the path is the one it has. Nothing is written to a
+        switch here."""
+
+        def down(txn: Transaction, before: Reservation, why: str) -> tuple[Reservation, Reservation | None]:
+            if before.close_when_down:
+                txn.release(key)
+                return before, None
+            after = txn.move(key, None, why)
+            assert after is not None
+            return before, after
+
+        def move(txn: Transaction) -> tuple[Reservation, Reservation | None] | None:
+            before = self.store.get(key)
+            if before is None or before.state not in (ACTIVE, DOWN):
+                return None
+            try:
+                path = self.path_for_selector(before.selector)
+            except NoRoute as exc:
+                txn.unadmit(key)
+                return down(txn, before, f"no path: {exc}")
+            if before.state == ACTIVE and [h.port for h in before.allocation.hops] == path:
+                return None
+            decision = txn.readmit(key, path, before.allocation.requested)
+            if isinstance(decision, Denial):
+                return down(txn, before, f"no path admits it: {decision.primary.describe()}")
+            after = txn.move(key, decision)
+            return (before, after) if after is not None else None
+
+        return await self._group.run(move)
+
+    def path_for_selector(self, selector: ChannelSelector) -> list[PortId]:
+        """The path a channel's packets take now (its destination's route from its source)."""
+        return self.topology.path(selector.src, selector.dst)
 
     async def close(self, key: ChannelKey) -> Reservation | None:
         """Remove a channel everywhere. Switches that cannot be reached now are corrected by

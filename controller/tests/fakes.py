@@ -5,7 +5,7 @@ that need no data plane. Integration tests use the real terrapin-switch instead.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,6 +78,25 @@ class FakeFabric:
     async def packet_out(self, name: str, frame: bytes, egress_port: int | None = None) -> None:
         self.sent.append((name, frame))
 
+    # The ports' links as the switches report them (gNMI): (switch, port) -> up; unknown if absent.
+    carrier: dict[tuple[str, int], bool] = field(default_factory=dict)
+
+    def port_carrier(self, name: str, port: int) -> bool | None:
+        return None if name in self.down else self.carrier.get((name, port))
+
+    # A reconciliation makes a switch's channel entries the desired ones (`desired`, when a test
+    # gives it: the reservation service's desired_entries) and is recorded, in order.
+    desired: Callable[[str], Sequence[ChannelEntry]] | None = None
+    reconciliations: list[str] = field(default_factory=list)
+
+    async def reconcile(self, name: str) -> Any:
+        if name in self.down:
+            raise InjectedFault(f"{name} is down")
+        self.reconciliations.append(name)
+        if self.desired is not None:
+            self.entries[name] = {e.selector: e for e in self.desired(name)}
+        return None
+
     async def queue_telemetry(self, name: str, ports: list[int]) -> list[QueueTelemetry]:
         if name in self.down:
             raise InjectedFault(f"{name} is down")
@@ -139,7 +158,9 @@ class FakeFabric:
 
 
 def chain_config(switches: int = 4, rate_bps: int = 100_000_000, **admission: Any) -> Config:
-    """h1 — s1 — s2 — … — sN — h2, plus h3 on s1: the 4-switch chain of seed 003 §6."""
+    """h1 — s1 — s2 — … — sN — h2, plus h3 on s1: the 4-switch chain of seed 003 §6. Without the
+    link watch: a line has no other path, and the hand-computed bounds of the tests on it leave
+    out the probes (ring_config has both)."""
     sw: list[dict[str, Any]] = []
     for i in range(1, switches + 1):
         ports: list[dict[str, Any]] = []
@@ -166,6 +187,7 @@ def chain_config(switches: int = 4, rate_bps: int = 100_000_000, **admission: An
             store=":memory:",
             rest=dict(token="secret-token"),
             admission=admission,
+            links=dict(enabled=False),
             switches=sw,
             hosts=[
                 dict(name="h1", ip="10.0.1.2", mac="0a:00:00:00:00:01", switch="s1", port=1),
@@ -173,4 +195,49 @@ def chain_config(switches: int = 4, rate_bps: int = 100_000_000, **admission: An
                 dict(name="h3", ip="10.0.3.2", mac="0a:00:00:00:00:03", switch="s1", port=3),
             ],
         )
+    )
+
+
+def ring_config(
+    switches: int = 4,
+    rate_bps: int = 100_000_000,
+    chords: Sequence[tuple[int, int]] = (),
+    **admission: Any,
+) -> Config:
+    """s1 — s2 — … — sN — s1 in a ring, host hi (10.0.i.2) on port 1 of si; port 2 leads to the
+    next switch, port 3 to the one before: every pair of switches has two link-disjoint paths.
+    Each chord (i, j) adds a trunk between si and sj on their next free ports (a mesh of rings;
+    a chord that repeats a trunk, or joins a switch to itself, is left out)."""
+    sw: list[dict[str, Any]] = []
+    hosts: list[dict[str, Any]] = []
+    ports_of: dict[int, list[dict[str, Any]]] = {}
+    for i in range(1, switches + 1):
+        after, before = i % switches + 1, (i - 2) % switches + 1
+        ports_of[i] = [
+            dict(
+                number=1,
+                mac=f"02:00:00:00:{i:02x}:01",
+                rate_bps=rate_bps,
+                peer=f"h{i}",
+                gateway_ip=f"10.0.{i}.1",
+            ),
+            dict(number=2, mac=f"02:00:00:00:{i:02x}:02", rate_bps=rate_bps, peer=f"s{after}:3"),
+            dict(number=3, mac=f"02:00:00:00:{i:02x}:03", rate_bps=rate_bps, peer=f"s{before}:2"),
+        ]
+    linked = {frozenset((i, i % switches + 1)) for i in range(1, switches + 1)}
+    for a, b in chords:
+        if a == b or frozenset((a, b)) in linked or not (1 <= a <= switches and 1 <= b <= switches):
+            continue
+        linked.add(frozenset((a, b)))
+        pa, pb = len(ports_of[a]) + 1, len(ports_of[b]) + 1
+        mac = "02:00:00:00:{:02x}:{:02x}"
+        ports_of[a].append(dict(number=pa, mac=mac.format(a, pa), rate_bps=rate_bps, peer=f"s{b}:{pb}"))
+        ports_of[b].append(dict(number=pb, mac=mac.format(b, pb), rate_bps=rate_bps, peer=f"s{a}:{pa}"))
+    for i in range(1, switches + 1):
+        sw.append(dict(name=f"s{i}", address=f"127.0.0.1:{19810 + i}", device_id=i, ports=ports_of[i]))
+        hosts.append(
+            dict(name=f"h{i}", ip=f"10.0.{i}.2", mac=f"0a:00:00:00:00:{i:02x}", switch=f"s{i}", port=1)
+        )
+    return parse_config(
+        dict(store=":memory:", rest=dict(token="secret-token"), admission=admission, switches=sw, hosts=hosts)
     )

@@ -19,7 +19,7 @@ import grpc
 import p4read
 import yaml
 from finsy.proto import p4r as p4runtime_pb2
-from topo.p4switch import bmv2_command
+from topo.p4switch import SWITCH_LINK_WATCH, bmv2_command
 
 from terrapin.bmv2 import Bmv2Cli, queue_rate_pps
 from terrapin_tools import processes
@@ -231,6 +231,7 @@ class Lab:
             "admission": {"largest_packet": MTU, "queue_capacity": 64 * MTU},
             "monitor": self.monitor,
             "aggregates": self.aggregates,
+            "links": dict(SWITCH_LINK_WATCH[self.kind]),  # the switch kind's, as the topologies'
             "switches": switches,
             "hosts": [
                 {"name": "h1", "ip": "10.0.1.2", "mac": "0a:00:00:00:00:01", "switch": "s1", "port": 1},
@@ -260,7 +261,11 @@ class Lab:
                 raise RuntimeError(f"controller exited; see {self.workdir}/controller.log")
             try:
                 last = self.rest("GET", "/health")[1]
-                if all(s["ready"] for s in last["switches"].values()):
+                # Ready: every switch, and every trunk back up (a restarted switch's are down
+                # until its probes have come for links.up_after_ms).
+                if all(s["ready"] for s in last["switches"].values()) and all(
+                    t["up"] for t in last.get("trunks", [])
+                ):
                     return dict(last)
             except (OSError, ValueError):
                 pass

@@ -104,6 +104,7 @@ def test_create_list_get_delete(api: Api) -> None:
     assert alloc["hops"][0]["worst_case_delay_us"] == -(-(6000 + 720 + 1500) * 10**6 // 988_000)
     assert alloc["worst_case_delay_us"] == sum(h["worst_case_delay_us"] for h in alloc["hops"])
     assert res["src_port"] == 5000 and res["context"] >= 2**31 and res["state"] == "active"
+    assert res["on_path_down"] == "wait" and res["note"] is None
     assert all(len(t) == 1 for t in fab.entries.values())
     assert client.get("/reservations").json()[0]["id"] == res["id"]
     assert client.get(f"/reservations/{res['id']}").json()["flow_key"] == 5000 << 16 | 6000
@@ -113,6 +114,17 @@ def test_create_list_get_delete(api: Api) -> None:
     assert all(len(t) == 0 for t in fab.entries.values())
     assert client.get(f"/reservations/{res['id']}").status_code == 404
     assert client.delete(f"/reservations/{res['id']}", headers=TOKEN).status_code == 404
+
+
+def test_a_reservation_may_ask_to_be_closed_when_no_path_carries_it(api: Api) -> None:
+    client, _fab, ctl = api
+    r = client.post("/reservations", json={**BODY, "on_path_down": "close"}, headers=TOKEN)
+    assert r.status_code == 201, r.text
+    assert r.json()["on_path_down"] == "close"
+    assert client.get(f"/reservations/{r.json()['id']}").json()["on_path_down"] == "close"
+    assert all(rec.close_when_down for rec in ctl.store.all())
+    bad = client.post("/reservations", json={**BODY, "on_path_down": "reroute"}, headers=TOKEN)
+    assert bad.status_code == 422 and "on_path_down" in bad.text
 
 
 def test_mutations_need_the_token(api: Api) -> None:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from fakes import chain_config
 
 from terrapin.admission import AdmissionLedger, Allocation, ChannelEnvelope, ChannelKey, PortId
-from terrapin.config import ConfigError, load_config, parse_config
+from terrapin.config import Config, ConfigError, load_config, parse_config
 from terrapin.paths import ChannelSelector, NoRoute, Topology
 from terrapin.store import ACTIVE, INSTALLING, DuplicateReservation, ReservationStore, StoreFull
 
@@ -184,6 +185,7 @@ def test_packet_rate_ports_are_modelled_in_slots() -> None:
     a lower level's packet one slot each; a port without it keeps its byte rate."""
     data = chain_config(2, rate_bps=10_000_000).model_dump(by_alias=True)
     data["switches"][0].update(kind="bmv2", thrift_port=9091)
+    data["links"] = {"enabled": False}  # no link probes (the next test charges them)
     port2 = next(p for p in data["switches"][0]["ports"] if p["number"] == 2)
     port2["rate_pps"] = 833  # 10 Mbit/s of 1,500-byte packets
     models = {m.port: m for m in parse_config(data).port_models()}
@@ -193,3 +195,37 @@ def test_packet_rate_ports_are_modelled_in_slots() -> None:
     assert (bmv2.control_rate, bmv2.control_burst) == (134 * 1500, 8 * 1500)
     assert (ours.line_rate, ours.packet_slot) == (1_250_000, 0)
     assert (ours.control_rate, ours.control_burst) == (12_000, 720)
+
+
+def test_link_probes_are_charged_on_trunk_ports_from_best_efforts_floor() -> None:
+    """A trunk port carries the link watch's probes at level 7: 60-byte frames every
+    probe_interval_ms (a slot each on a packet-rate port), two back to back at most, in the
+    protocol's envelope, so every delay bound counts them; a host's port carries none. Their
+    rate comes out of best effort's floor, so a port admits as much as without them."""
+    data = chain_config(2, rate_bps=10_000_000).model_dump(by_alias=True)
+    data["links"] = {"probe_interval_ms": 10, "down_after_ms": 35}
+    data["switches"][0].update(kind="bmv2", thrift_port=9091)
+    trunk = next(p for p in data["switches"][0]["ports"] if ":" in p["peer"])
+    trunk["rate_pps"] = 833
+    config = parse_config(data)
+    models = {m.port: m for m in config.port_models()}
+    assert config.link_probe_bytes() == 60
+    bmv2 = models[PortId("s1", trunk["number"])]
+    assert (bmv2.probe_rate, bmv2.control_rate, bmv2.control_burst) == (
+        100 * 1500, 134 * 1500 + 100 * 1500, 8 * 1500 + 2 * 1500)  # fmt: skip
+    byte_trunk = next(m for p, m in models.items() if p.switch == "s2" and m.probe_rate)
+    assert (byte_trunk.probe_rate, byte_trunk.control_rate, byte_trunk.control_burst) == (6_000, 18_000, 840)
+    host_port = next(m for m in models.values() if m.port.switch == "s2" and not m.probe_rate)
+    assert (host_port.control_rate, host_port.control_burst) == (12_000, 720)
+
+    def admitted(model_for: Callable[[], Config]) -> int:
+        """How much ρ one port of s2 admits at level 1, in 1,000 B/s channels."""
+        ledger = AdmissionLedger([m for m in model_for().port_models() if m.port == byte_trunk.port])
+        count = 0
+        while isinstance(ledger.admit(ChannelKey("h", count), [byte_trunk.port],
+                                      ChannelEnvelope(1, 1_000, 1_500, 1_500)), Allocation):  # fmt: skip
+            count += 1
+        return count
+
+    without = data | {"links": {"enabled": False}}
+    assert admitted(lambda: parse_config(data)) == admitted(lambda: parse_config(without)) > 0

@@ -88,3 +88,46 @@ def test_nobody_answers_is_a_timeout() -> None:
 def test_bad_arguments_are_reported() -> None:
     code, out = run("request", "--dst", "not-an-address", "--priority", "6", "--rate", "1", "--burst", "1500")
     assert code == 2 and out["outcome"] == "ERROR"
+
+
+def test_watch_prints_the_routers_notices_and_answers_them(server: subprocess.Popen[bytes]) -> None:
+    """After its ACCEPT, `request --watch` prints a router's PATH_DOWN close and its new ACCEPT,
+    answers the close with RECVD_CLOSE, and stops at a close for good."""
+    from terrapin.constants import DenialReason, MessageCode
+    from terrapin.host_agent import Endpoint
+    from terrapin.protocol.messages import ReservationMessage
+
+    watcher = subprocess.Popen(
+        [*AGENT, "request", "--dst", "127.0.0.1", "--sport", "1", "--dport", "2", "--burst", "3000",
+         "--priority", "6", "--rate", "10000", "--context", "11", "--timeout", "0.5", "--watch", "15"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert watcher.stdout is not None
+    first = json.loads(watcher.stdout.readline())
+    assert first["outcome"] == "ACCEPTED"
+    router = Endpoint()
+    try:
+        channel = ReservationMessage(
+            MessageCode.NOTIFY_CLOSE, 11, "127.0.0.1", "127.0.0.1", protocol=17, priority=6,
+            flow_key=1 << 16 | 2, reason=DenialReason.PATH_DOWN,
+        )  # fmt: skip
+        router.send("127.0.0.1", channel)
+        down = json.loads(watcher.stdout.readline())
+        assert down["notice"] == "NOTIFY_CLOSE" and down["reason_name"] == "PATH_DOWN"
+        deadline = time.monotonic() + 5
+        answered = False
+        while not answered and time.monotonic() < deadline:
+            got = router.receive(1.0)
+            answered = got is not None and got[1].code == MessageCode.RECVD_CLOSE and got[1].context == 11
+        assert answered
+        router.send("127.0.0.1", channel.with_code(MessageCode.REQUEST_ACCEPT, reason=0, delay_us=42_000))
+        up = json.loads(watcher.stdout.readline())
+        assert up["notice"] == "REQUEST_ACCEPT" and up["delay_us"] == 42_000
+        router.send("127.0.0.1", channel.with_code(MessageCode.NOTIFY_CLOSE, reason=0))
+        closed = json.loads(watcher.stdout.readline())
+        assert closed["notice"] == "NOTIFY_CLOSE" and "reason_name" not in closed
+        assert watcher.wait(5) == 0
+    finally:
+        router.close()
+        watcher.kill()
+        watcher.wait()

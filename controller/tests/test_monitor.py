@@ -55,9 +55,10 @@ def ledger_with_channel(switches: int = 2) -> tuple[Config, AdmissionLedger, Res
 
 
 def entries(ledger: AdmissionLedger, store: ReservationStore) -> Any:
-    """The reservation service's own entries of a reservation (the policer it programs); they
-    depend on the reservation alone, not on the topology."""
-    return ReservationService(ledger, Topology(chain_config(1)), store, FakeFabric([])).entries
+    """The reservation service's own entries of a reservation (the policer it programs), on the
+    chain its reservations cross (a hop's entry names a pin where the path leaves the route)."""
+    switches = max((int(h.port.switch[1:]) for r in store.all() for h in r.allocation.hops), default=1)
+    return ReservationService(ledger, Topology(chain_config(switches)), store, FakeFabric([])).entries
 
 
 def sample(

@@ -51,6 +51,10 @@ def test_every_name_is_in_the_compiled_p4info() -> None:
     assert key == p4program.CHANNEL_KEY
     # one entry per channel id, so the store hands out no id the switch has no room for
     assert tables[p4program.T_CHANNELS].size == p4program.MAX_CHANNELS
+    # a channel's pin is found by the channel's own key, one per channel at a switch
+    pins = tables[p4program.T_CHANNEL_PATHS]
+    assert tuple(f.name for f in pins.match_fields) == p4program.CHANNEL_KEY
+    assert pins.size == p4program.MAX_CHANNELS
     # the aggregates' key: ternary fields of these widths (the configuration is checked against them)
     fields = tables[p4program.T_AGGREGATES].match_fields
     assert {f.name: f.bitwidth for f in fields} == p4program.AGGREGATE_KEY
@@ -76,6 +80,7 @@ def test_numbers_match_constants_p4() -> None:
         "EXCESS_DEMOTE",
         "MAX_AGGREGATES",
         "MAX_CHANNELS",
+        "ETHERTYPE_LINK_PROBE",
     )
     for const in named:
         assert values[const] == getattr(p4program, const), const

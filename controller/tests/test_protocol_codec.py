@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from terrapin.admission.model import JUMPING_WINDOW, METER, MOVING_WINDOW, Policer
 from terrapin.constants import MessageCode
 from terrapin.protocol.messages import (
+    FLAG_CLOSE_WHEN_DOWN,
     FLAG_POLICER,
     MalformedMessage,
     ReservationMessage,
@@ -292,3 +293,21 @@ def test_round_trip_any_message_with_any_policer(msg: ReservationMessage, police
         policer = Policer()
     with_policer = replace(msg, policer=policer)
     assert decode(with_policer.encode()) == with_policer
+
+
+def test_close_when_down_is_a_request_admits_flag_its_answers_drop() -> None:
+    """Flag bit 3 (docs/protocol.md): kept by a REQUEST_ADMIT, dropped from every answer made
+    from it, malformed on any other message."""
+    asked = replace(ADMIT, flags=FLAG_CLOSE_WHEN_DOWN)
+    raw = asked.encode()
+    assert raw[5] == FLAG_CLOSE_WHEN_DOWN and decode(raw) == asked
+    for code in MessageCode:
+        if code != MessageCode.REQUEST_ADMIT:
+            assert not asked.with_code(code).flags & FLAG_CLOSE_WHEN_DOWN
+    forged = bytearray(ADMIT.with_code(MessageCode.REQUEST_ACCEPT).encode())
+    forged[5] |= FLAG_CLOSE_WHEN_DOWN
+    forged[2:4] = b"\0\0"
+    forged[2:4] = struct.pack("!H", internet_checksum(bytes(forged)))
+    with pytest.raises(MalformedMessage) as info:
+        decode(bytes(forged))
+    assert info.value.field == "flags"

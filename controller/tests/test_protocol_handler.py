@@ -17,7 +17,7 @@ from terrapin.config import Config
 from terrapin.constants import DenialReason, MessageCode
 from terrapin.main import Controller
 from terrapin.paths import MovingWindowEntry
-from terrapin.protocol.messages import FLAG_RETRANSMISSION, ReservationMessage, decode
+from terrapin.protocol.messages import FLAG_CLOSE_WHEN_DOWN, FLAG_RETRANSMISSION, ReservationMessage, decode
 from terrapin.protocol.packets import build_frame, parse_frame
 from terrapin.protocol.status import ChannelRecord, QueueRecord, decode_status
 from terrapin.reservations import installation_tag
@@ -103,6 +103,18 @@ def test_admit_accept_installs_every_hop() -> None:
         assert accepted.rate == rec.allocation.rate and accepted.hops == 4
         entry = net.fab.entries["s3"][rec.selector]
         assert entry.priority == 6 and entry.cir >= 100_000
+
+    asyncio.run(run())
+
+
+def test_close_when_down_travels_with_the_hold_to_the_reservation() -> None:
+    async def run() -> None:
+        net = Net()
+        await establish(net, admit(context=3, flags=FLAG_CLOSE_WHEN_DOWN))
+        await establish(net, admit(context=4))
+        closing, waiting = (net.ctl.service.get(ChannelKey(H1, c)) for c in (3, 4))
+        assert closing is not None and closing.close_when_down
+        assert waiting is not None and not waiting.close_when_down
 
     asyncio.run(run())
 
@@ -399,5 +411,33 @@ def test_a_hold_that_expired_with_its_controller_frees_its_capacity(pg_dsn: str)
         )
         assert back[0][2].code == MessageCode.REQUEST_DENIED
         assert second.ctl.service.get(ChannelKey(H1, 7)) is None and second.installed()["s1"] == 0
+
+    asyncio.run(run())
+
+
+def test_the_initiator_is_told_when_its_channel_is_down_and_up_again() -> None:
+    """A restoration's word to an in-band initiator (restoration.py): NOTIFY_CLOSE with
+    PATH_DOWN from its first router, REQUEST_ACCEPT with the bound when a path carries the
+    channel again; the initiator's RECVD_CLOSE to that router ends there."""
+
+    async def run() -> None:
+        net = Net()
+        await establish(net, admit())
+        record = net.ctl.service.get(ChannelKey(H1, 7))
+        assert record is not None
+        router = net.ctl.topology.router_ip("s1")
+        assert router is not None
+        for up, code in ((False, MessageCode.NOTIFY_CLOSE), (True, MessageCode.REQUEST_ACCEPT)):
+            before = len(net.fab.sent)
+            await net.ctl.handler.tell_initiator(record, up)
+            ((switch, frame),) = net.fab.sent[before:]
+            told = parse_frame(frame)
+            msg = decode(told.icmp)
+            assert (switch, told.src, told.dst, msg.code, msg.context) == ("s1", router, H1, code, 7)
+            assert msg.reason == (0 if up else DenialReason.PATH_DOWN)
+            assert msg.delay_us == (record.allocation.worst_case_delay_us if up else 0)
+        answer = admit().with_code(MessageCode.RECVD_CLOSE)
+        assert await net.send(["s1"], H1, router, answer) == []
+        assert net.ctl.handler.counters["recvd_close_here"] == 1
 
     asyncio.run(run())

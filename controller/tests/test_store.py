@@ -324,3 +324,42 @@ def test_an_allocation_keeps_its_tolerance_and_its_hops_jitter_across_a_restart(
         del hop["jitter_us"]
     before = allocation_from_json(json.dumps(old))
     assert before.tolerance_us == 0 and before.hops[0].jitter_us == 0
+
+
+def test_a_moved_or_down_reservation_is_the_same_for_every_replica_and_after_a_restart(
+    replicas: Callable[[], ReservationStore],
+) -> None:
+    """Restoration's writes (Transaction.readmit and move): a reservation admitted again is
+    moved with its new allocation, its old released first; one no path admits is down, holding
+    nothing, with its note. Another replica following the journal, and one reloading the
+    tables, see both the same."""
+    a = replicas()
+    assert isinstance(admit(a, 1), Allocation) and isinstance(admit(a, 2), Allocation)
+    one, two = ChannelKey("10.0.1.2", 1), ChannelKey("10.0.1.2", 2)
+    b = replicas()
+    with a.transaction() as txn:
+        record = a.get(one)
+        assert record is not None
+        again = txn.readmit(one, PATH, ENVELOPE)
+        assert isinstance(again, Allocation)
+        moved = txn.move(one, again)
+        txn.unadmit(two)
+        down = txn.move(two, None, "no path: s2 is not connected")
+    assert moved is not None and moved.state == "active" and moved.channel_id == record.channel_id
+    assert down is not None and down.state == "down" and down.note == "no path: s2 is not connected"
+    assert a.ledger is not None and a.ledger.get(two) is None and a.ledger.get(one) is not None
+    for other in (b, replicas()):
+        other.sync()
+        kept = other.get(two)
+        assert kept is not None and (kept.state, kept.note) == ("down", "no path: s2 is not connected")
+        assert other.ledger is not None and other.ledger.get(two) is None
+        assert other.ledger.get(one) is not None
+    # back up: admitted again from down, the note gone
+    with a.transaction() as txn:
+        again = txn.readmit(two, PATH, ENVELOPE)
+        assert isinstance(again, Allocation)
+        txn.move(two, again)
+    b.sync()
+    back = b.get(two)
+    assert back is not None and (back.state, back.note) == ("active", "")
+    assert b.ledger is not None and b.ledger.get(two) is not None

@@ -25,6 +25,10 @@ const bit<32> QUEUES_PER_PORT = 8;
 const bit<16> ETHERTYPE_IPV4 = 0x0800;
 const bit<16> ETHERTYPE_ARP = 0x0806;
 const bit<16> ETHERTYPE_VLAN = 0x8100;
+// The controller's link probes (IEEE 802's local experimental EtherType 1): sent out of every
+// trunk port by PacketOut and handed back to the controller by the switch at the other end,
+// which is how it knows the trunk carries traffic (docs/controller.md, "Trunks").
+const bit<16> ETHERTYPE_LINK_PROBE = 0x88B5;
 const bit<8> IP_PROTO_ICMP = 1;
 const bit<8> IP_PROTO_TCP = 6;
 const bit<8> IP_PROTO_UDP = 17;

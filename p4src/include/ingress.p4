@@ -322,6 +322,29 @@ control TerrapinIngress(inout headers_t hdr,
         size = MAX_CHANNELS;
     }
 
+    // ---- Pinned channels: a channel follows its destination's route unless the controller
+    // pinned it to another port at this hop (a restoration moved it off a dead trunk and kept
+    // it on its new path when the route came back; docs/controller.md, "Trunks").
+    action pin(port_t port, mac_addr_t next_hop_mac) {
+        standard_metadata.egress_spec = port;
+        hdr.ethernet.dst_addr = next_hop_mac;
+    }
+
+    table channel_paths {
+        key = {
+            hdr.ipv4.src_addr : exact @name("src_addr");
+            hdr.ipv4.dst_addr : exact @name("dst_addr");
+            hdr.ipv4.protocol : exact @name("protocol");
+            meta.flow_key : exact @name("flow_key");
+        }
+        actions = {
+            pin;
+            @defaultonly NoAction;
+        }
+        const default_action = NoAction();
+        size = MAX_CHANNELS;
+    }
+
     // ---- Aggregates: the few unadmitted traffic aggregates the controller lifts out of best
     // effort (for example network control), each policed by its aggregate meter. The controller
     // reserves each one's envelope at its level on every port (docs/controller.md).
@@ -361,6 +384,14 @@ control TerrapinIngress(inout headers_t hdr,
             } else {
                 drop_packet(DROP_UNSUPPORTED);
             }
+        } else if (hdr.ethernet.ether_type == ETHERTYPE_LINK_PROBE) {
+            // A link probe from the switch at the other end of this port's trunk: the
+            // controller learns the trunk carries traffic (docs/controller.md, "Trunks").
+            hdr.packet_in.setValid();
+            hdr.packet_in.ingress_port = standard_metadata.ingress_port;
+            hdr.packet_in._pad = 0;
+            standard_metadata.egress_spec = CPU_PORT;
+            standard_metadata.priority = PRIORITY_RESERVATION;
         } else if (!hdr.ipv4.isValid()) {
             drop_packet(DROP_UNSUPPORTED);
         } else if (hdr.reservation.isValid() && !hdr.packet_out.isValid()) {
@@ -379,6 +410,7 @@ control TerrapinIngress(inout headers_t hdr,
                 // Re-injected by the controller (PacketOut through the pipeline).
                 standard_metadata.priority = PRIORITY_RESERVATION;
             } else if (channels.apply().hit) {
+                channel_paths.apply();
                 if (meta.color == METER_GREEN) {
                     standard_metadata.priority = meta.channel_priority;
                 } else if (meta.color == METER_YELLOW) {

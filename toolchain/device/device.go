@@ -115,16 +115,22 @@ type Device struct {
 	pipeMu sync.RWMutex
 	pipe   Pipeline
 
-	ports   [512]*egressPort
-	inputs  []*inputPort
-	cpu     *egressPort
-	cpuIn   *inputPort
-	injMu   sync.Mutex
-	injW    *worker
-	subs    atomic.Pointer[[]*packetInSub]
-	subMu   sync.Mutex
-	running atomic.Bool
-	rt      *rtBudget
+	ports  [512]*egressPort
+	inputs []*inputPort
+	cpu    *egressPort
+	cpuIn  *inputPort
+	injMu  sync.Mutex
+	// Set under injMu when the ports close: a packet-out that comes later
+	// (the P4Runtime server outlives Run) must not touch unmapped rings.
+	portsClosed bool
+	injW        *worker
+	subs        atomic.Pointer[[]*packetInSub]
+	subMu       sync.Mutex
+	running     atomic.Bool
+	rt          *rtBudget
+	linkFd      int // rtnetlink socket following the ports' links; -1: none
+	// told when a port's link changes (gNMI's subscriptions)
+	portWatchers portWatchers
 
 	// drops not tied to a queue
 	dropNoPipeline atomic.Uint64
@@ -195,6 +201,11 @@ type egressPort struct {
 	txPackets atomic.Uint64
 	txBytes   atomic.Uint64
 	txErrors  atomic.Uint64
+	// The link has no carrier: what is sent here is dropped and counted
+	// (carrier_linux.go).
+	ifindex     int32
+	noCarrier   atomic.Bool
+	txNoCarrier atomic.Uint64
 	// pacerLate is how much later than due the pacer woke from each sleep
 	// (the OS's and the Go scheduler's delay together).
 	pacerLate latencyHist
@@ -232,7 +243,7 @@ func New(cfg Config) (*Device, error) {
 	if cfg.CPUPort >= DropPort {
 		return nil, fmt.Errorf("cpu port %d: must be below 511 (the drop port)", cfg.CPUPort)
 	}
-	d := &Device{cfg: cfg, log: cfg.Logger, start: time.Now(), nq: cfg.PriorityQueues, rt: newRTBudget(cfg.RTPriority)}
+	d := &Device{cfg: cfg, log: cfg.Logger, start: time.Now(), nq: cfg.PriorityQueues, rt: newRTBudget(cfg.RTPriority), linkFd: -1}
 	ok := false
 	defer func() {
 		if !ok {
@@ -296,6 +307,13 @@ func New(cfg Config) (*Device, error) {
 		d.cpuIn = &inputPort{num: uint16(cfg.CPUPort), iface: "cpu"}
 	}
 	d.injW = d.newWorker()
+	// Opened here, in the namespace the ports are in.
+	d.initCarrier()
+	if fd, err := openLinkWatch(); err != nil {
+		d.log.Warn("link state: cannot follow the ports' links; a port without carrier will not be noticed", "err", err)
+	} else {
+		d.linkFd = fd
+	}
 	ok = true
 	return d, nil
 }
@@ -408,6 +426,9 @@ func (d *Device) InjectPacketOut(frame []byte) error {
 	}
 	d.injMu.Lock()
 	defer d.injMu.Unlock()
+	if d.portsClosed {
+		return errors.New("packet-out: the switch is shutting down")
+	}
 	d.cpuIn.rxPackets.Add(1)
 	d.cpuIn.rxBytes.Add(uint64(len(frame)))
 	w := d.injW
@@ -442,6 +463,13 @@ func (d *Device) Run(ctx context.Context) error {
 				d.pacerLoop(ctx, eg)
 			}()
 		}
+	}
+	if d.linkFd >= 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d.watchCarrier(ctx, d.linkFd)
+		}()
 	}
 	var err error
 	select {
@@ -496,7 +524,14 @@ func (d *Device) reserveProcs() {
 }
 
 func (d *Device) closePorts() error {
+	d.injMu.Lock()
+	d.portsClosed = true
+	d.injMu.Unlock()
 	var first error
+	if d.linkFd >= 0 {
+		_ = unix.Close(d.linkFd)
+		d.linkFd = -1
+	}
 	for _, in := range d.inputs {
 		if err := in.pcap.close(); err != nil && first == nil {
 			first = err
@@ -780,6 +815,9 @@ func (d *Device) transmit(eg *egressPort) {
 				s.fn(f)
 			}
 		}
+	} else if eg.noCarrier.Load() {
+		// No link: dropped, as a NIC drops (carrier_linux.go).
+		eg.txNoCarrier.Add(uint64(len(frames)))
 	} else {
 		sent, _ := eg.sock.send(frames)
 		var bytes uint64

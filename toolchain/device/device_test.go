@@ -657,3 +657,85 @@ func TestRingVersions(t *testing.T) {
 		})
 	}
 }
+
+// A port whose link loses its carrier drops what is sent to it instead of
+// holding it for the link's return (carrier_linux.go): after the peer comes
+// back up, nothing sent during the outage arrives, and the drops are counted.
+func TestCarrierLossDropsInsteadOfHolding(t *testing.T) {
+	for _, io := range []IOMode{IOAFPacket, IOAuto} {
+		t.Run(io.String(), func(t *testing.T) {
+			tn := newTestNet(t, 2, 1500)
+			d := tn.newDevice(t, Config{IO: io})
+			d.SetPipeline(crossConnect(2))
+			h1, h2 := tn.hostSocket(t, 1), tn.hostSocket(t, 2)
+			told := make(chan PortState, 16)
+			defer d.WatchPorts(func(p PortState) { told <- p })()
+			start(t, d)
+			carrier := func(want bool) {
+				t.Helper()
+				deadline := time.Now().Add(3 * time.Second)
+				for time.Now().Before(deadline) {
+					for _, p := range d.Stats().Ports {
+						if p.Port == 2 && p.NoCarrier != want {
+							return
+						}
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+				t.Fatalf("port 2 never showed carrier %v", want)
+			}
+			h1.send(t, testFrame(100, 1, 0))
+			if got, _ := h2.recv(t, 2*time.Second); got == nil || frameSeq(got) != 1 {
+				t.Fatalf("no frame forwarded before the cut")
+			}
+			run(t, "ip", "-n", tn.name, "link", "set", tn.host(2), "down")
+			carrier(false)
+			select {
+			case p := <-told:
+				if p.Number != 2 || p.Up || p.Name == "" {
+					t.Fatalf("watchers told %+v", p)
+				}
+			case <-time.After(time.Second):
+				t.Fatal("the port's watchers were not told it lost its link")
+			}
+			if ps := d.Ports(); len(ps) != 2 || ps[1].Up || !ps[0].Up {
+				t.Fatalf("Ports() = %+v, want port 1 up and port 2 down", ps)
+			}
+			const held = 200
+			for i := 0; i < held; i++ {
+				h1.send(t, testFrame(100, uint32(100+i), 0))
+			}
+			deadline := time.Now().Add(3 * time.Second)
+			for noCarrier(d, 2) < held && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond)
+			}
+			if n := noCarrier(d, 2); n != held {
+				t.Fatalf("%d frames counted as dropped for no carrier, want %d", n, held)
+			}
+			run(t, "ip", "-n", tn.name, "link", "set", tn.host(2), "up")
+			carrier(true)
+			h2.clearError()
+			h1.send(t, testFrame(100, 1000, 0))
+			for {
+				got, _ := h2.recv(t, 2*time.Second)
+				if got == nil {
+					t.Fatalf("nothing forwarded after the link came back")
+				}
+				if seq := frameSeq(got); seq >= 100 && seq < 100+held {
+					t.Fatalf("frame %d, sent while the link was down, arrived after it came back", seq)
+				} else if seq == 1000 {
+					break
+				}
+			}
+		})
+	}
+}
+
+func noCarrier(d *Device, port uint16) uint64 {
+	for _, p := range d.Stats().Ports {
+		if p.Port == port {
+			return p.TxNoCarrier
+		}
+	}
+	return 0
+}

@@ -243,6 +243,12 @@ func (h *hostSock) send(t testing.TB, frame []byte) {
 
 // recv waits up to timeout for a frame; it returns the frame and its kernel
 // receive timestamp, or nil on timeout.
+// clearError takes the error the kernel left pending on the socket when its
+// interface went down, so the next recv reports frames, not the old ENETDOWN.
+func (h *hostSock) clearError() {
+	_, _ = unix.GetsockoptInt(h.fd, unix.SOL_SOCKET, unix.SO_ERROR)
+}
+
 func (h *hostSock) recv(t testing.TB, timeout time.Duration) ([]byte, time.Time) {
 	t.Helper()
 	tv := unix.NsecToTimeval(int64(timeout))

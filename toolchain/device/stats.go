@@ -31,6 +31,8 @@ type PortStats struct {
 	TxPackets   uint64
 	TxBytes     uint64
 	TxErrors    uint64 // frames the kernel refused
+	TxNoCarrier uint64 // frames dropped because the link had no carrier
+	NoCarrier   bool   // the link has no carrier now
 	Depth       int64
 	MaxDepth    int64
 	Queues      []QueueStats
@@ -78,6 +80,7 @@ func (d *Device) Stats() Stats {
 		ps := PortStats{
 			Port: eg.num, Iface: eg.iface, RateBps: eg.rateBps,
 			TxPackets: eg.txPackets.Load(), TxBytes: eg.txBytes.Load(), TxErrors: eg.txErrors.Load(),
+			TxNoCarrier: eg.txNoCarrier.Load(), NoCarrier: eg.noCarrier.Load(),
 			MaxDepth: eg.maxDepth.Load(), PacerLate: eg.pacerLate.snapshot(),
 		}
 		if eg.sock != nil {
@@ -138,6 +141,13 @@ func (d *Device) WriteMetrics(w io.Writer) error {
 		{"terrapin_port_tx_packets_total", "Frames transmitted on the port.", "counter", func(p PortStats) uint64 { return p.TxPackets }},
 		{"terrapin_port_tx_bytes_total", "Bytes transmitted on the port.", "counter", func(p PortStats) uint64 { return p.TxBytes }},
 		{"terrapin_port_tx_errors_total", "Frames the kernel refused to transmit.", "counter", func(p PortStats) uint64 { return p.TxErrors }},
+		{"terrapin_port_tx_no_carrier_total", "Frames dropped because the port's link had no carrier.", "counter", func(p PortStats) uint64 { return p.TxNoCarrier }},
+		{"terrapin_port_carrier", "1 while the port's link is up with a carrier.", "gauge", func(p PortStats) uint64 {
+			if p.NoCarrier {
+				return 0
+			}
+			return 1
+		}},
 		{"terrapin_port_queue_depth", "Packets queued on the port now.", "gauge", func(p PortStats) uint64 { return uint64(p.Depth) }},
 		{"terrapin_port_queue_depth_max", "Most packets queued on the port at once.", "gauge", func(p PortStats) uint64 { return uint64(p.MaxDepth) }},
 		{"terrapin_port_rate_bits_per_second", "Configured line rate (0 = unlimited).", "gauge", func(p PortStats) uint64 { return p.RateBps }},

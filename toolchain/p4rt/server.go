@@ -40,6 +40,10 @@ type Config struct {
 	// TLS, when set, serves P4Runtime over TLS with it (and checks client
 	// certificates as it says); nil serves plaintext.
 	TLS *tls.Config
+	// Also registers more services on the same gRPC server (the switch's
+	// gNMI), as Stratum and simple_switch_grpc serve theirs beside
+	// P4Runtime on one address.
+	Also []func(grpc.ServiceRegistrar)
 }
 
 // Server is the P4Runtime service of one device.
@@ -50,6 +54,7 @@ type Server struct {
 	target   Target
 	log      *slog.Logger
 	tls      *tls.Config
+	also     []func(grpc.ServiceRegistrar)
 	arb      *arbiter
 	digests  *digestEngine
 
@@ -73,7 +78,7 @@ func NewServer(cfg Config) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{deviceID: cfg.DeviceID, target: cfg.Target, log: log, tls: cfg.TLS, arb: newArbiter(), running: cfg.Program}
+	s := &Server{deviceID: cfg.DeviceID, target: cfg.Target, log: log, tls: cfg.TLS, also: cfg.Also, arb: newArbiter(), running: cfg.Program}
 	s.digests = newDigestEngine(s)
 	cfg.Target.SetControllerSink(s.toController)
 	cfg.Target.SetDigestSink(s.digests.receive)
@@ -92,6 +97,9 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	}
 	g := grpc.NewServer(opts...)
 	s.Register(g)
+	for _, register := range s.also {
+		register(g)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go s.digests.run(ctx)

@@ -36,10 +36,10 @@ EXACT = Promise(tolerance_us=0, delay_us=0)  # a channel through an exact switch
 
 
 def test_select_names_experiments_in_the_order_given_and_refuses_unknown_ones() -> None:
-    assert [e.tag for e in select("")] == [f"E{n}" for n in range(1, 11)]
+    assert [e.tag for e in select("")] == [f"E{n}" for n in range(1, 12)]
     assert [e.tag for e in select("e5, E3")] == ["E5", "E3"]
-    with pytest.raises(SystemExit, match="no experiment E11"):
-        select("E3,E11")
+    with pytest.raises(SystemExit, match="no experiment E12"):
+        select("E3,E12")
 
 
 def test_the_report_section_shows_verdict_seed_figures_plot_and_command() -> None:

@@ -235,16 +235,18 @@ def check_best_effort_floor(port: PortModel, after: PortLoad, cand: Candidate) -
         Σ (ρ_i·T/C + o) + (ρ_new·T/C + o) + floor·T <= T
 
     i.e. in rates: Σρ + n·o·C/T <= (1 − floor)·C. With T = 0 the overhead term vanishes.
+    The protocol's traffic counts with Σρ; the link probes come out of the floor itself, as far
+    as it reaches (they are the network's own best-effort-sized upkeep).
     """
     line = port.line_rate
-    rate = after.admitted_rate + port.control_rate
+    limit = _floor_limit(port)
+    rate = after.admitted_rate + port.control_rate - min(port.probe_rate, line - limit)
     overhead = 0
     if port.allocation_interval_us > 0 and port.per_channel_overhead_us > 0:
         overhead = ceil_div(
             after.admitted_channels * port.per_channel_overhead_us * line,
             port.allocation_interval_us,
         )
-    limit = _floor_limit(port)
     used = rate + overhead
     if used <= limit:
         return []

@@ -132,6 +132,9 @@ class PortModel:
     # Protocol messages ride level 7 above every admitted level; their envelope counts too.
     control_rate: int = 0
     control_burst: int = 0
+    # Of control_rate: the controller's link probes out of a trunk port (docs/controller.md,
+    # "Trunks"), served at level 7 like the protocol but taken from best effort's floor.
+    probe_rate: int = 0
     # Aggregates at levels 1..6 (level 7's are in control_rate/control_burst, above every level).
     standing: tuple[StandingLoad, ...] = ()
     # 0: the switch shapes the port in bytes/s. > 0: it shapes it in packets/s (BMv2), and every

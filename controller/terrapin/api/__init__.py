@@ -21,14 +21,17 @@ from terrapin.api.app import create_app
 from terrapin.api.auth import Tokens
 from terrapin.api.context import ApiContext, OperatorContext, Telemetry
 from terrapin.api.errors import JsonErrorsH11Protocol
-from terrapin.api.health import ReplicaOut
+from terrapin.api.health import ReplicaOut, RestorationChangeOut, RestorationOut, TrunkOut
 
 __all__ = [
     "ApiContext",
     "JsonErrorsH11Protocol",
     "OperatorContext",
     "ReplicaOut",
+    "RestorationChangeOut",
+    "RestorationOut",
     "Telemetry",
     "Tokens",
+    "TrunkOut",
     "create_app",
 ]

@@ -11,6 +11,7 @@ from fastapi import Response as FastAPIResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from terrapin.api.context import Api
+from terrapin.store import DOWN
 
 router = APIRouter()
 
@@ -41,6 +42,32 @@ class ReplicaOut(BaseModel):
     store_error: str | None = Field(default=None, description="why the lease could not be read")
 
 
+class TrunkOut(BaseModel):
+    trunk: str = Field(description="its two ends, switch:port-switch:port")
+    up: bool = Field(
+        description="whether it carries the controller's probes both ways (docs/controller.md, Trunks)"
+    )
+    changed_at: float | None = Field(description="when it last went down or came back (Unix time)")
+    why: str | None = Field(description="why it is down")
+
+
+class RestorationChangeOut(BaseModel):
+    reservation: int
+    channel: str = Field(description="initiator/context")
+    kind: Literal["moved", "down", "restored", "closed"]
+    what: str = Field(description="its path before => after, or why it is down")
+
+
+class RestorationOut(BaseModel):
+    down: list[str] = Field(description="the trunks down when it ran")
+    started_at: float = Field(description="Unix time")
+    finished_at: float = Field(description="Unix time: every change recorded and written")
+    store_ms: float = Field(description="admitting each channel on its new path and recording it")
+    switches_ms: float = Field(description="making the switches match (new paths first)")
+    changes: list[RestorationChangeOut]
+    errors: dict[str, str] = Field(description="switches not written (they are when they reconnect)")
+
+
 class HealthOut(BaseModel):
     # Extra keys may be added by the process that serves the API (main.py adds the two below).
     model_config = ConfigDict(extra="allow")
@@ -64,6 +91,15 @@ class HealthOut(BaseModel):
     )
     replication: ReplicaOut | None = Field(
         default=None, description="replicated controllers only: this replica's role and the lease"
+    )
+    trunks: list[TrunkOut] = Field(
+        default_factory=list,
+        description="the switch-to-switch links and whether they carry traffic (the primary's view;"
+        " a trunk down degrades the status only if it leaves a channel down)",
+    )
+    channels_down: int = Field(default=0, description="reservations no path admits now (state down)")
+    restoration: RestorationOut | None = Field(
+        default=None, description="the last restoration: what moved off dead trunks, and how fast"
     )
 
 
@@ -93,6 +129,11 @@ async def health(api: Api, response: FastAPIResponse) -> HealthOut:
     down = sorted(name for name, s in switches.items() if not s.ready)
     reasons = await api.store_problems() if api.store_problems is not None else []
     reasons += [f"switch {name}: {switches[name].problem or 'not ready'}" for name in down]
+    stranded = [r for r in api.service.list() if r.state == DOWN]
+    if stranded:
+        ids = ", ".join(str(r.reservation_id) for r in stranded[:10])
+        more = f" and {len(stranded) - 10} more" if len(stranded) > 10 else ""
+        reasons.append(f"{len(stranded)} reservations down, no path admits them: {ids}{more}")
     extra = await api.health_extra() if api.health_extra is not None else {}
     if reasons:
         response.status_code = 503
@@ -102,5 +143,6 @@ async def health(api: Api, response: FastAPIResponse) -> HealthOut:
         degraded=down,
         switches=switches,
         reservations=api.service.count(),
+        channels_down=len(stranded),
         **extra,
     )

@@ -97,6 +97,11 @@ class ReservationIn(BaseModel):
     excess: Literal["demote", "drop"] | None = Field(
         default=None, description="what traffic beyond the envelope gets; default from config"
     )
+    on_path_down: Literal["wait", "close"] = Field(
+        default="wait",
+        description="when a trunk or switch on its path goes down and no other path admits it:"
+        " wait (down, set up again when a path does) or close (docs/controller.md, Trunks)",
+    )
     window_us: int | None = _policer_field("jumping_window: the window T, µs", gt=0, le=U32)
     window_counts: Literal["bytes", "packets"] | None = _policer_field(
         "jumping_window: B counts bytes (default), or whole max_packet packets"
@@ -218,7 +223,13 @@ class ReservationOut(BaseModel):
     delay_bound_us: int
     avg_idle_us: int
     origin: str
-    state: str
+    state: str = Field(
+        description="installing (being written), active (promised), or down (a trunk or switch on its"
+        " path went down and no other path admits it: it holds nothing and is admitted again when a"
+        " path does; docs/controller.md, Trunks)"
+    )
+    note: str | None = Field(default=None, description="why it is down")
+    on_path_down: Literal["wait", "close"] = "wait"
     excess: str
     policer: str
     window_us: int | None = None
@@ -334,6 +345,8 @@ def reservation_out(r: Reservation) -> ReservationOut:
         avg_idle_us=env.avg_idle_us,
         origin=r.origin,
         state=r.state,
+        note=r.note or None,
+        on_path_down="close" if r.close_when_down else "wait",
         excess="demote" if r.demote_excess else "drop",
         **_policer_out(env),
         allocation=allocation_out(r.allocation),

@@ -166,6 +166,7 @@ async def create(api: ApiContext, body: ReservationIn) -> ReservationOut:
         envelope=body.envelope(),
         origin="rest",
         demote_excess=None if body.excess is None else body.excess == "demote",
+        close_when_down=body.on_path_down == "close",
     )
     try:
         result = await api.service.create(request)

@@ -2,6 +2,7 @@
 
 checks.py   expectations from the admission model and conclusions from two samples (pure)
 events.py   violation episodes in SQLite, bounded
+trunks.py   the promises a dead trunk breaks (pure)
 service.py  the polling loop, the data plane's delay bounds, the live stream
 """
 

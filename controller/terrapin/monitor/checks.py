@@ -28,7 +28,7 @@ from terrapin.admission.model import ChannelKey, PortId, PortLoad, PortModel
 from terrapin.constants import ADMITTED_PRIORITIES
 from terrapin.p4program import DELAY_BAND_NAMES
 from terrapin.paths import ChannelEntry, ChannelSelector
-from terrapin.store import Reservation
+from terrapin.store import DOWN, Reservation
 from terrapin.switches import MonitorSample
 
 NETWORK = "network"
@@ -38,8 +38,17 @@ QUEUE_DELAY = "queue_delay"  # packets of an admitted queue waited longer than i
 SOURCE_EXCESS = "source_excess"  # the first hop's meter marked a channel's traffic yellow/red
 DOWNSTREAM_EXCESS = "downstream_excess"  # a later hop's meter did, the first hop's did not
 POLICER = "policer"  # more green bytes left a meter than its envelope allows
+PATH_DOWN = "path_down"  # a channel's path crosses a trunk that is down (it is being moved)
+CHANNEL_DOWN = "channel_down"  # no path admits a channel: it is down until one does
 
-KINDS = {QUEUE_DELAY: NETWORK, SOURCE_EXCESS: SOURCE, DOWNSTREAM_EXCESS: NETWORK, POLICER: NETWORK}
+KINDS = {
+    QUEUE_DELAY: NETWORK,
+    SOURCE_EXCESS: SOURCE,
+    DOWNSTREAM_EXCESS: NETWORK,
+    POLICER: NETWORK,
+    PATH_DOWN: NETWORK,
+    CHANNEL_DOWN: NETWORK,
+}
 
 OVER = DELAY_BAND_NAMES.index("over")
 Cell = tuple[int, int]  # (port, priority)
@@ -239,9 +248,11 @@ def hop_expectations(
 ) -> list[HopExpectation]:
     """Every hop of every reservation with its policer as programmed: `entries` is the
     reservation service's own (ReservationService.entries), so the meter checked is the one
-    written."""
+    written. A reservation that is down has none."""
     hops = []
     for record in reservations:
+        if record.state == DOWN:
+            continue
         for index, (hop, entry) in enumerate(zip(record.allocation.hops, entries(record), strict=True)):
             hops.append(
                 HopExpectation(

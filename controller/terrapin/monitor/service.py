@@ -37,7 +37,8 @@ from terrapin.monitor.checks import (
     with_fresh_channels,
 )
 from terrapin.monitor.events import Event, EventLog
-from terrapin.paths import ChannelEntry, ChannelProgrammer
+from terrapin.monitor.trunks import path_findings
+from terrapin.paths import ChannelEntry, ChannelProgrammer, Topology
 from terrapin.store import Reservation
 from terrapin.switches import MonitorSample, QueueBound
 
@@ -93,8 +94,10 @@ class GuaranteeMonitor:
         config: MonitorConfig,
         observer: MonitorObserver | None = None,
         clock: Callable[[], float] = time.time,
+        topology: Topology | None = None,
     ) -> None:
         self._ledger = ledger
+        self._topology = topology  # its down trunks break the promises of the channels on them
         self._reservations = reservations
         self._entries = entries
         self._fabric = fabric
@@ -210,6 +213,9 @@ class GuaranteeMonitor:
         verdict = evaluate(
             self._samples, samples, queues, hops, self._installed, recent_source_excess=self._recent_excess
         )
+        if self._topology is not None:
+            broken = path_findings(self._reservations(), self._topology)
+            verdict = replace(verdict, findings=verdict.findings + broken)
         self._recent_excess = first_hop_excess(self._samples, samples, hops)
         self._samples.update(samples)
         for name in self._cleared_maxima & set(self._samples):
@@ -350,6 +356,22 @@ class GuaranteeMonitor:
                     self._observer.observe_event(cleared, raised=False)
                 self._broadcast("event", cleared.as_dict())
 
+    def record_episode(self, finding: Finding, raised_at: float, cleared_at: float) -> Event | None:
+        """An episode that began and ended between two polls, known from elsewhere (a channel
+        the restoration moved off a dead trunk before a poll saw it there): recorded raised and
+        cleared. None if a poll already has it open (that poll's successor clears it)."""
+        if finding.episode in self._active:
+            return None
+        raised = self._events.raise_event(finding, raised_at)
+        self._raised[finding.cause] += 1
+        cleared = self._events.clear(raised.id, cleared_at) or raised
+        LOG.warning("%s (cleared after %.0f ms)", finding.message, (cleared_at - raised_at) * 1000)
+        if self._observer is not None:
+            self._observer.observe_event(raised, raised=True)
+            self._observer.observe_event(cleared, raised=False)
+        self._broadcast("event", cleared.as_dict())
+        return cleared
+
     def _active_counts(self) -> dict[str, int]:
         counts = {NETWORK: 0, SOURCE: 0}
         for event in self._active.values():
@@ -382,6 +404,8 @@ class GuaranteeMonitor:
                 "active_source": active[SOURCE],
             },
             "packets_over_bound": self._over_bound_packets,
+            # the trunks that carry no traffic now (the link watch's, docs/controller.md "Trunks")
+            "trunks_down": sorted(str(t) for t in self._topology.down) if self._topology else [],
             "switches": {name: dict(state) for name, state in sorted(self._switch_state.items())},
             "queues": [
                 asdict(q) | {"over_bound": q.over_bound, "worst_band": q.worst_band}

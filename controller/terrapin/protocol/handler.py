@@ -23,6 +23,7 @@ from terrapin.admission.model import ChannelEnvelope, ChannelKey
 from terrapin.constants import DenialReason, MessageCode
 from terrapin.paths import ChannelSelector
 from terrapin.protocol.messages import (
+    FLAG_CLOSE_WHEN_DOWN,
     FLAG_TRUNCATED,
     MalformedMessage,
     ReservationMessage,
@@ -31,7 +32,7 @@ from terrapin.protocol.messages import (
 from terrapin.protocol.packets import IcmpDatagram, build_frame, parse_frame
 from terrapin.protocol.status import StatusReport, encode_status
 from terrapin.reservations import ChannelRequest, Conflict, ReservationService, simple_denial
-from terrapin.store import NotPrimary, StoreUnavailable
+from terrapin.store import NotPrimary, Reservation, StoreUnavailable
 
 LOG = logging.getLogger("terrapin.protocol")
 
@@ -98,7 +99,7 @@ class ProtocolHandler:
             MessageCode.REQUEST_STATUS: self._status_request,
             MessageCode.REPORT_STATUS: self._forward,
             MessageCode.NOTIFY_CLOSE: self._notify_close,
-            MessageCode.RECVD_CLOSE: self._forward,
+            MessageCode.RECVD_CLOSE: self._recvd_close,
         }[msg.code]
         try:
             await handler(switch, datagram, msg)
@@ -122,6 +123,33 @@ class ProtocolHandler:
         src = self._service.topology.router_ip(switch) or msg.destination
         counted = msg.with_code(msg.code, hops=min(msg.hops + 1, 0xFFFF))
         await self._send(switch, build_frame(src, dst, counted.encode()))
+
+    async def tell_initiator(self, record: Reservation, up: bool) -> None:
+        """A router's word to an in-band channel's initiator after a restoration
+        (terrapin/restoration.py): NOTIFY_CLOSE with PATH_DOWN when no path admits the channel,
+        REQUEST_ACCEPT with its new bound when one does again (docs/protocol.md)."""
+        env = record.allocation.requested
+        alloc = record.allocation
+        protected = alloc.protected_delay_us
+        bound = protected if protected is not None else alloc.worst_case_delay_us
+        msg = ReservationMessage(
+            MessageCode.REQUEST_ACCEPT if up else MessageCode.NOTIFY_CLOSE,
+            record.key.context,
+            record.key.initiator,
+            record.selector.dst,
+            protocol=record.selector.protocol,
+            priority=env.priority,
+            flow_key=record.selector.flow_key,
+            rate=min(alloc.rate, U32),
+            burst=min(alloc.burst, U32),
+            avg_idle_us=min(env.avg_idle_us, U32),
+            max_packet=env.max_packet,
+            delay_us=min(bound, U32) if up else 0,
+            reason=0 if up else int(DenialReason.PATH_DOWN),
+            policer=env.policer,
+        )
+        self.counters["restored_told" if up else "down_told"] += 1
+        await self._originate(alloc.hops[0].port.switch, record.key.initiator, msg)
 
     async def _deny(self, switch: str, msg: ReservationMessage, denial: Denial) -> None:
         v = denial.primary
@@ -165,7 +193,8 @@ class ProtocolHandler:
             )
             await self._deny(switch, msg, limit)
             return
-        request = ChannelRequest(key, _selector(msg), _envelope(msg), origin="inband")
+        close = bool(msg.flags & FLAG_CLOSE_WHEN_DOWN)
+        request = ChannelRequest(key, _selector(msg), _envelope(msg), origin="inband", close_when_down=close)
         try:
             decision = self._service.hold(request, self._hold_seconds, first_switch=switch)
         except Conflict:
@@ -242,6 +271,13 @@ class ProtocolHandler:
             LOG.info("closed %s", key)
         else:
             self._service.release_hold(key)
+        await self._forward(switch, datagram, msg)
+
+    async def _recvd_close(self, switch: str, datagram: IcmpDatagram, msg: ReservationMessage) -> None:
+        if self._is_router(datagram.dst):
+            # An initiator's answer to a router's own NOTIFY_CLOSE (tell_initiator): it arrived.
+            self.counters["recvd_close_here"] += 1
+            return
         await self._forward(switch, datagram, msg)
 
     def _is_router(self, ip: str) -> bool:

@@ -33,7 +33,10 @@ FLAG_TRUNCATED = 0x02  # REPORT_STATUS: more records than fit in one message
 # A window policer's trailer follows the 56 bytes. Messages without it mean the meter, so
 # every message of the first layout still decodes, and means what it meant.
 FLAG_POLICER = 0x04
-_KNOWN_FLAGS = FLAG_RETRANSMISSION | FLAG_TRUNCATED | FLAG_POLICER
+# REQUEST_ADMIT: if a trunk or switch on the channel's path goes down and no other path admits
+# it, close it (NOTIFY_CLOSE, PATH_DOWN) rather than keep it down until one does.
+FLAG_CLOSE_WHEN_DOWN = 0x08
+_KNOWN_FLAGS = FLAG_RETRANSMISSION | FLAG_TRUNCATED | FLAG_POLICER | FLAG_CLOSE_WHEN_DOWN
 
 POLICER_CODES = {JUMPING_WINDOW: 1, MOVING_WINDOW: 2}
 OPTION_COUNT_PACKETS = 0x01  # jumping window: B counts whole max_packet packets
@@ -92,6 +95,10 @@ class ReservationMessage:
         return bool(self.flags & FLAG_RETRANSMISSION)
 
     def with_code(self, code: MessageCode, **changes: object) -> ReservationMessage:
+        """The same channel's message of another code (an answer to this one): flag bit 3 stays
+        with a REQUEST_ADMIT."""
+        if code != MessageCode.REQUEST_ADMIT and "flags" not in changes:
+            changes["flags"] = self.flags & ~FLAG_CLOSE_WHEN_DOWN
         return replace(self, code=code, **changes)  # type: ignore[arg-type]
 
     def encode(self) -> bytes:
@@ -231,6 +238,8 @@ def decode(data: bytes) -> ReservationMessage:
         raise MalformedMessage("flags", f"unknown flag bits {flags & ~_KNOWN_FLAGS:#x}")
     if reserved != 0:
         raise MalformedMessage("reserved", f"{reserved}, must be 0")
+    if flags & FLAG_CLOSE_WHEN_DOWN and message_code != MessageCode.REQUEST_ADMIT:
+        raise MalformedMessage("flags", f"bit 3 is a REQUEST_ADMIT's, not a {message_code.name}'s")
     policer = Policer()
     body_end = MESSAGE_LENGTH
     if flags & FLAG_POLICER:

@@ -119,6 +119,8 @@ function renderTopology() {
   const width = Math.max(640, 220 * switches.length);
   root.setAttribute("viewBox", `0 0 ${width} 260`);
   const alarmed = alarmedPorts();
+  // A trunk the link watch finds dead is drawn dashed (the monitor's snapshot names them).
+  const down = new Set(((state.monitor && state.monitor.trunks_down) || []).map((t) => t.split("-").sort().join("-")));
   const xOf = new Map(switches.map((s, i) => [s.name, ((i + 0.5) * width) / switches.length]));
   const ySwitch = 80;
   const links = svg("g");
@@ -135,7 +137,15 @@ function renderTopology() {
       const x1 = xOf.get(s.name);
       const x2 = xOf.get(peer);
       const bad = alarmed.has(`${s.name}:${p.port}`) || alarmed.has(p.peer);
-      links.append(svg("line", { x1, y1: ySwitch, x2, y2: ySwitch, class: bad ? "alarm" : "", "data-link": key }));
+      const look = down.has(key) ? "down" : bad ? "alarm" : "";
+      const apart = Math.abs(x2 - x1) > width / switches.length + 1;
+      // Neighbours in the row are joined straight; a trunk that skips switches (a ring's last
+      // one) arcs above them.
+      const link = apart
+        ? svg("path", { d: `M ${x1} ${ySwitch - 22} Q ${(x1 + x2) / 2} ${ySwitch - 95} ${x2} ${ySwitch - 22}`, class: look, "data-link": key })
+        : svg("line", { x1, y1: ySwitch, x2, y2: ySwitch, class: look, "data-link": key });
+      if (down.has(key)) link.append(svg("title", {}, `trunk ${key} is down`));
+      links.append(link);
       const dx = Math.sign(x2 - x1) * 62;
       links.append(svg("text", { x: x1 + dx, y: ySwitch - 8, class: "port", "text-anchor": "middle" }, `:${p.port}`));
       links.append(svg("text", { x: x2 - dx, y: ySwitch - 8, class: "port", "text-anchor": "middle" }, `:${peerPort}`));
@@ -292,7 +302,7 @@ function renderReservations() {
     rows.push(
       el(
         "tr",
-        { "data-id": r.id },
+        { "data-id": r.id, class: r.state === "down" ? "down" : "", title: r.note || "" },
         el("td", { text: r.id }),
         el("td", { text: `${r.src} → ${r.dst}` }),
         el("td", { text: selector }),

@@ -11,7 +11,7 @@ replica taking over) finds them: SQLite by default, PostgreSQL for replicated co
 
 from terrapin.store.drivers import CommitUnknown, StoreUnavailable
 from terrapin.store.migrations import SchemaTooNew
-from terrapin.store.records import ACTIVE, INSTALLING, Hold, Reservation
+from terrapin.store.records import ACTIVE, DOWN, INSTALLING, Hold, Reservation
 from terrapin.store.store import (
     Fence,
     GroupCommit,
@@ -25,6 +25,7 @@ from terrapin.store.transaction import MAX_CHANNEL_ID, DuplicateReservation, Sto
 
 __all__ = [
     "ACTIVE",
+    "DOWN",
     "INSTALLING",
     "MAX_CHANNEL_ID",
     "CommitUnknown",

@@ -81,9 +81,19 @@ def _replication(dialect: str) -> list[str]:
     ]
 
 
+def _path_down(_dialect: str) -> list[str]:
+    # Why a reservation is down (no path carries it), and whether its request asked to be closed
+    # then instead: kept across restarts and takeovers.
+    return [
+        "ALTER TABLE reservations ADD COLUMN note TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE reservations ADD COLUMN close_when_down INTEGER NOT NULL DEFAULT 0",
+    ]
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "reservations and the reservation-id mark", _base),
     Migration(2, "holds, the change journal and the primary's lease", _replication),
+    Migration(3, "a reservation's path-down note and wish", _path_down),
 )
 LATEST = MIGRATIONS[-1].version
 

@@ -17,6 +17,7 @@ from terrapin.admission import AdmissionLedger, LedgerError
 from terrapin.admission.model import Allocation, ChannelKey
 from terrapin.paths import ChannelSelector
 from terrapin.store.records import (
+    DOWN,
     Hold,
     Reservation,
     hold_from_json,
@@ -31,6 +32,7 @@ HOLD = "hold"  # body: the hold
 RELEASE = "release"  # a reservation or hold is gone
 STATE = "state"  # body: {"state": ...}
 REFRESH = "refresh"  # body: {"expires_at": ...}
+MOVE = "move"  # body: the reservation with its new allocation, or down (restoration)
 
 
 class Mirror:
@@ -68,7 +70,9 @@ class Mirror:
         key = record.key
         self.holds.pop(key, None)
         if self.ledger is not None:
-            if in_ledger or self.ledger.get(key) is not None:
+            if record.state == DOWN:
+                self.ledger.release(key)  # a down reservation holds nothing
+            elif in_ledger or self.ledger.get(key) is not None:
                 self.ledger.commit(key)
             else:
                 self._restore(record.allocation, None)
@@ -104,6 +108,19 @@ class Mirror:
             del self.by_selector[record.selector]
         self.lowest_free = min(self.lowest_free, record.channel_id)
         return record
+
+    def replace(self, record: Reservation) -> None:
+        """A reservation's new allocation or state (Transaction.move): the ledger holds the
+        new allocation unless the record is down. This replica's own move admitted it already;
+        another's is restored here untested."""
+        if self.ledger is not None:
+            held = self.ledger.get(record.key)
+            if record.state == DOWN:
+                self.ledger.release(record.key)
+            elif held is None or held[0] != record.allocation:
+                self.ledger.release(record.key)
+                self._restore(record.allocation, None)
+        self._index(record)
 
     def set_state(self, key: ChannelKey, state: str) -> Reservation | None:
         record = self.reservations.get(key)
@@ -145,6 +162,9 @@ class Mirror:
             self.set_state(key, json.loads(body)["state"])
         elif kind == REFRESH:
             self.refresh(key, float(json.loads(body)["expires_at"]))
+        elif kind == MOVE:
+            if key in self.reservations:
+                self.replace(reservation_from_json(body))
         else:
             LOG.error("journal entry of unknown kind %r for %s ignored", kind, key)
 

@@ -25,6 +25,9 @@ from terrapin.paths import ChannelSelector
 
 INSTALLING = "installing"  # admitted and being written to the switches: not yet promised
 ACTIVE = "active"  # every hop written and the client told so
+# No path carries it: a trunk (or a switch) on its path is down and no other path admits it.
+# Kept, holding no capacity and written to no switch, and admitted again when a path does.
+DOWN = "down"
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,10 @@ class Reservation:
     allocation: Allocation
     created_at: float
     reservation_id: int  # the REST id: never reused (channel_id is the data plane's, and is)
+    note: str = ""  # why it is down (DOWN), or empty
+    # What its request asked for when no path carries it: closed at once, rather than kept down
+    # and set up again when a path does (docs/controller.md, "Trunks").
+    close_when_down: bool = False
 
 
 @dataclass(frozen=True)
@@ -50,6 +57,7 @@ class Hold:
     selector: ChannelSelector
     allocation: Allocation
     expires_at: float
+    close_when_down: bool = False  # the request's, for the reservation it becomes
 
 
 def _fields(obj: Any) -> dict[str, Any]:
@@ -116,6 +124,8 @@ def reservation_to_json(r: Reservation, allocation_json: str | None = None) -> s
             "demote_excess": r.demote_excess,
             "created_at": r.created_at,
             "reservation_id": r.reservation_id,
+            "note": r.note,
+            "close_when_down": r.close_when_down,
         }
     )
     allocation = allocation_json if allocation_json is not None else allocation_to_json(r.allocation)
@@ -135,6 +145,8 @@ def reservation_from_json(text: str) -> Reservation:
         allocation=allocation,
         created_at=float(d["created_at"]),
         reservation_id=int(d["reservation_id"]),
+        note=str(d.get("note", "")),
+        close_when_down=bool(d.get("close_when_down", False)),
     )
 
 
@@ -144,6 +156,7 @@ def hold_to_json(h: Hold) -> str:
             "selector": selector_to_list(h.selector),
             "allocation": allocation_to_dict(h.allocation),
             "expires_at": h.expires_at,
+            "close_when_down": h.close_when_down,
         }
     )
 
@@ -151,4 +164,10 @@ def hold_to_json(h: Hold) -> str:
 def hold_from_json(text: str) -> Hold:
     d = json.loads(text)
     allocation = allocation_from_dict(d["allocation"])
-    return Hold(allocation.key, selector_from_list(d["selector"]), allocation, float(d["expires_at"]))
+    return Hold(
+        allocation.key,
+        selector_from_list(d["selector"]),
+        allocation,
+        float(d["expires_at"]),
+        bool(d.get("close_when_down", False)),
+    )

@@ -434,7 +434,23 @@ _NOW = {
 
 
 def _row(row: tuple[Any, ...]) -> Reservation:
-    (cid, initiator, context, src, dst, protocol, flow_key, origin, state, demote, alloc, at, rid) = row
+    (
+        cid,
+        initiator,
+        context,
+        src,
+        dst,
+        protocol,
+        flow_key,
+        origin,
+        state,
+        demote,
+        alloc,
+        at,
+        rid,
+        note,
+        close,
+    ) = row
     return Reservation(
         channel_id=int(cid),
         key=ChannelKey(str(initiator), int(context)),
@@ -445,4 +461,6 @@ def _row(row: tuple[Any, ...]) -> Reservation:
         allocation=allocation_from_json(str(alloc)),
         created_at=float(at),
         reservation_id=int(rid),
+        note=str(note),
+        close_when_down=bool(close),
     )

@@ -1,5 +1,5 @@
 """The write side of the reservation store: a Transaction is what may change inside
-`ReservationStore.transaction()` (admit, reserve, hold, refresh, release, set_state), each change
+`ReservationStore.transaction()` (admit, reserve, hold, refresh, release, set_state, move), each change
 made to this replica's copy at once and to the tables and the journal in the open database
 transaction, the rows batched until flush() (a group commit carries dozens of changes). It owns
 the tables' row layout and the multi-row INSERT both databases take (insert_rows).
@@ -11,6 +11,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from terrapin.admission import AdmissionLedger, Allocation, ChannelEnvelope, Decision
@@ -18,8 +19,10 @@ from terrapin.admission.model import ChannelKey, PortId
 from terrapin.p4program import MAX_CHANNELS
 from terrapin.paths import ChannelSelector
 from terrapin.store.drivers import Driver
-from terrapin.store.mirror import HOLD, REFRESH, RELEASE, RESERVE, STATE
+from terrapin.store.mirror import HOLD, MOVE, REFRESH, RELEASE, RESERVE, STATE
 from terrapin.store.records import (
+    ACTIVE,
+    DOWN,
     INSTALLING,
     Hold,
     Reservation,
@@ -56,6 +59,8 @@ RESERVATION_COLUMNS: Columns = (
     ("allocation", "text"),
     ("created_at", "double precision"),
     ("reservation_id", "bigint"),
+    ("note", "text"),
+    ("close_when_down", "integer"),
 )
 _JOURNAL_COLUMNS: Columns = (
     ("kind", "text"),
@@ -156,6 +161,29 @@ class Transaction:
             self._undo.append(lambda: ledger.release(key))
         return decision
 
+    def unadmit(self, key: ChannelKey) -> None:
+        """Take a reservation's allocation out of the ledger (it is going down, or being
+        admitted again: readmit); the reservation stays."""
+        ledger = self.ledger
+        assert ledger is not None, "admission needs a store with a ledger"
+        old = ledger.release(key)
+        if old is not None:
+            self.changed = True
+            self._undo.append(lambda: ledger.restore(old))
+
+    def readmit(self, key: ChannelKey, path: Sequence[PortId], envelope: ChannelEnvelope) -> Decision:
+        """The admission test of a reservation on a new path, its own allocation released first,
+        so its capacity counts once on the hops the paths share. Admitted, the new allocation is
+        in the ledger; denied, none is (record either with move())."""
+        self.unadmit(key)
+        ledger = self.ledger
+        assert ledger is not None
+        decision = ledger.admit(key, path, envelope)
+        if isinstance(decision, Allocation):
+            self.changed = True
+            self._undo.append(lambda: ledger.release(key))
+        return decision
+
     def reserve(
         self,
         allocation: Allocation,
@@ -163,6 +191,7 @@ class Transaction:
         origin: str,
         demote_excess: bool,
         state: str = INSTALLING,
+        close_when_down: bool = False,
     ) -> Reservation:
         """Record an admitted allocation (or a hold becoming one) as a reservation, with the
         lowest free channel id and the next reservation id."""
@@ -183,6 +212,7 @@ class Transaction:
             allocation=allocation,
             created_at=time.time(),
             reservation_id=m.next_reservation_id,
+            close_when_down=close_when_down,
         )
         held = m.holds.get(key)
         was_held = held is not None
@@ -221,20 +251,22 @@ class Transaction:
                 allocation_json,
                 record.created_at,
                 record.reservation_id,
+                record.note,
+                int(record.close_when_down),
             )
         )
         self._next_reservation_id = record.reservation_id + 1
         self._journal(RESERVE, key, reservation_to_json(record, allocation_json))
         return record
 
-    def hold(self, allocation: Allocation, selector: ChannelSelector) -> Hold:
+    def hold(self, allocation: Allocation, selector: ChannelSelector, close_when_down: bool = False) -> Hold:
         """Record a tentative hold the ledger has just admitted (its deadline is the ledger's)."""
         m = self._mirror
         ledger = m.ledger
         assert ledger is not None
         deadline = ledger.deadline(allocation.key)
         assert deadline is not None, "hold() records a tentative admission"
-        held = Hold(allocation.key, selector, allocation, deadline)
+        held = Hold(allocation.key, selector, allocation, deadline, close_when_down)
         self.changed = True
         m.add_hold(held, in_ledger=True)
         self._undo.append(lambda: m.remove(held.key))
@@ -294,6 +326,28 @@ class Transaction:
         self._undo.append(lambda: m.set_state(key, before.state))
         self._new_states[key] = state
         self._journal(STATE, key, json.dumps({"state": state}))
+        return record
+
+    def move(self, key: ChannelKey, allocation: Allocation | None, note: str = "") -> Reservation | None:
+        """A reservation's new allocation, admitted by this transaction (the old one released
+        first: its capacity counted once), or with None its going DOWN, holding nothing, `note`
+        saying why; it keeps its ids and its last allocation to be admitted again with. The
+        reservation as it is now, or None if it is gone."""
+        m = self._mirror
+        before = m.reservations.get(key)
+        if before is None:
+            return None
+        state, kept = (ACTIVE, allocation) if allocation is not None else (DOWN, before.allocation)
+        record = replace(before, allocation=kept, state=state, note=note)
+        self.changed = True
+        m.replace(record)
+        self._undo.append(lambda: m.replace(before))
+        allocation_json = allocation_to_json(kept)
+        self._execute(
+            "UPDATE reservations SET allocation = ?, state = ?, note = ? WHERE initiator = ? AND context = ?",
+            (allocation_json, state, note, key.initiator, key.context),
+        )
+        self._journal(MOVE, key, reservation_to_json(record, allocation_json))
         return record
 
     def expire_holds(self) -> list[Hold]:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
 import finsy as fy
+from finsy.ports import OperStatus
 from finsy.proto import p4r
 
 from terrapin import tls
@@ -206,6 +207,22 @@ class SwitchConnections:
         except TimeoutError:
             return False
         return True
+
+    def port_carrier(self, name: str, port: int) -> bool | None:
+        """Whether a connected switch says a port's link is up, as its gNMI subscription last
+        said (finsy follows each port's oper-status there; terrapin-switch serves it, BMv2 does
+        not): None when unknown. finsy 0.30 keeps the ports' state but emits no port events
+        (its listener is started without the switch), so the state is read, not awaited. The
+        port is the P4 port number (the interface's ifindex leaf)."""
+        sw = self.switches.get(name)
+        if sw is None or not sw.is_up:
+            return None
+        for p in sw.ports:
+            if p.id == port:
+                if p.oper_status == OperStatus.UNKNOWN:
+                    return None
+                return p.up
+        return None
 
     def switch(self, name: str) -> fy.Switch:
         sw = self.switches.get(name)

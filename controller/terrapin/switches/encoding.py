@@ -36,6 +36,7 @@ from terrapin.p4program import (
     A_ADMIT_JUMPING,
     A_ADMIT_MOVING,
     A_ANSWER_ARP,
+    A_PIN,
     A_ROUTE,
     A_SET_AGGREGATE,
     A_SET_DELAY_BOUND,
@@ -54,6 +55,7 @@ from terrapin.p4program import (
     R_MAX_DEPTH,
     T_AGGREGATES,
     T_ARP,
+    T_CHANNEL_PATHS,
     T_CHANNELS,
     T_PORT_MACS,
     T_QUEUE_BOUNDS,
@@ -86,6 +88,7 @@ def entry_for_hop(
     demote_excess: bool,
     edge: Allocation | None = None,
     tag: int = 0,
+    pin: tuple[int, str] | None = None,
 ) -> ChannelEntry:
     """The hop's (ρ, σ) as a strict trTCM: CIR = PIR = ρ, CBS = PBS = σ (docs/dataplane.md), in
     frame bytes: each packet of up to max_packet IPv4 bytes carries 14 more on the wire.
@@ -96,7 +99,8 @@ def entry_for_hop(
     tolerance). Later hops see that traffic bunched by the queues and switches upstream, which
     the window would cut; their meter's (ρ, σ_k) is the policed envelope with the burst grown
     hop by hop (HopAllocation.burst), so it never does. `tag` names this installation of the
-    channel (the window ignores state another tag left behind)."""
+    channel (the window ignores state another tag left behind); `pin` where the hop leaves the
+    destination's route (Topology.pin)."""
     rate = frame_bytes(hop.rate, hop.max_packet)
     burst = frame_bytes(hop.burst if edge is None else edge.burst, hop.max_packet)
     return ChannelEntry(
@@ -111,6 +115,7 @@ def entry_for_hop(
         demote_excess=demote_excess,
         window=None if edge is None else window_entry(edge.requested, tag, edge.tolerance_us),
         port=hop.port.port,
+        pin=pin,
     )
 
 
@@ -426,6 +431,16 @@ def selector_of_match(match: Any) -> ChannelSelector:
     )
 
 
+def pin_entry(entry: ChannelEntry) -> fy.P4TableEntry:
+    """T_CHANNEL_PATHS's entry for a pinned channel hop (entry.pin), or its key alone."""
+    match = channel_match(entry.selector)
+    if entry.pin is None:
+        return fy.P4TableEntry(T_CHANNEL_PATHS, match=match)
+    port, mac = entry.pin
+    action = fy.P4TableAction(A_PIN, port=port, next_hop_mac=mac)
+    return fy.P4TableEntry(T_CHANNEL_PATHS, match=match, action=action)
+
+
 def channel_read_request() -> fy.P4TableEntry:
     """Every `channels` entry, with its direct meter's config."""
     # P4Runtime returns a direct meter's config only when the read request asks for it.
@@ -433,10 +448,10 @@ def channel_read_request() -> fy.P4TableEntry:
 
 
 def reconcile_read_request(schema: Any, device_id: int, codec: ChannelCodec) -> p4r.ReadRequest:
-    """What a reconciliation reads: the forwarding and aggregate tables, and every channel entry
-    with its meter (as protobufs: a takeover compares tens of thousands)."""
+    """What a reconciliation reads: the forwarding, aggregate and pin tables, and every channel
+    entry with its meter (as protobufs: a takeover compares tens of thousands)."""
     request = p4r.ReadRequest(device_id=device_id)
-    for table in (T_ROUTES, T_ARP, T_PORT_MACS, T_AGGREGATES):
+    for table in (T_ROUTES, T_ARP, T_PORT_MACS, T_AGGREGATES, T_CHANNEL_PATHS):
         request.entities.add().table_entry.table_id = schema.tables[table].id
     # P4Runtime returns a direct meter's config only when the read request asks for it.
     channels = request.entities.add().table_entry

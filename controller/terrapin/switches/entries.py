@@ -18,6 +18,7 @@ import finsy as fy
 from finsy.proto import p4r
 
 from terrapin.config import AggregateConfig
+from terrapin.p4program import T_CHANNEL_PATHS
 from terrapin.paths import ChannelEntry, ChannelSelector, Topology
 from terrapin.switches.batcher import SwitchBatcher, WriteGate, already_done
 from terrapin.switches.connection import (
@@ -40,6 +41,7 @@ from terrapin.switches.encoding import (
     entry_payload,
     forwarding_entries,
     key_only,
+    pin_entry,
     queue_bound_of,
     queue_bounds_read_request,
     reconcile_read_request,
@@ -96,14 +98,16 @@ class SwitchEntries:
         sw = self._connections.switch(name)
         schema = sw.p4info
         codec = self._codec(sw)
+        desired = self._desired(name)
         others = forwarding_entries(self._topology.forwarding(name)) + aggregate_entries(self._aggregates)
+        others += [pin_entry(e) for e in desired if e.pin is not None]
         want = {entry_key(pb): pb for pb in (e.encode(schema).table_entry for e in others)}
         payloads = {k: entry_payload(pb) for k, pb in want.items()}
         # A channel entry read back exactly as written (the same bytes) is as it should be;
         # only the others are taken apart by key and payload. Comparing whole serialized
         # entries is one call each, and a takeover compares tens of thousands.
         exact: dict[bytes, EntryKey] = {}
-        for entry in self._desired(name):
+        for entry in desired:
             encoded = self._encoded_entry(codec, entry)
             want[encoded.key], payloads[encoded.key] = encoded.pb, encoded.payload
             exact[encoded.whole] = encoded.key
@@ -119,7 +123,13 @@ class SwitchEntries:
         inserts = [pb for k, pb in want.items() if k not in have and k not in same]
         modifies = [pb for k, pb in want.items() if k in have and payloads[k] != entry_payload(have[k])]
         deletes = [key_only(pb) for k, pb in have.items() if k not in want]
+        # A channel's pin goes in before the route it departs from moves (make before break:
+        # its packets never follow a route its path has left).
+        pins_table = schema.tables[T_CHANNEL_PATHS].id
+        pins = [pb for pb in inserts if pb.table_id == pins_table]
         await write_raw(sw, p4r.Update.DELETE, deletes)
+        await write_raw(sw, p4r.Update.INSERT, pins)
+        inserts = [pb for pb in inserts if pb.table_id != pins_table]
         await write_raw(sw, p4r.Update.MODIFY, modifies)
         # Meters before entries, so no aggregate packet meets an unconfigured meter (which
         # colours everything green). A meter config cannot be inserted or deleted, only set;
@@ -129,7 +139,12 @@ class SwitchEntries:
             await sw.write(meters)
         await write_raw(sw, p4r.Update.INSERT, inserts)
         return ReconcileReport(
-            name, len(inserts), len(modifies), len(deletes), len(want) - len(inserts), len(meters)
+            name,
+            len(inserts) + len(pins),
+            len(modifies),
+            len(deletes),
+            len(want) - len(inserts) - len(pins),
+            len(meters),
         )
 
     def _encoded_entry(self, codec: ChannelCodec, entry: ChannelEntry) -> EncodedEntry:
@@ -174,17 +189,25 @@ class SwitchEntries:
             codec = self._codec(self._connections.switch(entry.switch))
             # The channel id's yellow and red counters start from zero with the entry: an id is
             # reused, and its first window (the monitor's, the REST counters') is its own.
+            sw = self._connections.switch(entry.switch)
             updates = codec.zero_colours(entry.channel_id)
+            if entry.pin is not None:  # before the entry whose hit applies it
+                pin = pin_entry(entry).encode(sw.p4info).table_entry
+                updates.append(p4r.Update(type=p4r.Update.INSERT, entity=p4r.Entity(table_entry=pin)))
             insert = p4r.Update(type=p4r.Update.INSERT, entity=p4r.Entity(table_entry=codec.entry(entry)))
             updates.append(insert)
             await self._batchers[entry.switch].write(updates)
 
     async def remove_channel(self, entry: ChannelEntry) -> None:
         async with self._gate(entry.switch).write():
-            key = self._codec(self._connections.switch(entry.switch)).key_only(entry.selector)
-            update = p4r.Update(type=p4r.Update.DELETE, entity=p4r.Entity(table_entry=key))
+            sw = self._connections.switch(entry.switch)
+            key = self._codec(sw).key_only(entry.selector)
+            updates = [p4r.Update(type=p4r.Update.DELETE, entity=p4r.Entity(table_entry=key))]
+            if entry.pin is not None:
+                pin = pin_entry(entry).encode(sw.p4info).table_entry
+                updates.append(p4r.Update(type=p4r.Update.DELETE, entity=p4r.Entity(table_entry=pin)))
             # Not strict: an entry already gone (a switch restarted empty) is not an error.
-            await self._batchers[entry.switch].write([update], strict=False)
+            await self._batchers[entry.switch].write(updates, strict=False)
 
     def _gate(self, name: str) -> WriteGate:
         gate = self._gates.get(name)

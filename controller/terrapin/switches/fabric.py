@@ -52,6 +52,10 @@ class SwitchFabric:
         # The connections' own dicts: /health reads them.
         self.reconciled: dict[str, ReconcileReport] = self._connections.reconciled
         self.last_error: dict[str, str] = self._connections.last_error
+        # One PacketOut at a time per stream: gRPC's asyncio stream takes one write at a time, and a
+        # second begun before the first finished broke the stream ("Internal error from Core"),
+        # which the link watch's probes out of a switch's several trunk ports did at once.
+        self._packet_out_locks: dict[str, asyncio.Lock] = {}
 
     # ---- connection, readiness and arbitration (connection.py) -------------------------------
 
@@ -75,6 +79,10 @@ class SwitchFabric:
     def why_not_ready(self, name: str) -> str | None:
         """None when ready; otherwise what a person needs to know (for /health)."""
         return self._connections.why_not_ready(name)
+
+    def port_carrier(self, name: str, port: int) -> bool | None:
+        """Whether the switch reports the port's link up (gNMI); None: unknown."""
+        return self._connections.port_carrier(name, port)
 
     async def wait_ready(self, timeout: float) -> bool:
         return await self._connections.wait_ready(timeout)
@@ -113,7 +121,9 @@ class SwitchFabric:
     # ---- packet I/O (packetio.py) -------------------------------------------------------------
 
     async def packet_out(self, name: str, frame: bytes, egress_port: int | None = None) -> None:
-        await send_packet(self._connections.switch(name), frame, egress_port)
+        lock = self._packet_out_locks.setdefault(name, asyncio.Lock())
+        async with lock:
+            await send_packet(self._connections.switch(name), frame, egress_port)
 
     # ---- telemetry and the monitor's reads (telemetry.py) -------------------------------------
 

@@ -16,8 +16,11 @@ import (
 	"syscall"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/terrapin/terrapin/toolchain/device"
 	"github.com/terrapin/terrapin/toolchain/device/switchtarget"
+	"github.com/terrapin/terrapin/toolchain/gnmiports"
 	"github.com/terrapin/terrapin/toolchain/p4rt"
 	"github.com/terrapin/terrapin/toolchain/servertls"
 )
@@ -163,7 +166,9 @@ func serve(o *options, log *slog.Logger, tlsServer *servertls.Server) error {
 	if err != nil {
 		return fmt.Errorf("--grpc-server-addr: %w", err)
 	}
-	pcfg := p4rt.Config{DeviceID: o.deviceID, Target: target, Logger: log, Program: jsonBytes}
+	pcfg := p4rt.Config{DeviceID: o.deviceID, Target: target, Logger: log, Program: jsonBytes,
+		// The ports' link state, for controllers that follow it (finsy, ONOS).
+		Also: []func(grpc.ServiceRegistrar){gnmiports.New(dev, log).Register}}
 	if tlsServer != nil {
 		pcfg.TLS = tlsServer.Config
 	}

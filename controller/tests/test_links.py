@@ -1,0 +1,223 @@
+"""The link watch (terrapin/links.py, docs/controller.md "Trunks") on a ring whose trunks carry the
+probes unless cut, on a clock the test moves: a cut trunk is down after down_after_ms, back
+after up_after_ms of probes; a switch that goes away takes its trunks at once; a trunk that
+flaps stays down; a probe from where no trunk ends is counted and ignored; a controller that
+just started (or took over) judges nothing before it has had time to hear, and a switch still
+connecting then takes its trunks down only after the grace for connecting."""
+
+from __future__ import annotations
+
+import asyncio
+
+from fakes import ring_config
+
+from terrapin.admission.model import PortId
+from terrapin.config import LinksConfig
+from terrapin.links import LinkWatch, Probe, port_macs
+from terrapin.paths import Topology, Trunk
+
+CONFIG = LinksConfig(probe_interval_ms=10, down_after_ms=35, up_after_ms=100, connect_grace_ms=1000)
+
+
+class Ring:
+    def __init__(self) -> None:
+        config = ring_config()
+        self.topology = Topology(config)
+        self.now = 0.0
+        self.cut: set[Trunk] = set()
+        self.away: set[str] = set()
+        self.dark: set[PortId] = set()  # ports their switch reports without carrier (gNMI)
+        self.watch = LinkWatch(
+            self.topology,
+            port_macs(config),
+            self.send,
+            lambda name: name not in self.away,
+            CONFIG,
+            lambda: self.now,
+            carrier=self.carrier,
+        )
+
+    def carrier(self, switch: str, port: int) -> bool | None:
+        if switch in self.away:
+            return None
+        return PortId(switch, port) not in self.dark
+
+    async def send(self, switch: str, frame: bytes, port: int) -> None:
+        here = PortId(switch, port)
+        trunk = self.topology.trunk_at(here)
+        assert trunk is not None, "probes leave by trunk ports only"
+        if trunk in self.cut or {e.switch for e in trunk.ends} & self.away:
+            return
+        there = trunk.b if trunk.a == here else trunk.a
+        assert self.watch.on_probe(there.switch, there.port, frame)
+
+    def run_for(self, ms: float) -> list[frozenset[Trunk]]:
+        """Rounds every 10 ms for `ms`; the changes the watch reported."""
+        changes = []
+        for _ in range(round(ms / 10)):
+            self.now += 0.010
+            asyncio.run(self.watch.probe_all())
+            down = self.watch.evaluate()
+            if down is not None:
+                changes.append(down)
+        return changes
+
+    def trunk(self, a: str, b: str) -> Trunk:
+        return next(t for t in self.topology.trunks if {t.a.switch, t.b.switch} == {a, b})
+
+
+def test_a_cut_trunk_is_down_within_down_after_and_back_after_up_after() -> None:
+    ring = Ring()
+    assert ring.run_for(200) == [] and ring.watch.down == frozenset()
+    cut = ring.trunk("s1", "s2")
+    ring.cut.add(cut)
+    changes = ring.run_for(50)
+    assert changes == [frozenset({cut})]
+    (status,) = [s for s in ring.watch.statuses() if s.trunk == cut]
+    assert not status.up and "no probe has reached" in status.why
+    ring.cut.clear()
+    assert ring.run_for(90) == []  # not yet up_after of probes
+    assert ring.run_for(30) == [frozenset()]
+
+
+def test_the_cut_is_seen_between_down_after_and_one_round_later() -> None:
+    ring = Ring()
+    ring.run_for(100)
+    ring.cut.add(ring.trunk("s3", "s4"))
+    ticks = 0
+    while not ring.watch.down:
+        ring.run_for(10)
+        ticks += 1
+    assert 3 <= ticks <= 5  # 35 ms without a probe, judged every 10 ms
+
+
+def test_a_switch_that_goes_away_takes_its_trunks_at_once() -> None:
+    ring = Ring()
+    ring.run_for(100)
+    ring.away.add("s2")
+    assert ring.run_for(10) == [frozenset({ring.trunk("s1", "s2"), ring.trunk("s2", "s3")})]
+    (why,) = {s.why for s in ring.watch.statuses() if not s.up}
+    assert why == "switch s2 not connected"
+
+
+def test_a_trunk_that_flaps_stays_down_until_it_holds() -> None:
+    ring = Ring()
+    ring.run_for(100)
+    cut = ring.trunk("s1", "s2")
+    ring.cut.add(cut)
+    ring.run_for(50)
+    for _ in range(5):  # up for 60 ms, down for 40: never up_after of probes in a row
+        ring.cut.clear()
+        assert ring.run_for(60) == []
+        ring.cut.add(cut)
+        ring.run_for(40)
+    assert ring.watch.down == frozenset({cut})
+
+
+def test_a_probe_from_where_no_trunk_ends_is_counted_and_ignored() -> None:
+    ring = Ring()
+    ring.run_for(100)
+    forged = Probe("s3", 2, 1, 0).frame(b"\x02" * 6)  # s3:2 is s4's neighbour, not s1's
+    assert ring.watch.on_probe("s1", 2, forged)
+    assert ring.watch.on_probe("s1", 1, forged)  # a host's port
+    assert ring.watch.on_probe("s1", 2, forged[:20])  # cut short
+    assert ring.watch.strays == 3
+    assert not ring.watch.on_probe("s1", 2, b"\x00" * 12 + b"\x08\x00" + b"\x45" * 20)  # IPv4: not ours
+
+
+def test_nothing_is_judged_before_the_switches_have_been_heard() -> None:
+    """A controller that just started, or took over (reset), has heard nothing: a trunk is not
+    judged down before both its switches have been ready for down_after_ms."""
+    ring = Ring()
+    ring.cut.add(ring.trunk("s1", "s2"))
+    assert ring.run_for(30) == []
+    assert ring.run_for(20) == [frozenset({ring.trunk("s1", "s2")})]
+    ring.watch.reset()
+    assert ring.watch.down == frozenset() and ring.run_for(30) == []
+
+
+def test_a_switch_still_connecting_after_a_start_takes_nothing_down_before_the_grace() -> None:
+    """At a start every switch is still connecting: its trunks are not judged (they count as up)
+    until it is ready, and a switch that never comes takes its trunks down after the grace."""
+    ring = Ring()
+    ring.away |= {"s2", "s3"}
+    assert ring.run_for(500) == [] and not ring.watch.connected_once()
+    ring.away.discard("s2")  # connects in time: judged by its probes from then on
+    assert ring.run_for(490) == []
+    assert ring.run_for(20) == [frozenset({ring.trunk("s2", "s3"), ring.trunk("s3", "s4")})]
+    assert ring.watch.connected_once()
+    (why,) = {s.why for s in ring.watch.statuses() if not s.up}
+    assert why == "switch s3 not connected"
+    ring.watch.reset()  # a takeover: the grace again
+    assert ring.watch.down == frozenset() and ring.run_for(500) == []
+
+
+def test_a_port_without_carrier_takes_its_trunk_down_at_once_and_probes_bring_it_back() -> None:
+    """A switch's gNMI report beats the probes: the trunk is down at the next round, long before
+    down_after_ms of silence; back, the carrier alone is not enough, up_after_ms of probes are."""
+    ring = Ring()
+    ring.run_for(200)
+    cut = ring.trunk("s1", "s2")
+    ring.cut.add(cut)
+    ring.dark |= {PortId("s1", 2), PortId("s1", 1)}  # s1:1 is a host's port: no trunk
+    assert ring.run_for(10) == [frozenset({cut})]
+    (status,) = [s for s in ring.watch.statuses() if s.trunk == cut]
+    assert status.why == "switch s1 reports no carrier on port 2"
+    assert ring.run_for(200) == []
+    ring.dark.clear()
+    ring.cut.clear()
+    assert ring.run_for(90) == []  # probes for less than up_after since the carrier's return
+    assert ring.run_for(30) == [frozenset()]
+
+
+def test_a_carrier_report_holds_only_while_its_switch_is_connected() -> None:
+    """A switch that is gone says nothing of its ports: a loss it reported before is forgotten
+    when it is back without one, and the probes judge the trunk."""
+    ring = Ring()
+    ring.run_for(200)
+    ring.dark.add(PortId("s2", 3))  # s2's port to s1
+    assert ring.run_for(10) == [frozenset({ring.trunk("s1", "s2")})]
+    ring.away.add("s2")
+    ring.run_for(20)
+    ring.away.discard("s2")
+    ring.dark.clear()
+    changes = ring.run_for(300)
+    assert changes[-1] == frozenset() and ring.watch.down == frozenset()
+
+
+def test_a_probe_round_trips() -> None:
+    frame = Probe("ucsb", 4, 77, 123456789).frame(bytes.fromhex("020000000204"))
+    assert Probe.parse(frame) == Probe("ucsb", 4, 77, 123456789)
+    assert frame[12:14] == b"\x88\xb5"
+
+
+def test_a_controller_that_was_late_does_not_blame_the_trunks() -> None:
+    """The controller's loop stalls for 80 ms (no probe sent, none read): the silence is its own,
+    so no trunk goes down; a trunk cut meanwhile is found down_after after it runs again."""
+    ring = Ring()
+    ring.run_for(100)
+    before = ring.now
+    ring.now += 0.080
+    ring.watch.excuse(before)
+    assert ring.run_for(10) == [] and ring.watch.down == frozenset()
+
+    before = ring.now
+    cut = ring.trunk("s2", "s3")
+    ring.cut.add(cut)
+    ring.now += 0.080
+    ring.watch.excuse(before)
+    assert ring.run_for(30) == []
+    assert ring.run_for(20) == [frozenset({cut})]
+
+
+def test_a_trunk_already_silent_is_not_excused() -> None:
+    ring = Ring()
+    ring.run_for(100)
+    cut = ring.trunk("s1", "s4")
+    ring.cut.add(cut)
+    ring.run_for(50)
+    assert ring.watch.down == frozenset({cut})
+    ring.cut.clear()
+    ring.watch.excuse(ring.now)  # heard from before the cut only, so nothing to excuse
+    ring.now += 0.001
+    assert ring.watch.evaluate() is None and ring.watch.down == frozenset({cut})
