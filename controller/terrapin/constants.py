@@ -78,3 +78,5 @@ class DenialReason(enum.IntEnum):
     # NOTIFY_CLOSE from a router: the channel's path went down (a trunk or a switch) and no
     # other path admits it; it is down, and is set up again when a path does.
     PATH_DOWN = 17
+    # A protected (1+1) channel needs two paths that share no trunk; there are none now.
+    NO_DISJOINT_PATHS = 18
