@@ -336,6 +336,9 @@ class RecoveryCountersOut(BaseModel):
     lost: int | None = Field(
         default=None, description="numbers no copy of which arrived in time (both paths lost them)"
     )
+    arrived_by_path: list[int] = Field(
+        default_factory=list, description="copies that reached the last switch by path 1 and by path 2"
+    )
 
 
 class HopCountersOut(BaseModel):

@@ -258,9 +258,13 @@ async def reservation_counters(api: Api, reservation_id: int) -> list[HopCounter
             out.append(await _hop_counters(api, record, hop.port, path=index + 1, member=members[index]))
     last = await _hop_counters(api, record, alloc.hops[-1].port)
     if last.telemetry_error is None:
+        switch = alloc.hops[-1].port.switch
         try:
-            found = await api.telemetry.recovery_counters(alloc.hops[-1].port.switch, [record.channel_id])
-            last.recovery = RecoveryCountersOut(**asdict(found[record.channel_id]))
+            found = await api.telemetry.recovery_counters(switch, [record.channel_id])
+            arrived = [
+                (await api.telemetry.member_counters(switch, m, record.channel_id)).packets for m in members
+            ]
+            last.recovery = RecoveryCountersOut(**asdict(found[record.channel_id]), arrived_by_path=arrived)
         except Exception as exc:  # a disconnected switch: say so, do not fail the call
             last.telemetry_error = str(exc) or type(exc).__name__
     out.append(last)
