@@ -23,6 +23,12 @@ and once the trunk is back it is set up again and its initiator told (REQUEST_AC
 monitor records the video's broken promise from the cut's detection to the move, and the second
 channel's while it is down; the video stays where it was moved (no flapping).
 
+Then a second phase: a **protected** channel, faith to paola with `"protection": "1+1"` (IEEE
+802.1CB replication and elimination, docs/controller.md "Protection"), on ucb > ucsd and ucb >
+ucsb > ucla > ucsd at once, under the flood; each trunk of its paths is cut and mended in turn.
+Judged: 0 frames lost across the cuts and no frame over its bound; reported: the duplicates the
+last switch discarded and the frames each path carried.
+
     sudo build/venv/bin/python -m experiments.e11_cut [--short] [--switch bmv2]
 """
 
@@ -64,9 +70,9 @@ RATE, BURST, SENDER_BURST = 80_000, 8_000, 4_000
 PRIORITIES = {"video": 5, "second": 4, "blocker": 6, "protected": 5}
 PORTS = {"video": 5004, "second": 5005, "blocker": 5006, "protected": 5007}
 CUT = ("ucb", "ucsd")
-# The protected channel's second phase: each of its paths cut in turn, the first mended before
-# the second is cut (ucb-ucsd is its direct path's trunk, ucsb-ucla one of the way round's).
-PROTECTED_CUTS = (CUT, ("ucsb", "ucla"))
+# The protected channel's second phase: every trunk of its two paths cut in turn, each mended
+# before the next is cut (ucb-ucsd is its direct path's; the others, the way round's).
+PROTECTED_CUTS = (CUT, ("ucb", "ucsb"), ("ucsb", "ucla"), ("ucla", "ucsd"))
 DETOUR = ["ucb", "ucsb", "ucla", "ucsd"]
 # BMv2 shapes its ports in packets: its T1s run at twice the rate, as in E5 (docs/bmv2.md).
 T1_BPS = {"terrapin": sequoia.T1_RATE_BPS, "bmv2": 2 * sequoia.T1_RATE_BPS}
@@ -329,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
             release(run, blocker)
             release(run, video)
             experiment.phase("protected: a 1+1 channel through a cut of each of its paths in turn")
-            channels["protected"] = protected_phase(experiment, run, seconds / 2, timeline)
+            channels["protected"] = protected_phase(experiment, run, seconds, timeline)
             timeline["events"] = rest(run, "GET", "/events?limit=1000")
         finally:
             for process in (agent, server):
@@ -342,8 +348,9 @@ def main(argv: list[str] | None = None) -> int:
 def protected_phase(
     experiment: Experiment, run: RunningNetwork, seconds: float, timeline: dict[str, Any]
 ) -> Channel:
-    """The protected channel under the flood: PROTECTED_CUTS[0] cut at a fifth of `seconds`,
-    mended at two fifths, PROTECTED_CUTS[1] cut at three fifths, mended at four."""
+    """The protected channel under the flood for `seconds`, cut into 2n + 1 slots for the n
+    trunks of PROTECTED_CUTS: trunk k cut at the start of slot 2k + 1, mended at the start of
+    slot 2k + 2."""
     body = channel(run, "faith", "paola", PORTS["protected"], PRIORITIES["protected"], VIDEO.max_packet,
                    rate=RATE, burst=BURST, protection="1+1")  # fmt: skip
     made = reserve(run, body)
@@ -364,10 +371,11 @@ def protected_phase(
         started = time.time()
         flood_bps = 2 * T1_BPS[experiment.switch]
         traffic.flood("grayling", "venezia", rate_bps=flood_bps, packet_bytes=run.plan.mtu, seconds=seconds)
+        slot = seconds / (2 * len(PROTECTED_CUTS) + 1)
         for index, (a, b) in enumerate(PROTECTED_CUTS):
-            time.sleep(max(0.0, started + (2 * index + 1) * seconds / 5 - time.time()))
+            time.sleep(max(0.0, started + (2 * index + 1) * slot - time.time()))
             cut_at = set_trunk(run, a, b, up=False, silent=silent)
-            time.sleep(max(0.0, started + (2 * index + 2) * seconds / 5 - time.time()))
+            time.sleep(max(0.0, started + (2 * index + 2) * slot - time.time()))
             cuts.append(
                 {
                     "trunk": f"{a}-{b}",
@@ -523,7 +531,7 @@ def verdict(
 
 
 def judge_protected(experiment: Experiment, c: Channel, cuts: list[dict[str, Any]]) -> list[str]:
-    """0 frames lost and none over the bound across a cut of each path; the recovery's figures."""
+    """0 frames lost and none over the bound across a cut of each trunk; the recovery's figures."""
     assert c.video is not None
     problems = []
     experiment.figure("protected.paths", f"{' > '.join(c.path_before)} and {' > '.join(c.path_during)}")

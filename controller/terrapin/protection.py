@@ -64,7 +64,7 @@ def protected_entries(
                 copies.append(copy)
                 continue
             entry = entry_for_hop(
-                hop.port.switch, record.selector, record.channel_id, hop, record.demote_excess
+                hop.port.switch, record.selector, record.channel_id, hop, record.demote_excess, tagged=True
             )
             relays.append(replace(entry, relay=copy))
     first, last = alloc.hops[0], alloc.hops[-1]

@@ -250,6 +250,10 @@ def test_each_switch_gets_its_part() -> None:
         (relay_a,) = lab.fabric.entries["s2"].values()
         (relay_b,) = lab.fabric.entries["s4"].values()
         assert relay_a.relay == Copy(a, 2, "02:00:00:00:03:03")
+        # a copy is 6 bytes (the R-TAG) longer than the frame: the transit meter counts them
+        hop = made.allocation.hops[1]
+        assert relay_a.cir == -(-hop.rate * (1500 + 14 + 6) // 1500)
+        assert relay_a.cburst == -(-hop.burst * (1500 + 14 + 6) // 1500)
         assert relay_b.relay == Copy(b, 3, "02:00:00:00:03:02")
         tail = lab.fabric.entries["s3"][made.selector]
         assert tail.recovery is not None and tail.recovery.members == (a, b)

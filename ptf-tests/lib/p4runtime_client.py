@@ -118,6 +118,11 @@ class P4Info:
         return self._get(self.packet_metadata, name, "controller header")  # type: ignore[return-value]
 
 
+def _pre_entity(group: p4r.MulticastGroupEntry) -> p4r.Entity:
+    pre = p4r.PacketReplicationEngineEntry(multicast_group_entry=group)
+    return p4r.Entity(packet_replication_engine_entry=pre)
+
+
 class P4RuntimeClient:
     """Primary controller of one device over one StreamChannel."""
 
@@ -306,13 +311,11 @@ class P4RuntimeClient:
             multicast_group_id=group_id,
             replicas=[p4r.Replica(egress_port=port, instance=instance) for port, instance in replicas],
         )
-        entry = p4r.PacketReplicationEngineEntry(multicast_group_entry=group)
-        self.write(p4r.Update(type=p4r.Update.INSERT, entity=p4r.Entity(packet_replication_engine_entry=entry)))
+        self.write(p4r.Update(type=p4r.Update.INSERT, entity=_pre_entity(group)))
 
     def delete_multicast_group(self, group_id: int) -> None:
         group = p4r.MulticastGroupEntry(multicast_group_id=group_id)
-        entry = p4r.PacketReplicationEngineEntry(multicast_group_entry=group)
-        self.write(p4r.Update(type=p4r.Update.DELETE, entity=p4r.Entity(packet_replication_engine_entry=entry)))
+        self.write(p4r.Update(type=p4r.Update.DELETE, entity=_pre_entity(group)))
 
     # ---- reads -------------------------------------------------------------------------
 

@@ -318,8 +318,9 @@ class ResetAfterSilence(LastSwitchTest):
 
 class NewInstallationStartsFresh(LastSwitchTest):
     """Recovery state another installation tag wrote is no state: a history of four, 0..4 then 7,
-    9 and 10 lose 5 and 6 (out of the window once 10 passed); after the members' entries are rewritten with a new tag, number 3, a
-    duplicate under the old tag, passes (a reset) and the lost count starts again from 0."""
+    9 and 10 lose 5 and 6 (out of the window once 10 passed); after the members' entries are
+    rewritten with a new tag, number 3, a duplicate under the old tag, passes (a reset) and the
+    lost count starts again from 0."""
 
     def runTest(self) -> None:
         self.recover(history=4, tag=1)

@@ -30,7 +30,7 @@ from terrapin.admission.model import (
 )
 from terrapin.admission.policers import moving_ring
 from terrapin.config import AggregateConfig
-from terrapin.constants import ETHERNET_HEADER
+from terrapin.constants import ETHERNET_HEADER, RTAG_BYTES
 from terrapin.p4program import (
     A_ADMIT,
     A_ADMIT_JUMPING,
@@ -97,6 +97,7 @@ def entry_for_hop(
     edge: Allocation | None = None,
     tag: int = 0,
     pin: tuple[int, str] | None = None,
+    tagged: bool = False,
 ) -> ChannelEntry:
     """The hop's (ρ, σ) as a strict trTCM: CIR = PIR = ρ, CBS = PBS = σ (docs/dataplane.md), in
     frame bytes: each packet of up to max_packet IPv4 bytes carries 14 more on the wire.
@@ -108,9 +109,10 @@ def entry_for_hop(
     the window would cut; their meter's (ρ, σ_k) is the policed envelope with the burst grown
     hop by hop (HopAllocation.burst), so it never does. `tag` names this installation of the
     channel (the window ignores state another tag left behind); `pin` where the hop leaves the
-    destination's route (Topology.pin)."""
-    rate = frame_bytes(hop.rate, hop.max_packet)
-    burst = frame_bytes(hop.burst if edge is None else edge.burst, hop.max_packet)
+    destination's route (Topology.pin). `tagged`: the hop meters a protected channel's copies,
+    each RTAG_BYTES longer."""
+    rate = frame_bytes(hop.rate, hop.max_packet, tagged)
+    burst = frame_bytes(hop.burst if edge is None else edge.burst, hop.max_packet, tagged)
     return ChannelEntry(
         switch=switch,
         selector=selector,
@@ -127,11 +129,12 @@ def entry_for_hop(
     )
 
 
-def frame_bytes(ipv4_bytes: int, max_packet: int) -> int:
+def frame_bytes(ipv4_bytes: int, max_packet: int, tagged: bool = False) -> int:
     """A rate or burst in IPv4 bytes as the meters count it, in frame bytes: each packet of up
-    to max_packet IPv4 bytes carries ETHERNET_HEADER more on the wire (rounded up, so the
-    meter never passes less than the envelope)."""
-    return ceil_div(ipv4_bytes * (max_packet + ETHERNET_HEADER), max_packet)
+    to max_packet IPv4 bytes carries ETHERNET_HEADER more on the wire, and RTAG_BYTES more if
+    `tagged` (rounded up, so the meter never passes less than the envelope)."""
+    header = ETHERNET_HEADER + (RTAG_BYTES if tagged else 0)
+    return ceil_div(ipv4_bytes * (max_packet + header), max_packet)
 
 
 def window_entry(
