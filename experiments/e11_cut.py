@@ -319,8 +319,15 @@ def main(argv: list[str] | None = None) -> int:
                     lambda: by_id(run, second_back.reservation_id)["state"] == "active",
                     RESTORATION_WAIT_S + 5,
                 )
-                second_back.up_again_at = time.time()
-                timeline["restoration_after_mend"] = restoration_after(run, mend_at)
+                # Its record is active once the restoration's store transaction is done; its
+                # entries are on the switches when the restoration ends, which is when it is up.
+                after_mend = wait_for(
+                    "the restoration after the mend",
+                    lambda: restoration_after(run, mend_at),
+                    RESTORATION_WAIT_S,
+                )
+                second_back.up_again_at = max(time.time(), after_mend["finished_at"])
+                timeline["restoration_after_mend"] = after_mend
                 timeline["trunk_up"] = trunk_status(run)
                 traffic.wait(seconds + 60)
             time.sleep(1.5)  # the monitor's next poll sees the second channel up again

@@ -531,14 +531,17 @@ def channel_read_request() -> fy.P4TableEntry:
 
 
 def reconcile_read_request(schema: Any, device_id: int, codec: ChannelCodec) -> p4r.ReadRequest:
-    """What a reconciliation reads: the forwarding, aggregate and pin tables, and every channel
-    entry with its meter (as protobufs: a takeover compares tens of thousands)."""
+    """What a reconciliation reads: the forwarding, aggregate, pin and protection tables, every
+    channel entry with its meter (as protobufs: a takeover compares tens of thousands), and the
+    multicast groups."""
     request = p4r.ReadRequest(device_id=device_id)
     for table in (T_ROUTES, T_ARP, T_PORT_MACS, T_AGGREGATES, T_CHANNEL_PATHS, T_PROTECTIONS, T_COPIES):
         request.entities.add().table_entry.table_id = schema.tables[table].id
     members = request.entities.add().table_entry
     members.table_id = schema.tables[T_MEMBER_STREAMS].id
     members.meter_config.SetInParent()
+    # Every multicast group (the protected channels' replication), in the same read.
+    request.entities.add().packet_replication_engine_entry.multicast_group_entry.SetInParent()
     # P4Runtime returns a direct meter's config only when the read request asks for it.
     channels = request.entities.add().table_entry
     channels.table_id = codec.table_id

@@ -120,8 +120,13 @@ class SwitchEntries:
             exact[encoded.whole] = encoded.key
         same: set[EntryKey] = set()
         have: dict[tuple[int, int, bytes], p4r.TableEntry] = {}
+        groups: dict[int, tuple[tuple[int, int], ...]] = {}
         async for reply in read_raw(sw, reconcile_read_request(schema, sw.device_id, codec)):
             for entity in reply.entities:
+                if entity.HasField("packet_replication_engine_entry"):
+                    group = entity.packet_replication_engine_entry.multicast_group_entry
+                    groups[group.multicast_group_id] = group_replicas(group)
+                    continue
                 found = exact.get(entity.table_entry.SerializeToString(deterministic=True))
                 if found is not None and found not in same:
                     same.add(found)
@@ -137,7 +142,7 @@ class SwitchEntries:
         await write_raw(sw, p4r.Update.DELETE, deletes)
         # The protected channels' multicast groups: no longer named by a `protections` entry
         # (deleted above), and needed by those inserted below.
-        groups = await self._sync_groups(sw, [g for g in map(replication_group, desired) if g is not None])
+        synced = await _sync_groups(sw, groups, [g for g in map(replication_group, desired) if g is not None])
         await write_raw(sw, p4r.Update.INSERT, pins)
         inserts = [pb for pb in inserts if pb.table_id != pins_table]
         await write_raw(sw, p4r.Update.MODIFY, modifies)
@@ -150,36 +155,12 @@ class SwitchEntries:
         await write_raw(sw, p4r.Update.INSERT, inserts)
         return ReconcileReport(
             name,
-            len(inserts) + len(pins) + groups[0],
-            len(modifies) + groups[1],
-            len(deletes) + groups[2],
+            len(inserts) + len(pins) + synced[0],
+            len(modifies) + synced[1],
+            len(deletes) + synced[2],
             len(want) - len(inserts) - len(pins),
             len(meters),
         )
-
-    async def _sync_groups(
-        self, sw: fy.Switch, desired: Sequence[p4r.MulticastGroupEntry]
-    ) -> tuple[int, int, int]:
-        """Make the switch's multicast groups the desired ones; (inserted, modified, deleted)."""
-        request = p4r.ReadRequest(device_id=sw.device_id)
-        request.entities.add().packet_replication_engine_entry.multicast_group_entry.SetInParent()
-        have: dict[int, tuple[tuple[int, int], ...]] = {}
-        async for reply in read_raw(sw, request):
-            for entity in reply.entities:
-                group = entity.packet_replication_engine_entry.multicast_group_entry
-                have[group.multicast_group_id] = group_replicas(group)
-        want = {g.multicast_group_id: g for g in desired}
-        updates = [
-            group_update(p4r.Update.DELETE, p4r.MulticastGroupEntry(multicast_group_id=gid))
-            for gid in sorted(have.keys() - want.keys())
-        ]
-        changed = [g for gid, g in want.items() if gid in have and group_replicas(g) != have[gid]]
-        added = [g for gid, g in want.items() if gid not in have]
-        updates += [group_update(p4r.Update.MODIFY, g) for g in changed]
-        updates += [group_update(p4r.Update.INSERT, g) for g in added]
-        if updates:
-            await sw.write(updates)
-        return len(added), len(changed), len(updates) - len(added) - len(changed)
 
     def _encoded_entry(self, codec: ChannelCodec, entry: ChannelEntry) -> EncodedEntry:
         hit = self._encoded.get(entry)
@@ -326,3 +307,22 @@ async def write_raw(sw: fy.Switch, kind: Any, entries: Sequence[p4r.TableEntry],
         await sw.write(
             [p4r.Update(type=kind, entity=p4r.Entity(table_entry=pb)) for pb in chunk], strict=strict
         )
+
+
+async def _sync_groups(
+    sw: fy.Switch, have: Mapping[int, tuple[tuple[int, int], ...]], desired: Sequence[p4r.MulticastGroupEntry]
+) -> tuple[int, int, int]:
+    """Make the switch's multicast groups (`have`, as read) the desired ones; (inserted,
+    modified, deleted)."""
+    want = {g.multicast_group_id: g for g in desired}
+    updates = [
+        group_update(p4r.Update.DELETE, p4r.MulticastGroupEntry(multicast_group_id=gid))
+        for gid in sorted(have.keys() - want.keys())
+    ]
+    changed = [g for gid, g in want.items() if gid in have and group_replicas(g) != have[gid]]
+    added = [g for gid, g in want.items() if gid not in have]
+    updates += [group_update(p4r.Update.MODIFY, g) for g in changed]
+    updates += [group_update(p4r.Update.INSERT, g) for g in added]
+    if updates:
+        await sw.write(updates)
+    return len(added), len(changed), len(updates) - len(added) - len(changed)
