@@ -23,6 +23,12 @@ and once the trunk is back it is set up again and its initiator told (REQUEST_AC
 monitor records the video's broken promise from the cut's detection to the move, and the second
 channel's while it is down; the video stays where it was moved (no flapping).
 
+Then a second phase: a **protected** channel, faith to paola with `"protection": "1+1"` (IEEE
+802.1CB replication and elimination, docs/controller.md "Protection"), on ucb > ucsd and ucb >
+ucsb > ucla > ucsd at once, under the flood; each trunk of its paths is cut and mended in turn.
+Judged: 0 frames lost across the cuts and no frame over its bound; reported: the duplicates the
+last switch discarded and the frames each path carried.
+
     sudo build/venv/bin/python -m experiments.e11_cut [--short] [--switch bmv2]
 """
 
@@ -61,9 +67,12 @@ VIDEO = VideoShape(fps=20, smallest=2_000, peak=4_000, max_packet=1_000)
 # brought closer than its tolerance (the switch's jitter) were marked red at the first hop and
 # demoted into the flood (2 of 391 packets, in 2 of 5 runs).
 RATE, BURST, SENDER_BURST = 80_000, 8_000, 4_000
-PRIORITIES = {"video": 5, "second": 4, "blocker": 6}
-PORTS = {"video": 5004, "second": 5005, "blocker": 5006}
+PRIORITIES = {"video": 5, "second": 4, "blocker": 6, "protected": 5}
+PORTS = {"video": 5004, "second": 5005, "blocker": 5006, "protected": 5007}
 CUT = ("ucb", "ucsd")
+# The protected channel's second phase: every trunk of its two paths cut in turn, each mended
+# before the next is cut (ucb-ucsd is its direct path's; the others, the way round's).
+PROTECTED_CUTS = (CUT, ("ucb", "ucsb"), ("ucsb", "ucla"), ("ucla", "ucsd"))
 DETOUR = ["ucb", "ucsb", "ucla", "ucsd"]
 # BMv2 shapes its ports in packets: its T1s run at twice the rate, as in E5 (docs/bmv2.md).
 T1_BPS = {"terrapin": sequoia.T1_RATE_BPS, "bmv2": 2 * sequoia.T1_RATE_BPS}
@@ -310,8 +319,15 @@ def main(argv: list[str] | None = None) -> int:
                     lambda: by_id(run, second_back.reservation_id)["state"] == "active",
                     RESTORATION_WAIT_S + 5,
                 )
-                second_back.up_again_at = time.time()
-                timeline["restoration_after_mend"] = restoration_after(run, mend_at)
+                # Its record is active once the restoration's store transaction is done; its
+                # entries are on the switches when the restoration ends, which is when it is up.
+                after_mend = wait_for(
+                    "the restoration after the mend",
+                    lambda: restoration_after(run, mend_at),
+                    RESTORATION_WAIT_S,
+                )
+                second_back.up_again_at = max(time.time(), after_mend["finished_at"])
+                timeline["restoration_after_mend"] = after_mend
                 timeline["trunk_up"] = trunk_status(run)
                 traffic.wait(seconds + 60)
             time.sleep(1.5)  # the monitor's next poll sees the second channel up again
@@ -323,15 +339,66 @@ def main(argv: list[str] | None = None) -> int:
                 c.bound_after_ms = now["allocation"]["worst_case_delay_us"] / 1000
                 c.sender_log = sent[c.name]
                 c.video = read_video_logs(sent[c.name], received["paola" if c.name == "video" else "venezia"])
-            timeline["events"] = rest(run, "GET", "/events?limit=1000")
             release(run, blocker)
             release(run, video)
+            experiment.phase("protected: a 1+1 channel through a cut of each of its paths in turn")
+            channels["protected"] = protected_phase(experiment, run, seconds, timeline)
+            timeline["events"] = rest(run, "GET", "/events?limit=1000")
         finally:
             for process in (agent, server):
                 if process is not None and process.poll() is None:
                     process.terminate()
                     process.wait(10)
     return verdict(experiment, channels, timeline, agent_log)
+
+
+def protected_phase(
+    experiment: Experiment, run: RunningNetwork, seconds: float, timeline: dict[str, Any]
+) -> Channel:
+    """The protected channel under the flood for `seconds`, cut into 2n + 1 slots for the n
+    trunks of PROTECTED_CUTS: trunk k cut at the start of slot 2k + 1, mended at the start of
+    slot 2k + 2."""
+    body = channel(run, "faith", "paola", PORTS["protected"], PRIORITIES["protected"], VIDEO.max_packet,
+                   rate=RATE, burst=BURST, protection="1+1")  # fmt: skip
+    made = reserve(run, body)
+    if made["protection"] != "1+1":
+        raise RuntimeError(
+            f"the protected channel was admitted without protection: {made.get('protection_note')}"
+        )
+    kept = Channel("protected", made["id"], ports(made))
+    kept.path_during = [f"{h['switch']}:{h['port']}" for h in made["allocation"]["second_path"]]
+    kept.bound_ms = made["allocation"]["worst_case_delay_us"] / 1000
+    silent = SILENT_CUT[experiment.switch]
+    cuts: list[dict[str, Any]] = []
+    with Traffic(run, experiment.work / "protected") as traffic:
+        received = traffic.receiver("paola", [PORTS["protected"]], name="receiver-protected")
+        port = PORTS["protected"]
+        sent = traffic.video("faith", "paola", seconds=seconds, port=port, video=VIDEO,
+                             shape=(RATE, SENDER_BURST), pace=True, seed=port, name="protected")  # fmt: skip
+        started = time.time()
+        flood_bps = 2 * T1_BPS[experiment.switch]
+        traffic.flood("grayling", "venezia", rate_bps=flood_bps, packet_bytes=run.plan.mtu, seconds=seconds)
+        slot = seconds / (2 * len(PROTECTED_CUTS) + 1)
+        for index, (a, b) in enumerate(PROTECTED_CUTS):
+            time.sleep(max(0.0, started + (2 * index + 1) * slot - time.time()))
+            cut_at = set_trunk(run, a, b, up=False, silent=silent)
+            time.sleep(max(0.0, started + (2 * index + 2) * slot - time.time()))
+            cuts.append(
+                {
+                    "trunk": f"{a}-{b}",
+                    "cut_at": cut_at,
+                    "mend_at": set_trunk(run, a, b, up=True, silent=silent),
+                }
+            )
+        traffic.wait(seconds + 60)
+    now = by_id(run, kept.reservation_id)
+    kept.state_after, kept.path_after = now["state"], ports(now)
+    kept.counters = rest(run, "GET", f"/reservations/{kept.reservation_id}/counters")
+    kept.sender_log = sent
+    kept.video = read_video_logs(sent, received)
+    timeline["protected_cuts"] = cuts
+    release(run, made)
+    return kept
 
 
 def verdict(
@@ -367,6 +434,7 @@ def verdict(
 
     events = timeline["events"]
     video, second = channels["video"], channels["second"]
+    protected = channels.pop("protected", None)
     for c in channels.values():
         assert c.video is not None
         key = c.name
@@ -463,8 +531,45 @@ def verdict(
         experiment.figure("second.frames_over_bound_once_back", len(late), seed="0")
         if lost_after or late:
             problems.append(f"second: once set up again {lost_after} frames lost, {len(late)} over its bound")
+    if protected is not None:
+        problems += judge_protected(experiment, protected, timeline["protected_cuts"])
     plot(experiment, channels, cut_at, mend_at)
     return experiment.finish(problems, {"timeline": timeline})
+
+
+def judge_protected(experiment: Experiment, c: Channel, cuts: list[dict[str, Any]]) -> list[str]:
+    """0 frames lost and none over the bound across a cut of each trunk; the recovery's figures."""
+    assert c.video is not None
+    problems = []
+    experiment.figure("protected.paths", f"{' > '.join(c.path_before)} and {' > '.join(c.path_during)}")
+    experiment.figure(
+        "protected.cuts", "; ".join(f"{k['trunk']} for {k['mend_at'] - k['cut_at']:.1f} s" for k in cuts)
+    )
+    lost = c.video.frames_sent - c.video.frames_whole
+    late = [t for t in c.video.timings if t.late_outside_stalls(c.bound_ms, experiment.stalls)]
+    experiment.figure("protected.frames", f"{c.video.frames_whole}/{c.video.frames_sent}")
+    experiment.figure("protected.frames_lost", lost, seed="0 (IEEE 802.1CB: seamless)")
+    experiment.figure("protected.packets", f"{c.video.packets_received}/{c.video.packets_sent}")
+    experiment.figure("protected.bound_ms", c.bound_ms)
+    experiment.figure("protected.max_network_ms", max((t.network_ms for t in c.video.timings), default=None))
+    experiment.figure("protected.frames_over_bound", len(late), seed="0")
+    last = c.counters[-1] if c.counters else {}
+    recovery = last.get("recovery") or {}
+    experiment.figure("protected.duplicates_discarded", recovery.get("discarded"))
+    experiment.figure("protected.frames_by_path", recovery.get("arrived_by_path"))
+    for name in ("passed", "out_of_order", "rogue", "lost"):
+        experiment.figure(f"protected.recovery_{name}", recovery.get(name))
+    if lost:
+        problems.append(f"protected: {lost} of {c.video.frames_sent} frames lost across the cuts")
+    if late:
+        problems.append(f"protected: {len(late)} frames over its {c.bound_ms:.1f} ms bound")
+    if c.state_after != "active" or c.path_after != c.path_before:
+        problems.append(
+            f"protected: {c.state_after} on {' > '.join(c.path_after)} after the cuts, not where it was"
+        )
+    if not recovery.get("discarded"):
+        problems.append("protected: the last switch discarded no duplicates (was it replicated at all?)")
+    return problems
 
 
 def plot(experiment: Experiment, channels: dict[str, Channel], cut_at: float, mend_at: float) -> None:

@@ -227,23 +227,104 @@ MUTANTS = [
            "= port;\n    }\n\n    table channel_paths",
            "dp_trunks.PinnedChannelLeavesByItsPin"),
     Mutant("pin-green-only", "ingress.p4",
-           "channel_paths.apply();\n                if (meta.color == METER_GREEN) {",
-           "if (meta.color == METER_GREEN) {\n                    channel_paths.apply();",
+           "channel_paths.apply();\n                policed = true;",
+           "policed = true;\n                if (meta.color == METER_GREEN) {\n"
+           "                    channel_paths.apply();\n                }",
            "dp_trunks.DemotedExcessFollowsThePin"),
     # The pin applied to every routed packet, not only to an admitted channel's.
     Mutant("pin-without-channel", "ingress.p4",
-           "} else if (routes.apply().hit) {\n"
+           "        if (routed && routes.apply().hit) {\n"
            "            if (hdr.reservation.isValid()) {\n"
            "                // Re-injected by the controller (PacketOut through the pipeline).\n"
            "                standard_metadata.priority = PRIORITY_RESERVATION;\n"
            "            } else if (channels.apply().hit) {\n"
            "                channel_paths.apply();\n",
-           "} else if (routes.apply().hit) {\n"
+           "        if (routed && routes.apply().hit) {\n"
            "            channel_paths.apply();\n"
            "            if (hdr.reservation.isValid()) {\n"
            "                standard_metadata.priority = PRIORITY_RESERVATION;\n"
            "            } else if (channels.apply().hit) {\n",
            "dp_trunks.PinWithoutAChannelMovesNothing"),
+    # ---- protection (dp_protection) ----
+    Mutant("rtag-not-parsed", "parser.p4",
+           "            ETHERTYPE_VLAN: parse_vlan;\n            ETHERTYPE_RTAG: parse_rtag;\n",
+           "            ETHERTYPE_VLAN: parse_vlan;\n",
+           "dp_protection.TransitForwardsByMember dp_protection.DuplicatesAreEliminated"),
+    Mutant("not-replicated", "ingress.p4", "standard_metadata.mcast_grp = group;", "",
+           "dp_protection.ReplicasAreTaggedAndNumbered"),
+    Mutant("sequence-not-advanced", "ingress.p4", "frer_next_seq.write(cell, seq + 1);", "",
+           "dp_protection.ReplicasAreTaggedAndNumbered"),
+    Mutant("member-not-written", "egress.p4", "hdr.rtag.member = standard_metadata.egress_rid;", "",
+           "dp_protection.ReplicasAreTaggedAndNumbered"),
+    Mutant("copy-keeps-route-next-hop", "egress.p4",
+           "hdr.ethernet.dst_addr = next_hop_mac;\n    }\n\n    action drop_copy",
+           "}\n\n    action drop_copy",
+           "dp_protection.ReplicasAreTaggedAndNumbered"),
+    Mutant("copy-without-entry-sent", "egress.p4",
+           "mark_to_drop(standard_metadata);\n    }\n\n    table copies", "}\n\n    table copies",
+           "dp_protection.ReplicaWithoutACopyEntryIsDropped"),
+    Mutant("excess-replicated", "ingress.p4",
+           "            if (meta.color == METER_GREEN) {\n"
+           "                standard_metadata.priority = meta.channel_priority;\n"
+           "                if (!hdr.rtag.isValid()) {\n"
+           "                    protections.apply();\n"
+           "                }\n"
+           "            } else if",
+           "            if (!hdr.rtag.isValid()) {\n"
+           "                protections.apply();\n"
+           "            }\n"
+           "            if (meta.color == METER_GREEN) {\n"
+           "                standard_metadata.priority = meta.channel_priority;\n"
+           "            } else if",
+           "dp_protection.ExcessIsNotReplicated"),
+    Mutant("relay-by-route", "ingress.p4",
+           "        standard_metadata.egress_spec = port;\n        hdr.ethernet.dst_addr = next_hop_mac;\n"
+           "        hdr.ipv4.ttl = hdr.ipv4.ttl - 1;\n        meta.routed = 1;\n        meta.channel_id",
+           "        hdr.ethernet.dst_addr = next_hop_mac;\n"
+           "        hdr.ipv4.ttl = hdr.ipv4.ttl - 1;\n        meta.routed = 1;\n        meta.channel_id",
+           "dp_protection.TransitForwardsByMember"),
+    Mutant("relay-unpoliced", "ingress.p4",
+           "relay_copy: {\n                    policed = true;",
+           "relay_copy: {\n                    standard_metadata.priority = meta.channel_priority;",
+           "dp_protection.TransitForwardsByMember"),
+    Mutant("unknown-member-routed", "ingress.p4",
+           "drop_packet(DROP_NO_MEMBER);", "routed = true;",
+           "dp_protection.TransitForwardsByMember"),
+    Mutant("duplicates-kept", "ingress.p4", "drop_packet(DROP_ELIMINATED);", "routed = true;",
+           "dp_protection.DuplicatesAreEliminated"),
+    Mutant("tag-not-removed", "ingress.p4",
+           "hdr.rtag.setInvalid();\n                        routed = true;", "routed = true;",
+           "dp_protection.DuplicatesAreEliminated"),
+    Mutant("history-ignored", "ingress.p4",
+           "} else if (((history >> (bit<8>)behind) & 1) == 1) {", "} else if (false) {",
+           "dp_protection.DuplicatesAreEliminated dp_protection.HistoryWindow"),
+    Mutant("old-numbers-not-rogue", "ingress.p4",
+           "} else if (behind >= length) {", "} else if (false) {", "dp_protection.HistoryWindow"),
+    Mutant("jumps-not-rogue", "ingress.p4", "if (ahead >= length) {", "if (false) {",
+           "dp_protection.HistoryWindow"),
+    Mutant("lost-not-counted", "ingress.p4",
+           "lost = lost + (bit<32>)ahead - (bit<32>)(leaving & 0x7F);", "", "dp_protection.HistoryWindow"),
+    Mutant("lost-counts-seen", "ingress.p4",
+           "lost = lost + (bit<32>)ahead - (bit<32>)(leaving & 0x7F);", "lost = lost + (bit<32>)ahead - 1;",
+           "dp_protection.HistoryWindow"),
+    Mutant("out-of-order-uncounted", "ingress.p4",
+           "if (ahead != 1) {\n                    frer_out_of_order.count(cell);",
+           "if (false) {\n                    frer_out_of_order.count(cell);",
+           "dp_protection.HistoryWindow"),
+    Mutant("sequence-does-not-wrap", "ingress.p4",
+           "} else if (ahead != 0 && ahead < 0x8000) {", "} else if (seq > recov) {",
+           "dp_protection.SequenceNumbersWrap"),
+    Mutant("no-reset-after-silence", "ingress.p4",
+           "(now > last && now - last >= (bit<48>)reset_us)", "false",
+           "dp_protection.ResetAfterSilence"),
+    Mutant("recovery-tag-ignored", "ingress.p4", "} else if (owner != tag ||", "} else if (owner == 0 ||",
+           "dp_protection.NewInstallationStartsFresh"),
+    Mutant("lost-kept-across-installations", "ingress.p4", "lost = 0;  // a new installation", "// ",
+           "dp_protection.NewInstallationStartsFresh"),
+    Mutant("no-history-fails-open", "ingress.p4",
+           "if (history_length == 0) {\n            frer_rogue.count(cell);",
+           "if (false) {\n            frer_rogue.count(cell);",
+           "dp_protection.NoHistoryPassesNothing"),
 ]
 
 

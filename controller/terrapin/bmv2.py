@@ -67,6 +67,14 @@ class Bmv2Cli:
             found[name] = [int(v) for v in match.group(1).replace(",", " ").split()]
         return found
 
+    def read_register_cell(self, name: str, index: int) -> int:
+        """One cell of a register array (`register_read NAME INDEX` prints `NAME[INDEX]= v`)."""
+        out = self.run([f"register_read {name} {index}"])
+        match = re.search(rf"{re.escape(name)}\[{index}\]=\s*(\d+)", out)
+        if match is None:
+            raise Bmv2CliError(f"register_read {name} {index}: no value in the CLI's answer {out[-200:]!r}")
+        return int(match.group(1))
+
     def reset_registers(self, names: list[str]) -> None:
         self.run([f"register_reset {name}" for name in names])
 

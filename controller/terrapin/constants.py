@@ -33,6 +33,9 @@ POLICER_TRAILER_LENGTH = 16
 
 # The data plane counts Ethernet frame bytes (14-byte header, no FCS); envelopes count IPv4 bytes.
 ETHERNET_HEADER = 14
+# A protected channel's copies carry an R-TAG between its first switch and its last (6 bytes:
+# docs/dataplane.md "Protection"): the meters of its transit hops count them.
+RTAG_BYTES = 6
 # p4src MOVING_SLOTS: the moving window's ring of timestamps per channel.
 MOVING_SLOTS = 32
 # A message as a frame on the wire: Ethernet + IPv4 20 + the message (the protocol's envelope at
@@ -78,3 +81,5 @@ class DenialReason(enum.IntEnum):
     # NOTIFY_CLOSE from a router: the channel's path went down (a trunk or a switch) and no
     # other path admits it; it is down, and is set up again when a path does.
     PATH_DOWN = 17
+    # A protected (1+1) channel needs two paths that share no trunk; there are none now.
+    NO_DISJOINT_PATHS = 18

@@ -48,6 +48,8 @@ from terrapin.constants import (
 )
 from terrapin.protocol.messages import (
     FLAG_CLOSE_WHEN_DOWN,
+    FLAG_PROTECTION,
+    FLAG_PROTECTION_OPTIONAL,
     FLAG_RETRANSMISSION,
     MalformedMessage,
     ReservationMessage,
@@ -201,7 +203,9 @@ def cmd_request(args: argparse.Namespace) -> int:
         max_packet=args.max_packet,
         delay_us=args.delay_us,
         policer=policer,
-        flags=FLAG_CLOSE_WHEN_DOWN if args.close_when_down else 0,
+        flags=(FLAG_CLOSE_WHEN_DOWN if args.close_when_down else 0)
+        | (FLAG_PROTECTION if args.protect else 0)
+        | (FLAG_PROTECTION_OPTIONAL if args.protect == "optional" else 0),
     )
     endpoint = Endpoint()
     try:
@@ -379,6 +383,14 @@ def _parser() -> argparse.ArgumentParser:
         "--close-when-down",
         action="store_true",
         help="if no path carries it after a trunk or switch goes down, close it (default: wait for one)",
+    )
+    r.add_argument(
+        "--protect",
+        nargs="?",
+        const="1+1",
+        choices=["1+1", "optional"],
+        help="1+1 protection: two paths sharing no trunk, or refused (NO_DISJOINT_PATHS); "
+        "`--protect optional`: one path when there is no such pair",
     )
     timing(r)
     r.set_defaults(func=cmd_request)

@@ -30,10 +30,11 @@ from prometheus_client.registry import Collector
 
 from terrapin.admission import AdmissionLedger, Allocation, Denial
 from terrapin.admission.ledger import COMMITTED, HELD
+from terrapin.channel_requests import Conflict
 from terrapin.monitor.checks import NETWORK, SOURCE, PollVerdict
 from terrapin.monitor.events import Event
 from terrapin.p4program import DELAY_BAND_NAMES
-from terrapin.reservations import Conflict, ReservationService
+from terrapin.reservations import ReservationService
 from terrapin.restoration import Report
 from terrapin.store import Reservation
 
@@ -147,6 +148,14 @@ class ControllerMetrics:
             [*channel, "colour"],
             registry=r,
         )
+        self.recovery_packets = _Series(
+            Gauge,
+            "terrapin_protection_recovery_packets",
+            "a protected channel's sequence recovery counters at its last switch, as the switch last"
+            " counted them: passed, discarded (duplicates), out_of_order, rogue, resets, lost",
+            ["channel", "switch", "counter"],
+            registry=r,
+        )
         self.channels_without_series = Gauge(
             "terrapin_monitor_channels_without_series",
             "channels the monitor checks whose per-hop series are not exported (beyond "
@@ -233,6 +242,13 @@ class ControllerMetrics:
         self.queue_delay_max.keep(
             {(q.switch, str(q.port), str(q.priority)) for q in verdict.queues if q.max_delay_us is not None}
         )
+        recovered: set[tuple[str, ...]] = set()
+        for rec in verdict.recoveries:
+            for counter, value in rec.counts.items():
+                labels = (str(rec.reservation_id), rec.switch, counter)
+                recovered.add(labels)
+                self.recovery_packets.child(labels).set(value)
+        self.recovery_packets.keep(recovered)
         self.channel_delivered.keep(channels)
         self.channel_reserved.keep(channels)
         self.channel_excess.keep({(*c, colour) for c in channels for colour in ("yellow", "red")})

@@ -29,6 +29,15 @@ A_SET_SOURCE_MAC = "TerrapinEgress.set_source_mac"
 A_SET_DELAY_BOUND = "TerrapinEgress.set_delay_bound"
 A_SET_AGGREGATE = "TerrapinIngress.set_aggregate"
 A_PIN = "TerrapinIngress.pin"
+# Protection (docs/dataplane.md "Protection"): the first switch's replication, each replica's
+# member stream, and the member streams' relay and recovery.
+T_PROTECTIONS = "TerrapinIngress.protections"
+T_COPIES = "TerrapinEgress.copies"
+T_MEMBER_STREAMS = "TerrapinIngress.member_streams"
+A_REPLICATE = "TerrapinIngress.replicate"
+A_SEND_COPY = "TerrapinEgress.send_copy"
+A_RELAY_COPY = "TerrapinIngress.relay_copy"
+A_RECOVER_COPY = "TerrapinIngress.recover_copy"
 # The key of T_CHANNELS, field by field (ChannelSelector's src, dst, protocol, flow_key).
 CHANNEL_KEY = ("src_addr", "dst_addr", "protocol", "flow_key")
 # The key of T_AGGREGATES (all ternary), field by field with its width in bits.
@@ -42,6 +51,16 @@ C_QUEUE_TRAFFIC = "TerrapinEgress.queue_traffic"
 C_QUEUE_DELAY_BANDS = "TerrapinEgress.queue_delay_bands"
 R_MAX_DEPTH = "TerrapinEgress.max_queue_depth"
 R_MAX_DELAY = "TerrapinEgress.max_queue_delay"
+# 802.1CB's recovery counters, per channel id at its last switch, by their names in the REST
+# counters; the lost numbers are a register.
+FRER_COUNTERS = {
+    "passed": "TerrapinIngress.frer_passed",
+    "discarded": "TerrapinIngress.frer_discarded",
+    "out_of_order": "TerrapinIngress.frer_out_of_order",
+    "rogue": "TerrapinIngress.frer_rogue",
+    "resets": "TerrapinIngress.frer_resets",
+}
+R_FRER_LOST = "TerrapinIngress.frer_lost"
 # Indexed by aggregate id: the meter every entry of that aggregate shares.
 M_AGGREGATE_METERS = "TerrapinIngress.aggregate_meters"
 
@@ -67,7 +86,11 @@ DROP_REASONS = (
     "ttl_expired",
     "arp_unanswered",
     "policed",
+    "eliminated",
+    "no_member",
 )
+# A protected channel's member streams and multicast group (constants.p4, "Protection").
+FRER_HISTORY_MAX = 64
 
 __all__ = [
     "AGGREGATE_KEY",
@@ -76,7 +99,11 @@ __all__ = [
     "A_ADMIT_MOVING",
     "A_ANSWER_ARP",
     "A_PIN",
+    "A_RECOVER_COPY",
+    "A_RELAY_COPY",
+    "A_REPLICATE",
     "A_ROUTE",
+    "A_SEND_COPY",
     "A_SET_AGGREGATE",
     "A_SET_DELAY_BOUND",
     "A_SET_SOURCE_MAC",
@@ -92,23 +119,41 @@ __all__ = [
     "ETHERTYPE_LINK_PROBE",
     "EXCESS_DEMOTE",
     "EXCESS_DROP",
+    "FRER_COUNTERS",
+    "FRER_HISTORY_MAX",
     "MAX_AGGREGATES",
     "MAX_CHANNELS",
     "M_AGGREGATE_METERS",
     "PACKET_OUT_DIRECT",
     "PACKET_OUT_PIPELINE",
     "QUEUES_PER_PORT",
+    "R_FRER_LOST",
     "R_MAX_DELAY",
     "R_MAX_DEPTH",
     "T_AGGREGATES",
     "T_ARP",
     "T_CHANNELS",
     "T_CHANNEL_PATHS",
+    "T_COPIES",
+    "T_MEMBER_STREAMS",
     "T_PORT_MACS",
+    "T_PROTECTIONS",
     "T_QUEUE_BOUNDS",
     "T_ROUTES",
+    "member_streams",
+    "multicast_group",
     "queue_cell",
 ]
+
+
+def member_streams(channel_id: int) -> tuple[int, int]:
+    """The member streams of a protected channel's two paths (its R-TAG's member field)."""
+    return 2 * channel_id + 1, 2 * channel_id + 2
+
+
+def multicast_group(channel_id: int) -> int:
+    """The multicast group a protected channel's first switch replicates it through."""
+    return channel_id + 1
 
 
 def queue_cell(port: int, priority: int) -> int:

@@ -24,6 +24,21 @@ class NoRoute(Exception):
     """No configured path between two addresses."""
 
 
+class NoDisjointPaths(Exception):
+    """No two paths that share no trunk between two addresses' switches (protection)."""
+
+
+@dataclass(frozen=True)
+class PathPair:
+    """A protected channel's two paths (egress ports, each ending at the destination's port),
+    sharing no trunk; `disjoint` says whether they also share no switch but their ends ("node")
+    or only no trunk ("link")."""
+
+    first: tuple[PortId, ...]
+    second: tuple[PortId, ...]
+    disjoint: str
+
+
 @dataclass(frozen=True)
 class ChannelSelector:
     """What the data plane matches: source, destination, protocol, XTP key or L4 ports."""
@@ -169,6 +184,66 @@ class Topology:
                 raise NoRoute(f"routing loop towards {dst_ip}")
             switch = nxt
 
+    def disjoint_paths(self, src_ip: str, dst_ip: str, keep: Sequence[PortId] | None = None) -> PathPair:
+        """Two paths from the source's switch to the destination's over the trunks up now that
+        share no trunk, and no switch but their ends where the topology allows: the pair of least
+        total length (a minimum-cost flow of two), the shorter first. With `keep` (a path
+        already carrying a channel), that path and the shortest partner of it."""
+        first_switch = self.host(src_ip).switch
+        dest = self.host(dst_ip)
+        if first_switch == dest.switch:
+            raise NoDisjointPaths(
+                f"{src_ip} and {dst_ip} are on one switch ({dest.switch}): there is one path"
+            )
+        last = PortId(dest.switch, dest.port)
+        for node_disjoint in (True, False):
+            if keep is not None:
+                found = self._partner(list(keep), node_disjoint)
+                pair = None if found is None else [list(keep[:-1]), found]
+            else:
+                pair = _two_paths(self._arcs(), first_switch, dest.switch, node_disjoint)
+            if pair is not None:
+                a, b = sorted(pair, key=lambda p: (len(p), p))
+                if keep is not None:
+                    a, b = pair
+                return PathPair((*a, last), (*b, last), "node" if node_disjoint else "link")
+        raise NoDisjointPaths(
+            f"no two paths from {first_switch} to {dest.switch} share no trunk{self._while_down()}"
+        )
+
+    def _while_down(self) -> str:
+        if not self.down:
+            return ""
+        return (
+            " while "
+            + ", ".join(str(t) for t in sorted(self.down))
+            + (" are down" if len(self.down) > 1 else " is down")
+        )
+
+    def _arcs(self) -> list[tuple[str, int, str]]:
+        """Every trunk that is up, in both directions: (switch, egress port, peer switch)."""
+        return [
+            (name, port, peer)
+            for name in sorted(self._trunks)
+            for port, peer in self._trunks[name]
+            if self._trunk_at[PortId(name, port)] not in self.down
+        ]
+
+    def _partner(self, keep: list[PortId], node_disjoint: bool) -> list[PortId] | None:
+        """The shortest path between `keep`'s end switches over trunks it does not use (and, if
+        node_disjoint, through no switch it crosses)."""
+        first, last = keep[0].switch, keep[-1].switch
+        used = {self._trunk_at.get(hop) for hop in keep}
+        middle = {hop.switch for hop in keep[1:]} - {last}
+        arcs = [
+            (u, port, v)
+            for u, port, v in self._arcs()
+            if self._trunk_at[PortId(u, port)] not in used
+            and not (node_disjoint and (u in middle or v in middle))
+        ]
+        found = _two_paths(arcs, first, last, node_disjoint=False, count=1)
+        return None if found is None else found[0]
+
     def forwarding(self, switch: str) -> Forwarding:
         routes = []
         for ip in sorted(self.hosts_by_ip):
@@ -235,6 +310,28 @@ class MovingWindowEntry:
 
 
 @dataclass(frozen=True)
+class Copy:
+    """One of a protected channel's two copies at a switch (docs/dataplane.md "Protection"): its
+    member stream (the R-TAG's), the port it leaves by and the next hop's MAC."""
+
+    member: int
+    port: int
+    next_hop_mac: str
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """Sequence recovery at a protected channel's last switch: the two member streams that end
+    there, the history window (numbers) and the silence after which it resets (µs), and the
+    installation tag (state another tag left is no state)."""
+
+    members: tuple[int, int]
+    history_length: int
+    reset_us: int
+    tag: int
+
+
+@dataclass(frozen=True)
 class ChannelEntry:
     """One hop's classification entry and policer, in the switch's own units: the meter's
     (CIR, CBS, PIR, PBS), or on the channel's first hop a window policer (`window`), whose
@@ -255,6 +352,13 @@ class ChannelEntry:
     # restoration moved it, and the route has moved back since): the port and the next hop's
     # MAC its packets are sent to instead (`channel_paths`). None: it follows the route.
     pin: tuple[int, str] | None = None
+    # Protection (docs/dataplane.md "Protection"). At a protected channel's first switch, its two
+    # copies (replicated after the policer); at its last, the recovery that keeps the first copy
+    # of each number. At a transit switch of one of its paths the entry is `relay` alone: the
+    # copy forwarded by its member stream and policed by the hop's meter, no `channels` entry.
+    replicas: tuple[Copy, ...] = ()
+    recovery: Recovery | None = None
+    relay: Copy | None = None
 
     def __hash__(self) -> int:
         # Entries are dictionary keys by the tens of thousands (a backup's encoded entries,
@@ -275,6 +379,9 @@ class ChannelEntry:
                     self.window,
                     self.port,
                     self.pin,
+                    self.replicas,
+                    self.recovery,
+                    self.relay,
                 )
             )
             object.__setattr__(self, "_hash", cached)
@@ -315,3 +422,76 @@ async def remove_path(programmer: ChannelProgrammer, entries: Sequence[ChannelEn
     when they reconnect)."""
     results = await asyncio.gather(*(programmer.remove_channel(e) for e in entries), return_exceptions=True)
     return [e.switch for e, r in zip(entries, results, strict=True) if isinstance(r, BaseException)]
+
+
+def _two_paths(
+    arcs: Sequence[tuple[str, int, str]], source: str, target: str, node_disjoint: bool, count: int = 2
+) -> list[list[PortId]] | None:
+    """`count` paths from `source` to `target` over `arcs` (switch, port, peer) that share no arc's
+    trunk (and no switch but the ends, if node_disjoint), of least total length: successive
+    shortest paths of a unit-capacity minimum-cost flow (Suurballe's problem; the graphs are a
+    few dozen switches, so Bellman-Ford on the residual graph is plenty). Each path is its
+    egress ports, without the destination's own."""
+    # Nodes: ("in", s) and ("out", s) per switch, joined by an arc of capacity 1 (node-disjoint)
+    # or `count`; each trunk direction an arc of capacity 1, cost 1, out(u) → in(v).
+    graph: dict[tuple[str, str], list[_Arc]] = {}
+
+    def add(tail: tuple[str, str], head: tuple[str, str], capacity: int, cost: int, port: int | None) -> None:
+        graph.setdefault(tail, [])
+        graph.setdefault(head, [])
+        graph[tail].append(_Arc(head, capacity, cost, len(graph[head]), port))
+        graph[head].append(_Arc(tail, 0, -cost, len(graph[tail]) - 1, None))
+
+    switches = sorted({a for a, _, _ in arcs} | {b for _, _, b in arcs} | {source, target})
+    for name in switches:
+        through = count if (name in (source, target) or not node_disjoint) else 1
+        add(("in", name), ("out", name), through, 0, None)
+    for a, port, b in arcs:
+        add(("out", a), ("in", b), 1, 1, port)
+    start, goal = ("out", source), ("in", target)
+    for _ in range(count):
+        dist: dict[tuple[str, str], int] = {start: 0}
+        back: dict[tuple[str, str], tuple[tuple[str, str], int]] = {}
+        for _ in range(len(graph)):
+            changed = False
+            for node in sorted(dist):
+                for i, arc in enumerate(graph[node]):
+                    if arc.capacity > 0 and dist[node] + arc.cost < dist.get(arc.head, 1 << 30):
+                        dist[arc.head] = dist[node] + arc.cost
+                        back[arc.head] = (node, i)
+                        changed = True
+            if not changed:
+                break
+        if goal not in dist:
+            return None
+        node = goal
+        while node != start:
+            prev, i = back[node]
+            arc = graph[prev][i]
+            arc.capacity -= 1
+            graph[node][arc.reverse].capacity += 1
+            node = prev
+    paths: list[list[PortId]] = []
+    for _ in range(count):
+        path: list[PortId] = []
+        here = source
+        while here != target:
+            step = next((a for a in graph[("out", here)] if a.port is not None and a.capacity == 0), None)
+            if step is None or step.port is None or len(path) > len(switches):
+                return None
+            step.capacity = 1  # taken: the next path leaves by another arc
+            path.append(PortId(here, step.port))
+            here = step.head[1]
+        paths.append(path)
+    return paths
+
+
+@dataclass
+class _Arc:
+    """An arc of _two_paths' residual graph; `reverse` indexes its twin in the head's list."""
+
+    head: tuple[str, str]
+    capacity: int
+    cost: int
+    reverse: int
+    port: int | None  # the trunk's egress port (forward arcs only)

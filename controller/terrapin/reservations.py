@@ -21,20 +21,32 @@ import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
-from terrapin.admission import AdmissionLedger, Allocation, Denial, Violation
-from terrapin.admission.model import ChannelEnvelope, ChannelKey, PortId
-from terrapin.constants import IP_PROTO_TCP, IP_PROTO_UDP, IP_PROTO_XTP, DenialReason
+from terrapin.admission import AdmissionLedger, Allocation, Denial
+from terrapin.admission.model import ChannelKey, PortId
+from terrapin.channel_requests import (
+    OUTCOME_UNKNOWN,
+    STORE_UNAVAILABLE,
+    SWITCH_REFUSED,
+    SWITCH_UNAVAILABLE,
+    ChannelRequest,
+    Conflict,
+    describe_flow,
+    simple_denial,
+)
+from terrapin.constants import DenialReason
+from terrapin.p4program import FRER_HISTORY_MAX
 from terrapin.paths import (
     ChannelEntry,
     ChannelProgrammer,
     ChannelSelector,
     NoRoute,
+    PathPair,
     PathSetupError,
     Topology,
     install_path,
     remove_path,
 )
-from terrapin.protocol.messages import ports_from_flow_key
+from terrapin.protection import disjoint_pair, protected_entries, readmit_protected
 from terrapin.store import (
     ACTIVE,
     DOWN,
@@ -55,46 +67,7 @@ from terrapin.switches import SwitchUnavailable, entry_for_hop
 LOG = logging.getLogger("terrapin.reservations")
 
 
-@dataclass(frozen=True)
-class ChannelRequest:
-    key: ChannelKey
-    selector: ChannelSelector
-    envelope: ChannelEnvelope
-    origin: str = "rest"
-    demote_excess: bool | None = None  # None: the configured default
-    close_when_down: bool = False  # closed, not kept down, when no path carries it
-
-
-# A switch that cannot be written is not an admission decision. These two constraints say which
-# kind of trouble it was (REST answers 503 and 502 for them, docs/controller.md; the in-band
-# protocol has only REQUEST_DENIED with SWITCH_ERROR). The violation's port names the switch.
-SWITCH_UNAVAILABLE = "switch_unavailable"  # not connected, or the connection broke mid-write
-SWITCH_REFUSED = "switch_error"  # connected, but it rejected the write
-# Nor is a store that cannot be written (REST 503): the database is away, or this replica lost the
-# primary's lease while the request ran.
-STORE_UNAVAILABLE = "store_unavailable"
-# The store went away while a reservation's promise was being committed: the client must look
-# (REST 504). Only the confirmation of an installed reservation can end this way.
-OUTCOME_UNKNOWN = "outcome_unknown"
 ACTIVATION_PATIENCE_S = 5.0
-
-
-def simple_denial(
-    key: ChannelKey, reason: DenialReason, constraint: str, detail: str, port: PortId | None = None
-) -> Denial:
-    """A denial that is not a quantity: no unit, so it is described in words only."""
-    return Denial(key, (Violation(reason, constraint, port, None, 0, 0, 0, "", detail),))
-
-
-def describe_flow(selector: ChannelSelector) -> str:
-    """The flow a selector matches, as a person writes it: `udp 10.0.1.2:5000 → 10.0.2.2:6000`."""
-    if selector.protocol in (IP_PROTO_UDP, IP_PROTO_TCP):
-        sport, dport = ports_from_flow_key(selector.flow_key)
-        name = "udp" if selector.protocol == IP_PROTO_UDP else "tcp"
-        return f"{name} {selector.src}:{sport} → {selector.dst}:{dport}"
-    if selector.protocol == IP_PROTO_XTP:
-        return f"xtp {selector.src} → {selector.dst} key {selector.flow_key:#x}"
-    return f"protocol {selector.protocol} {selector.src} → {selector.dst} flow key {selector.flow_key}"
 
 
 def installation_tag(record: Reservation) -> int:
@@ -104,17 +77,6 @@ def installation_tag(record: Reservation) -> int:
     keeps, so it is the same after a restart and reconciliation leaves the entry alone."""
     identity = f"{record.key.initiator}/{record.key.context}/{record.created_at.hex()}"
     return zlib.crc32(identity.encode())
-
-
-class Conflict(Exception):
-    """The request names a channel that already exists: by its (initiator, context), or by its
-    flow (the data plane matches one entry per flow). `existing` is the stored reservation, or
-    None for a tentative in-band hold that has no reservation yet."""
-
-    def __init__(self, kind: str, message: str, existing: Reservation | None) -> None:
-        super().__init__(message)
-        self.kind = kind  # "context" or "flow"
-        self.existing = existing
 
 
 @dataclass(eq=False)  # one service per controller: equal only to itself
@@ -127,6 +89,9 @@ class ReservationService:
     # Who may write the store: None for the one controller of a SQLite store; a replica's
     # lease (term) otherwise, so a replica that lost it changes nothing.
     fence: Callable[[], Fence | None] = lambda: None
+    # A protected channel's sequence recovery window, in numbers (docs/controller.md
+    # "Protection"): a copy that arrives this many numbers late is dropped as rogue.
+    history_length: int = FRER_HISTORY_MAX
 
     def __post_init__(self) -> None:
         # Reservations whose rollback or activation could not be written (the store was away):
@@ -220,19 +185,22 @@ class ReservationService:
         ):
             tag = installation_tag(record)
             dst = record.selector.dst
-            made = [
-                entry_for_hop(
-                    hop.port.switch,
-                    record.selector,
-                    record.channel_id,
-                    hop,
-                    record.demote_excess,
-                    edge=record.allocation if index == 0 else None,
-                    tag=tag,
-                    pin=self.topology.pin(hop.port, dst),
-                )
-                for index, hop in enumerate(record.allocation.hops)
-            ]
+            if record.allocation.protected:
+                made = protected_entries(record, self.topology, self.history_length, tag)
+            else:
+                made = [
+                    entry_for_hop(
+                        hop.port.switch,
+                        record.selector,
+                        record.channel_id,
+                        hop,
+                        record.demote_excess,
+                        edge=record.allocation if index == 0 else None,
+                        tag=tag,
+                        pin=self.topology.pin(hop.port, dst),
+                    )
+                    for index, hop in enumerate(record.allocation.hops)
+                ]
             cached = self._entries[record.key] = (version, record.allocation, made)
         return cached[2] if switch is None else [e for e in cached[2] if e.switch == switch]
 
@@ -246,18 +214,33 @@ class ReservationService:
     def path_for(self, request: ChannelRequest, first_switch: str | None = None) -> list[PortId]:
         return self.topology.path(request.selector.src, request.selector.dst, first_switch)
 
-    def _route(self, request: ChannelRequest, first_switch: str | None) -> list[PortId] | Denial:
-        """The path, or why there is none to admit on (checked before the store is touched)."""
+    def _route(
+        self, request: ChannelRequest, first_switch: str | None
+    ) -> tuple[list[PortId], list[PortId] | None] | Denial:
+        """The path (and a protected channel's second path), or why there is none to admit on
+        (checked before the store is touched)."""
         if request.selector.src == request.selector.dst:
             # The path would be the host's own port: capacity reserved for nothing.
             return simple_denial(
                 request.key, DenialReason.INVALID_REQUEST, "invalid.dst", "destination is the source itself"
             )
+        second: list[PortId] | None = None
         try:
-            path = self.path_for(request, first_switch)
+            if request.protected:
+                pair = disjoint_pair(self.topology, request.selector, first_switch)
+                if isinstance(pair, PathPair):
+                    path, second = list(pair.first), list(pair.second)
+                elif request.protection_optional:
+                    path = self.path_for(request, first_switch)
+                else:
+                    return simple_denial(
+                        request.key, DenialReason.NO_DISJOINT_PATHS, "no_disjoint_paths", str(pair)
+                    )
+            else:
+                path = self.path_for(request, first_switch)
         except NoRoute as exc:
             return self._no_route(request, str(exc))
-        down = [hop for hop in path if not self.programmer.is_ready(hop.switch)]
+        down = [hop for hop in path + (second or []) if not self.programmer.is_ready(hop.switch)]
         if down:
             # Checked before admission, so an outage answers at once and holds nothing.
             return simple_denial(
@@ -267,7 +250,7 @@ class ReservationService:
                 f"switch {down[0].switch} is not connected; nothing was reserved",
                 port=down[0],
             )
-        return path
+        return path, second
 
     def _no_route(self, request: ChannelRequest, why: str) -> Denial:
         """No path: if trunks are down because a switch is not connected, the switch is
@@ -305,7 +288,8 @@ class ReservationService:
                 took = 0.0
             else:
                 started = time.perf_counter()
-                decision = txn.admit(request.key, route, request.envelope, hold_seconds)
+                path, second = route
+                decision = txn.admit(request.key, path, request.envelope, hold_seconds, second=second)
                 took = time.perf_counter() - started
                 if isinstance(decision, Allocation) and hold_seconds is not None:
                     txn.hold(decision, request.selector, request.close_when_down)
@@ -363,7 +347,7 @@ class ReservationService:
             if conflict is not None:
                 return conflict, None
             started = time.perf_counter()
-            decision = txn.admit(request.key, route, request.envelope)
+            decision = txn.admit(request.key, route[0], request.envelope, second=route[1])
             took = time.perf_counter() - started
             if isinstance(decision, Denial):
                 return decision, decision
@@ -522,6 +506,8 @@ class ReservationService:
             before = self.store.get(key)
             if before is None or before.state not in (ACTIVE, DOWN):
                 return None
+            if before.allocation.protected:
+                return move_protected(txn, before)
             try:
                 path = self.path_for_selector(before.selector)
             except NoRoute as exc:
@@ -533,6 +519,17 @@ class ReservationService:
             if isinstance(decision, Denial):
                 return down(txn, before, f"no path admits it: {decision.primary.describe()}")
             after = txn.move(key, decision)
+            return (before, after) if after is not None else None
+
+        def move_protected(
+            txn: Transaction, before: Reservation
+        ) -> tuple[Reservation, Reservation | None] | None:
+            outcome = readmit_protected(txn, before, self.topology)
+            if outcome is None:
+                return None
+            if isinstance(outcome, str):
+                return down(txn, before, outcome)
+            after = txn.move(key, outcome)
             return (before, after) if after is not None else None
 
         return await self._group.run(move)

@@ -160,7 +160,8 @@ class Restoration:
         due = [
             r
             for r in self._service.list()
-            if r.state == DOWN or (r.state == ACTIVE and any(hop.port in dead for hop in r.allocation.hops))
+            if r.state == DOWN
+            or (r.state == ACTIVE and any(hop.port in dead for hop in r.allocation.all_hops))
         ]
         due.sort(key=lambda r: (-r.allocation.requested.priority, r.created_at))
         changed: dict[ChannelKey, tuple[Reservation, Reservation | None]] = {}
@@ -232,14 +233,14 @@ class Restoration:
 def _switches(record: Reservation | None) -> Collection[str]:
     if record is None or record.state == DOWN:
         return ()
-    return {hop.port.switch for hop in record.allocation.hops}
+    return {hop.port.switch for hop in record.allocation.all_hops}
 
 
 def _ports(record: Reservation | None) -> tuple[str, ...]:
     return (
         ()
         if record is None or record.state == DOWN
-        else tuple(str(hop.port) for hop in record.allocation.hops)
+        else tuple(str(hop.port) for hop in record.allocation.all_hops)
     )
 
 

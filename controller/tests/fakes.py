@@ -12,7 +12,7 @@ from typing import Any
 from terrapin.api.reservation_bodies import ReservationIn
 from terrapin.config import Config, parse_config
 from terrapin.paths import ChannelEntry, ChannelSelector
-from terrapin.switches import ChannelCounters, MonitorSample, QueueBound, QueueTelemetry
+from terrapin.switches import ChannelCounters, MonitorSample, QueueBound, QueueTelemetry, RecoveryCounters
 
 # A channel h1 → h2 that fits every test topology here (REST body of POST /reservations): the
 # example the API documents (so the tests that post it keep the example valid), at a rate and
@@ -27,7 +27,9 @@ class InjectedFault(Exception):
 @dataclass
 class FakeFabric:
     names: list[str]
-    entries: dict[str, dict[ChannelSelector, ChannelEntry]] = field(default_factory=dict)
+    # Per switch, its entries by selector (a protected channel's copy in transit by (selector,
+    # member): a switch on both its paths relays two).
+    entries: dict[str, dict[Any, ChannelEntry]] = field(default_factory=dict)
     fail_install_on: set[str] = field(default_factory=set)
     vanish_on_install: set[str] = field(default_factory=set)  # the connection breaks mid-write
     fail_remove_on: set[str] = field(default_factory=set)
@@ -66,14 +68,14 @@ class FakeFabric:
         if entry.switch in self.fail_install_on or entry.switch in self.down:
             raise InjectedFault(f"write to {entry.switch} failed")
         table = self.entries[entry.switch]
-        if entry.selector in table:
+        if fake_key(entry) in table:
             raise InjectedFault("ALREADY_EXISTS")
-        table[entry.selector] = entry
+        table[fake_key(entry)] = entry
 
     async def remove_channel(self, entry: ChannelEntry) -> None:
         if entry.switch in self.fail_remove_on or entry.switch in self.down:
             raise InjectedFault(f"delete on {entry.switch} failed")
-        self.entries[entry.switch].pop(entry.selector, None)
+        self.entries[entry.switch].pop(fake_key(entry), None)
 
     async def packet_out(self, name: str, frame: bytes, egress_port: int | None = None) -> None:
         self.sent.append((name, frame))
@@ -94,7 +96,7 @@ class FakeFabric:
             raise InjectedFault(f"{name} is down")
         self.reconciliations.append(name)
         if self.desired is not None:
-            self.entries[name] = {e.selector: e for e in self.desired(name)}
+            self.entries[name] = {fake_key(e): e for e in self.desired(name)}
         return None
 
     async def queue_telemetry(self, name: str, ports: list[int]) -> list[QueueTelemetry]:
@@ -139,14 +141,19 @@ class FakeFabric:
         return staged
 
     async def monitor_sample(
-        self, name: str, cells: Sequence[tuple[int, int]], channel_ids: Sequence[int]
+        self,
+        name: str,
+        cells: Sequence[tuple[int, int]],
+        channel_ids: Sequence[int],
+        recovering: Sequence[int] = (),
     ) -> MonitorSample:
         if name in self.down:
             raise InjectedFault(f"{name} is down")
         scripted = self.samples.get(name)
         if scripted:
             return scripted.pop(0) if len(scripted) > 1 else scripted[0]
-        return MonitorSample(name, 0.0, 0.0, {}, {}, None, None, {}, {})
+        recovery = {cid: RecoveryCounters(7, 7, 0, 0, 1, 0) for cid in recovering} if recovering else None
+        return MonitorSample(name, 0.0, 0.0, {}, {}, None, None, {}, {}, recovery)
 
     async def reset_queue_telemetry(self, name: str, ports: list[int]) -> None:
         if name in self.down:
@@ -155,6 +162,10 @@ class FakeFabric:
 
     def reads_registers(self, name: str) -> bool:
         return self.registers
+
+
+def fake_key(entry: ChannelEntry) -> Any:
+    return entry.selector if entry.relay is None else (entry.selector, entry.relay.member)
 
 
 def chain_config(switches: int = 4, rate_bps: int = 100_000_000, **admission: Any) -> Config:

@@ -29,10 +29,9 @@ from terrapin.monitor.checks import (
     evaluate,
     hop_expectations,
     queue_expectations,
-    thresholds_to_install,
 )
 from terrapin.monitor.events import EventLog
-from terrapin.monitor.service import BoundsFirstProgrammer, GuaranteeMonitor
+from terrapin.monitor.service import BoundsFirstProgrammer, GuaranteeMonitor, thresholds_to_install
 from terrapin.p4program import DELAY_BAND_NAMES, DELAY_BANDS
 from terrapin.paths import ChannelEntry, ChannelSelector, Topology
 from terrapin.reservations import ReservationService

@@ -55,6 +55,11 @@ def test_every_name_is_in_the_compiled_p4info() -> None:
     pins = tables[p4program.T_CHANNEL_PATHS]
     assert tuple(f.name for f in pins.match_fields) == p4program.CHANNEL_KEY
     assert pins.size == p4program.MAX_CHANNELS
+    # 802.1CB's recovery counters, indexed by channel id
+    for name in p4program.FRER_COUNTERS.values():
+        assert name in kinds["C_"], name
+    members = tables[p4program.T_MEMBER_STREAMS]
+    assert members.size == tables[p4program.T_COPIES].size == 2 * p4program.MAX_CHANNELS
     # the aggregates' key: ternary fields of these widths (the configuration is checked against them)
     fields = tables[p4program.T_AGGREGATES].match_fields
     assert {f.name: f.bitwidth for f in fields} == p4program.AGGREGATE_KEY
@@ -70,6 +75,7 @@ def test_numbers_match_constants_p4() -> None:
     assert [index for index, _ in drops] == list(range(len(p4program.DROP_REASONS)))
     assert len(p4program.DROP_REASONS) <= values["DROP_REASONS"]
     assert values["QUEUES_PER_PORT"] == QUEUES_PER_PORT == p4program.QUEUES_PER_PORT
+    assert values["FRER_HISTORY_MAX"] == p4program.FRER_HISTORY_MAX
     assert values["DELAY_BANDS"] == p4program.DELAY_BANDS == len(p4program.DELAY_BAND_NAMES)
     for index, band in enumerate(p4program.DELAY_BAND_NAMES):
         assert values[f"DELAY_BAND_{band.upper()}"] == index

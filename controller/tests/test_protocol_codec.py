@@ -15,6 +15,8 @@ from terrapin.constants import MessageCode
 from terrapin.protocol.messages import (
     FLAG_CLOSE_WHEN_DOWN,
     FLAG_POLICER,
+    FLAG_PROTECTION,
+    FLAG_PROTECTION_OPTIONAL,
     MalformedMessage,
     ReservationMessage,
     decode,
@@ -295,19 +297,34 @@ def test_round_trip_any_message_with_any_policer(msg: ReservationMessage, police
     assert decode(with_policer.encode()) == with_policer
 
 
-def test_close_when_down_is_a_request_admits_flag_its_answers_drop() -> None:
-    """Flag bit 3 (docs/protocol.md): kept by a REQUEST_ADMIT, dropped from every answer made
-    from it, malformed on any other message."""
-    asked = replace(ADMIT, flags=FLAG_CLOSE_WHEN_DOWN)
-    raw = asked.encode()
-    assert raw[5] == FLAG_CLOSE_WHEN_DOWN and decode(raw) == asked
-    for code in MessageCode:
-        if code != MessageCode.REQUEST_ADMIT:
-            assert not asked.with_code(code).flags & FLAG_CLOSE_WHEN_DOWN
-    forged = bytearray(ADMIT.with_code(MessageCode.REQUEST_ACCEPT).encode())
-    forged[5] |= FLAG_CLOSE_WHEN_DOWN
+def _with_flag(message: ReservationMessage, flag: int) -> bytes:
+    """`message` encoded with `flag` forced into its flags byte (checksum fixed)."""
+    forged = bytearray(message.encode())
+    forged[5] |= flag
     forged[2:4] = b"\0\0"
     forged[2:4] = struct.pack("!H", internet_checksum(bytes(forged)))
+    return bytes(forged)
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [FLAG_CLOSE_WHEN_DOWN, FLAG_PROTECTION, FLAG_PROTECTION | FLAG_PROTECTION_OPTIONAL],
+)
+def test_admit_flags_are_a_request_admits_and_its_answers_drop_them(flags: int) -> None:
+    """Flag bits 3, 4 and 5 (docs/protocol.md): kept by a REQUEST_ADMIT, dropped from every
+    answer made from it, malformed on any other message."""
+    asked = replace(ADMIT, flags=flags)
+    raw = asked.encode()
+    assert raw[5] == flags and decode(raw) == asked
+    for code in MessageCode:
+        if code != MessageCode.REQUEST_ADMIT:
+            assert not asked.with_code(code).flags & flags
     with pytest.raises(MalformedMessage) as info:
-        decode(bytes(forged))
+        decode(_with_flag(ADMIT.with_code(MessageCode.REQUEST_ACCEPT), flags))
     assert info.value.field == "flags"
+
+
+def test_protection_optional_needs_protection() -> None:
+    with pytest.raises(MalformedMessage) as info:
+        decode(_with_flag(ADMIT, FLAG_PROTECTION_OPTIONAL))
+    assert info.value.field == "flags" and "bit 4" in str(info.value)

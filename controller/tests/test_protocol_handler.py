@@ -17,7 +17,14 @@ from terrapin.config import Config
 from terrapin.constants import DenialReason, MessageCode
 from terrapin.main import Controller
 from terrapin.paths import MovingWindowEntry
-from terrapin.protocol.messages import FLAG_CLOSE_WHEN_DOWN, FLAG_RETRANSMISSION, ReservationMessage, decode
+from terrapin.protocol.messages import (
+    FLAG_CLOSE_WHEN_DOWN,
+    FLAG_PROTECTION,
+    FLAG_PROTECTION_OPTIONAL,
+    FLAG_RETRANSMISSION,
+    ReservationMessage,
+    decode,
+)
 from terrapin.protocol.packets import build_frame, parse_frame
 from terrapin.protocol.status import ChannelRecord, QueueRecord, decode_status
 from terrapin.reservations import installation_tag
@@ -115,6 +122,25 @@ def test_close_when_down_travels_with_the_hold_to_the_reservation() -> None:
         closing, waiting = (net.ctl.service.get(ChannelKey(H1, c)) for c in (3, 4))
         assert closing is not None and closing.close_when_down
         assert waiting is not None and not waiting.close_when_down
+
+    asyncio.run(run())
+
+
+def test_protection_in_band_is_refused_on_a_line_or_admitted_on_one_path_if_optional() -> None:
+    """A line has no two disjoint paths: flag bit 4 alone is denied NO_DISJOINT_PATHS by the
+    first router, holding nothing; with bit 5 the channel is set up on the line, unprotected."""
+
+    async def run() -> None:
+        net = Net()
+        out = await net.send(FORWARD, H1, H2, admit(context=5, flags=FLAG_PROTECTION))
+        assert [(s, d, m.code, m.reason) for s, d, m in out] == [
+            ("s1", H1, MessageCode.REQUEST_DENIED, DenialReason.NO_DISJOINT_PATHS)
+        ]
+        assert net.ctl.service.get_hold(ChannelKey(H1, 5)) is None
+        await establish(net, admit(context=6, flags=FLAG_PROTECTION | FLAG_PROTECTION_OPTIONAL))
+        record = net.ctl.service.get(ChannelKey(H1, 6))
+        assert record is not None and not record.allocation.protected
+        assert net.installed() == {"s1": 1, "s2": 1, "s3": 1, "s4": 1}
 
     asyncio.run(run())
 

@@ -19,8 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from terrapin.admission import AdmissionLedger, Allocation, ChannelEnvelope, ChannelKey
+from terrapin.channel_requests import ChannelRequest, Conflict
 from terrapin.paths import ChannelEntry, ChannelSelector, Topology
-from terrapin.reservations import ChannelRequest, Conflict, ReservationService
+from terrapin.reservations import ReservationService
 from terrapin.store import Reservation, ReservationStore
 from terrapin_tools.pgserver import PostgresServer
 

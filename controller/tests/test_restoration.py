@@ -14,11 +14,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from terrapin.admission import AdmissionLedger, Allocation, ChannelEnvelope, ChannelKey, Denial, PortId
+from terrapin.channel_requests import ChannelRequest
 from terrapin.config import Config
 from terrapin.monitor.checks import CHANNEL_DOWN, PATH_DOWN
 from terrapin.monitor.trunks import path_findings
 from terrapin.paths import ChannelSelector, Topology, Trunk
-from terrapin.reservations import ChannelRequest, ReservationService
+from terrapin.reservations import ReservationService
 from terrapin.restoration import Restoration
 from terrapin.store import ACTIVE, DOWN, Reservation, ReservationStore
 

@@ -14,8 +14,9 @@ from fakes import FakeFabric, chain_config
 
 from terrapin import reservations
 from terrapin.admission import AdmissionLedger, ChannelEnvelope, ChannelKey
+from terrapin.channel_requests import ChannelRequest
 from terrapin.paths import ChannelEntry, ChannelSelector, Topology
-from terrapin.reservations import ChannelRequest, ReservationService
+from terrapin.reservations import ReservationService
 from terrapin.store import ACTIVE, CommitUnknown, Reservation, ReservationStore, StoreUnavailable
 from terrapin.store.drivers import SqliteDriver
 

@@ -29,6 +29,9 @@ const bit<16> ETHERTYPE_VLAN = 0x8100;
 // trunk port by PacketOut and handed back to the controller by the switch at the other end,
 // which is how it knows the trunk carries traffic (docs/controller.md, "Trunks").
 const bit<16> ETHERTYPE_LINK_PROBE = 0x88B5;
+// IEEE 802.1CB's redundancy tag (R-TAG): a protected channel's frames between its first and
+// last switch carry one (docs/dataplane.md, "Protection").
+const bit<16> ETHERTYPE_RTAG = 0xF1C1;
 const bit<8> IP_PROTO_ICMP = 1;
 const bit<8> IP_PROTO_TCP = 6;
 const bit<8> IP_PROTO_UDP = 17;
@@ -69,6 +72,13 @@ const bit<32> MOVING_RING_CELLS = 524288;
 const bit<1> WINDOW_COUNTS_BYTES = 0;
 const bit<1> WINDOW_COUNTS_PACKETS = 1;
 
+// ---- Protection: 802.1CB frame replication and elimination (docs/dataplane.md "Protection")
+// A protected channel's two copies travel as member streams 2 * channel_id + 1 and + 2 (the
+// R-TAG's member field, the egress_rid of their replicas at the first switch); its first switch
+// replicates through multicast group channel_id + 1. The last switch's sequence recovery keeps
+// a history of at most FRER_HISTORY_MAX numbers per channel.
+const bit<32> FRER_HISTORY_MAX = 64;
+
 // ---- Meter colours, as v1model's meter externs report them (RFC 2698) ---------------------
 const bit<2> METER_GREEN = 0;
 const bit<2> METER_YELLOW = 1;
@@ -82,7 +92,12 @@ const bit<32> DROP_NO_ROUTE = 3;
 const bit<32> DROP_TTL_EXPIRED = 4;
 const bit<32> DROP_ARP_UNANSWERED = 5;
 const bit<32> DROP_POLICED = 6;
-const bit<32> DROP_REASONS = 8;
+// A protected channel's copy its last switch's sequence recovery discarded: a duplicate, or a
+// number outside the history window (802.1CB's rogue packet).
+const bit<32> DROP_ELIMINATED = 7;
+// A tagged frame whose member stream this switch has no entry for.
+const bit<32> DROP_NO_MEMBER = 8;
+const bit<32> DROP_REASONS = 10;
 
 // ---- Indices of the `demoted_claims` counter: priority claims ignored for lack of an
 // admission (seed 000: only admitted traffic may leave best effort).
@@ -92,6 +107,8 @@ const bit<32> CLAIM_KINDS = 2;
 
 // ---- Sizes ---------------------------------------------------------------------------------
 const bit<32> MAX_CHANNELS = 16384;
+// Two per protected channel: its copies at its first switch, its member streams at its last.
+const bit<32> MAX_MEMBER_STREAMS = 32768;
 const bit<32> MAX_AGGREGATES = 64;
 const bit<32> MAX_ROUTES = 4096;
 const bit<32> MAX_ARP_ANSWERS = 1024;

@@ -9,6 +9,7 @@ control TerrapinDeparser(packet_out packet, in headers_t hdr) {
         packet.emit(hdr.packet_in);
         packet.emit(hdr.ethernet);
         packet.emit(hdr.vlan);
+        packet.emit(hdr.rtag);
         packet.emit(hdr.arp);
         packet.emit(hdr.ipv4);
         packet.emit(hdr.ipv4_options);

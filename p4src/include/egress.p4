@@ -1,4 +1,4 @@
-// Egress: per-(port, queue) telemetry from v1model's queueing metadata, each admitted queue's
+// Egress: a protected channel's replicas named, per-(port, queue) telemetry from v1model's queueing metadata, each admitted queue's
 // wait against its admitted bound, and the source MAC of the port a routed packet leaves by.
 
 #ifndef TERRAPIN_EGRESS_P4
@@ -62,7 +62,34 @@ control TerrapinEgress(inout headers_t hdr,
         size = QUEUE_CELLS;
     }
 
+    // A protected channel's replica at its first switch (docs/dataplane.md "Protection"): the
+    // replica's egress_rid is its member stream, written into its R-TAG; the next hop is that
+    // path's. A replica with no entry is dropped: untagged by member, no switch could forward it.
+    action send_copy(mac_addr_t next_hop_mac) {
+        hdr.rtag.member = standard_metadata.egress_rid;
+        hdr.ethernet.dst_addr = next_hop_mac;
+    }
+
+    action drop_copy() {
+        mark_to_drop(standard_metadata);
+    }
+
+    table copies {
+        key = {
+            standard_metadata.egress_rid : exact @name("member");
+        }
+        actions = {
+            send_copy;
+            @defaultonly drop_copy;
+        }
+        const default_action = drop_copy();
+        size = MAX_MEMBER_STREAMS;
+    }
+
     apply {
+        if (hdr.rtag.isValid() && hdr.rtag.member == 0) {
+            copies.apply();
+        }
         bit<32> cell = (bit<32>)standard_metadata.egress_port * QUEUES_PER_PORT
                        + (bit<32>)standard_metadata.priority;
         queue_traffic.count(cell);

@@ -39,6 +39,16 @@ header vlan_tag_h {
     bit<16> ether_type;
 }
 
+// IEEE 802.1CB R-TAG (after EtherType ETHERTYPE_RTAG), 6 bytes. 802.1CB leaves the first 16
+// bits reserved; here they name the member stream, the one of the channel's two paths this copy
+// travels, which is what transit switches forward by. seq is the channel's sequence number,
+// given by its first switch; ether_type is the type of what follows (IPv4).
+header rtag_h {
+    bit<16> member;
+    bit<16> seq;
+    bit<16> ether_type;
+}
+
 // RFC 826 for Ethernet hardware and IPv4 protocol addresses (28 bytes).
 header arp_h {
     bit<16> hw_type;
@@ -141,6 +151,7 @@ struct headers_t {
     packet_out_h packet_out;
     ethernet_h ethernet;
     vlan_tag_h vlan;
+    rtag_h rtag;
     arp_h arp;
     ipv4_h ipv4;
     ipv4_options_h ipv4_options;
@@ -169,6 +180,8 @@ struct metadata_t {
     bit<1> on_red;
     bit<8> aggregate_id;
     bit<3> aggregate_priority;
+    // The last switch's sequence recovery kept this copy (1) or eliminated it (0).
+    bit<1> keep_copy;
 }
 
 // Parser errors of our own; any parser error drops the packet (ingress, DROP_MALFORMED).

@@ -345,6 +345,180 @@ control TerrapinIngress(inout headers_t hdr,
         size = MAX_CHANNELS;
     }
 
+    // ---- Protection (IEEE 802.1CB frame replication and elimination; docs/dataplane.md
+    // "Protection"). A protected channel is admitted on two disjoint paths. Its first switch
+    // numbers each frame the channel's policer passed, tags it (R-TAG) and sends a copy down each
+    // path (multicast group; egress names each replica's member stream); transit switches
+    // forward a copy by its member stream; the last switch keeps the first copy of each number
+    // and removes the tag.
+
+    // Per channel id, at its first switch: the next sequence number.
+    register<bit<16>>(MAX_CHANNELS) frer_next_seq;
+
+    action replicate(bit<16> group) {
+        bit<32> cell = (bit<32>)meta.channel_id;
+        bit<16> seq;
+        frer_next_seq.read(seq, cell);
+        frer_next_seq.write(cell, seq + 1);
+        hdr.rtag.setValid();
+        hdr.rtag.member = 0;  // egress writes each replica's
+        hdr.rtag.seq = seq;
+        if (hdr.vlan.isValid()) {
+            hdr.rtag.ether_type = hdr.vlan.ether_type;
+            hdr.vlan.ether_type = ETHERTYPE_RTAG;
+        } else {
+            hdr.rtag.ether_type = hdr.ethernet.ether_type;
+            hdr.ethernet.ether_type = ETHERTYPE_RTAG;
+        }
+        standard_metadata.mcast_grp = group;
+    }
+
+    table protections {
+        key = {
+            meta.channel_id : exact @name("channel_id");
+        }
+        actions = {
+            replicate;
+            @defaultonly NoAction;
+        }
+        const default_action = NoAction();
+        size = MAX_CHANNELS;
+    }
+
+    // Per member-stream entry: the copies that arrived (the frames each path carried) and, at a
+    // transit switch, the hop's policer (the channel's envelope at that hop, as `channels`).
+    direct_counter(CounterType.packets_and_bytes) member_counter;
+    direct_meter<bit<2>>(MeterType.bytes) member_meter;
+
+    // Sequence recovery state per channel id at its last switch (802.1CB's vector recovery
+    // algorithm): the highest number passed, a history bit per number below it (bit i: number
+    // recov - i has passed), when a copy last passed, and the installation tag (state another
+    // tag wrote is no state, as for the window policers).
+    register<bit<32>>(MAX_CHANNELS) frer_tag;
+    register<bit<16>>(MAX_CHANNELS) frer_recov;
+    register<bit<64>>(MAX_CHANNELS) frer_history;
+    register<bit<48>>(MAX_CHANNELS) frer_last_pass;
+    // 802.1CB's recovery counters per channel id: copies passed, duplicates discarded, copies
+    // passed out of order, copies outside the history window (rogue: discarded), and resets
+    // (silence for reset_us, or a new installation, after which the next number is taken as is).
+    counter(MAX_CHANNELS, CounterType.packets_and_bytes) frer_passed;
+    counter(MAX_CHANNELS, CounterType.packets_and_bytes) frer_discarded;
+    counter(MAX_CHANNELS, CounterType.packets_and_bytes) frer_out_of_order;
+    counter(MAX_CHANNELS, CounterType.packets_and_bytes) frer_rogue;
+    counter(MAX_CHANNELS, CounterType.packets) frer_resets;
+    // And the numbers that left the history window without any copy having passed: lost on
+    // both paths. A register, because a counter cannot add more than one at a time.
+    register<bit<32>>(MAX_CHANNELS) frer_lost;
+
+    // A copy at a transit switch: on along its path, policed like the channel's hop.
+    action relay_copy(port_t port, mac_addr_t next_hop_mac, bit<16> channel_id, bit<3> priority,
+                      bit<1> on_yellow, bit<1> on_red) {
+        member_meter.read(meta.color);
+        standard_metadata.egress_spec = port;
+        hdr.ethernet.dst_addr = next_hop_mac;
+        hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
+        meta.routed = 1;
+        meta.channel_id = channel_id;
+        meta.channel_priority = priority;
+        meta.on_yellow = on_yellow;
+        meta.on_red = on_red;
+    }
+
+    // A copy at the channel's last switch: 802.1CB's vector recovery algorithm over a history
+    // of history_length numbers (1..FRER_HISTORY_MAX). With d = seq - recov (modulo 2^16, as a
+    // signed number): d > 0 is a new number (the history shifts by d; numbers shifted out that
+    // never passed are lost; d > 1 is out of order), d <= 0 an older one, passed only if its
+    // history bit is clear (else a duplicate); |d| >= history_length is rogue. reset_us of no
+    // passing copy, or a new tag, and the next copy is taken whatever its number, with every
+    // number before it counted as seen. One action, so atomic against the channel's other
+    // copies. history_length 0 passes nothing (fails closed).
+    action recover_copy(bit<16> channel_id, bit<8> history_length, bit<32> reset_us, bit<32> tag) {
+        bit<32> cell = (bit<32>)channel_id;
+        bit<48> now = standard_metadata.ingress_global_timestamp;
+        bit<32> owner;
+        bit<16> recov;
+        bit<64> history;
+        bit<48> last;
+        bit<32> lost;
+        frer_tag.read(owner, cell);
+        frer_recov.read(recov, cell);
+        frer_history.read(history, cell);
+        frer_last_pass.read(last, cell);
+        frer_lost.read(lost, cell);
+        bit<64> window = 0xFFFFFFFFFFFFFFFF;
+        if (history_length < 64) {
+            window = ((bit<64>)1 << history_length) - 1;
+        }
+        bit<16> seq = hdr.rtag.seq;
+        bit<16> ahead = seq - recov;
+        bit<16> behind = recov - seq;
+        bit<16> length = (bit<16>)history_length;
+        meta.keep_copy = 0;
+        if (history_length == 0) {
+            frer_rogue.count(cell);
+        } else if (owner != tag || (now > last && now - last >= (bit<48>)reset_us)) {
+            frer_resets.count(cell);
+            if (owner != tag) {
+                lost = 0;  // a new installation's count starts from nothing
+            }
+            recov = seq;
+            history = window;
+            meta.keep_copy = 1;
+        } else if (ahead != 0 && ahead < 0x8000) {
+            if (ahead >= length) {
+                frer_rogue.count(cell);
+            } else {
+                // The numbers shifted out of the window: those whose bit is clear are lost.
+                bit<64> leaving = (history & window) >> (bit<8>)(length - ahead);
+                leaving = leaving - ((leaving >> 1) & 0x5555555555555555);
+                leaving = (leaving & 0x3333333333333333) + ((leaving >> 2) & 0x3333333333333333);
+                leaving = (leaving + (leaving >> 4)) & 0x0F0F0F0F0F0F0F0F;
+                leaving = leaving + (leaving >> 8);
+                leaving = leaving + (leaving >> 16);
+                leaving = leaving + (leaving >> 32);
+                lost = lost + (bit<32>)ahead - (bit<32>)(leaving & 0x7F);
+                history = ((history << (bit<8>)ahead) | 1) & window;
+                if (ahead != 1) {
+                    frer_out_of_order.count(cell);
+                }
+                recov = seq;
+                meta.keep_copy = 1;
+            }
+        } else if (behind >= length) {
+            frer_rogue.count(cell);
+        } else if (((history >> (bit<8>)behind) & 1) == 1) {
+            frer_discarded.count(cell);
+        } else {
+            history = history | ((bit<64>)1 << (bit<8>)behind);
+            frer_out_of_order.count(cell);
+            meta.keep_copy = 1;
+        }
+        if (meta.keep_copy == 1) {
+            frer_passed.count(cell);
+            last = now;
+        }
+        frer_tag.write(cell, tag);
+        frer_recov.write(cell, recov);
+        frer_history.write(cell, history);
+        frer_last_pass.write(cell, last);
+        frer_lost.write(cell, lost);
+    }
+
+    table member_streams {
+        key = {
+            hdr.rtag.member : exact @name("member");
+        }
+        actions = {
+            relay_copy;
+            recover_copy;
+            @defaultonly NoAction;
+        }
+        const default_action = NoAction();
+        counters = member_counter;
+        meters = member_meter;
+        size = MAX_MEMBER_STREAMS;
+    }
+
     // ---- Aggregates: the few unadmitted traffic aggregates the controller lifts out of best
     // effort (for example network control), each policed by its aggregate meter. The controller
     // reserves each one's envelope at its level on every port (docs/controller.md).
@@ -370,6 +544,10 @@ control TerrapinIngress(inout headers_t hdr,
     }
 
     apply {
+        // The packet goes on to routing (untagged, or its tag just removed by recovery).
+        bool routed = false;
+        // A channel's or a copy's policer gave meta.color.
+        bool policed = false;
         if (standard_metadata.parser_error != error.NoError) {
             drop_packet(DROP_MALFORMED);
         } else if (standard_metadata.checksum_error == 1) {
@@ -405,29 +583,38 @@ control TerrapinIngress(inout headers_t hdr,
         } else if (hdr.ipv4.ttl <= 1) {
             // Forwarding would leave TTL 0 (RFC 1812 §5.3.1); no ICMP Time Exceeded is sent.
             drop_packet(DROP_TTL_EXPIRED);
-        } else if (routes.apply().hit) {
+        } else if (hdr.rtag.isValid()) {
+            switch (member_streams.apply().action_run) {
+                relay_copy: {
+                    policed = true;
+                }
+                recover_copy: {
+                    if (meta.keep_copy == 1) {
+                        if (hdr.vlan.isValid()) {
+                            hdr.vlan.ether_type = hdr.rtag.ether_type;
+                        } else {
+                            hdr.ethernet.ether_type = hdr.rtag.ether_type;
+                        }
+                        hdr.rtag.setInvalid();
+                        routed = true;
+                    } else {
+                        drop_packet(DROP_ELIMINATED);
+                    }
+                }
+                default: {
+                    drop_packet(DROP_NO_MEMBER);
+                }
+            }
+        } else {
+            routed = true;
+        }
+        if (routed && routes.apply().hit) {
             if (hdr.reservation.isValid()) {
                 // Re-injected by the controller (PacketOut through the pipeline).
                 standard_metadata.priority = PRIORITY_RESERVATION;
             } else if (channels.apply().hit) {
                 channel_paths.apply();
-                if (meta.color == METER_GREEN) {
-                    standard_metadata.priority = meta.channel_priority;
-                } else if (meta.color == METER_YELLOW) {
-                    channel_yellow.count((bit<32>)meta.channel_id);
-                    if (meta.on_yellow == EXCESS_DROP) {
-                        drop_packet(DROP_POLICED);
-                    } else {
-                        standard_metadata.priority = PRIORITY_BEST_EFFORT;
-                    }
-                } else {
-                    channel_red.count((bit<32>)meta.channel_id);
-                    if (meta.on_red == EXCESS_DROP) {
-                        drop_packet(DROP_POLICED);
-                    } else {
-                        standard_metadata.priority = PRIORITY_BEST_EFFORT;
-                    }
-                }
+                policed = true;
             } else if (aggregates.apply().hit) {
                 if (meta.color == METER_GREEN) {
                     standard_metadata.priority = meta.aggregate_priority;
@@ -444,6 +631,31 @@ control TerrapinIngress(inout headers_t hdr,
                 }
                 if (hdr.ipv4.dscp != 0) {
                     demoted_claims.count(CLAIM_DSCP);
+                }
+            }
+        }
+        // An admitted channel's packet, or a protected channel's copy in transit: its policer's
+        // colour decides its queue. Only what the policer passed is protected (replicated at the
+        // channel's first switch: the one switch with a `protections` entry for it).
+        if (policed) {
+            if (meta.color == METER_GREEN) {
+                standard_metadata.priority = meta.channel_priority;
+                if (!hdr.rtag.isValid()) {
+                    protections.apply();
+                }
+            } else if (meta.color == METER_YELLOW) {
+                channel_yellow.count((bit<32>)meta.channel_id);
+                if (meta.on_yellow == EXCESS_DROP) {
+                    drop_packet(DROP_POLICED);
+                } else {
+                    standard_metadata.priority = PRIORITY_BEST_EFFORT;
+                }
+            } else {
+                channel_red.count((bit<32>)meta.channel_id);
+                if (meta.on_red == EXCESS_DROP) {
+                    drop_packet(DROP_POLICED);
+                } else {
+                    standard_metadata.priority = PRIORITY_BEST_EFFORT;
                 }
             }
         }

@@ -1,4 +1,4 @@
-// Parser: Ethernet [802.1Q] then ARP or IPv4 [options], then XTP | TCP | UDP | ICMP
+// Parser: Ethernet [802.1Q] [R-TAG] then ARP or IPv4 [options], then XTP | TCP | UDP | ICMP
 // [reservation message]. Every malformation ends in a parser error, which ingress turns
 // into a counted drop: v1model does not drop on parser errors by itself.
 
@@ -27,6 +27,7 @@ parser TerrapinParser(packet_in packet,
         meta.l3_offset = meta.l3_offset + 14;
         transition select(hdr.ethernet.ether_type) {
             ETHERTYPE_VLAN: parse_vlan;
+            ETHERTYPE_RTAG: parse_rtag;
             ETHERTYPE_IPV4: parse_ipv4;
             ETHERTYPE_ARP: parse_arp;
             default: accept;
@@ -37,8 +38,19 @@ parser TerrapinParser(packet_in packet,
         packet.extract(hdr.vlan);
         meta.l3_offset = meta.l3_offset + 4;
         transition select(hdr.vlan.ether_type) {
+            ETHERTYPE_RTAG: parse_rtag;
             ETHERTYPE_IPV4: parse_ipv4;
             ETHERTYPE_ARP: parse_arp;
+            default: accept;
+        }
+    }
+
+    // Only IPv4 is protected: a tag over anything else is not a frame of ours.
+    state parse_rtag {
+        packet.extract(hdr.rtag);
+        meta.l3_offset = meta.l3_offset + 6;
+        transition select(hdr.rtag.ether_type) {
+            ETHERTYPE_IPV4: parse_ipv4;
             default: accept;
         }
     }

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import grpc
-from finsy.proto import p4i, p4r, p4r_grpc
+from finsy.proto import p4d, p4i, p4r, p4r_grpc
 from google.protobuf import text_format
 
 MatchValue = int | str | bytes
@@ -116,6 +116,11 @@ class P4Info:
 
     def controller_header(self, name: str) -> p4i.ControllerPacketMetadata:
         return self._get(self.packet_metadata, name, "controller header")  # type: ignore[return-value]
+
+
+def _pre_entity(group: p4r.MulticastGroupEntry) -> p4r.Entity:
+    pre = p4r.PacketReplicationEngineEntry(multicast_group_entry=group)
+    return p4r.Entity(packet_replication_engine_entry=pre)
 
 
 class P4RuntimeClient:
@@ -292,6 +297,25 @@ class P4RuntimeClient:
             meter_id=m.preamble.id, index=p4r.Index(index=index), config=envelope.proto()
         )
         self.write(p4r.Update(type=p4r.Update.MODIFY, entity=p4r.Entity(meter_entry=update)))
+
+    def set_register(self, name: str, index: int, value: int) -> None:
+        r = self.schema.register(name)
+        data = p4d.P4Data(bitstring=encode(value, r.type_spec.bitstring.bit.bitwidth))
+        update = p4r.RegisterEntry(register_id=r.preamble.id, index=p4r.Index(index=index), data=data)
+        self.write(p4r.Update(type=p4r.Update.MODIFY, entity=p4r.Entity(register_entry=update)))
+
+    def insert_multicast_group(self, group_id: int, replicas: Sequence[tuple[int, int]]) -> None:
+        """A multicast group of (egress port, instance) replicas; instance is the replica's
+        egress_rid."""
+        group = p4r.MulticastGroupEntry(
+            multicast_group_id=group_id,
+            replicas=[p4r.Replica(egress_port=port, instance=instance) for port, instance in replicas],
+        )
+        self.write(p4r.Update(type=p4r.Update.INSERT, entity=_pre_entity(group)))
+
+    def delete_multicast_group(self, group_id: int) -> None:
+        group = p4r.MulticastGroupEntry(multicast_group_id=group_id)
+        self.write(p4r.Update(type=p4r.Update.DELETE, entity=_pre_entity(group)))
 
     # ---- reads -------------------------------------------------------------------------
 

@@ -249,6 +249,14 @@ class TerrapinTest(BaseTest):  # type: ignore[misc]
         full_name = self.sw.schema.register(name).preamble.name
         return self.bmv2_cli.read_registers([full_name])[full_name][index]
 
+    def set_register(self, name: str, index: int, value: int) -> None:
+        """Write one register cell (on BMv2 through its CLI, as register() reads)."""
+        if self.bmv2_cli is None:
+            self.sw.set_register(name, index, value)
+            return
+        full_name = self.sw.schema.register(name).preamble.name
+        self.bmv2_cli.run([f"register_write {full_name} {index} {value}"])
+
     def queue_cell(self, port: int, priority: int) -> int:
         return port * C["QUEUES_PER_PORT"] + priority
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from terrapin.admission.books import LevelBook
 from terrapin.admission.checks import (
     Candidate,
     level_delay_bound_us,
@@ -34,7 +34,6 @@ from terrapin.admission.model import (
     PortLoad,
     PortModel,
     Rounding,
-    StandingLoad,
     Violation,
     ceil_div,
 )
@@ -47,56 +46,6 @@ COMMITTED = "committed"
 
 class LedgerError(Exception):
     """A misuse of the ledger (unknown channel, duplicate key): a programming error upstream."""
-
-
-@dataclass
-class _LevelBook:
-    rate: int = 0
-    burst: int = 0
-    channels: int = 0
-    packets: Counter[int] = field(default_factory=Counter)
-    protected: Counter[int] = field(default_factory=Counter)
-
-    def snapshot(self) -> LevelLoad:
-        return LevelLoad(
-            rate=self.rate,
-            burst=self.burst,
-            max_packet=max(self.packets) if self.packets else 0,
-            min_protected_us=min(self.protected) if self.protected else None,
-            channels=self.channels,
-        )
-
-    def add(self, hop: HopAllocation, model: PortModel) -> None:
-        rate, burst = model.charge(hop.rate, hop.burst, hop.max_packet)
-        self.rate += rate
-        self.burst += burst
-        self.channels += 1
-        self.packets[hop.max_packet] += 1
-        if hop.protected_delay_us is not None:
-            self.protected[hop.protected_delay_us] += 1
-
-    def reserve(self, standing: StandingLoad, model: PortModel) -> None:
-        """A standing load: charged like a channel's hop, but not a channel (no promise to
-        keep, not counted in `channels`)."""
-        rate, burst = model.charge(standing.rate, standing.burst, standing.max_packet)
-        self.rate += rate
-        self.burst += burst
-        self.packets[standing.max_packet] += 1
-
-    def remove(self, hop: HopAllocation, model: PortModel) -> None:
-        rate, burst = model.charge(hop.rate, hop.burst, hop.max_packet)
-        self.rate -= rate
-        self.burst -= burst
-        self.channels -= 1
-        _discount(self.packets, hop.max_packet)
-        if hop.protected_delay_us is not None:
-            _discount(self.protected, hop.protected_delay_us)
-
-
-def _discount(counter: Counter[int], value: int) -> None:
-    counter[value] -= 1
-    if counter[value] <= 0:
-        del counter[value]
 
 
 @dataclass
@@ -136,7 +85,7 @@ class AdmissionLedger:
         clock: Callable[[], float] | None = None,
     ) -> None:
         self._ports: dict[PortId, PortModel] = {p.port: p for p in ports}
-        self._books: dict[PortId, list[_LevelBook]] = {}
+        self._books: dict[PortId, list[LevelBook]] = {}
         # Each port's aggregates as last taken, until the port's load changes: a burst of
         # set-ups reads the same few ports' loads for every hop it admits and stages. Shared,
         # so a PortLoad handed out is never changed (checks.with_candidate copies).
@@ -161,16 +110,23 @@ class AdmissionLedger:
         envelope: ChannelEnvelope,
         *,
         hold_seconds: float | None = None,
+        second: Sequence[PortId] | None = None,
     ) -> Decision:
         """Run every hop's tests; on success record the channel on every hop at once.
 
-        With `hold_seconds` the reservation is tentative and expires unless committed.
+        With `hold_seconds` the reservation is tentative and expires unless committed. With
+        `second` (a protected channel's other path, ending at the same port as `path`) both
+        paths are tested and held (_decide_pair).
         """
         with self._lock:
             self._expire_locked()
             if key in self._entries:
                 raise LedgerError(f"channel {key} already exists")
-            decision = self._decide(key, path, envelope)
+            decision = (
+                self._decide_pair(key, path, second, envelope)
+                if second
+                else self._decide(key, path, envelope)
+            )
             if isinstance(decision, Allocation):
                 expires = None if hold_seconds is None else self._clock() + hold_seconds
                 state = COMMITTED if hold_seconds is None else HELD
@@ -180,11 +136,21 @@ class AdmissionLedger:
                     self._held[key] = expires
             return decision
 
-    def evaluate(self, key: ChannelKey, path: Sequence[PortId], envelope: ChannelEnvelope) -> Decision:
+    def evaluate(
+        self,
+        key: ChannelKey,
+        path: Sequence[PortId],
+        envelope: ChannelEnvelope,
+        second: Sequence[PortId] | None = None,
+    ) -> Decision:
         """The decision `admit` would take, without recording anything."""
         with self._lock:
             self._expire_locked()
-            return self._decide(key, path, envelope)
+            return (
+                self._decide_pair(key, path, second, envelope)
+                if second
+                else self._decide(key, path, envelope)
+            )
 
     def commit(self, key: ChannelKey) -> Allocation:
         with self._lock:
@@ -225,7 +191,7 @@ class AdmissionLedger:
         with self._lock:
             if allocation.key in self._entries:
                 raise LedgerError(f"channel {allocation.key} already exists")
-            for hop in allocation.hops:
+            for hop in allocation.all_hops:
                 if hop.port not in self._ports:
                     raise LedgerError(f"stored channel {allocation.key} uses unknown port {hop.port}")
             self._apply(allocation)
@@ -258,7 +224,7 @@ class AdmissionLedger:
             self._snapshots.clear()
             self._level_snapshots.clear()
             for pid, model in self._ports.items():
-                self._books[pid] = [_LevelBook() for _ in range(8)]
+                self._books[pid] = [LevelBook() for _ in range(8)]
                 for standing in model.standing:
                     self._books[pid][standing.priority].reserve(standing, model)
 
@@ -342,12 +308,12 @@ class AdmissionLedger:
         return level
 
     def _apply(self, allocation: Allocation) -> None:
-        for hop in allocation.hops:
+        for hop in allocation.all_hops:
             self._books[hop.port][hop.priority].add(hop, self._ports[hop.port])
             self._changed(hop.port, hop.priority)
 
     def _unapply(self, allocation: Allocation) -> None:
-        for hop in allocation.hops:
+        for hop in allocation.all_hops:
             self._books[hop.port][hop.priority].remove(hop, self._ports[hop.port])
             self._changed(hop.port, hop.priority)
 
@@ -372,11 +338,65 @@ class AdmissionLedger:
         invalid = self._validate(path, env)
         if invalid is not None:
             return Denial(key, (invalid,))
-        models = [self._ports[pid] for pid in path]
+        policed = self._policed(key, [path], env)
+        if isinstance(policed, Denial):
+            return policed
+        rate, burst, source_burst, rounding, tolerance = policed
+        hops = self._path_hops(key, path, env, rate, burst, source_burst)
+        if isinstance(hops, Denial):
+            return hops
+        return Allocation(key, env, rate, burst, rounding, tuple(hops), tolerance)
+
+    def _decide_pair(
+        self, key: ChannelKey, path: Sequence[PortId], second: Sequence[PortId], env: ChannelEnvelope
+    ) -> Decision:
+        """A protected channel: both paths pass the whole test with one policer (the first
+        switch polices once, then replicates), each held on its own hops, the last (shared) hop
+        once. Paths that share no trunk share no port but the destination's, so neither path's
+        test can see the other's charge: each is tested against the ports' load alone, and the
+        shared hop keeps the allocation of the path that brings the channel there later (the
+        larger burst: it dominates the other copy's arrivals, and its bound the other's)."""
+        for p in (path, second):
+            invalid = self._validate(p, env)
+            if invalid is not None:
+                return Denial(key, (invalid,))
+        if path[-1] != second[-1] or path[0].switch != second[0].switch:
+            return Denial(key, (_invalid("path", 0, "a protected channel's paths must share their ends"),))
+        if set(path[:-1]) & set(second[:-1]):
+            return Denial(key, (_invalid("path", 0, "a protected channel's paths must share no port"),))
+        policed = self._policed(key, [path, second], env)
+        if isinstance(policed, Denial):
+            return policed
+        rate, burst, source_burst, rounding, tolerance = policed
+        found = [self._path_hops(key, p, env, rate, burst, source_burst) for p in (path, second)]
+        denials = [d for d in found if isinstance(d, Denial)]
+        if denials:
+            return Denial(key, tuple(v for d in denials for v in d.violations))
+        a, b = (h for h in found if not isinstance(h, Denial))
+        last = a[-1] if a[-1].burst >= b[-1].burst else b[-1]
+        shared = {p.switch for p in path[1:-1]} & {p.switch for p in second[1:-1]}
+        return Allocation(
+            key,
+            env,
+            rate,
+            burst,
+            rounding,
+            (*a[:-1], last),
+            tolerance,
+            protection=tuple(b[:-1]),
+            disjoint="link" if shared else "node",
+        )
+
+    def _policed(
+        self, key: ChannelKey, paths: Sequence[Sequence[PortId]], env: ChannelEnvelope
+    ) -> tuple[int, int, int, Rounding, int] | Denial:
+        """The leaky bucket the first switch's policer lets through, rounded for every port of
+        `paths`: (rate, burst with the policer's tolerance, the source's burst, the rounding,
+        the tolerance)."""
         roundings: list[Rounding] = []
         # The tests take the channel to be the leaky bucket its policer's worst case fits in.
         rate, burst = arrival_envelope(env)
-        for model in models:
+        for model in (self._ports[pid] for p in paths for pid in p):
             rounded = round_envelope(model, env)
             if isinstance(rounded, Violation):
                 return Denial(key, (rounded,))
@@ -386,20 +406,29 @@ class AdmissionLedger:
         rounding = merge_rounding(roundings, rate, burst, env)
         # The first switch's policer tolerates that switch's jitter, and lets through what the
         # tolerance allows: the burst the channel is admitted with grows by it.
-        tolerance = models[0].jitter_us
+        tolerance = self._ports[paths[0][0]].jitter_us
         source_burst = burst
         burst += tolerance_burst(env.policer, rate, tolerance)
+        return rate, burst, source_burst, rounding, tolerance
+
+    def _path_hops(
+        self,
+        key: ChannelKey,
+        path: Sequence[PortId],
+        env: ChannelEnvelope,
+        rate: int,
+        burst: int,
+        source_burst: int,
+    ) -> list[HopAllocation] | Denial:
+        """Every hop's test and allocation along one path, the end-to-end bound checked."""
+        models = [self._ports[pid] for pid in path]
         loads = [self._load_locked(pid) for pid in path]
-
-        def allocation(hops: list[HopAllocation]) -> Allocation:
-            return Allocation(key, env, rate, burst, rounding, tuple(hops), tolerance)
-
         # Pass 1: each hop's bound with no slack; bursts grow by ρ·d over the upstream hops.
         first = self._walk(models, loads, env, rate, burst, source_burst, assigned=None)
         if isinstance(first, list):
             return Denial(key, tuple(first))
         if env.delay_bound_us <= 0:
-            return allocation(first[0])
+            return first[0]
         bounds = first[1]
         jitter = sum(model.jitter_us for model in models)
         queues = sum(bounds)
@@ -431,7 +460,7 @@ class AdmissionLedger:
         for assigned in (generous, bounds):
             result = self._walk(models, loads, env, rate, burst, source_burst, assigned=assigned)
             if not isinstance(result, list):
-                return allocation(result[0])
+                return result[0]
         # Pass 2 with no slack repeats pass 1 exactly, so this is unreachable; say so loudly.
         raise LedgerError(f"slack assignment failed for {key}: {result}")
 
@@ -510,6 +539,10 @@ class AdmissionLedger:
             return None
         name, value, detail = problem
         return Violation(DenialReason.INVALID_REQUEST, f"invalid.{name}", None, None, 0, value, 0, "", detail)
+
+
+def _invalid(name: str, value: int, detail: str) -> Violation:
+    return Violation(DenialReason.INVALID_REQUEST, f"invalid.{name}", None, None, 0, value, 0, "", detail)
 
 
 def _capped(value: int, cap: int | None) -> int:

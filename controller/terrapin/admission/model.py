@@ -241,7 +241,12 @@ class HopAllocation:
 @dataclass(frozen=True)
 class Allocation:
     """An admitted channel: (`rate`, `burst`) is the leaky bucket its first switch's policer
-    lets through, its tolerance of `tolerance_us` (that switch's jitter) included."""
+    lets through, its tolerance of `tolerance_us` (that switch's jitter) included.
+
+    A protected channel (1+1, docs/controller.md "Protection") has a second path: `protection`
+    holds its hops but the last, which is `hops`' last (the destination's port, where one copy of
+    each frame leaves after elimination: reserved once). `disjoint` says how the two paths are
+    disjoint ("node" or "link"); empty for a channel with one path."""
 
     key: ChannelKey
     requested: ChannelEnvelope
@@ -250,18 +255,39 @@ class Allocation:
     rounding: Rounding
     hops: tuple[HopAllocation, ...]
     tolerance_us: int = 0  # the first switch's policer tolerance (its PortModel.jitter_us)
+    protection: tuple[HopAllocation, ...] = ()
+    disjoint: str = ""
+
+    @property
+    def protected(self) -> bool:
+        return bool(self.protection)
+
+    @property
+    def all_hops(self) -> tuple[HopAllocation, ...]:
+        """Every hop it holds capacity on: both paths', the shared last one once."""
+        return self.hops + self.protection
+
+    @property
+    def paths(self) -> tuple[tuple[HopAllocation, ...], ...]:
+        """Its path, or its two paths (each whole, ending at the destination's port)."""
+        if not self.protection:
+            return (self.hops,)
+        return (self.hops, (*self.protection, self.hops[-1]))
 
     @property
     def worst_case_delay_us(self) -> int:
-        """End to end: each hop's queue bound and the switch's jitter."""
-        return sum(hop.worst_case_delay_us + hop.jitter_us for hop in self.hops)
+        """End to end: each hop's queue bound and the switch's jitter (the slower path's)."""
+        return max(sum(hop.worst_case_delay_us + hop.jitter_us for hop in path) for path in self.paths)
 
     @property
     def protected_delay_us(self) -> int | None:
-        bounds = [hop.protected_delay_us for hop in self.hops]
-        if any(bound is None for bound in bounds):
-            return None
-        return sum(bound for bound in bounds if bound is not None) + sum(hop.jitter_us for hop in self.hops)
+        totals = []
+        for path in self.paths:
+            bounds = [hop.protected_delay_us for hop in path]
+            if any(bound is None for bound in bounds):
+                return None
+            totals.append(sum(b for b in bounds if b is not None) + sum(hop.jitter_us for hop in path))
+        return max(totals)
 
 
 @dataclass(frozen=True)

@@ -9,14 +9,14 @@ It owns the Telemetry protocol too: what the routes read from the switches
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Protocol, cast
 
 from fastapi import Depends, Request
 
 from terrapin.paths import ChannelSelector
-from terrapin.switches import ChannelCounters, QueueTelemetry
+from terrapin.switches import ChannelCounters, QueueTelemetry, RecoveryCounters
 
 if TYPE_CHECKING:
     from terrapin.api.auth import Tokens
@@ -43,6 +43,12 @@ class Telemetry(Protocol):
     async def channel_counters(
         self, name: str, selector: ChannelSelector, channel_id: int
     ) -> ChannelCounters: ...
+
+    async def member_counters(self, name: str, member: int, channel_id: int) -> ChannelCounters: ...
+
+    async def recovery_counters(
+        self, name: str, channel_ids: Sequence[int]
+    ) -> dict[int, RecoveryCounters]: ...
 
     async def drop_counters(self, name: str) -> dict[str, int]: ...
 

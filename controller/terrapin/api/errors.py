@@ -27,7 +27,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from terrapin.admission import Denial
 from terrapin.api.context import Telemetry
-from terrapin.reservations import OUTCOME_UNKNOWN, STORE_UNAVAILABLE, SWITCH_REFUSED, SWITCH_UNAVAILABLE
+from terrapin.channel_requests import OUTCOME_UNKNOWN, STORE_UNAVAILABLE, SWITCH_REFUSED, SWITCH_UNAVAILABLE
 from terrapin.store import NotPrimary, StoreUnavailable
 
 # What a 503 tells a client to wait: finsy retries a switch whose connection failed quickly

@@ -102,6 +102,16 @@ class ReservationIn(BaseModel):
         description="when a trunk or switch on its path goes down and no other path admits it:"
         " wait (down, set up again when a path does) or close (docs/controller.md, Trunks)",
     )
+    protection: Literal["none", "1+1"] = Field(
+        default="none",
+        description="1+1: admitted on two paths that share no trunk, every frame sent down both and"
+        " the first copy of each delivered (IEEE 802.1CB; docs/controller.md, Protection)",
+    )
+    unprotected_ok: bool = Field(
+        default=False,
+        description="with protection 1+1: when no two such paths exist, admit it on one path (and say"
+        " why in protection_note) instead of refusing it (no_disjoint_paths)",
+    )
     window_us: int | None = _policer_field("jumping_window: the window T, µs", gt=0, le=U32)
     window_counts: Literal["bytes", "packets"] | None = _policer_field(
         "jumping_window: B counts bytes (default), or whole max_packet packets"
@@ -202,8 +212,20 @@ class AllocationOut(BaseModel):
     burst_packets: int
     credit_period_us: int
     hops: list[HopOut]
-    worst_case_delay_us: int = Field(description="end to end: each hop's queue bound and jitter")
+    worst_case_delay_us: int = Field(
+        description="end to end: each hop's queue bound and jitter (protected: the slower path's)"
+    )
     protected_delay_us: int | None
+    second_path: list[HopOut] | None = Field(
+        default=None,
+        description="protection 1+1: the other path's hops, its last (the destination's port) shared"
+        " with `hops`",
+    )
+    disjoint: Literal["node", "link"] | None = Field(
+        default=None,
+        description="protection 1+1: the paths share no switch but their ends (node), or only no"
+        " trunk (link: no node-disjoint pair existed)",
+    )
 
 
 class ReservationOut(BaseModel):
@@ -230,6 +252,10 @@ class ReservationOut(BaseModel):
     )
     note: str | None = Field(default=None, description="why it is down")
     on_path_down: Literal["wait", "close"] = "wait"
+    protection: Literal["none", "1+1"] = "none"
+    protection_note: str | None = Field(
+        default=None, description="why a request for protection was admitted without it (unprotected_ok)"
+    )
     excess: str
     policer: str
     window_us: int | None = None
@@ -276,7 +302,6 @@ class ConflictOut(BaseModel):
     )
 
 
-
 class ReservationBatchIn(BaseModel):
     reservations: list[ReservationIn] = Field(
         min_length=1,
@@ -300,20 +325,46 @@ class ReservationBatchOut(BaseModel):
     results: list[BatchItemOut] = Field(description="one per reservation asked for, in the same order")
 
 
+class RecoveryCountersOut(BaseModel):
+    """IEEE 802.1CB's sequence recovery counters at a protected channel's last switch."""
+
+    passed: int = Field(description="copies delivered: the first of each number")
+    discarded: int = Field(description="duplicates eliminated")
+    out_of_order: int = Field(description="copies delivered out of order")
+    rogue: int = Field(description="copies dropped for a number outside the history window")
+    resets: int = Field(description="times the recovery started over (first copy, or after silence)")
+    lost: int | None = Field(
+        default=None, description="numbers no copy of which arrived in time (both paths lost them)"
+    )
+    arrived_by_path: list[int] = Field(
+        default_factory=list, description="copies that reached the last switch by path 1 and by path 2"
+    )
+
+
 class HopCountersOut(BaseModel):
     switch: str
     port: int
+    path: int | None = Field(
+        default=None,
+        description="protection 1+1: which path (1 or 2) the hop is on; absent on hops both share",
+    )
     packets: int | None = None
     bytes: int | None = None
     yellow_packets: int | None = None
     red_packets: int | None = None
     telemetry_error: str | None = Field(default=None, description="present when the switch is unreachable")
-
+    recovery: RecoveryCountersOut | None = Field(
+        default=None, description="protection 1+1, at the last switch: the sequence recovery's counters"
+    )
 
 
 def allocation_out(a: Allocation) -> AllocationOut:
     hops = [body_from(HopOut, h, switch=h.port.switch, port=h.port.port) for h in a.hops]
-    return body_from(AllocationOut, a, hops=hops, **asdict(a.rounding))
+    second = None
+    if a.protected:
+        second = [body_from(HopOut, h, switch=h.port.switch, port=h.port.port) for h in a.paths[1]]
+    disjoint = a.disjoint or None
+    return body_from(AllocationOut, a, hops=hops, second_path=second, disjoint=disjoint, **asdict(a.rounding))
 
 
 @functools.lru_cache(maxsize=65536)
@@ -347,6 +398,7 @@ def reservation_out(r: Reservation) -> ReservationOut:
         state=r.state,
         note=r.note or None,
         on_path_down="close" if r.close_when_down else "wait",
+        protection="1+1" if r.allocation.protected else "none",
         excess="demote" if r.demote_excess else "drop",
         **_policer_out(env),
         allocation=allocation_out(r.allocation),

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import Response
 
 from terrapin.admission import Denial
-from terrapin.admission.model import ChannelKey
+from terrapin.admission.model import ChannelKey, PortId
 from terrapin.api.auth import require_token
 from terrapin.api.context import Api, ApiContext
 from terrapin.api.errors import (
@@ -33,6 +33,7 @@ from terrapin.api.reservation_bodies import (
     ConflictOut,
     DenialOut,
     HopCountersOut,
+    RecoveryCountersOut,
     ReservationBatchIn,
     ReservationBatchOut,
     ReservationIn,
@@ -40,10 +41,12 @@ from terrapin.api.reservation_bodies import (
     denial_out,
     reservation_out,
 )
+from terrapin.channel_requests import ChannelRequest, Conflict
 from terrapin.constants import IP_PROTO_XTP
+from terrapin.p4program import member_streams
 from terrapin.paths import ChannelSelector
+from terrapin.protection import disjoint_pair
 from terrapin.protocol.messages import flow_key_from_ports
-from terrapin.reservations import ChannelRequest, Conflict
 from terrapin.store import NotPrimary, Reservation, StoreUnavailable
 
 router = APIRouter()
@@ -167,6 +170,8 @@ async def create(api: ApiContext, body: ReservationIn) -> ReservationOut:
         origin="rest",
         demote_excess=None if body.excess is None else body.excess == "demote",
         close_when_down=body.on_path_down == "close",
+        protected=body.protection == "1+1",
+        protection_optional=body.unprotected_ok,
     )
     try:
         result = await api.service.create(request)
@@ -184,7 +189,11 @@ async def create(api: ApiContext, body: ReservationIn) -> ReservationOut:
     if isinstance(result, Denial):
         raise_switch_trouble(result, api.telemetry)
         raise HTTPException(409, detail=denial_out(result).model_dump())
-    return reservation_out(result)
+    made = reservation_out(result)
+    if request.protected and not result.allocation.protected:
+        why = disjoint_pair(api.service.topology, request.selector)
+        made.protection_note = f"admitted without protection: {why}"
+    return made
 
 
 @router.get("/reservations", tags=["reservations"])
@@ -233,14 +242,48 @@ async def delete_reservation(api: Api, reservation_id: int) -> Response:
 )
 async def reservation_counters(api: Api, reservation_id: int) -> list[HopCountersOut]:
     """Per hop: packets and bytes the channel's entry matched, and packets its meter
-    marked yellow and red. A switch that cannot be read says so in `telemetry_error`."""
+    marked yellow and red. A switch that cannot be read says so in `telemetry_error`.
+
+    A protected channel (1+1): its first hop (the policer, before replication), each transit
+    hop of each path (`path` 1 or 2: the copies that reached it), and its last hop with the
+    sequence recovery's counters (`recovery`)."""
     record = _find(api, reservation_id)
-    out = []
-    for hop in record.allocation.hops:
+    alloc = record.allocation
+    if not alloc.protected:
+        return [await _hop_counters(api, record, hop.port) for hop in alloc.hops]
+    members = member_streams(record.channel_id)
+    out = [await _hop_counters(api, record, alloc.hops[0].port)]
+    for index, path in enumerate(alloc.paths):
+        for hop in path[1:-1]:
+            out.append(await _hop_counters(api, record, hop.port, path=index + 1, member=members[index]))
+    last = await _hop_counters(api, record, alloc.hops[-1].port)
+    if last.telemetry_error is None:
+        switch = alloc.hops[-1].port.switch
         try:
-            c = await api.telemetry.channel_counters(hop.port.switch, record.selector, record.channel_id)
-            read: dict[str, Any] = asdict(c)  # packets, bytes, yellow_packets, red_packets
+            found = await api.telemetry.recovery_counters(switch, [record.channel_id])
+            arrived = [
+                (await api.telemetry.member_counters(switch, m, record.channel_id)).packets for m in members
+            ]
+            last.recovery = RecoveryCountersOut(**asdict(found[record.channel_id]), arrived_by_path=arrived)
         except Exception as exc:  # a disconnected switch: say so, do not fail the call
-            read = {"telemetry_error": str(exc) or type(exc).__name__}
-        out.append(HopCountersOut(switch=hop.port.switch, port=hop.port.port, **read))
+            last.telemetry_error = str(exc) or type(exc).__name__
+    out.append(last)
     return out
+
+
+async def _hop_counters(
+    api: ApiContext, record: Reservation, port: PortId, path: int | None = None, member: int | None = None
+) -> HopCountersOut:
+    """A hop's counters: its `channels` entry's, or at a protected channel's transit hop its copy's
+    member stream entry's (and the channel id's colours at that switch)."""
+    try:
+        if member is None:
+            c = await api.telemetry.channel_counters(port.switch, record.selector, record.channel_id)
+        else:
+            c = await api.telemetry.member_counters(port.switch, member, record.channel_id)
+        read: dict[str, Any] = asdict(c)  # packets, bytes, yellow_packets, red_packets
+    except Exception as exc:  # a disconnected switch: say so, do not fail the call
+        read = {"telemetry_error": str(exc) or type(exc).__name__}
+    if path is not None:
+        read["path"] = path
+    return HopCountersOut(switch=port.switch, port=port.port, **read)

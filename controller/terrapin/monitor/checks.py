@@ -20,7 +20,7 @@ Findings are of two causes, and the difference matters to an operator:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from terrapin.admission.checks import level_backlog_bound, level_delay_bound_us
 from terrapin.admission.ledger import AdmissionLedger
@@ -161,10 +161,20 @@ class ChannelReading:
 
 
 @dataclass(frozen=True)
+class RecoveryReading:
+    """A protected channel's sequence recovery counters at its last switch, as last read."""
+
+    reservation_id: int
+    switch: str
+    counts: dict[str, int]  # passed, discarded, out_of_order, rogue, resets [, lost]
+
+
+@dataclass(frozen=True)
 class PollVerdict:
     queues: list[QueueReading]
     channels: list[ChannelReading]
     findings: list[Finding]
+    recoveries: list[RecoveryReading] = field(default_factory=list)
 
 
 # ---- expectations -------------------------------------------------------------------------
@@ -253,7 +263,15 @@ def hop_expectations(
     for record in reservations:
         if record.state == DOWN:
             continue
-        for index, (hop, entry) in enumerate(zip(record.allocation.hops, entries(record), strict=True)):
+        made = entries(record)
+        if record.allocation.protected:
+            # A protected channel's `channels` entries are at its first switch and its last
+            # (transit switches forward its copies by member stream; their queues are checked).
+            last = len(record.allocation.hops) - 1
+            pairs = [(0, record.allocation.hops[0], made[0]), (last, record.allocation.hops[-1], made[-1])]
+        else:
+            pairs = [(i, *pair) for i, pair in enumerate(zip(record.allocation.hops, made, strict=True))]
+        for index, hop, entry in pairs:
             hops.append(
                 HopExpectation(
                     reservation_id=record.reservation_id,
@@ -272,39 +290,6 @@ def hop_expectations(
                 )
             )
     return hops
-
-
-def thresholds_to_install(
-    wanted: Mapping[tuple[int, int], int],
-    installed: Mapping[tuple[int, int], int],
-    pending_since: dict[tuple[int, int], int],
-    poll: int,
-    allow_decrease: bool,
-) -> dict[tuple[int, int], int]:
-    """The delay bounds to program on a switch: (port, priority) → µs.
-
-    A larger bound (a channel joined the port) takes effect at once, before the channel's entry
-    is written, so no packet of the new load is judged by the old, tighter bound. A smaller one
-    (a channel left) waits one poll: packets queued under the old load may still be on their
-    way out, and they were promised the old bound. `pending_since` remembers when each
-    decrease was first wanted; it is updated in place."""
-    result: dict[tuple[int, int], int] = {}
-    for cell in set(wanted) | set(installed):
-        want = wanted.get(cell)
-        have = installed.get(cell)
-        if have is None or (want is not None and want >= have):
-            pending_since.pop(cell, None)
-            if want is not None:
-                result[cell] = want
-            continue
-        first = pending_since.setdefault(cell, poll)
-        if allow_decrease and poll > first:
-            pending_since.pop(cell, None)
-            if want is not None:
-                result[cell] = want
-        else:
-            result[cell] = have
-    return result
 
 
 def with_fresh_channels(

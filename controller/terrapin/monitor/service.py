@@ -28,18 +28,18 @@ from terrapin.monitor.checks import (
     Finding,
     PollVerdict,
     QueueExpectation,
+    RecoveryReading,
     delay_bounds,
     evaluate,
     first_hop_excess,
     hop_expectations,
     queue_expectations,
-    thresholds_to_install,
     with_fresh_channels,
 )
 from terrapin.monitor.events import Event, EventLog
 from terrapin.monitor.trunks import path_findings
 from terrapin.paths import ChannelEntry, ChannelProgrammer, Topology
-from terrapin.store import Reservation
+from terrapin.store import DOWN, Reservation
 from terrapin.switches import MonitorSample, QueueBound
 
 # The share of the controller's time the monitor may take (see GuaranteeMonitor.interval).
@@ -65,7 +65,7 @@ class MonitorFabric(Protocol):
     ) -> Awaitable[None]: ...
 
     async def monitor_sample(
-        self, name: str, cells: Sequence[Cell], channel_ids: Sequence[int]
+        self, name: str, cells: Sequence[Cell], channel_ids: Sequence[int], recovering: Sequence[int] = ()
     ) -> MonitorSample: ...
 
     async def reset_queue_telemetry(self, name: str, ports: list[int]) -> None: ...
@@ -216,6 +216,7 @@ class GuaranteeMonitor:
         if self._topology is not None:
             broken = path_findings(self._reservations(), self._topology)
             verdict = replace(verdict, findings=verdict.findings + broken)
+        verdict = replace(verdict, recoveries=self._recoveries(samples))
         self._recent_excess = first_hop_excess(self._samples, samples, hops)
         self._samples.update(samples)
         for name in self._cleared_maxima & set(self._samples):
@@ -247,13 +248,38 @@ class GuaranteeMonitor:
         ports = sorted(pid.port for pid in self._ledger.ports if pid.switch == name)
         cells = [(port, priority) for port in ports for priority in ADMITTED_PRIORITIES]
         channel_ids = sorted({h.channel_id for h in hops if h.port.switch == name})
-        sample = await self._fabric.monitor_sample(name, cells, channel_ids)
+        recovering = sorted(
+            r.channel_id for r in self._protected() if r.allocation.hops[-1].port.switch == name
+        )
+        if recovering:
+            sample = await self._fabric.monitor_sample(name, cells, channel_ids, recovering)
+        else:
+            sample = await self._fabric.monitor_sample(name, cells, channel_ids)
         if self._config.reset_maxima and ports and sample.max_delay_us is not None:
             # The registers hold maxima since they were last cleared; clearing them after
             # each read makes the next figure the next window's.
             await self._fabric.reset_queue_telemetry(name, ports)
             self._cleared_maxima.add(name)
         return sample
+
+    def _protected(self) -> list[Reservation]:
+        return [r for r in self._reservations() if r.allocation.protected and r.state != DOWN]
+
+    def _recoveries(self, samples: dict[str, MonitorSample]) -> list[RecoveryReading]:
+        """The protected channels' recovery counters read this poll (docs/controller.md
+        "Protection"), for /metrics."""
+        found = []
+        for record in self._protected():
+            switch = record.allocation.hops[-1].port.switch
+            sample = samples.get(switch)
+            counts = (
+                None if sample is None or sample.recovery is None else sample.recovery.get(record.channel_id)
+            )
+            if counts is None:
+                continue
+            read = {k: v for k, v in asdict(counts).items() if v is not None}
+            found.append(RecoveryReading(record.reservation_id, switch, read))
+        return found
 
     @staticmethod
     def _wanted(queues: dict[Any, list[QueueExpectation]], switch: str) -> dict[Cell, int]:
@@ -480,3 +506,36 @@ def _without_maxima(sample: MonitorSample) -> MonitorSample:
         max_delay_us=dict.fromkeys(sample.max_delay_us or {}, 0),
         max_depth_packets=dict.fromkeys(sample.max_depth_packets or {}, 0),
     )
+
+
+def thresholds_to_install(
+    wanted: Mapping[tuple[int, int], int],
+    installed: Mapping[tuple[int, int], int],
+    pending_since: dict[tuple[int, int], int],
+    poll: int,
+    allow_decrease: bool,
+) -> dict[tuple[int, int], int]:
+    """The delay bounds to program on a switch: (port, priority) → µs.
+
+    A larger bound (a channel joined the port) takes effect at once, before the channel's entry
+    is written, so no packet of the new load is judged by the old, tighter bound. A smaller one
+    (a channel left) waits one poll: packets queued under the old load may still be on their
+    way out, and they were promised the old bound. `pending_since` remembers when each
+    decrease was first wanted; it is updated in place."""
+    result: dict[tuple[int, int], int] = {}
+    for cell in set(wanted) | set(installed):
+        want = wanted.get(cell)
+        have = installed.get(cell)
+        if have is None or (want is not None and want >= have):
+            pending_since.pop(cell, None)
+            if want is not None:
+                result[cell] = want
+            continue
+        first = pending_since.setdefault(cell, poll)
+        if allow_decrease and poll > first:
+            pending_since.pop(cell, None)
+            if want is not None:
+                result[cell] = want
+        else:
+            result[cell] = have
+    return result

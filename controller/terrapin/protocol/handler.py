@@ -20,10 +20,13 @@ from collections.abc import Awaitable, Callable
 
 from terrapin.admission import Denial
 from terrapin.admission.model import ChannelEnvelope, ChannelKey
+from terrapin.channel_requests import ChannelRequest, Conflict, simple_denial
 from terrapin.constants import DenialReason, MessageCode
 from terrapin.paths import ChannelSelector
 from terrapin.protocol.messages import (
     FLAG_CLOSE_WHEN_DOWN,
+    FLAG_PROTECTION,
+    FLAG_PROTECTION_OPTIONAL,
     FLAG_TRUNCATED,
     MalformedMessage,
     ReservationMessage,
@@ -31,7 +34,7 @@ from terrapin.protocol.messages import (
 )
 from terrapin.protocol.packets import IcmpDatagram, build_frame, parse_frame
 from terrapin.protocol.status import StatusReport, encode_status
-from terrapin.reservations import ChannelRequest, Conflict, ReservationService, simple_denial
+from terrapin.reservations import ReservationService
 from terrapin.store import NotPrimary, Reservation, StoreUnavailable
 
 LOG = logging.getLogger("terrapin.protocol")
@@ -193,8 +196,15 @@ class ProtocolHandler:
             )
             await self._deny(switch, msg, limit)
             return
-        close = bool(msg.flags & FLAG_CLOSE_WHEN_DOWN)
-        request = ChannelRequest(key, _selector(msg), _envelope(msg), origin="inband", close_when_down=close)
+        request = ChannelRequest(
+            key,
+            _selector(msg),
+            _envelope(msg),
+            origin="inband",
+            close_when_down=bool(msg.flags & FLAG_CLOSE_WHEN_DOWN),
+            protected=bool(msg.flags & FLAG_PROTECTION),
+            protection_optional=bool(msg.flags & FLAG_PROTECTION_OPTIONAL),
+        )
         try:
             decision = self._service.hold(request, self._hold_seconds, first_switch=switch)
         except Conflict:

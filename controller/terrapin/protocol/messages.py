@@ -36,7 +36,13 @@ FLAG_POLICER = 0x04
 # REQUEST_ADMIT: if a trunk or switch on the channel's path goes down and no other path admits
 # it, close it (NOTIFY_CLOSE, PATH_DOWN) rather than keep it down until one does.
 FLAG_CLOSE_WHEN_DOWN = 0x08
-_KNOWN_FLAGS = FLAG_RETRANSMISSION | FLAG_TRUNCATED | FLAG_POLICER | FLAG_CLOSE_WHEN_DOWN
+# REQUEST_ADMIT: 1+1 protection, admitted on two paths that share no trunk or refused with
+# NO_DISJOINT_PATHS; with FLAG_PROTECTION_OPTIONAL admitted on one path instead.
+FLAG_PROTECTION = 0x10
+FLAG_PROTECTION_OPTIONAL = 0x20
+# The flags only a REQUEST_ADMIT carries (an answer to it drops them).
+_ADMIT_FLAGS = FLAG_CLOSE_WHEN_DOWN | FLAG_PROTECTION | FLAG_PROTECTION_OPTIONAL
+_KNOWN_FLAGS = FLAG_RETRANSMISSION | FLAG_TRUNCATED | FLAG_POLICER | _ADMIT_FLAGS
 
 POLICER_CODES = {JUMPING_WINDOW: 1, MOVING_WINDOW: 2}
 OPTION_COUNT_PACKETS = 0x01  # jumping window: B counts whole max_packet packets
@@ -95,10 +101,10 @@ class ReservationMessage:
         return bool(self.flags & FLAG_RETRANSMISSION)
 
     def with_code(self, code: MessageCode, **changes: object) -> ReservationMessage:
-        """The same channel's message of another code (an answer to this one): flag bit 3 stays
+        """The same channel's message of another code (an answer to this one): flag bits 3-5 stay
         with a REQUEST_ADMIT."""
         if code != MessageCode.REQUEST_ADMIT and "flags" not in changes:
-            changes["flags"] = self.flags & ~FLAG_CLOSE_WHEN_DOWN
+            changes["flags"] = self.flags & ~_ADMIT_FLAGS
         return replace(self, code=code, **changes)  # type: ignore[arg-type]
 
     def encode(self) -> bytes:
@@ -238,8 +244,11 @@ def decode(data: bytes) -> ReservationMessage:
         raise MalformedMessage("flags", f"unknown flag bits {flags & ~_KNOWN_FLAGS:#x}")
     if reserved != 0:
         raise MalformedMessage("reserved", f"{reserved}, must be 0")
-    if flags & FLAG_CLOSE_WHEN_DOWN and message_code != MessageCode.REQUEST_ADMIT:
-        raise MalformedMessage("flags", f"bit 3 is a REQUEST_ADMIT's, not a {message_code.name}'s")
+    if flags & _ADMIT_FLAGS and message_code != MessageCode.REQUEST_ADMIT:
+        bit = (flags & _ADMIT_FLAGS).bit_length() - 1
+        raise MalformedMessage("flags", f"bit {bit} is a REQUEST_ADMIT's, not a {message_code.name}'s")
+    if flags & FLAG_PROTECTION_OPTIONAL and not flags & FLAG_PROTECTION:
+        raise MalformedMessage("flags", "bit 5 (protection optional) without bit 4 (protection)")
     policer = Policer()
     body_end = MESSAGE_LENGTH
     if flags & FLAG_POLICER:

@@ -72,9 +72,22 @@ def allocation_to_dict(a: Allocation) -> dict[str, Any]:
         "rate": a.rate,
         "burst": a.burst,
         "rounding": _fields(a.rounding),
-        "hops": [{**_fields(h), "port": [h.port.switch, h.port.port]} for h in a.hops],
+        "hops": [_hop_to_dict(h) for h in a.hops],
         "tolerance_us": a.tolerance_us,
+        **(
+            {"protection": [_hop_to_dict(h) for h in a.protection], "disjoint": a.disjoint}
+            if a.protection
+            else {}
+        ),
     }
+
+
+def _hop_to_dict(h: HopAllocation) -> dict[str, Any]:
+    return {**_fields(h), "port": [h.port.switch, h.port.port]}
+
+
+def _hop_from_dict(h: dict[str, Any]) -> HopAllocation:
+    return HopAllocation(**{**h, "port": PortId(h["port"][0], int(h["port"][1]))})
 
 
 def allocation_from_dict(d: dict[str, Any]) -> Allocation:
@@ -87,11 +100,12 @@ def allocation_from_dict(d: dict[str, Any]) -> Allocation:
         rate=int(d["rate"]),
         burst=int(d["burst"]),
         rounding=Rounding(**d["rounding"]),
-        hops=tuple(
-            HopAllocation(**{**h, "port": PortId(h["port"][0], int(h["port"][1]))}) for h in d["hops"]
-        ),
+        hops=tuple(_hop_from_dict(h) for h in d["hops"]),
         # Rows written before switches had a jitter: their policers had no tolerance.
         tolerance_us=int(d.get("tolerance_us", 0)),
+        # Rows of unprotected channels (and all written before protection) have no second path.
+        protection=tuple(_hop_from_dict(h) for h in d.get("protection", ())),
+        disjoint=str(d.get("disjoint", "")),
     )
 
 

@@ -110,7 +110,6 @@ class DuplicateReservation(Exception):
     """A reservation with this (initiator, context) exists already."""
 
 
-
 class Transaction:
     """What may change inside `ReservationStore.transaction()`: each call changes this
     replica's copy and writes the tables and the journal in the open transaction."""
@@ -150,12 +149,14 @@ class Transaction:
         path: Sequence[PortId],
         envelope: ChannelEnvelope,
         hold_seconds: float | None = None,
+        second: Sequence[PortId] | None = None,
     ) -> Decision:
-        """The admission test against the current copy; an allocation is entered in the ledger
-        (and must then be recorded with reserve() or hold(), or released)."""
+        """The admission test against the current copy (on both paths, with `second`: a
+        protected channel); an allocation is entered in the ledger (and must then be recorded
+        with reserve() or hold(), or released)."""
         ledger = self.ledger
         assert ledger is not None, "admission needs a store with a ledger"
-        decision = ledger.admit(key, path, envelope, hold_seconds=hold_seconds)
+        decision = ledger.admit(key, path, envelope, hold_seconds=hold_seconds, second=second)
         if isinstance(decision, Allocation):
             self.changed = True
             self._undo.append(lambda: ledger.release(key))
@@ -171,18 +172,33 @@ class Transaction:
             self.changed = True
             self._undo.append(lambda: ledger.restore(old))
 
-    def readmit(self, key: ChannelKey, path: Sequence[PortId], envelope: ChannelEnvelope) -> Decision:
+    def readmit(
+        self,
+        key: ChannelKey,
+        path: Sequence[PortId],
+        envelope: ChannelEnvelope,
+        second: Sequence[PortId] | None = None,
+    ) -> Decision:
         """The admission test of a reservation on a new path, its own allocation released first,
         so its capacity counts once on the hops the paths share. Admitted, the new allocation is
         in the ledger; denied, none is (record either with move())."""
         self.unadmit(key)
         ledger = self.ledger
         assert ledger is not None
-        decision = ledger.admit(key, path, envelope)
+        decision = ledger.admit(key, path, envelope, second=second)
         if isinstance(decision, Allocation):
             self.changed = True
             self._undo.append(lambda: ledger.release(key))
         return decision
+
+    def reinstate(self, allocation: Allocation) -> None:
+        """Put back an allocation a failed readmit() took out of the ledger, untested (the
+        reservation keeps what it held: admitted once, it is not tested again)."""
+        ledger = self.ledger
+        assert ledger is not None
+        ledger.restore(allocation)
+        key = allocation.key
+        self._undo.append(lambda: ledger.release(key))
 
     def reserve(
         self,

@@ -24,7 +24,7 @@ from terrapin.switches.encoding import QueueBound, entry_for_hop
 from terrapin.switches.entries import DesiredChannels, ReconcileReport
 from terrapin.switches.fabric import SwitchFabric
 from terrapin.switches.packetio import PacketHandler
-from terrapin.switches.telemetry import ChannelCounters, MonitorSample, QueueTelemetry
+from terrapin.switches.telemetry import ChannelCounters, MonitorSample, QueueTelemetry, RecoveryCounters
 
 __all__ = [
     "ChannelCounters",
@@ -34,6 +34,7 @@ __all__ = [
     "QueueBound",
     "QueueTelemetry",
     "ReconcileReport",
+    "RecoveryCounters",
     "SwitchFabric",
     "SwitchUnavailable",
     "entry_for_hop",

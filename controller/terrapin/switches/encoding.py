@@ -30,14 +30,18 @@ from terrapin.admission.model import (
 )
 from terrapin.admission.policers import moving_ring
 from terrapin.config import AggregateConfig
-from terrapin.constants import ETHERNET_HEADER
+from terrapin.constants import ETHERNET_HEADER, RTAG_BYTES
 from terrapin.p4program import (
     A_ADMIT,
     A_ADMIT_JUMPING,
     A_ADMIT_MOVING,
     A_ANSWER_ARP,
     A_PIN,
+    A_RECOVER_COPY,
+    A_RELAY_COPY,
+    A_REPLICATE,
     A_ROUTE,
+    A_SEND_COPY,
     A_SET_AGGREGATE,
     A_SET_DELAY_BOUND,
     A_SET_SOURCE_MAC,
@@ -57,9 +61,13 @@ from terrapin.p4program import (
     T_ARP,
     T_CHANNEL_PATHS,
     T_CHANNELS,
+    T_COPIES,
+    T_MEMBER_STREAMS,
     T_PORT_MACS,
+    T_PROTECTIONS,
     T_QUEUE_BOUNDS,
     T_ROUTES,
+    multicast_group,
     queue_cell,
 )
 from terrapin.paths import (
@@ -89,6 +97,7 @@ def entry_for_hop(
     edge: Allocation | None = None,
     tag: int = 0,
     pin: tuple[int, str] | None = None,
+    tagged: bool = False,
 ) -> ChannelEntry:
     """The hop's (ρ, σ) as a strict trTCM: CIR = PIR = ρ, CBS = PBS = σ (docs/dataplane.md), in
     frame bytes: each packet of up to max_packet IPv4 bytes carries 14 more on the wire.
@@ -100,9 +109,10 @@ def entry_for_hop(
     the window would cut; their meter's (ρ, σ_k) is the policed envelope with the burst grown
     hop by hop (HopAllocation.burst), so it never does. `tag` names this installation of the
     channel (the window ignores state another tag left behind); `pin` where the hop leaves the
-    destination's route (Topology.pin)."""
-    rate = frame_bytes(hop.rate, hop.max_packet)
-    burst = frame_bytes(hop.burst if edge is None else edge.burst, hop.max_packet)
+    destination's route (Topology.pin). `tagged`: the hop meters a protected channel's copies,
+    each RTAG_BYTES longer."""
+    rate = frame_bytes(hop.rate, hop.max_packet, tagged)
+    burst = frame_bytes(hop.burst if edge is None else edge.burst, hop.max_packet, tagged)
     return ChannelEntry(
         switch=switch,
         selector=selector,
@@ -119,11 +129,12 @@ def entry_for_hop(
     )
 
 
-def frame_bytes(ipv4_bytes: int, max_packet: int) -> int:
+def frame_bytes(ipv4_bytes: int, max_packet: int, tagged: bool = False) -> int:
     """A rate or burst in IPv4 bytes as the meters count it, in frame bytes: each packet of up
-    to max_packet IPv4 bytes carries ETHERNET_HEADER more on the wire (rounded up, so the
-    meter never passes less than the envelope)."""
-    return ceil_div(ipv4_bytes * (max_packet + ETHERNET_HEADER), max_packet)
+    to max_packet IPv4 bytes carries ETHERNET_HEADER more on the wire, and RTAG_BYTES more if
+    `tagged` (rounded up, so the meter never passes less than the envelope)."""
+    header = ETHERNET_HEADER + (RTAG_BYTES if tagged else 0)
+    return ceil_div(ipv4_bytes * (max_packet + header), max_packet)
 
 
 def window_entry(
@@ -441,6 +452,78 @@ def pin_entry(entry: ChannelEntry) -> fy.P4TableEntry:
     return fy.P4TableEntry(T_CHANNEL_PATHS, match=match, action=action)
 
 
+def protection_entries(entry: ChannelEntry) -> list[fy.P4TableEntry]:
+    """The table entries a protected channel's hop needs besides its `channels` entry, in the
+    order they are written (what an entry's hit uses before the entry): at its first switch each
+    copy's member stream then the replication; at its last the recovery of both member streams;
+    at a transit switch the relay of its copy (its only entry there). Empty for a channel
+    without protection."""
+    found = []
+    excess = EXCESS_DEMOTE if entry.demote_excess else EXCESS_DROP
+    if entry.relay is not None:
+        copy = entry.relay
+        action = fy.P4TableAction(
+            A_RELAY_COPY,
+            port=copy.port,
+            next_hop_mac=copy.next_hop_mac,
+            channel_id=entry.channel_id,
+            priority=entry.priority,
+            on_yellow=excess,
+            on_red=excess,
+        )
+        meter = fy.P4MeterConfig(cir=entry.cir, cburst=entry.cburst, pir=entry.pir, pburst=entry.pburst)
+        found.append(
+            fy.P4TableEntry(T_MEMBER_STREAMS, match=_member(copy.member), action=action, meter_config=meter)
+        )
+    for copy in entry.replicas:
+        action = fy.P4TableAction(A_SEND_COPY, next_hop_mac=copy.next_hop_mac)
+        found.append(fy.P4TableEntry(T_COPIES, match=_member(copy.member), action=action))
+    if entry.replicas:
+        action = fy.P4TableAction(A_REPLICATE, group=multicast_group(entry.channel_id))
+        match = fy.P4TableMatch(channel_id=entry.channel_id)
+        found.append(fy.P4TableEntry(T_PROTECTIONS, match=match, action=action))
+    if entry.recovery is not None:
+        r = entry.recovery
+        for member in r.members:
+            action = fy.P4TableAction(
+                A_RECOVER_COPY,
+                channel_id=entry.channel_id,
+                history_length=r.history_length,
+                reset_us=r.reset_us,
+                tag=r.tag,
+            )
+            found.append(fy.P4TableEntry(T_MEMBER_STREAMS, match=_member(member), action=action))
+    return found
+
+
+def _member(member: int) -> fy.P4TableMatch:
+    return fy.P4TableMatch(member=member)
+
+
+def replication_group(entry: ChannelEntry) -> p4r.MulticastGroupEntry | None:
+    """The multicast group a protected channel's first switch replicates it through: one replica
+    per copy, its instance (egress_rid) the copy's member stream. Ports by the deprecated
+    `egress_port` number, which every P4Runtime server of v1model reads (PI's too)."""
+    if not entry.replicas:
+        return None
+    replicas = [p4r.Replica(egress_port=c.port, instance=c.member) for c in entry.replicas]
+    return p4r.MulticastGroupEntry(multicast_group_id=multicast_group(entry.channel_id), replicas=replicas)
+
+
+def group_update(kind: Any, group: p4r.MulticastGroupEntry) -> p4r.Update:
+    pre = p4r.PacketReplicationEngineEntry(multicast_group_entry=group)
+    return p4r.Update(type=kind, entity=p4r.Entity(packet_replication_engine_entry=pre))
+
+
+def group_replicas(group: p4r.MulticastGroupEntry) -> tuple[tuple[int, int], ...]:
+    """A group's replicas as (port, instance), in order, however the switch named the ports."""
+    found = []
+    for r in group.replicas:
+        port = int.from_bytes(r.port, "big") if r.WhichOneof("port_kind") == "port" else r.egress_port
+        found.append((port, r.instance))
+    return tuple(sorted(found))
+
+
 def channel_read_request() -> fy.P4TableEntry:
     """Every `channels` entry, with its direct meter's config."""
     # P4Runtime returns a direct meter's config only when the read request asks for it.
@@ -448,11 +531,17 @@ def channel_read_request() -> fy.P4TableEntry:
 
 
 def reconcile_read_request(schema: Any, device_id: int, codec: ChannelCodec) -> p4r.ReadRequest:
-    """What a reconciliation reads: the forwarding, aggregate and pin tables, and every channel
-    entry with its meter (as protobufs: a takeover compares tens of thousands)."""
+    """What a reconciliation reads: the forwarding, aggregate, pin and protection tables, every
+    channel entry with its meter (as protobufs: a takeover compares tens of thousands), and the
+    multicast groups."""
     request = p4r.ReadRequest(device_id=device_id)
-    for table in (T_ROUTES, T_ARP, T_PORT_MACS, T_AGGREGATES, T_CHANNEL_PATHS):
+    for table in (T_ROUTES, T_ARP, T_PORT_MACS, T_AGGREGATES, T_CHANNEL_PATHS, T_PROTECTIONS, T_COPIES):
         request.entities.add().table_entry.table_id = schema.tables[table].id
+    members = request.entities.add().table_entry
+    members.table_id = schema.tables[T_MEMBER_STREAMS].id
+    members.meter_config.SetInParent()
+    # Every multicast group (the protected channels' replication), in the same read.
+    request.entities.add().packet_replication_engine_entry.multicast_group_entry.SetInParent()
     # P4Runtime returns a direct meter's config only when the read request asks for it.
     channels = request.entities.add().table_entry
     channels.table_id = codec.table_id

@@ -40,11 +40,15 @@ from terrapin.switches.encoding import (
     entry_key,
     entry_payload,
     forwarding_entries,
+    group_replicas,
+    group_update,
     key_only,
     pin_entry,
+    protection_entries,
     queue_bound_of,
     queue_bounds_read_request,
     reconcile_read_request,
+    replication_group,
     selector_of_match,
 )
 
@@ -101,6 +105,7 @@ class SwitchEntries:
         desired = self._desired(name)
         others = forwarding_entries(self._topology.forwarding(name)) + aggregate_entries(self._aggregates)
         others += [pin_entry(e) for e in desired if e.pin is not None]
+        others += [pe for e in desired for pe in protection_entries(e)]
         want = {entry_key(pb): pb for pb in (e.encode(schema).table_entry for e in others)}
         payloads = {k: entry_payload(pb) for k, pb in want.items()}
         # A channel entry read back exactly as written (the same bytes) is as it should be;
@@ -108,13 +113,20 @@ class SwitchEntries:
         # entries is one call each, and a takeover compares tens of thousands.
         exact: dict[bytes, EntryKey] = {}
         for entry in desired:
+            if entry.relay is not None:
+                continue  # a protected channel's copy in transit: no `channels` entry here
             encoded = self._encoded_entry(codec, entry)
             want[encoded.key], payloads[encoded.key] = encoded.pb, encoded.payload
             exact[encoded.whole] = encoded.key
         same: set[EntryKey] = set()
         have: dict[tuple[int, int, bytes], p4r.TableEntry] = {}
+        groups: dict[int, tuple[tuple[int, int], ...]] = {}
         async for reply in read_raw(sw, reconcile_read_request(schema, sw.device_id, codec)):
             for entity in reply.entities:
+                if entity.HasField("packet_replication_engine_entry"):
+                    group = entity.packet_replication_engine_entry.multicast_group_entry
+                    groups[group.multicast_group_id] = group_replicas(group)
+                    continue
                 found = exact.get(entity.table_entry.SerializeToString(deterministic=True))
                 if found is not None and found not in same:
                     same.add(found)
@@ -128,6 +140,9 @@ class SwitchEntries:
         pins_table = schema.tables[T_CHANNEL_PATHS].id
         pins = [pb for pb in inserts if pb.table_id == pins_table]
         await write_raw(sw, p4r.Update.DELETE, deletes)
+        # The protected channels' multicast groups: no longer named by a `protections` entry
+        # (deleted above), and needed by those inserted below.
+        synced = await _sync_groups(sw, groups, [g for g in map(replication_group, desired) if g is not None])
         await write_raw(sw, p4r.Update.INSERT, pins)
         inserts = [pb for pb in inserts if pb.table_id != pins_table]
         await write_raw(sw, p4r.Update.MODIFY, modifies)
@@ -140,9 +155,9 @@ class SwitchEntries:
         await write_raw(sw, p4r.Update.INSERT, inserts)
         return ReconcileReport(
             name,
-            len(inserts) + len(pins),
-            len(modifies),
-            len(deletes),
+            len(inserts) + len(pins) + synced[0],
+            len(modifies) + synced[1],
+            len(deletes) + synced[2],
             len(want) - len(inserts) - len(pins),
             len(meters),
         )
@@ -171,6 +186,8 @@ class SwitchEntries:
                 continue
             codec = self._codec(sw)
             for entry in entries:
+                if entry.relay is not None:
+                    continue
                 hit = self._encoded.get(entry)
                 if hit is not None:
                     keep[entry] = hit
@@ -186,26 +203,43 @@ class SwitchEntries:
         async with self._gate(entry.switch).write():
             if not self._connections.is_ready(entry.switch):
                 raise SwitchUnavailable(f"switch {entry.switch} is not ready")
-            codec = self._codec(self._connections.switch(entry.switch))
-            # The channel id's yellow and red counters start from zero with the entry: an id is
-            # reused, and its first window (the monitor's, the REST counters') is its own.
             sw = self._connections.switch(entry.switch)
-            updates = codec.zero_colours(entry.channel_id)
-            if entry.pin is not None:  # before the entry whose hit applies it
-                pin = pin_entry(entry).encode(sw.p4info).table_entry
-                updates.append(p4r.Update(type=p4r.Update.INSERT, entity=p4r.Entity(table_entry=pin)))
-            insert = p4r.Update(type=p4r.Update.INSERT, entity=p4r.Entity(table_entry=codec.entry(entry)))
-            updates.append(insert)
+            codec = self._codec(sw)
+            updates: list[p4r.Update] = []
+            if entry.relay is None:
+                # The channel id's yellow and red counters start from zero with the entry: an id
+                # is reused, and its first window (the monitor's, the REST counters') is its own.
+                updates += codec.zero_colours(entry.channel_id)
+                if entry.pin is not None:  # before the entry whose hit applies it
+                    pin = pin_entry(entry).encode(sw.p4info).table_entry
+                    updates.append(p4r.Update(type=p4r.Update.INSERT, entity=p4r.Entity(table_entry=pin)))
+            group = replication_group(entry)
+            if group is not None:
+                updates.append(group_update(p4r.Update.INSERT, group))
+            for extra in protection_entries(entry):  # before the entry whose hit uses them
+                pb = extra.encode(sw.p4info).table_entry
+                updates.append(p4r.Update(type=p4r.Update.INSERT, entity=p4r.Entity(table_entry=pb)))
+            if entry.relay is None:
+                insert = p4r.Update(type=p4r.Update.INSERT, entity=p4r.Entity(table_entry=codec.entry(entry)))
+                updates.append(insert)
             await self._batchers[entry.switch].write(updates)
 
     async def remove_channel(self, entry: ChannelEntry) -> None:
         async with self._gate(entry.switch).write():
             sw = self._connections.switch(entry.switch)
-            key = self._codec(sw).key_only(entry.selector)
-            updates = [p4r.Update(type=p4r.Update.DELETE, entity=p4r.Entity(table_entry=key))]
-            if entry.pin is not None:
-                pin = pin_entry(entry).encode(sw.p4info).table_entry
-                updates.append(p4r.Update(type=p4r.Update.DELETE, entity=p4r.Entity(table_entry=pin)))
+            updates = []
+            if entry.relay is None:
+                key = self._codec(sw).key_only(entry.selector)
+                updates.append(p4r.Update(type=p4r.Update.DELETE, entity=p4r.Entity(table_entry=key)))
+                if entry.pin is not None:
+                    pin = pin_entry(entry).encode(sw.p4info).table_entry
+                    updates.append(p4r.Update(type=p4r.Update.DELETE, entity=p4r.Entity(table_entry=pin)))
+            for extra in reversed(protection_entries(entry)):
+                pb = key_only(extra.encode(sw.p4info).table_entry)
+                updates.append(p4r.Update(type=p4r.Update.DELETE, entity=p4r.Entity(table_entry=pb)))
+            group = replication_group(entry)
+            if group is not None:
+                updates.append(group_update(p4r.Update.DELETE, group))
             # Not strict: an entry already gone (a switch restarted empty) is not an error.
             await self._batchers[entry.switch].write(updates, strict=False)
 
@@ -267,12 +301,28 @@ class SwitchEntries:
 WRITE_BATCH = 2000  # updates per WriteRequest: a few hundred kB, well below gRPC's 4 MB
 
 
-async def write_raw(
-    sw: fy.Switch, kind: Any, entries: Sequence[p4r.TableEntry], strict: bool = True
-) -> None:
+async def write_raw(sw: fy.Switch, kind: Any, entries: Sequence[p4r.TableEntry], strict: bool = True) -> None:
     for start in range(0, len(entries), WRITE_BATCH):
         chunk = entries[start : start + WRITE_BATCH]
         await sw.write(
             [p4r.Update(type=kind, entity=p4r.Entity(table_entry=pb)) for pb in chunk], strict=strict
         )
 
+
+async def _sync_groups(
+    sw: fy.Switch, have: Mapping[int, tuple[tuple[int, int], ...]], desired: Sequence[p4r.MulticastGroupEntry]
+) -> tuple[int, int, int]:
+    """Make the switch's multicast groups (`have`, as read) the desired ones; (inserted,
+    modified, deleted)."""
+    want = {g.multicast_group_id: g for g in desired}
+    updates = [
+        group_update(p4r.Update.DELETE, p4r.MulticastGroupEntry(multicast_group_id=gid))
+        for gid in sorted(have.keys() - want.keys())
+    ]
+    changed = [g for gid, g in want.items() if gid in have and group_replicas(g) != have[gid]]
+    added = [g for gid, g in want.items() if gid not in have]
+    updates += [group_update(p4r.Update.MODIFY, g) for g in changed]
+    updates += [group_update(p4r.Update.INSERT, g) for g in added]
+    if updates:
+        await sw.write(updates)
+    return len(added), len(changed), len(updates) - len(added) - len(changed)

@@ -20,7 +20,13 @@ from terrapin.switches.connection import SwitchConnections
 from terrapin.switches.encoding import ChannelCodecs, QueueBound
 from terrapin.switches.entries import DesiredChannels, ReconcileReport, SwitchEntries
 from terrapin.switches.packetio import PacketHandler, send_packet, serve_packets
-from terrapin.switches.telemetry import ChannelCounters, MonitorSample, QueueTelemetry, SwitchTelemetry
+from terrapin.switches.telemetry import (
+    ChannelCounters,
+    MonitorSample,
+    QueueTelemetry,
+    RecoveryCounters,
+    SwitchTelemetry,
+)
 
 
 class SwitchFabric:
@@ -138,13 +144,23 @@ class SwitchFabric:
     ) -> ChannelCounters:
         return await self._telemetry.channel_counters(name, selector, channel_id)
 
+    async def member_counters(self, name: str, member: int, channel_id: int) -> ChannelCounters:
+        return await self._telemetry.member_counters(name, member, channel_id)
+
+    async def recovery_counters(self, name: str, channel_ids: Sequence[int]) -> dict[int, RecoveryCounters]:
+        return await self._telemetry.recovery_counters(name, channel_ids)
+
     async def drop_counters(self, name: str) -> dict[str, int]:
         return await self._telemetry.drop_counters(name)
 
     async def monitor_sample(
-        self, name: str, cells: Sequence[tuple[int, int]], channel_ids: Sequence[int]
+        self,
+        name: str,
+        cells: Sequence[tuple[int, int]],
+        channel_ids: Sequence[int],
+        recovering: Sequence[int] = (),
     ) -> MonitorSample:
-        return await self._telemetry.monitor_sample(name, cells, channel_ids)
+        return await self._telemetry.monitor_sample(name, cells, channel_ids, recovering)
 
     def reads_registers(self, name: str) -> bool:
         return self._telemetry.reads_registers(name)

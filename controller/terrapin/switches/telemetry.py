@@ -25,10 +25,13 @@ from terrapin.p4program import (
     C_QUEUE_TRAFFIC,
     DELAY_BANDS,
     DROP_REASONS,
+    FRER_COUNTERS,
     QUEUES_PER_PORT,
+    R_FRER_LOST,
     R_MAX_DELAY,
     R_MAX_DEPTH,
     T_CHANNELS,
+    T_MEMBER_STREAMS,
     queue_cell,
 )
 from terrapin.paths import ChannelSelector
@@ -62,6 +65,19 @@ class ChannelCounters:
 
 
 @dataclass(frozen=True)
+class RecoveryCounters:
+    """802.1CB's recovery counters of a protected channel at its last switch (packets), and the
+    numbers lost on both paths (None where the switch's registers cannot be read)."""
+
+    passed: int
+    discarded: int
+    out_of_order: int
+    rogue: int
+    resets: int
+    lost: int | None
+
+
+@dataclass(frozen=True)
 class MonitorSample:
     """What one poll of the guarantee monitor read from one switch.
 
@@ -79,6 +95,9 @@ class MonitorSample:
     max_depth_packets: dict[tuple[int, int], int] | None
     channels: dict[ChannelSelector, tuple[int, int]]  # direct counter: packets, bytes
     excess: dict[int, tuple[int, int, int, int]]  # channel id → yellow pkts, bytes, red pkts, bytes
+    # Protected channels recovered at this switch: channel id → their recovery counters (lost
+    # only where registers are read over P4Runtime).
+    recovery: dict[int, RecoveryCounters] | None = None
 
 
 class SwitchTelemetry:
@@ -152,15 +171,69 @@ class SwitchTelemetry:
         )
 
     @lost_stream_is_unavailable
+    async def member_counters(self, name: str, member: int, channel_id: int) -> ChannelCounters:
+        """A protected channel's copies of one member stream that reached this (transit) switch,
+        and the channel id's yellow and red counts there."""
+        sw = self._connections.switch(name)
+        match = fy.P4TableMatch(member=member)
+        packets = byte_count = 0
+        async for entry in read_entities(
+            sw, fy.P4DirectCounterEntry(table_entry=fy.P4TableEntry(T_MEMBER_STREAMS, match=match))
+        ):
+            if entry.data is not None:
+                packets, byte_count = entry.data.packet_count, entry.data.byte_count
+        yellow = await _read_counters(sw, C_CHANNEL_YELLOW, [channel_id])
+        red = await _read_counters(sw, C_CHANNEL_RED, [channel_id])
+        return ChannelCounters(
+            packets=packets,
+            bytes=byte_count,
+            yellow_packets=yellow.get(channel_id, (0, 0))[0],
+            red_packets=red.get(channel_id, (0, 0))[0],
+        )
+
+    @lost_stream_is_unavailable
+    async def recovery_counters(
+        self, name: str, channel_ids: Sequence[int], lost: bool = True
+    ) -> dict[int, RecoveryCounters]:
+        """The recovery counters of protected channels whose last switch this is; with `lost`,
+        the lost numbers too (a register: through BMv2's CLI on a BMv2 switch)."""
+        sw = self._connections.switch(name)
+        ids = list(channel_ids)
+        counts = {key: await _read_counters(sw, counter, ids) for key, counter in FRER_COUNTERS.items()}
+        losses: dict[int, int] = {}
+        if lost and ids:
+            cli = self._bmv2_cli.get(name)
+            if cli is not None:
+                for cid in ids:
+                    losses[cid] = await asyncio.to_thread(cli.read_register_cell, R_FRER_LOST, cid)
+            elif name not in self._no_registers:
+                try:
+                    losses = await _read_registers(sw, R_FRER_LOST, ids)
+                except fy.P4ClientError as exc:
+                    if exc.code != fy.GRPCStatusCode.UNIMPLEMENTED:
+                        raise
+                    self._no_registers.add(name)
+        return {
+            cid: RecoveryCounters(
+                **{key: counts[key].get(cid, (0, 0))[0] for key in FRER_COUNTERS},
+                lost=losses.get(cid),
+            )
+            for cid in ids
+        }
+
+    @lost_stream_is_unavailable
     async def drop_counters(self, name: str) -> dict[str, int]:
         sw = self._connections.switch(name)
         counts = await _read_counters(sw, C_DROPS, list(range(len(DROP_REASONS))))
         return {reason: counts.get(i, (0, 0))[0] for i, reason in enumerate(DROP_REASONS)}
 
-
     @lost_stream_is_unavailable
     async def monitor_sample(
-        self, name: str, cells: Sequence[tuple[int, int]], channel_ids: Sequence[int]
+        self,
+        name: str,
+        cells: Sequence[tuple[int, int]],
+        channel_ids: Sequence[int],
+        recovering: Sequence[int] = (),
     ) -> MonitorSample:
         """One consistent-as-possible read of everything the monitor checks on a switch.
 
@@ -192,6 +265,10 @@ class SwitchTelemetry:
             cell: tuple(band_counts.get(i * DELAY_BANDS + b, (0, 0))[0] for b in range(DELAY_BANDS))
             for cell, i in zip(cells, queue_index, strict=True)
         }
+        recovery = None
+        if recovering:
+            reads = name not in self._no_registers and name not in self._bmv2_cli
+            recovery = await self.recovery_counters(name, recovering, lost=reads)
         depth = delay = None
         if name not in self._no_registers:
             try:
@@ -216,6 +293,7 @@ class SwitchTelemetry:
             max_depth_packets=depth,
             channels=channels,
             excess=excess,
+            recovery=recovery,
         )
 
     def reads_registers(self, name: str) -> bool:
@@ -250,4 +328,3 @@ async def _read_counters(sw: fy.Switch, name: str, indices: list[int]) -> dict[i
             if counter.HasField("index"):
                 found[counter.index.index] = (counter.data.packet_count, counter.data.byte_count)
     return found
-
