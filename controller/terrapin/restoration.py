@@ -32,7 +32,7 @@ from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from terrapin.admission.model import ChannelKey
+from terrapin.admission.model import ChannelKey, PortId
 from terrapin.paths import Topology, Trunk
 from terrapin.reservations import ReservationService
 from terrapin.store import ACTIVE, DOWN, Reservation
@@ -57,6 +57,8 @@ class Change:
     note: str  # why it is down or closed, or empty
     priority: int
     closed: bool = False  # no path admits it, and its request asked to be closed then
+    # 1+1: it ran on its whole path meanwhile (docs/controller.md "Protection"), lost nothing.
+    protected: bool = False
 
     @property
     def kind(self) -> Literal["moved", "down", "restored", "closed"]:
@@ -150,6 +152,13 @@ class Restoration:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
 
+    @staticmethod
+    def _kept_a_path(before: Reservation, dead: set[PortId]) -> bool:
+        """A protected channel one of whose paths had no dead port: it lost nothing meanwhile."""
+        if before.state != ACTIVE or not before.allocation.protected:
+            return False
+        return any(all(hop.port not in dead for hop in path) for path in before.allocation.paths)
+
     async def restore(self, down: frozenset[Trunk]) -> Report:
         """Route around `down`, move or down every channel that must, retry every down one, and
         make the switches match (see the module's doc)."""
@@ -181,7 +190,7 @@ class Restoration:
         moved = [
             (b, a) for b, a in changed.values() if a is None or b.state != a.state or _ports(b) != _ports(a)
         ]
-        report.changes = [_change(before, after) for before, after in moved]
+        report.changes = [_change(before, after, self._kept_a_path(before, dead)) for before, after in moved]
         report.store_s = time.monotonic() - started
         written = time.monotonic()
         await self._reconcile(moved, report)
@@ -191,7 +200,7 @@ class Restoration:
                 "reservation %d (%s): %s",
                 before.reservation_id,
                 before.key,
-                _change(before, after).describe(),
+                _change(before, after, False).describe(),
             )
             up = after is not None and after.state != DOWN
             if self._notify is not None and before.origin == "inband" and up == (before.state == DOWN):
@@ -244,7 +253,7 @@ def _ports(record: Reservation | None) -> tuple[str, ...]:
     )
 
 
-def _change(before: Reservation, after: Reservation | None) -> Change:
+def _change(before: Reservation, after: Reservation | None, kept_a_path: bool) -> Change:
     note = after.note if after is not None else "no path admits it, and its request asked to be closed then"
     return Change(
         before.reservation_id,
@@ -254,4 +263,5 @@ def _change(before: Reservation, after: Reservation | None) -> Change:
         note,
         before.allocation.requested.priority,
         closed=after is None,
+        protected=kept_a_path,
     )

@@ -18,6 +18,8 @@ from terrapin.admission.model import PortId
 from terrapin.channel_requests import ChannelRequest
 from terrapin.config import Config
 from terrapin.constants import DenialReason
+from terrapin.monitor.checks import PATH_DOWN
+from terrapin.monitor.trunks import moved_findings, path_findings
 from terrapin.paths import ChannelSelector, Copy, NoDisjointPaths, Topology, Trunk
 from terrapin.reservations import ReservationService
 from terrapin.restoration import Restoration
@@ -366,5 +368,28 @@ def test_both_paths_cut_is_down_and_comes_back_protected() -> None:
         record = lab.store.get(made.key)
         assert record is not None and record.state == ACTIVE and record.allocation.protected
         assert made.selector in lab.fabric.entries["s3"]
+
+    asyncio.run(run())
+
+
+def test_the_monitor_alarms_only_when_both_paths_are_cut() -> None:
+    """One path cut leaves a protected channel whole (no path_down, and a move that keeps its
+    whole path is no broken promise); both cut, it is."""
+    lab = ProtectedLab(ring_config(4, chords=[(1, 3)]))
+
+    async def run() -> None:
+        made = await lab.reserve(1, 3, 10, 1)
+        lab.topology.set_down({lab.trunk("s1", "s3")})
+        record = lab.store.get(made.key)
+        assert record is not None
+        assert path_findings([record], lab.topology) == []
+        report = await lab.restoration.restore(frozenset({lab.trunk("s1", "s3")}))
+        assert [c.kind for c in report.changes] == ["moved"] and report.changes[0].protected
+        assert moved_findings(report) == []
+        moved = lab.store.get(made.key)
+        assert moved is not None
+        lab.topology.set_down({lab.trunk("s1", "s3"), lab.trunk("s1", "s2"), lab.trunk("s1", "s4")})
+        (finding,) = path_findings([moved], lab.topology)
+        assert finding.kind == PATH_DOWN and "other path is cut too" in finding.message
 
     asyncio.run(run())

@@ -5,16 +5,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from terrapin.admission.model import PortId
+from terrapin.admission.model import HopAllocation, PortId
 from terrapin.monitor.checks import CHANNEL_DOWN, NETWORK, PATH_DOWN, Finding
-from terrapin.paths import Topology
+from terrapin.paths import Topology, Trunk
 from terrapin.restoration import Report
 from terrapin.store import DOWN, Reservation
 
 
 def path_findings(reservations: Iterable[Reservation], topology: Topology) -> list[Finding]:
     """Every promise a dead trunk breaks (docs/controller.md, "Trunks"): a channel whose path
-    crosses one, named with the trunk at its first hop on it, until it is moved or closed; and a
+    crosses one, named with the trunk at its first hop on it, until it is moved or closed (a
+    protected channel only when both its paths do: docs/controller.md "Protection"); and a
     channel no path admits, down, until one does."""
     found = []
     for record in reservations:
@@ -25,16 +26,16 @@ def path_findings(reservations: Iterable[Reservation], topology: Topology) -> li
             kind = CHANNEL_DOWN
             message = f"reservation {record.reservation_id} ({channel}) is down: {record.note}"
         else:
-            for hop in record.allocation.hops:
-                trunk = topology.trunk_at(hop.port)
-                if trunk is not None and trunk in topology.down:
-                    where = hop.port
-                    kind = PATH_DOWN
-                    message = (
-                        f"reservation {record.reservation_id} ({channel}) leaves {hop.port} on trunk"
-                        f" {trunk}, which is down"
-                    )
-                    break
+            cuts = [_first_cut(path, topology) for path in record.allocation.paths]
+            if all(cut is not None for cut in cuts) and cuts[0] is not None:
+                where, trunk = cuts[0]
+                kind = PATH_DOWN
+                message = (
+                    f"reservation {record.reservation_id} ({channel}) leaves {where} on trunk"
+                    f" {trunk}, which is down"
+                )
+                if len(cuts) > 1:
+                    message += "; its other path is cut too"
         if where is not None:
             priority = record.allocation.requested.priority
             finding = Finding(
@@ -45,14 +46,24 @@ def path_findings(reservations: Iterable[Reservation], topology: Topology) -> li
     return found
 
 
+def _first_cut(path: Iterable[HopAllocation], topology: Topology) -> tuple[PortId, Trunk] | None:
+    """The first hop of `path` on a trunk that is down, and the trunk."""
+    for hop in path:
+        trunk = topology.trunk_at(hop.port)
+        if trunk is not None and trunk in topology.down:
+            return hop.port, trunk
+    return None
+
+
 def moved_findings(report: Report) -> list[Finding]:
     """The broken promise of each channel a restoration moved: a path_down episode from the
-    restoration's start to its end, at the channel's first hop on a trunk that went down."""
+    restoration's start to its end, at the channel's first hop on a trunk that went down (none
+    for a protected channel that ran on its whole path meanwhile)."""
     dead = {end for trunk in report.down for end in trunk.split("-")}
     found = []
     took_ms = round((report.store_s + report.switches_s) * 1000)
     for change in report.changes:
-        if change.kind != "moved":
+        if change.kind != "moved" or change.protected:
             continue
         where = next((port for port in change.before if port in dead), change.before[0])
         switch, _, port = where.rpartition(":")
