@@ -203,9 +203,7 @@ class Topology:
             else:
                 pair = _two_paths(self._arcs(), first_switch, dest.switch, node_disjoint)
             if pair is not None:
-                a, b = sorted(pair, key=lambda p: (len(p), p))
-                if keep is not None:
-                    a, b = pair
+                a, b = pair if keep is not None else sorted(pair, key=lambda p: (len(p), p))
                 return PathPair((*a, last), (*b, last), "node" if node_disjoint else "link")
         raise NoDisjointPaths(
             f"no two paths from {first_switch} to {dest.switch} share no trunk{self._while_down()}"

@@ -10,9 +10,11 @@ neither path is whole and no pair admits it.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import replace
 
 from terrapin.admission import Allocation
+from terrapin.admission.model import PortId
 from terrapin.p4program import member_streams
 from terrapin.paths import (
     ChannelEntry,
@@ -83,15 +85,21 @@ def protected_entries(
     return [replace(head, replicas=tuple(copies)), *relays, replace(tail, recovery=recovery)]
 
 
+def whole_paths(allocation: Allocation, dead: Collection[PortId]) -> list[list[PortId]]:
+    """The paths of `allocation` (each its egress ports) that leave by no port in `dead`."""
+    paths = [[hop.port for hop in path] for path in allocation.paths]
+    return [p for p in paths if not any(port in dead for port in p)]
+
+
 def readmit_protected(txn: Transaction, before: Reservation, topology: Topology) -> Allocation | str | None:
     """A protected reservation after the trunks changed: None if it stays as it is (both paths
     whole; or one, and no pair admits it: its whole path carries it, unprotected until the other
     is back), its new allocation on a pair whole again (keeping the whole path if there is one,
     so that its frames on that path never stop), or why it is down (taken out of the ledger)."""
     key = before.key
-    paths = [[hop.port for hop in path] for path in before.allocation.paths]
-    whole = [p for p in paths if not any(topology.trunk_at(port) in topology.down for port in p)]
-    if before.state == ACTIVE and len(whole) == len(paths):
+    dead = {end for trunk in topology.down for end in trunk.ends}
+    whole = whole_paths(before.allocation, dead)
+    if before.state == ACTIVE and len(whole) == len(before.allocation.paths):
         return None
     why = "no two disjoint paths"
     for keep in [whole[0], None] if whole else [None]:

@@ -34,6 +34,7 @@ from typing import Literal, Protocol
 
 from terrapin.admission.model import ChannelKey, PortId
 from terrapin.paths import Topology, Trunk
+from terrapin.protection import whole_paths
 from terrapin.reservations import ReservationService
 from terrapin.store import ACTIVE, DOWN, Reservation
 
@@ -157,7 +158,7 @@ class Restoration:
         """A protected channel one of whose paths had no dead port: it lost nothing meanwhile."""
         if before.state != ACTIVE or not before.allocation.protected:
             return False
-        return any(all(hop.port not in dead for hop in path) for path in before.allocation.paths)
+        return bool(whole_paths(before.allocation, dead))
 
     async def restore(self, down: frozenset[Trunk]) -> Report:
         """Route around `down`, move or down every channel that must, retry every down one, and

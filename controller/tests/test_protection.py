@@ -9,21 +9,19 @@ import itertools
 from typing import Any
 
 import pytest
-from fakes import FakeFabric, chain_config, ring_config
+from fakes import chain_config, ring_config
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_restoration import Lab
 
 from terrapin.admission import AdmissionLedger, ChannelEnvelope, ChannelKey, Denial
 from terrapin.admission.model import PortId
 from terrapin.channel_requests import ChannelRequest
-from terrapin.config import Config
 from terrapin.constants import DenialReason
 from terrapin.monitor.checks import PATH_DOWN
 from terrapin.monitor.trunks import moved_findings, path_findings
-from terrapin.paths import ChannelSelector, Copy, NoDisjointPaths, Topology, Trunk
-from terrapin.reservations import ReservationService
-from terrapin.restoration import Restoration
-from terrapin.store import ACTIVE, DOWN, Reservation, ReservationStore
+from terrapin.paths import ChannelSelector, Copy, NoDisjointPaths, Topology
+from terrapin.store import ACTIVE, DOWN, Reservation
 from terrapin.store.records import allocation_from_json, allocation_to_json
 
 # ---- path pairs -----------------------------------------------------------------------------
@@ -173,18 +171,8 @@ def test_a_pair_is_found_exactly_when_no_single_trunk_separates_the_ends(
 MBIT = 125_000  # bytes/s
 
 
-class ProtectedLab:
-    """A ring's controller side with the switches faked (as test_restoration's Lab)."""
-
-    def __init__(self, config: Config) -> None:
-        self.topology = Topology(config)
-        self.store = ReservationStore(":memory:", AdmissionLedger(config.port_models()))
-        assert self.store.ledger is not None
-        self.ledger = self.store.ledger
-        self.fabric = FakeFabric(self.topology.switch_names)
-        self.service = ReservationService(self.ledger, self.topology, self.store, self.fabric)
-        self.fabric.desired = self.service.desired_entries
-        self.restoration = Restoration(self.service, self.topology, self.fabric)
+class ProtectedLab(Lab):
+    """test_restoration's ring lab, its requests protected (or not) and with a delay bound."""
 
     def request(
         self, src: int, dst: int, mbit: int, context: int, *, protected: bool = True, optional: bool = False
@@ -197,13 +185,10 @@ class ProtectedLab:
             protection_optional=optional,
         )
 
-    async def reserve(self, *args: Any, **kwargs: Any) -> Reservation:
+    async def reserve(self, *args: Any, **kwargs: Any) -> Reservation:  # type: ignore[override]
         made = await self.service.create(self.request(*args, **kwargs))
         assert isinstance(made, Reservation), made
         return made
-
-    def trunk(self, a: str, b: str) -> Trunk:
-        return next(t for t in self.topology.trunks if {t.a.switch, t.b.switch} == {a, b})
 
 
 def held(lab: ProtectedLab, switch: str, port: int) -> int:

@@ -153,43 +153,15 @@ class SwitchTelemetry:
     async def channel_counters(
         self, name: str, selector: ChannelSelector, channel_id: int
     ) -> ChannelCounters:
-        sw = self._connections.switch(name)
-        match = channel_match(selector)
-        packets = byte_count = 0
-        async for entry in read_entities(
-            sw, fy.P4DirectCounterEntry(table_entry=fy.P4TableEntry(T_CHANNELS, match=match))
-        ):
-            if entry.data is not None:
-                packets, byte_count = entry.data.packet_count, entry.data.byte_count
-        yellow = await _read_counters(sw, C_CHANNEL_YELLOW, [channel_id])
-        red = await _read_counters(sw, C_CHANNEL_RED, [channel_id])
-        return ChannelCounters(
-            packets=packets,
-            bytes=byte_count,
-            yellow_packets=yellow.get(channel_id, (0, 0))[0],
-            red_packets=red.get(channel_id, (0, 0))[0],
-        )
+        entry = fy.P4TableEntry(T_CHANNELS, match=channel_match(selector))
+        return await _entry_counters(self._connections.switch(name), entry, channel_id)
 
     @lost_stream_is_unavailable
     async def member_counters(self, name: str, member: int, channel_id: int) -> ChannelCounters:
         """A protected channel's copies of one member stream that reached this (transit) switch,
         and the channel id's yellow and red counts there."""
-        sw = self._connections.switch(name)
-        match = fy.P4TableMatch(member=member)
-        packets = byte_count = 0
-        async for entry in read_entities(
-            sw, fy.P4DirectCounterEntry(table_entry=fy.P4TableEntry(T_MEMBER_STREAMS, match=match))
-        ):
-            if entry.data is not None:
-                packets, byte_count = entry.data.packet_count, entry.data.byte_count
-        yellow = await _read_counters(sw, C_CHANNEL_YELLOW, [channel_id])
-        red = await _read_counters(sw, C_CHANNEL_RED, [channel_id])
-        return ChannelCounters(
-            packets=packets,
-            bytes=byte_count,
-            yellow_packets=yellow.get(channel_id, (0, 0))[0],
-            red_packets=red.get(channel_id, (0, 0))[0],
-        )
+        entry = fy.P4TableEntry(T_MEMBER_STREAMS, match=fy.P4TableMatch(member=member))
+        return await _entry_counters(self._connections.switch(name), entry, channel_id)
 
     @lost_stream_is_unavailable
     async def recovery_counters(
@@ -298,6 +270,22 @@ class SwitchTelemetry:
 
     def reads_registers(self, name: str) -> bool:
         return name not in self._no_registers
+
+
+async def _entry_counters(sw: fy.Switch, entry: fy.P4TableEntry, channel_id: int) -> ChannelCounters:
+    """A table entry's direct counter, and the channel id's yellow and red counters."""
+    packets = byte_count = 0
+    async for read in read_entities(sw, fy.P4DirectCounterEntry(table_entry=entry)):
+        if read.data is not None:
+            packets, byte_count = read.data.packet_count, read.data.byte_count
+    yellow = await _read_counters(sw, C_CHANNEL_YELLOW, [channel_id])
+    red = await _read_counters(sw, C_CHANNEL_RED, [channel_id])
+    return ChannelCounters(
+        packets=packets,
+        bytes=byte_count,
+        yellow_packets=yellow.get(channel_id, (0, 0))[0],
+        red_packets=red.get(channel_id, (0, 0))[0],
+    )
 
 
 async def _read_registers(sw: fy.Switch, name: str, indices: list[int]) -> dict[int, int]:
