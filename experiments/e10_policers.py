@@ -52,7 +52,16 @@ from terrapin.admission.model import ChannelEnvelope, Policer
 from terrapin.admission.policers import arrival_bytes, moving_ring
 from terrapin_tools.policers import counts_packets
 from topo import christie
-from topo.experiment import Traffic, channel, losses_the_stalls_explain, release, reserve
+from topo.experiment import (
+    FirstHopCounts,
+    Traffic,
+    channel,
+    first_hop_counts,
+    losses_the_stalls_explain,
+    on_the_wire,
+    release,
+    reserve,
+)
 from topo.network import RunningNetwork
 from topo.stalls import Stalls
 
@@ -107,12 +116,15 @@ class Run:
     allocation: dict[str, int]
     sent: int
     received: int
-    offered_us: list[int] = field(repr=False)  # each packet's scheduled send time, µs from start
+    offered_us: list[int] = field(repr=False)  # each packet on the wire (else when due), µs from start
     arrivals_us: list[int] = field(repr=False)  # each received packet's arrival, µs from start
     passed_sent_us: list[int] = field(repr=False)  # each received packet's send time, µs from start
-    lost_us: list[int] = field(repr=False)  # scheduled send times of the packets that never came
+    lost_us: list[int] = field(repr=False)  # offered_us of the packets that never came
     start_ns: int = 0  # the first frame's start (CLOCK_REALTIME), from which the µs count
     promise: Promise = field(default_factory=lambda: Promise(0, 0))  # the reservation's
+    # what reached the first switch's entry and what its policer marked: a conforming packet lost
+    # and not marked was lost elsewhere (a queue, a veth, the receiver), not by the policer
+    first_hop: FirstHopCounts | None = None
 
     @property
     def loss(self) -> float:
@@ -179,9 +191,12 @@ def one_run(net: RunningNetwork, policer: str, source: str, frames: list[list[fl
             flows = [{"port": PORT, "dscp": 46, "packet_bytes": PACKET, "frames": frames, "shape": None}]
             sent = traffic.flows("a1", "b1", flows)
             traffic.wait(seconds + 60)
+        counts = first_hop_counts(net, granted)
     finally:
         release(net, granted)
-    return read_run(policer, source, granted["allocation"], frames, sent, received, promise)
+    run = read_run(policer, source, granted["allocation"], frames, sent, received, promise)
+    run.first_hop = counts
+    return run
 
 
 def read_run(
@@ -200,17 +215,23 @@ def read_run(
     for record, offsets in zip(sent, frames, strict=True):
         arrived = {
             index: (sent_ns, arrival)
-            for index, sent_ns, arrival in got.get(record["frame"], {}).get("packet_times", [])
+            for index, sent_ns, arrival in on_the_wire(
+                record, got.get(record["frame"], {}).get("packet_times", [])
+            )
         }
+        wire = record.get("wire_ns") or []
         for index, offset in enumerate(offsets):
-            scheduled = (record["start_ns"] - t0) // 1000 + round((offset - offsets[0]) * 1e6)
-            offered.append(scheduled)
+            # when the sending host put it on the wire (topo/video.py WireStamps), else when due
+            at = (record["start_ns"] - t0) // 1000 + round((offset - offsets[0]) * 1e6)
+            if index < len(wire) and wire[index]:
+                at = (wire[index] - t0) // 1000
+            offered.append(at)
             if index in arrived:
                 sent_ns, arrival = arrived[index]
                 arrivals.append((arrival - t0) // 1000)
                 passed_sent.append((sent_ns - t0) // 1000)
             else:
-                lost.append(scheduled)
+                lost.append(at)
     arrivals.sort()
     passed_sent.sort()
     return Run(
@@ -278,7 +299,11 @@ def verdict(runs: dict[str, dict[str, Run]], stalls: Stalls | None = None) -> li
     for policer, by_source in runs.items():
         conforming, greedy = by_source["conforming"], by_source["greedy"]
         if lost := conforming.lost_outside_stalls(stalls):
-            problems.append(f"{policer} cut the conforming source ({lost} lost outside the machine's stalls)")
+            marked = conforming.first_hop.marked if conforming.first_hop else None
+            where = "" if marked is None else f"; its policer marked {marked}"
+            problems.append(
+                f"{policer} cut the conforming source ({lost} lost outside the machine's stalls{where})"
+            )
         if (over := greedy.over_bound(stalls)) > 0:
             problems.append(f"{policer} let the greedy source {over} B above A*(t)")
         if greedy.rate < 0.9 * RATE:
@@ -342,6 +367,9 @@ def main(argv: list[str] | None = None) -> int:
             experiment.figure(f"{key}.loss", round(run.loss, 4), seed="0" if source == "conforming" else None)
             experiment.figure(f"{key}.received_Bps", round(run.rate))
             experiment.figure(f"{key}.J_us", run.shift_us)
+            if run.first_hop is not None:
+                experiment.figure(f"{key}.reached_first_switch", run.first_hop.packets)
+                experiment.figure(f"{key}.policer_marked", run.first_hop.marked)
             # (none when J is longer than T: the receiver's arrivals then say nothing of a window)
             short = WINDOW_US - run.shift_us
             within = run.most_within(short) if short > 0 else None

@@ -180,6 +180,19 @@ def _received_frames(receiver_log: Path, port: int | None) -> dict[int, dict[str
     return {f["frame"]: f for f in frames if port is None or f.get("port", port) == port}
 
 
+def on_the_wire(
+    sender_frame: dict[str, Any], packet_times: Iterable[Sequence[int]]
+) -> list[tuple[int, int, int]]:
+    """A frame's received packets as (index, sent, arrival) ns, `sent` when the sending host's
+    kernel put the packet on the wire where the sender logged it (topo/video.py WireStamps), else
+    the sender's own stamp: the network's delay starts on the wire."""
+    wire = sender_frame.get("wire_ns") or []
+    return [
+        (index, wire[index] if index < len(wire) and wire[index] else sent, arrival)
+        for index, sent, arrival in packet_times
+    ]
+
+
 def read_video_logs(sender_log: Path, receiver_log: Path, port: int | None = None) -> VideoRun:
     """What topo/video.py's sender and receiver logged, frame by frame (`port`: the video's, when
     the receiver listened on several)."""
@@ -188,13 +201,14 @@ def read_video_logs(sender_log: Path, receiver_log: Path, port: int | None = Non
     t0 = sent[0]["start_ns"]
 
     def timing(f: dict[str, Any], r: dict[str, Any]) -> FrameTiming:
+        times = on_the_wire(f, r["packet_times"])
         return FrameTiming(
             frame=f["frame"],
             at_s=(f["start_ns"] - t0) / 1e9,
             latency_ms=(r["last_arrival_ns"] - f["start_ns"]) / 1e6,
-            sending_ms=(max(sent_ns for _, sent_ns, _ in r["packet_times"]) - f["start_ns"]) / 1e6,
-            network_ms=max(arrival - sent_ns for _, sent_ns, arrival in r["packet_times"]) / 1e6,
-            packets=tuple((sent_ns, arrival) for _, sent_ns, arrival in r["packet_times"]),
+            sending_ms=(max(sent_ns for _, sent_ns, _ in times) - f["start_ns"]) / 1e6,
+            network_ms=max(arrival - sent_ns for _, sent_ns, arrival in times) / 1e6,
+            packets=tuple((sent_ns, arrival) for _, sent_ns, arrival in times),
         )
 
     arrived = [(f, got[f["frame"]]) for f in sent if f["frame"] in got]
@@ -210,8 +224,8 @@ def read_video_logs(sender_log: Path, receiver_log: Path, port: int | None = Non
 
 @dataclass
 class PacketTiming:
-    """One packet of a flow: when its frame started, and, if it arrived, when it was sent (by
-    its own timestamp) and when the receiver's kernel had it."""
+    """One packet of a flow: when its frame started, and, if it arrived, when it was sent (on the
+    wire, else by its own timestamp: on_the_wire) and when the receiver's kernel had it."""
 
     frame: int
     index: int
@@ -295,16 +309,16 @@ def read_flow_logs(sender_log: Path, receiver_log: Path) -> dict[int, FlowRun]:
     """Per UDP port, what `topo.video flows` sent and what the receiver got of it."""
     flows = json.loads(sender_log.read_text())["flows"]
     received = json.loads(receiver_log.read_text())["frames"]
-    got: dict[tuple[int, int], dict[int, tuple[int, int]]] = {}
+    got: dict[tuple[int, int], list[list[int]]] = {}
     for record in received:
-        times = got.setdefault((record["port"], record["frame"]), {})
-        for index, sent_ns, arrival_ns in record["packet_times"]:
-            times.setdefault(index, (sent_ns, arrival_ns))
+        got.setdefault((record["port"], record["frame"]), []).extend(record["packet_times"])
     runs = {}
     for flow in flows:
         run = FlowRun(flow["port"], flow["packet_bytes"])
         for frame in flow["frames"]:
-            arrived = got.get((flow["port"], frame["frame"]), {})
+            arrived: dict[int, tuple[int, int]] = {}
+            for index, sent_ns, arrival_ns in on_the_wire(frame, got.get((flow["port"], frame["frame"]), [])):
+                arrived.setdefault(index, (sent_ns, arrival_ns))
             for index in range(frame["packets"]):
                 sent_ns, arrival_ns = arrived.get(index, (None, None))
                 run.packets.append(

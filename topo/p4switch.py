@@ -13,6 +13,7 @@ P4Runtime, as it would to a hardware target.
 
 from __future__ import annotations
 
+import math
 import os
 import shlex
 import signal
@@ -313,3 +314,59 @@ def parse_prometheus(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], 
         )
         samples[(name, pairs)] = float(value)
     return samples
+
+
+def waits_summary(samples: dict[tuple[str, frozenset[tuple[str, str]]], float], over_ms: float = 2.0) -> str:
+    """Where a terrapin-switch's frames waited long, from its metrics: per port, the longest
+    wait in its receive ring and the latest pacer wake-up, with how many receive batches and
+    pacer sleeps took longer than `over_ms`; per priority queue, the longest queueing (ms, port);
+    and the windows in which the forwarding threads ran out of real-time budget. A late packet
+    with no stall of the machine is then placed in a switch (docs/switch.md "Metrics")."""
+    parts = []
+    for kind, name in (
+        ("ring", "terrapin_port_rx_delay_seconds"),
+        ("pacer", "terrapin_port_pacer_late_seconds"),
+    ):
+        for (metric, labels), value in sorted(samples.items(), key=lambda kv: sorted(kv[0][1])):
+            label = dict(labels)
+            if metric != f"{name}_max" or value * 1000 <= over_ms:
+                continue
+            total = samples.get((f"{name}_count", labels), 0.0)
+            within = max(
+                (
+                    v
+                    for (m, ls), v in samples.items()
+                    if m == f"{name}_bucket" and _bucket_of(ls, labels) <= over_ms / 1000
+                ),
+                default=0.0,
+            )
+            parts.append(
+                f"{label.get('iface')} {kind} {value * 1000:.2f} ms ({total - within:.0f} over {over_ms:g})"
+            )
+    queues: dict[str, tuple[float, str]] = {}
+    for (metric, labels), value in samples.items():
+        label = dict(labels)
+        if (
+            metric == "terrapin_queue_delay_seconds_max"
+            and value * 1000 > queues.get(label["queue"], (0.0, ""))[0]
+        ):
+            queues[label["queue"]] = (value * 1000, label["port"])
+    if queues:
+        parts.append(
+            "queueing "
+            + " ".join(
+                f"q{q} {ms:.2f} (port {port})"
+                for q, (ms, port) in sorted(queues.items(), key=lambda kv: -int(kv[0]))
+            )
+        )
+    exhausted = int(sum(v for (m, _), v in samples.items() if m == "terrapin_rt_budget_exhausted_total"))
+    parts.append(f"real-time budget exhausted {exhausted}x")
+    return "; ".join(parts)
+
+
+def _bucket_of(labels: frozenset[tuple[str, str]], port: frozenset[tuple[str, str]]) -> float:
+    """The upper bound of a histogram bucket sample of the same port, else infinity."""
+    label = dict(labels)
+    if frozenset((k, v) for k, v in label.items() if k != "le") != port or label.get("le") in (None, "+Inf"):
+        return math.inf
+    return float(label["le"])

@@ -32,9 +32,13 @@ CPU that, at a real-time priority, would hold off a switch running at the normal
 simple_switch_grpc) on that CPU for as long.
 
 Every packet carries (frame number, index, count, frame start time, its own send time); the
-receiver records when the kernel received each packet (SO_TIMESTAMPNS). Sender and receiver run
-in Mininet hosts on one machine, so they share CLOCK_REALTIME and one-way delay is simply
-arrival minus send time.
+receiver records when the kernel received each packet (SO_TIMESTAMPNS). The sender also asks its
+kernel when each packet left for the wire (SO_TIMESTAMPING's software transmit stamp, taken as
+the host's veth hands it on) and logs it per packet as `wire_ns`: the network's delay is counted
+from then, since a sender preempted between stamping a packet and the kernel sending it (the
+switch's real-time threads outrank it) delays a packet no network has seen yet. Sender and
+receiver run in Mininet hosts on one machine, so they share CLOCK_REALTIME and one-way delay is
+simply arrival minus wire time.
 """
 
 from __future__ import annotations
@@ -145,6 +149,64 @@ def sender_socket(port: int, dscp: int) -> socket.socket:
     return sock
 
 
+# SO_TIMESTAMPING (linux/net_tstamp.h): a software stamp when each datagram leaves for the device,
+# returned on the socket's error queue with a per-socket counter (OPT_ID) and no payload (TSONLY).
+SO_TIMESTAMPING = getattr(socket, "SO_TIMESTAMPING", 37)
+TX_STAMPS = (1 << 1) | (1 << 4) | (1 << 7) | (1 << 11)  # TX_SOFTWARE | SOFTWARE | OPT_ID | OPT_TSONLY
+SO_EE_ORIGIN_TIMESTAMPING = 4
+EXTENDED_ERR = struct.Struct("@IBBBBII")  # struct sock_extended_err, up to ee_data
+
+
+class WireStamps:
+    """When the kernel sent each datagram of one socket: `sent(key)` after each sendto names the
+    packet, `collect()` reads the stamps the kernel has queued since. A kernel or socket without
+    the option leaves every stamp None (the analysis then counts from the sender's own)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.keys: list[tuple[int, int]] = []  # (frame, index) by the kernel's counter
+        self.stamps: dict[tuple[int, int], int] = {}
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPING, TX_STAMPS)
+            self.on = True
+        except OSError:
+            self.on = False
+
+    def sent(self, frame: int, index: int) -> None:
+        if self.on:
+            self.keys.append((frame, index))
+            if len(self.keys) % 32 == 0:
+                self.collect()
+
+    def collect(self, wait_s: float = 0.0) -> None:
+        """Reads the queued stamps; with `wait_s`, until every packet has one or that long."""
+        deadline = time.monotonic() + wait_s
+        while self.on:
+            try:
+                _data, ancillary, _flags, _addr = self.sock.recvmsg(
+                    0, 512, socket.MSG_ERRQUEUE | socket.MSG_DONTWAIT
+                )
+            except BlockingIOError:
+                if len(self.stamps) >= len(self.keys) or time.monotonic() >= deadline:
+                    return
+                time.sleep(0.001)
+                continue
+            stamp = counter = None
+            for level, kind, payload in ancillary:
+                if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPING and len(payload) >= TIMESPEC.size:
+                    seconds, nanoseconds = TIMESPEC.unpack_from(payload)
+                    stamp = int(seconds) * 1_000_000_000 + int(nanoseconds)
+                elif len(payload) >= EXTENDED_ERR.size:
+                    _errno, origin, _type, _code, _pad, _info, data = EXTENDED_ERR.unpack_from(payload)
+                    if origin == SO_EE_ORIGIN_TIMESTAMPING:
+                        counter = data
+            if stamp and counter is not None and counter < len(self.keys):
+                self.stamps[self.keys[counter]] = stamp
+
+    def of_frame(self, frame: int, packets: int) -> list[int | None]:
+        return [self.stamps.get((frame, index)) for index in range(packets)]
+
+
 @contextlib.contextmanager
 def real_time(priority: int) -> Iterator[None]:
     """SCHED_FIFO `priority` inside the block (0: leave the policy alone), the normal policy after."""
@@ -196,6 +258,7 @@ def send(
     filler = bytes(video.max_packet)
     period_ns = round(1e9 / video.fps)
     bucket = TokenBucket(*shape) if shape else None
+    wire = WireStamps(sock)
     sent = []
     with real_time(rt_priority):
         first = time.time_ns() + 100_000_000
@@ -203,19 +266,23 @@ def send(
             due = first + number * period_ns
             wait_until(due)
             payloads = segment(size, video.max_packet)
-            wire = [p + HEADER.size + UDP_IP_OVERHEAD for p in payloads]
+            on_wire = [p + HEADER.size + UDP_IP_OVERHEAD for p in payloads]
             if bucket and not pace:
                 # The whole frame leaves as one burst once the bucket holds it; its latency is
                 # counted from then, so it measures the network, not the sender's own shaping.
-                bucket.wait_for(sum(wire))
+                bucket.wait_for(sum(on_wire))
             # Paced, the frame was captured when it was due and its packets wait for their credit.
             start = due if pace else time.time_ns()
             for index, payload in enumerate(payloads):
                 if bucket and pace:
-                    bucket.wait_for(wire[index])
+                    bucket.wait_for(on_wire[index])
                 head = HEADER.pack(MAGIC, number, index, len(payloads), size, start, time.time_ns())
                 sock.sendto(head + filler[:payload], (dst, port))
+                wire.sent(number, index)
             sent.append({"frame": number, "bytes": size, "packets": len(payloads), "start_ns": start})
+    wire.collect(wait_s=0.5)
+    for frame in sent:
+        frame["wire_ns"] = wire.of_frame(frame["frame"], frame["packets"])
     with open(log, "w") as out:
         json.dump({"frames": sent, "peak_bps": video.peak * 8 * video.fps}, out)
 
@@ -228,6 +295,7 @@ class _Flow:
     frames: list[list[float]]
     bucket: TokenBucket | None
     starts: dict[int, int] = field(default_factory=dict)
+    wire: WireStamps | None = None
 
 
 def send_flows(dst: str, spec: dict[str, Any], log: str, rt_priority: int = 0) -> None:
@@ -258,6 +326,8 @@ def send_flows(dst: str, spec: dict[str, Any], log: str, rt_priority: int = 0) -
         for index, offset in enumerate(offsets)
     ]
     heapq.heapify(schedule)
+    for f in flows:
+        f.wire = WireStamps(f.sock)
     filler = bytes(max((f.payload for f in flows), default=0))
     with real_time(rt_priority):
         while schedule:
@@ -276,6 +346,11 @@ def send_flows(dst: str, spec: dict[str, Any], log: str, rt_priority: int = 0) -
             start = flow.starts.setdefault(number, first + round(flow.frames[number][0] * 1e9))
             head = HEADER.pack(MAGIC, number, index, count, count * flow.payload, start, time.time_ns())
             flow.sock.sendto(head + filler[: flow.payload], (dst, flow.port))
+            if flow.wire is not None:
+                flow.wire.sent(number, index)
+    for flow in flows:
+        if flow.wire is not None:
+            flow.wire.collect(wait_s=0.5)
     with open(log, "w") as out:
         json.dump(
             {
@@ -289,6 +364,7 @@ def send_flows(dst: str, spec: dict[str, Any], log: str, rt_priority: int = 0) -
                                 "bytes": len(offsets) * flow.payload,
                                 "packets": len(offsets),
                                 "start_ns": flow.starts.get(number, first + round(offsets[0] * 1e9)),
+                                "wire_ns": flow.wire.of_frame(number, len(offsets)) if flow.wire else [],
                             }
                             for number, offsets in enumerate(flow.frames)
                         ],

@@ -159,6 +159,10 @@ func TestTailDrop(t *testing.T) {
 	if !strings.Contains(sb.String(), want+"\n") {
 		t.Errorf("metrics lack %q", want)
 	}
+	// Nothing here runs real-time, so no window can have used up the budget.
+	if want := "terrapin_rt_budget_exhausted_total 0\n"; !strings.Contains(sb.String(), want) {
+		t.Errorf("metrics lack %q", want)
+	}
 }
 
 func itoa(v uint64) string {

@@ -48,6 +48,10 @@ type Stats struct {
 	DropPriority   uint64 // priority beyond --priority-queues (BMv2 drops these)
 	DropIngress    uint64 // ingress produced no packet to queue
 	DropEgress     uint64 // egress sent nothing out (dropped, recirculated)
+	// RTExhausted counts the 100 ms windows in which the forwarding threads
+	// used up their real-time budget and ran at their nice value for the
+	// rest of the window (sched.go): a frame may then wait behind the hosts.
+	RTExhausted uint64
 }
 
 // readRingDrops adds the kernel's receive drops since the last call (ring
@@ -106,6 +110,7 @@ func (d *Device) Stats() Stats {
 	s.DropPriority = d.dropPriority.Load()
 	s.DropIngress = d.dropIngress.Load()
 	s.DropEgress = d.dropEgress.Load()
+	s.RTExhausted = d.rt.demotions.Load()
 	return s
 }
 
@@ -230,6 +235,7 @@ func (d *Device) WriteMetrics(w io.Writer) error {
 	} {
 		fmt.Fprintf(bw, "terrapin_drops_total{reason=%q} %d\n", r.reason, r.v)
 	}
+	fmt.Fprintf(bw, "# HELP terrapin_rt_budget_exhausted_total Windows of 100 ms in which the forwarding threads used up their real-time CPU budget (--rt-priority) and ran at their nice value for the rest of it.\n# TYPE terrapin_rt_budget_exhausted_total counter\nterrapin_rt_budget_exhausted_total %d\n", s.RTExhausted)
 	return bw.Flush()
 }
 

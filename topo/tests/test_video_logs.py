@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -102,3 +104,37 @@ def test_a_sender_is_real_time_while_it_sends_and_only_then(
     assert policies == {"sending": {os.SCHED_FIFO}, "logging": {os.SCHED_OTHER}}
     assert os.sched_getscheduler(0) == before == os.SCHED_OTHER
     assert json.loads((tmp_path / "flows.json").read_text())["flows"][0]["port"] == 47999
+
+
+def test_the_network_delay_counts_from_the_wire(tmp_path: Path) -> None:
+    """A sender preempted between stamping a packet and its kernel sending it (it stamped at 0,
+    the wire took the packet at 20 ms) delayed a packet the network had not seen: the frame's
+    network delay counts from the wire stamp, 1 ms; a packet without one counts from its own."""
+    start = 1_000 * MS
+    sender, receiver = write_logs(tmp_path, [(start, [(start, start + 21 * MS), (start, start + 3 * MS)])])
+    log = json.loads(sender.read_text())
+    log["frames"][0]["wire_ns"] = [start + 20 * MS, None]
+    sender.write_text(json.dumps(log))
+    (timing,) = read_video_logs(sender, receiver).timings
+    assert (timing.network_ms, timing.latency_ms) == pytest.approx((3.0, 21.0))
+
+
+def test_wire_stamps_come_from_the_kernel() -> None:
+    """Each datagram gets the kernel's transmit stamp, in sending order, after the sender's."""
+    receiver = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    receiver.bind(("127.0.0.1", 0))
+    sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    stamps = video.WireStamps(sender)
+    assert stamps.on
+    before = []
+    for index in range(40):
+        before.append(time.time_ns())
+        sender.sendto(b"x" * 64, receiver.getsockname())
+        stamps.sent(0, index)
+    stamps.collect(wait_s=1.0)
+    wire = stamps.of_frame(0, 40)
+    assert all(w is not None for w in wire)
+    assert all(b <= w for b, w in zip(before, wire, strict=True))  # type: ignore[operator]
+    assert wire == sorted(wire)  # type: ignore[type-var]
+    sender.close()
+    receiver.close()
