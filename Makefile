@@ -6,6 +6,7 @@
 #   make conformance-compile   p4c's compile corpus: what p4c refuses refused, what it compiles loaded
 #   make experiments [ONLY=E3] [SHORT=1] [ATTEMPTS=3]   E1-E11 (the seeds' results and the cut) and build/results/report.html
 #   make jitter [SWITCH=bmv2]   how much the switch's delay outside its queues varies (its jitter_us)
+#   make chaos [DURATION=300] [SEED=1] [FAULTS=a,b] [TOPO=sequoia-ring] [SWITCH=bmv2]   random faults under load, every promise checked
 #
 # make run and make test run `make setup` first, which installs what a fresh Debian machine lacks.
 # p4lang's switch instead of the bundled one: `make bmv2` once, then SWITCH=bmv2
@@ -44,7 +45,7 @@ P4_JSON  := $(P4_OUT)/terrapin.json
 P4_INFO  := $(P4_OUT)/terrapin.p4info.txtpb
 
 .PHONY: help setup toolchain p4 controller conformance conformance-compile ptf shell test test-go \
-        bench bench-engine bench-switch bench-controller run stop demo experiments clean bmv2 bmv2-sources
+        bench bench-engine bench-switch bench-controller run stop demo experiments chaos clean bmv2 bmv2-sources
 
 help:
 	@sed '/^$$/q' Makefile | sed 's/^# \{0,1\}//'
@@ -154,6 +155,15 @@ experiments:
 jitter: toolchain
 	@bash scripts/setup.sh && bash scripts/stop.sh --quiet && \
 	  SWITCH=$(SWITCH) SHORT="$(SHORT)" $(PY) -m experiments.jitter.measure
+
+# Random faults under load with the history checked afterwards (topo/chaos/run.py, issue 37;
+# docs/deployment.md "Chaos"). TOPO defaults to the redundant testbed here, not make run's christie.
+DURATION ?= 300
+SEED     ?= 1
+chaos: toolchain
+	@bash scripts/setup.sh && bash scripts/stop.sh --quiet && \
+	  $(PY) -m topo.chaos.run --duration $(DURATION) --seed $(SEED) --faults "$(FAULTS)" --switch $(SWITCH) \
+	    --topo $(if $(filter command line environment,$(origin TOPO)),$(TOPO),sequoia-ring)
 
 clean:
 	rm -rf $(BUILD)

@@ -320,9 +320,15 @@ def read_flow_logs(sender_log: Path, receiver_log: Path) -> dict[int, FlowRun]:
             for index, sent_ns, arrival_ns in on_the_wire(frame, got.get((flow["port"], frame["frame"]), [])):
                 arrived.setdefault(index, (sent_ns, arrival_ns))
             for index in range(frame["packets"]):
-                sent_ns, arrival_ns = arrived.get(index, (None, None))
+                times = arrived.get(index)
                 run.packets.append(
-                    PacketTiming(frame["frame"], index, frame["start_ns"], sent_ns, arrival_ns)
+                    PacketTiming(
+                        frame["frame"],
+                        index,
+                        frame["start_ns"],
+                        times[0] if times else None,
+                        times[1] if times else None,
+                    )
                 )
         runs[flow["port"]] = run
     return runs

@@ -78,6 +78,8 @@ class ControllerProcess:
     replica: str | None = None
     index: int = 0
     process: subprocess.Popen[bytes] | None = None  # the first one started (the supervisor's now)
+    # a cgroup v2 directory it is started in, every time (the chaos run partitions it by that)
+    cgroup: Path | None = None
 
     def flags(self) -> list[str]:
         if self.replica is None:
@@ -304,16 +306,25 @@ def controller_command(
 
 
 def launch_controller(
-    config_path: Path, log_path: Path, pid_file: Path | None = None, flags: list[str] | None = None
+    config_path: Path,
+    log_path: Path,
+    pid_file: Path | None = None,
+    flags: list[str] | None = None,
+    cgroup: Path | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start the controller process (at start, and again when make run's supervisor saw it die);
-    its log says the command line, to start it by hand. `flags`: a replica's (--replica ...)."""
+    its log says the command line, to start it by hand. `flags`: a replica's (--replica ...).
+    `cgroup`: a cgroup v2 directory the process joins before it runs (so every socket it makes
+    belongs to it)."""
     if not CONTROLLER.exists():
         raise FileNotFoundError(f"{CONTROLLER} is missing: run `make controller`")
     command = controller_command(config_path, pid_file, flags)
     with open(log_path, "ab") as log:
         log.write(f"--- starting: {shlex.join(command)}\n".encode())
         log.flush()
+        if cgroup is not None:
+            joined = f'echo $$ > {shlex.quote(str(cgroup / "cgroup.procs"))} && exec "$@"'
+            command = ["sh", "-c", joined, "--", *command]  # exec: the PID stays the controller's
         return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 
@@ -324,10 +335,11 @@ def start_controller(
     pid_file: Path | None = None,
     flags: list[str] | None = None,
     https: ssl.SSLContext | None = None,
+    cgroup: Path | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start the controller and wait until it is healthy (wait_healthy)."""
     log_path.write_bytes(b"")
-    process = launch_controller(config_path, log_path, pid_file, flags)
+    process = launch_controller(config_path, log_path, pid_file, flags, cgroup)
     return wait_healthy(process, rest_url, log_path, https)
 
 
@@ -411,11 +423,13 @@ def start_controllers(run: RunningNetwork, supervisor: Supervisor | None) -> Non
     config = run.config_path
 
     def launcher(controller: ControllerProcess) -> Any:
-        return lambda: launch_controller(config, controller.log_path, controller.pid_file, controller.flags())
+        return lambda: launch_controller(
+            config, controller.log_path, controller.pid_file, controller.flags(), controller.cgroup
+        )
 
     first, rest = run.controllers[0], run.controllers[1:]
     first.process = start_controller(
-        config, first.rest_url, first.log_path, first.pid_file, first.flags(), run.https
+        config, first.rest_url, first.log_path, first.pid_file, first.flags(), run.https, first.cgroup
     )
     if first.replica is not None:
         wait_primary(run)
@@ -451,6 +465,7 @@ def running(
     postgres_port: int | None = None,
     mininet_log: str = "warning",
     tls_dir: Path | None = None,
+    cgroups: Path | None = None,
 ) -> Iterator[RunningNetwork]:
     """Brings the whole network up and guarantees it is torn down again (`intf_prefix`: see
     `build`). With `supervise`, a switch, a controller or the PostgreSQL server that dies is
@@ -467,7 +482,11 @@ def running(
     "output", the level at which it prints what a host command printed.
 
     With `tls_dir`, everything runs with TLS on certificates of a CA kept there (make run
-    TLS=1; topo/run_tls.py): the switches' P4Runtime and metrics, the REST API over HTTPS."""
+    TLS=1; topo/run_tls.py): the switches' P4Runtime and metrics, the REST API over HTTPS.
+
+    With `cgroups` (a directory in the cgroup v2 hierarchy), each replica is started, and
+    restarted, in a cgroup of its own there, named after it (the chaos run cuts one off from
+    the store or the switches by it: build/bin/terrapin-partition); they are removed after."""
     problem = store_problem(store, replicas)
     if problem is not None:
         raise ValueError(problem)
@@ -479,6 +498,10 @@ def running(
     controllers = plan_controllers(
         plan, rest_port, replicas, store, pid_dir, "http" if tls is None else "https"
     )
+    if cgroups is not None:
+        for controller in controllers:
+            controller.cgroup = cgroups / (controller.replica or "controller")
+            controller.cgroup.mkdir(parents=True, exist_ok=True)
     postgres = None
     net = None
     supervisor = Supervisor(state / "supervisor.log", echo=announce) if supervise else None
@@ -552,3 +575,7 @@ def running(
             for record in pid_dir.glob("*.pid"):
                 if record.name != "runner.pid":
                     record.unlink(missing_ok=True)
+        for controller in controllers:
+            if controller.cgroup is not None:
+                with contextlib.suppress(OSError):  # still holds a process that outlived its stop
+                    controller.cgroup.rmdir()

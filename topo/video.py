@@ -209,11 +209,16 @@ class WireStamps:
 
 @contextlib.contextmanager
 def real_time(priority: int) -> Iterator[None]:
-    """SCHED_FIFO `priority` inside the block (0: leave the policy alone), the normal policy after."""
+    """SCHED_FIFO `priority` inside the block (0, or without the right to: leave the policy
+    alone), the normal policy after."""
     if priority <= 0:
         yield
         return
-    os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+    except PermissionError:  # no right to (not root, or a cgroup without real-time time): as is
+        yield
+        return
     try:
         yield
     finally:
@@ -259,7 +264,7 @@ def send(
     period_ns = round(1e9 / video.fps)
     bucket = TokenBucket(*shape) if shape else None
     wire = WireStamps(sock)
-    sent = []
+    sent: list[dict[str, Any]] = []
     with real_time(rt_priority):
         first = time.time_ns() + 100_000_000
         for number, size in enumerate(sizes):

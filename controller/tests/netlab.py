@@ -16,13 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-import p4read
 import yaml
 from finsy.proto import p4r as p4runtime_pb2
 from topo.p4switch import SWITCH_LINK_WATCH, bmv2_command
 
 from terrapin.bmv2 import Bmv2Cli, queue_rate_pps
-from terrapin_tools import processes
+from terrapin_tools import p4read, processes
 
 REPO = Path(__file__).resolve().parents[2]
 SWITCH_BIN = REPO / "build" / "bin" / "terrapin-switch"

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-import p4read
 import yaml
 from netlab import P4_INFO, P4_JSON, REPO, SWITCH_BIN, missing_bmv2
 from topo.p4switch import bmv2_command
@@ -29,7 +28,7 @@ from terrapin.admission import AdmissionLedger, Allocation
 from terrapin.bmv2 import queue_rate_pps
 from terrapin.config import parse_config
 from terrapin.paths import ChannelSelector, Topology
-from terrapin_tools import processes
+from terrapin_tools import p4read, processes
 from terrapin_tools.bench import Rest
 from terrapin_tools.pgserver import PostgresServer
 
@@ -379,20 +378,6 @@ class ReplicaLab:
                 for hop in x["allocation"]["hops"]
                 if hop["switch"] == f"s{i}"
             }
-            have = set(read_channels(self.switch_address(i), i, self.switch_credentials()))
+            have = set(p4read.channel_selectors(self.switch_address(i), i, self.switch_credentials()))
             assert have == want, f"s{i}: missing {want - have}, extra {have - want}"
         return list(stored)
-
-
-def read_channels(
-    address: str, i: int, credentials: grpc.ChannelCredentials | None = None
-) -> list[ChannelSelector]:
-    fields = p4read.field_names("TerrapinIngress.channels")
-    found = []
-    table = p4read.read_table(address, i, "TerrapinIngress.channels", credentials=credentials)
-    for entry in table:
-        m = p4read.exact_key(entry, fields)
-        src = ".".join(str(b) for b in m["src_addr"].to_bytes(4, "big"))
-        dst = ".".join(str(b) for b in m["dst_addr"].to_bytes(4, "big"))
-        found.append(ChannelSelector(src, dst, m["protocol"], m["flow_key"]))
-    return found

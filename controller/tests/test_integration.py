@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-import p4read
 import pytest
 from fakes import RESERVATION
 from finsy.proto import p4r as p4runtime_pb2
@@ -21,6 +20,7 @@ from topo.p4switch import SWITCH_KINDS
 
 from terrapin.constants import MessageCode
 from terrapin.protocol.messages import ReservationMessage
+from terrapin_tools import p4read
 
 pytestmark = pytest.mark.integration
 

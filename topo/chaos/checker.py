@@ -14,15 +14,21 @@ both admitted, do not: the later commit finds the port already holding the other
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from terrapin.admission import AdmissionLedger, Allocation, Denial
 from terrapin.admission.ledger import LedgerError
 from terrapin.admission.model import ChannelKey, PortModel
+from terrapin.paths import ChannelSelector
 from terrapin.store import DOWN
 from terrapin.store.mirror import HOLD, MOVE, RELEASE, RESERVE
 from terrapin.store.records import hold_from_json, reservation_from_json
+
+if TYPE_CHECKING:
+    from topo.chaos.actuators import Applied
 
 
 @dataclass(frozen=True)
@@ -56,6 +62,7 @@ def replay_capacity(entries: Iterable[JournalEntry], ports: Iterable[PortModel])
     admitted twice, released while absent), in words with its sequence number."""
     ledger = AdmissionLedger(ports, clock=lambda: 0.0)  # holds never expire here: the journal says
     held: set[ChannelKey] = set()
+    down: set[ChannelKey] = set()  # moved down: holds nothing until moved up again
     problems: list[str] = []
     for entry in entries:
         key = entry.key
@@ -74,12 +81,16 @@ def replay_capacity(entries: Iterable[JournalEntry], ports: Iterable[PortModel])
                 problems += _admit(ledger, entry, record.allocation)
         elif entry.kind == MOVE:
             record = reservation_from_json(entry.body)
-            if ledger.release(key) is None and record.state != DOWN:
+            if ledger.release(key) is None and record.state != DOWN and key not in down:
                 problems.append(f"journal {entry.seq}: {key} moved, but it held nothing before")
-            if record.state != DOWN:
+            if record.state == DOWN:
+                down.add(key)
+            else:
+                down.discard(key)
                 problems += _admit(ledger, entry, record.allocation)
         elif entry.kind == RELEASE:
             held.discard(key)
+            down.discard(key)
             ledger.release(key)
     return problems
 
@@ -158,4 +169,62 @@ def acknowledged_problems(
             problems.append(
                 f"reservation {rid} ({key}) is {state} in the store but missing on {', '.join(missing)}"
             )
+    return problems
+
+
+# A request nobody answered is allowed while its replica was down, give or take this much
+# (the watcher looks every WATCH_EVERY_S, and a request may have been sent just before a kill).
+DOWN_SLACK_S = 1.0
+
+
+def unanswered_problems(answers: list[Answer], down: dict[str, list[tuple[float, float]]]) -> list[str]:
+    """A request with no answer is the client's to retry when its replica was down then; any
+    other is a problem."""
+    problems = []
+    for a in answers:
+        if a.status != 0:
+            continue
+        replica = a.path.rsplit("(", 1)[-1].rstrip(")")
+        if not any(
+            s - DOWN_SLACK_S <= a.ended_at and a.started_at <= e + DOWN_SLACK_S
+            for s, e in down.get(replica, [])
+        ):
+            problems.append(
+                f"{a.client} {a.method} {a.path} at {a.started_at:.3f}: no answer from a replica"
+                f" that was up ({a.error})"
+            )
+    return problems
+
+
+def unavailability(applied: list[Applied], answers: list[Answer]) -> dict[str, list[float]]:
+    """Per fault kind, the seconds from each fault to the first write accepted after it."""
+    accepted = sorted(a.ended_at for a in answers if a.method == "POST" and a.status == 201)
+    out: dict[str, list[float]] = defaultdict(list)
+    for fault in applied:
+        if fault.error:
+            continue
+        after = next((t for t in accepted if t >= fault.began), None)
+        if after is not None:
+            out[fault.fault.kind].append(round(after - fault.began, 3))
+    return dict(out)
+
+
+def state_problems(stored: list[dict[str, Any]], switches: dict[str, set[ChannelSelector]]) -> list[str]:
+    """The switches must hold exactly the store's channels (a down one holds nothing)."""
+    want: dict[str, set[ChannelSelector]] = {name: set() for name in switches}
+    for r in stored:
+        if r["state"] == "down":
+            continue
+        selector = ChannelSelector(r["src"], r["dst"], int(r["protocol"]), int(r["flow_key"]))
+        for hop in r["allocation"]["hops"]:
+            want.setdefault(hop["switch"], set()).add(selector)
+    problems = []
+    for name, have in sorted(switches.items()):
+        missing, extra = want[name] - have, have - want[name]
+        if missing:
+            problems.append(
+                f"{name} lacks {len(missing)} of the store's channels: {min(missing, key=str)}, ..."
+            )
+        if extra:
+            problems.append(f"{name} holds {len(extra)} channels the store lacks: {min(extra, key=str)}, ...")
     return problems

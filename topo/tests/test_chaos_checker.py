@@ -108,6 +108,32 @@ def test_a_single_primarys_journal_replays_clean(tmp_path: Path) -> None:
     store.close()
 
 
+def test_a_channel_moved_down_and_up_again_replays_clean(tmp_path: Path) -> None:
+    """A channel whose only site was cut off goes down (it holds nothing) and comes back when a
+    trunk is mended: its move back up is an admission, not a move of something it held. Found
+    by `make chaos` (seed 4, --duration 60): a switch killed took its channels down, and the
+    checker named each one's return "moved, but it held nothing before"."""
+    config = ring()
+    svc, store, topology = service(config, tmp_path / "down-up.db")
+    ucla = [t for t in topology.trunks if "ucla" in {t.a.switch, t.b.switch}]
+    assert len(ucla) == 2
+
+    async def run() -> None:
+        made = await svc.create(request(config, "blizzard", "paola", 7, 100))
+        assert isinstance(made, Reservation)
+        restoration = Restoration(svc, topology, Switches(topology.switch_names))
+        await restoration.restore(frozenset(ucla))  # ucla cut off: the channel goes down
+        assert svc.list()[0].state == "down"
+        await restoration.restore(frozenset())  # mended: admitted again
+        assert svc.list()[0].state == "active"
+
+    asyncio.run(run())
+    entries = journal(tmp_path / "down-up.db")
+    assert [e.kind for e in entries].count("move") >= 2
+    assert replay_capacity(entries, config.port_models()) == []
+    store.close()
+
+
 def test_two_primaries_that_each_admitted_to_the_limit_are_caught(tmp_path: Path) -> None:
     """Each of two stores fills the ucb-ucsd T1 on its own (as two controllers that both held the
     lease would, each with its own view); their commits interleaved are an over-admission, named

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from typing import Any
 
 import finsy as fy
@@ -165,7 +165,12 @@ class SwitchBatcher:
 
 
 class SwitchWriteError(Exception):
-    """Updates of a batch the switch refused (the others of the batch were applied)."""
+    """Updates of a batch the switch refused (the others of the batch were applied); `codes`
+    says why, one status per refused update."""
+
+    def __init__(self, message: str, codes: Sequence[fy.GRPCStatusCode] = ()) -> None:
+        super().__init__(message)
+        self.codes = tuple(codes)
 
 
 def _answer_writes(
@@ -183,9 +188,8 @@ def _answer_writes(
         if not strict:
             failed = [e for e in failed if e.canonical_code != fy.GRPCStatusCode.NOT_FOUND]
         if failed:
-            _fail(
-                future, SwitchWriteError("; ".join(f"{e.canonical_code.name}: {e.message}" for e in failed))
-            )
+            message = "; ".join(f"{e.canonical_code.name}: {e.message}" for e in failed)
+            _fail(future, SwitchWriteError(message, [e.canonical_code for e in failed]))
         elif not future.done():
             future.set_result(None)
 

@@ -20,7 +20,7 @@ from finsy.proto import p4r
 from terrapin.config import AggregateConfig
 from terrapin.p4program import T_CHANNEL_PATHS
 from terrapin.paths import ChannelEntry, ChannelSelector, Topology
-from terrapin.switches.batcher import SwitchBatcher, WriteGate, already_done
+from terrapin.switches.batcher import SwitchBatcher, SwitchWriteError, WriteGate, already_done
 from terrapin.switches.connection import (
     SwitchConnections,
     SwitchUnavailable,
@@ -222,7 +222,16 @@ class SwitchEntries:
             if entry.relay is None:
                 insert = p4r.Update(type=p4r.Update.INSERT, entity=p4r.Entity(table_entry=codec.entry(entry)))
                 updates.append(insert)
-            await self._batchers[entry.switch].write(updates)
+            try:
+                await self._batchers[entry.switch].write(updates)
+            except SwitchWriteError as exc:
+                if not exc.codes or any(c != fy.GRPCStatusCode.ALREADY_EXISTS for c in exc.codes):
+                    raise
+                # A reconciliation ran between this set-up's "installing" record and its writes
+                # (a restoration's, a switch's return: it makes the switch hold every stored
+                # channel, this one too) and wrote these entries first. The store gives this
+                # channel's keys to this channel alone, so they are made what it writes.
+                await self._batchers[entry.switch].write([as_modify(u) for u in updates])
 
     async def remove_channel(self, entry: ChannelEntry) -> None:
         async with self._gate(entry.switch).write():
@@ -326,3 +335,11 @@ async def _sync_groups(
     if updates:
         await sw.write(updates)
     return len(added), len(changed), len(updates) - len(added) - len(changed)
+
+
+def as_modify(update: p4r.Update) -> p4r.Update:
+    """The same write as a MODIFY where it was an INSERT (an entry or a multicast group made to
+    hold what the update says, whether or not it was there)."""
+    if update.type != p4r.Update.INSERT:
+        return update
+    return p4r.Update(type=p4r.Update.MODIFY, entity=update.entity)

@@ -1,6 +1,7 @@
-"""What a switch holds, read over P4Runtime independently of the controller: the tests compare it
-with what the controller and its store say (and, to give a reconciliation something to correct,
-a write of their own while no controller is connected)."""
+"""What a switch holds, read over P4Runtime independently of the controller: the tests and the
+chaos run's checker (topo/chaos) compare it with what the controller and its store say (and, to
+give a reconciliation something to correct, a write of their own while no controller is
+connected). Reads need no arbitration (P4Runtime spec §6.3), so they never disturb the primary."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
-import grpc
+import grpc  # type: ignore[import-untyped]
 from finsy.proto import p4i as p4info_pb2
 from finsy.proto import p4r as p4runtime_pb2
 from finsy.proto import p4r_grpc as p4runtime_pb2_grpc
-from google.protobuf import text_format
+from google.protobuf import text_format  # type: ignore[import-untyped]
+
+from terrapin.paths import ChannelSelector
 
 P4_INFO = Path(__file__).resolve().parents[2] / "build" / "p4" / "terrapin.p4info.txtpb"
 
@@ -26,7 +29,8 @@ def p4info() -> p4info_pb2.P4Info:
 
 
 def table(name: str) -> p4info_pb2.Table:
-    return next(t for t in p4info().tables if t.preamble.name == name)
+    found: p4info_pb2.Table = next(t for t in p4info().tables if t.preamble.name == name)
+    return found
 
 
 def field_names(name: str) -> dict[int, str]:
@@ -72,6 +76,20 @@ def read_table(
         entry.counter_data.SetInParent()
     wanted = p4runtime_pb2.Entity(table_entry=entry)
     return [e.table_entry for e in read(address, device_id, wanted, credentials=credentials)]
+
+
+def channel_selectors(
+    address: str, device_id: int, credentials: grpc.ChannelCredentials | None = None
+) -> list[ChannelSelector]:
+    """The channels a switch's `channels` table holds, as the controller's selectors."""
+    fields = field_names("TerrapinIngress.channels")
+    found = []
+    for entry in read_table(address, device_id, "TerrapinIngress.channels", credentials=credentials):
+        m = exact_key(entry, fields)
+        src = ".".join(str(b) for b in m["src_addr"].to_bytes(4, "big"))
+        dst = ".".join(str(b) for b in m["dst_addr"].to_bytes(4, "big"))
+        found.append(ChannelSelector(src, dst, m["protocol"], m["flow_key"]))
+    return found
 
 
 def write_as_primary(address: str, device_id: int, updates: list[p4runtime_pb2.Update]) -> None:

@@ -1,0 +1,193 @@
+"""The chaos run's verdict and report (`make chaos`, issue 37): every check of checker.py and
+traffic.py over what the run recorded, chaos.json (with the command that reproduces it),
+history.json (every request and answer) and the timeline plot, written beside the experiments'
+results (build/results/chaos/<switch>/)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from terrapin.paths import ChannelSelector
+from topo.chaos import nemesis
+from topo.chaos.actuators import Applied
+from topo.chaos.checker import (
+    Answer,
+    JournalEntry,
+    acknowledged_problems,
+    answer_problems,
+    replay_capacity,
+    state_problems,
+    unanswered_problems,
+    unavailability,
+)
+from topo.chaos.traffic import Judged
+from topo.chaos.workload import History
+
+
+@dataclass
+class Outcome:
+    """What a run recorded, for the checks."""
+
+    schedule: list[nemesis.Fault]
+    applied: list[Applied]
+    history: History
+    journal: dict[int, JournalEntry]
+    down: dict[str, list[tuple[float, float]]]  # replica → spans its /health got no answer
+    stored: list[dict[str, Any]]  # GET /reservations at the end
+    switches: dict[str, set[ChannelSelector]]  # each switch's channels at the end
+    traffic: list[Judged]
+    settled_s: float
+
+
+def write(
+    args: argparse.Namespace, out: Path, started: float, t0: float, outcome: Outcome, ports: Any
+) -> int:
+    """Judges the run (checker.py, traffic.py), writes chaos.json, history.json and the timeline
+    plot into `out`, prints the summary; the exit code (1 if anything is wrong)."""
+    schedule, applied, history = outcome.schedule, outcome.applied, outcome.history
+    stored, switches, settled_s = outcome.stored, outcome.switches, outcome.settled_s
+    journal = outcome.journal
+    answers: list[Answer] = history.answers
+    down = outcome.down
+    stored_state = {int(r["id"]): str(r["state"]) for r in stored}
+    by_id = {int(r["id"]): r for r in stored}
+    expected = {rid: [h["switch"] for h in r["allocation"]["hops"]] for rid, r in by_id.items()}
+    on_switches = {
+        rid: [
+            name
+            for name, have in switches.items()
+            if ChannelSelector(r["src"], r["dst"], int(r["protocol"]), int(r["flow_key"])) in have
+        ]
+        for rid, r in by_id.items()
+    }
+    checks = {
+        "answers": answer_problems(answers, unanswered_ok=True) + unanswered_problems(answers, down),
+        "acknowledged": acknowledged_problems(
+            history.created, history.closed | history.maybe_closed, stored_state, on_switches, expected
+        )
+        + [
+            f"reservation {rid} was answered closed and is still in the store"
+            for rid in sorted(history.closed & set(stored_state))
+        ]
+        + [
+            f"reservation {rid} was answered 201, never closed, and a DELETE found it gone"
+            for rid in sorted(history.vanished)
+        ],
+        "capacity": replay_capacity([journal[s] for s in sorted(journal)], ports),
+        "switches_equal_store": state_problems(stored, switches),
+        "traffic": [p for j in outcome.traffic for p in j.problems],
+    }
+    problems = [p for found in checks.values() for p in found]
+    requests = Counter(f"{a.method} {a.status}" for a in answers)
+    record = {
+        "command": "make chaos "
+        + " ".join(
+            f"{k.upper()}={v}"
+            for k, v in (
+                ("duration", int(args.duration)),
+                ("seed", args.seed),
+                ("switch", args.switch),
+                ("topo", args.topo),
+            )
+        ),
+        "seed": args.seed,
+        "duration_s": args.duration,
+        "elapsed_s": round(time.time() - started, 1),
+        "faults_planned": len(schedule),
+        "faults_by_kind": dict(Counter(a.fault.kind for a in applied if not a.error)),
+        "faults_not_applied": [f"{a.fault.describe().strip()}: {a.error}" for a in applied if a.error],
+        "requests": dict(sorted(requests.items())),
+        "granted": len(history.created),
+        "closed": len(history.closed),
+        "unavailability_s": unavailability(applied, answers),
+        "settled_after_s": round(settled_s, 2),
+        "journal_entries": len(journal),
+        "stored_at_end": len(stored),
+        "traffic": [asdict(j) for j in outcome.traffic],
+        "checks": checks,
+        "verdict": "pass" if not problems else "FAIL",
+        "faults": [
+            {
+                **asdict(a.fault),
+                "target": a.target,
+                "began": a.began - t0,
+                "ended": None if a.ended is None else a.ended - t0,
+                "error": a.error,
+            }
+            for a in applied
+        ],
+    }
+    (out / "chaos.json").write_text(json.dumps(record, indent=1, default=str))
+    (out / "history.json").write_text(json.dumps([asdict(a) for a in answers]))
+    (out / "journal.json").write_text(json.dumps([asdict(journal[s]) for s in sorted(journal)], default=str))
+    plot(out / "chaos-timeline.png", t0, applied, answers, down)
+    print(f"faults by kind: {record['faults_by_kind']}")
+    print(f"requests: {record['requests']} ({record['granted']} granted, {record['closed']} closed)")
+    for kind, waits in sorted(record["unavailability_s"].items()):
+        print(
+            f"unavailability after {kind}: max {max(waits):.2f} s,"
+            f" median {sorted(waits)[len(waits) // 2]:.2f} s ({len(waits)}x)"
+        )
+    for name, found in checks.items():
+        print(f"check {name}: {'ok' if not found else f'{len(found)} problem(s)'}")
+        for p in found[:10]:
+            print(f"  {p}")
+    for j in outcome.traffic:
+        outages = ", ".join(f"{k} {max(v):.2f} s" for k, v in sorted(j.outages_s.items())) or "none"
+        print(
+            f"traffic {j.name}: {j.received}/{j.sent} received, bound {j.bound_ms:.2f} ms; outside its fault"
+            f" windows {j.lost_outside} lost, {j.late_outside} late; longest outage by fault: {outages}"
+        )
+    print(f"report: {out / 'chaos.json'}, plot: {out / 'chaos-timeline.png'}")
+    print(f"chaos: {record['verdict']}")
+    return 0 if not problems else 1
+
+
+def plot(
+    path: Path,
+    t0: float,
+    applied: list[Applied],
+    answers: list[Answer],
+    down: dict[str, list[tuple[float, float]]],
+) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    kinds = sorted({a.fault.kind for a in applied})
+    fig, (top, bottom) = plt.subplots(
+        2, 1, figsize=(13, 6), sharex=True, gridspec_kw={"height_ratios": [1, 1.4]}
+    )
+    for row, kind in enumerate(kinds):
+        for a in applied:
+            if a.fault.kind == kind and not a.error:
+                end = (a.ended or a.began + 0.5) - t0
+                top.barh(row, max(0.3, end - (a.began - t0)), left=a.began - t0, color="tab:red", alpha=0.7)
+    for replica, spans in sorted(down.items()):
+        row = len(kinds) + sorted(down).index(replica)
+        for s, e in spans:
+            top.barh(row, e - s, left=s - t0, color="0.4")
+    top.set_yticks(
+        range(len(kinds) + len(down)), [*kinds, *(f"{r} unanswered" for r in sorted(down))], fontsize=8
+    )
+    top.set_title("faults (red) and replicas not answering /health (grey)")
+    colours = {2: "tab:green", 4: "tab:orange", 5: "tab:purple", 0: "black"}
+    for status_class, colour in colours.items():
+        xs = [a.started_at - t0 for a in answers if a.status // 100 == status_class]
+        ys = [a.ended_at - a.started_at for a in answers if a.status // 100 == status_class]
+        label = {2: "2xx", 4: "4xx", 5: "5xx (503 + Retry-After)", 0: "no answer"}[status_class]
+        bottom.scatter(xs, ys, s=6, color=colour, label=f"{label} ({len(xs)})")
+    bottom.set_yscale("log")
+    bottom.set_ylabel("answer time (s)")
+    bottom.set_xlabel("seconds from the start of the load")
+    bottom.legend(fontsize=8, loc="upper right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

@@ -1,0 +1,186 @@
+"""The chaos run's measured traffic (`make chaos`, issue 37): a few admitted channels carrying
+packets for the whole run, each judged at its receiver against the delay bound it was admitted
+with, except while a fault breaks every path it has.
+
+The channels are admitted before any fault and above the clients' priorities, so nothing the
+clients are granted later changes their bounds. One is protected 1+1 (issue 35): a fault on one
+of its paths (a trunk cut, a transit switch killed) must cost it nothing. A fault of the control
+plane (a controller killed or paused, the database killed) breaks no path: traffic must meet its
+bound through all of them.
+
+A fault window of a channel starts when a fault leaves it no whole path and ends with the first
+packet sent after that which arrived (the outage, reported per fault kind); packets sent inside
+are neither lost nor late by this check. Outside the windows every packet must arrive, and within
+its bound save what the machine's own stalls account for (topo/stalls.py).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from topo.chaos.actuators import Applied
+from topo.experiment import FlowRun, PacketTiming, Traffic, channel, evenly, flow, read_flow_logs, reserve
+from topo.network import RunningNetwork
+from topo.stalls import Stalls
+
+PACKET = 200  # IPv4 bytes
+RATE = 8_000  # B/s: 40 packets a second
+PRIORITY = 6  # above the clients' channels (3-5)
+FIRST_PORT = 5300
+
+
+@dataclass(frozen=True)
+class Measured:
+    name: str
+    source: str
+    sink: str
+    protected: bool
+
+
+CHANNELS = (
+    Measured("plain", "faith", "paola", protected=False),
+    Measured("protected", "propaganda", "venezia", protected=True),
+    Measured("transit", "blizzard", "grayling", protected=False),
+)
+
+
+@dataclass
+class Channel:
+    spec: Measured
+    port: int
+    reservation: dict[str, Any]
+    paths: list[list[str]] = field(default_factory=list)  # every path it was seen on (switch names)
+
+    @property
+    def bound_ms(self) -> float:
+        return float(self.reservation["allocation"]["worst_case_delay_us"]) / 1000
+
+    def see(self, reservation: dict[str, Any]) -> None:
+        """Remembers the paths a later reading of the reservation names (a restoration moves it)."""
+        allocation = reservation["allocation"]
+        for hops in (allocation["hops"], allocation.get("second_path") or []):
+            path = [h["switch"] for h in hops]
+            if path and path not in self.paths:
+                self.paths.append(path)
+
+
+def admit(run: RunningNetwork, plan_hosts: Sequence[str]) -> list[Channel]:
+    """The measured channels of CHANNELS whose hosts the testbed has, admitted through REST."""
+    made = []
+    for i, spec in enumerate(CHANNELS):
+        if spec.source not in plan_hosts or spec.sink not in plan_hosts:
+            continue
+        port = FIRST_PORT + i
+        body = channel(run, spec.source, spec.sink, port, PRIORITY, PACKET, rate=RATE, burst=4 * PACKET)
+        if spec.protected:
+            body["protection"] = "1+1"
+        granted = reserve(run, body)
+        c = Channel(spec, port, granted)
+        c.see(granted)
+        made.append(c)
+    return made
+
+
+def start(traffic: Traffic, channels: Sequence[Channel], seconds: float) -> dict[str, tuple[Path, Path]]:
+    """Receivers and senders for `seconds`; each channel's (sender log, receiver log)."""
+    logs = {}
+    for c in channels:
+        received = traffic.receiver(c.spec.sink, [c.port], name=f"{c.spec.name}-receiver")
+        sent = traffic.flows(
+            c.spec.source,
+            c.spec.sink,
+            [flow(c.port, PACKET, evenly(RATE, PACKET, seconds))],
+            name=c.spec.name,
+        )
+        logs[c.spec.name] = (sent, received)
+    return logs
+
+
+def broken(path: Sequence[str], fault: Applied) -> bool:
+    kind, target = fault.fault.kind, fault.target
+    if kind == "kill_switch":
+        return target in path
+    if kind == "cut_trunk":
+        a, b = target.split("-")
+        return any({x, y} == {a, b} for x, y in itertools.pairwise(path))
+    return False  # the control plane and the store carry no packet
+
+
+@dataclass
+class Judged:
+    name: str
+    sent: int
+    received: int
+    bound_ms: float
+    lost_outside: int
+    late_outside: int
+    outages_s: dict[str, list[float]]  # by fault kind: from the fault to the first packet through again
+    problems: list[str]
+
+
+# A killed switch is started again by the supervisor and refilled by the controller; until then
+# (at most this long, for deciding which faults overlap) the paths through it are broken.
+KILLED_SWITCH_BACK_S = 20.0
+
+
+def active_until(fault: Applied) -> float:
+    if fault.ended is not None:
+        return fault.ended
+    return fault.began + (KILLED_SWITCH_BACK_S if fault.fault.kind == "kill_switch" else 0.0)
+
+
+def leaves_no_path(c: Channel, faults: Sequence[Applied]) -> bool:
+    """Whether `faults` together break every path the channel has: both of a protected
+    channel's, or the one path of another (any it was seen on: a restoration moved it)."""
+    paths = c.paths[:2] if c.spec.protected else c.paths
+    if c.spec.protected:
+        return all(any(broken(p, f) for f in faults) for p in paths)
+    return any(any(broken(p, f) for f in faults) for p in paths)
+
+
+def judge(c: Channel, run: FlowRun, applied: Sequence[Applied], stalls: Stalls | None) -> Judged:
+    windows: list[tuple[int, int, str]] = []  # (start ns, end ns, fault kind)
+    for fault in applied:
+        if fault.error:
+            continue
+        # the faults in force when this one began, itself included (a combination)
+        together = [
+            f
+            for f in applied
+            if not f.error and f.began <= fault.began < max(active_until(f), f.began + 1e-9)
+        ]
+        if not leaves_no_path(c, together):
+            continue
+        start = int(fault.began * 1e9)
+        after = next(
+            (p for p in run.packets if (p.sent_ns or p.start_ns) >= start and p.arrival_ns is not None), None
+        )
+        end = (after.sent_ns or after.start_ns) if after is not None else 1 << 62
+        windows.append((start, end, fault.fault.kind))
+
+    def inside(p: PacketTiming) -> bool:
+        t = p.sent_ns or p.start_ns
+        return any(s <= t < e for s, e, _ in windows)
+
+    outside = [p for p in run.packets if not inside(p)]
+    lost = sum(1 for p in outside if p.arrival_ns is None)
+    late = FlowRun(run.port, run.packet_bytes, outside).late_outside_stalls(c.bound_ms, stalls)
+    outages: dict[str, list[float]] = {}
+    for s, e, kind in windows:
+        outages.setdefault(kind, []).append(round((e - s) / 1e9, 3) if e < 1 << 62 else float("inf"))
+    problems = []
+    if lost:
+        problems.append(f"{c.spec.name}: {lost} packets lost outside its fault windows")
+    if late:
+        problems.append(
+            f"{c.spec.name}: {late} packets over its {c.bound_ms:.2f} ms bound outside its fault windows"
+        )
+    return Judged(c.spec.name, run.sent, run.received, c.bound_ms, lost, late, outages, problems)
+
+
+def read(channels: Sequence[Channel], logs: dict[str, tuple[Path, Path]]) -> dict[str, FlowRun]:
+    return {c.spec.name: read_flow_logs(*logs[c.spec.name])[c.port] for c in channels}

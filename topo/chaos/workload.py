@@ -1,0 +1,222 @@
+"""The chaos run's clients (`make chaos`, issue 37): reservations created and closed through both
+replicas' REST APIs at a steady rate, every request and its answer recorded with timestamps (the
+history the checker judges).
+
+Each client is a thread that, every `every_s`, picks a replica at random and either asks for a
+new channel (a flow of its own between two hosts of different sites, a small random rate, so the
+trunks fill and some requests are refused) or closes one of the channels it was granted. The
+REST API has no modify: a change of envelope is a close and a create, which this already does.
+An answer is kept whatever it was; a request that got none (the replica was killed or paused,
+or the connection timed out) is recorded with status 0.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import ssl
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from terrapin.admission.model import ChannelKey
+from topo.chaos.checker import Answer
+
+# A request that has not been answered by then is recorded unanswered (status 0).
+REQUEST_TIMEOUT_S = 10.0
+FIRST_SRC_PORT = 20_000
+
+
+@dataclass(frozen=True)
+class Replica:
+    name: str  # c0, c1
+    rest_url: str
+
+
+@dataclass
+class History:
+    """What the clients asked and were told."""
+
+    answers: list[Answer] = field(default_factory=list)
+    created: dict[int, ChannelKey] = field(default_factory=dict)  # answered 201: id → key
+    closed: set[int] = field(default_factory=set)  # answered 204
+    maybe_closed: set[int] = field(default_factory=set)  # a DELETE nobody answered
+    vanished: set[int] = field(default_factory=set)  # granted, not closed, and a DELETE found it gone
+    granted_at: dict[int, float] = field(default_factory=dict)  # the 201's time
+
+
+def ask(
+    url: str,
+    token: str,
+    method: str,
+    path: str,
+    body: object = None,
+    context: ssl.SSLContext | None = None,
+    timeout: float = REQUEST_TIMEOUT_S,
+) -> tuple[int, Any, str | None]:
+    """(status, decoded body, Retry-After) of one request; (0, why, None) with no answer."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url + path, data=data, method=method)
+    request.add_header("Content-Type", "application/json")
+    request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout, context=context) as reply:
+            text = reply.read()
+            return reply.status, json.loads(text) if text else None, reply.headers.get("Retry-After")
+    except urllib.error.HTTPError as error:
+        text = error.read()
+        try:
+            decoded = json.loads(text) if text else None
+        except ValueError:
+            decoded = text.decode(errors="replace")
+        return error.code, decoded, error.headers.get("Retry-After")
+    except (OSError, ValueError) as error:  # refused, reset, timed out; a truncated reply
+        return 0, str(error), None
+
+
+class Workload:
+    """`clients` threads asking `replicas` (see the module's doc) until stop()."""
+
+    def __init__(
+        self,
+        replicas: Sequence[Replica],
+        token: str,
+        hosts: dict[str, tuple[str, str]],  # name → (address, site switch)
+        seed: int,
+        clients: int = 4,
+        every_s: float = 0.2,
+        close_share: float = 0.4,
+        context: ssl.SSLContext | None = None,
+    ) -> None:
+        self.replicas = list(replicas)
+        self.token = token
+        self.pairs = [(a, b) for a in hosts for b in hosts if hosts[a][1] != hosts[b][1]]
+        self.hosts = hosts
+        self.clients = clients
+        self.every_s = every_s
+        self.close_share = close_share
+        self.context = context
+        self.history = History()
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
+        self._next_port = FIRST_SRC_PORT
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        for n in range(self.clients):
+            rng = random.Random(self._rng.random())
+            thread = threading.Thread(target=self._client, args=(f"client{n}", rng), daemon=True)
+            self._threads.append(thread)
+            thread.start()
+
+    def stop(self) -> History:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join()
+        self.history.answers.sort(key=lambda a: a.started_at)
+        return self.history
+
+    def _client(self, name: str, rng: random.Random) -> None:
+        mine: list[int] = []
+        while not self._stop.is_set():
+            began = time.monotonic()
+            replica = rng.choice(self.replicas)
+            if mine and rng.random() < self.close_share:
+                rid = mine.pop(rng.randrange(len(mine)))
+                if not self._close(name, replica, rid):
+                    mine.append(rid)  # not closed, or not known to be: closed again later
+            else:
+                made = self._create(name, replica, rng)
+                if made is not None:
+                    mine.append(made)
+            self._stop.wait(max(0.0, self.every_s - (time.monotonic() - began)))
+
+    def _body(self, rng: random.Random) -> dict[str, Any]:
+        src, dst = rng.choice(self.pairs)
+        with self._lock:
+            port = self._next_port
+            self._next_port += 1
+        return {
+            "src": self.hosts[src][0],
+            "dst": self.hosts[dst][0],
+            "protocol": "udp",
+            "src_port": port,
+            "dst_port": 9,
+            "priority": rng.choice([3, 4, 5]),
+            "rate": rng.choice([2_000, 4_000, 8_000, 16_000]),
+            "burst": 1_000,
+            "max_packet": 1_000,
+        }
+
+    def _create(self, client: str, replica: Replica, rng: random.Random) -> int | None:
+        started = time.time()
+        status, body, retry_after = ask(
+            replica.rest_url, self.token, "POST", "/reservations", self._body(rng), self.context
+        )
+        ended = time.time()
+        made = None
+        if status == 201 and isinstance(body, dict):
+            made = int(body["id"])
+        self._record(
+            Answer(
+                client,
+                "POST",
+                f"/reservations ({replica.name})",
+                started,
+                ended,
+                status,
+                retry_after,
+                _why(body),
+            )
+        )
+        if made is not None:
+            assert isinstance(body, dict)
+            with self._lock:
+                self.history.created[made] = ChannelKey(str(body["initiator"]), int(body["context"]))
+                self.history.granted_at[made] = ended
+        return made
+
+    def _close(self, client: str, replica: Replica, rid: int) -> bool:
+        """Whether the channel is gone (204, or 404 after an earlier close that was not answered)."""
+        started = time.time()
+        status, body, retry_after = ask(
+            replica.rest_url, self.token, "DELETE", f"/reservations/{rid}", None, self.context
+        )
+        ended = time.time()
+        self._record(
+            Answer(
+                client,
+                "DELETE",
+                f"/reservations/{rid} ({replica.name})",
+                started,
+                ended,
+                status,
+                retry_after,
+                _why(body),
+            )
+        )
+        with self._lock:
+            if status == 204 or (status == 404 and rid in self.history.maybe_closed):
+                self.history.closed.add(rid)
+                return True
+            if status == 404:  # granted, never closed, and gone: the checker names it
+                self.history.vanished.add(rid)
+                return True
+            if status == 0 or (status >= 500 and status != 503):
+                self.history.maybe_closed.add(rid)  # it may have been closed before the answer was lost
+        return False
+
+    def _record(self, answer: Answer) -> None:
+        with self._lock:
+            self.history.answers.append(answer)
+
+
+def _why(body: Any) -> str:
+    if isinstance(body, dict):
+        return str(body.get("constraint") or body.get("error") or body.get("detail") or "")[:200]
+    return str(body)[:200] if body else ""

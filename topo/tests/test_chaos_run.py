@@ -1,0 +1,150 @@
+"""The chaos run's parts that judge and record (topo/chaos/run.py, workload.py), on histories and
+a stand-in REST server whose answers are known: a request nobody answered is the client's only
+while its replica was down; the switches must hold exactly the store's channels; the clients
+record every answer, keep what was granted and what was closed, and close again what a 503
+refused."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, ClassVar
+
+import pytest
+
+from terrapin.paths import ChannelSelector
+from topo.chaos.actuators import Applied
+from topo.chaos.checker import Answer, state_problems, unanswered_problems, unavailability
+from topo.chaos.nemesis import Fault
+from topo.chaos.run import Seen, Watchers
+from topo.chaos.workload import Replica, Workload
+
+
+def answer(status: int, at: float, replica: str = "c0", method: str = "POST") -> Answer:
+    return Answer("client0", method, f"/reservations ({replica})", at, at + 0.1, status)
+
+
+@pytest.mark.parametrize(
+    ("at", "replica", "allowed"),
+    [
+        (10.0, "c0", True),  # inside c0's down span
+        (8.5, "c0", True),  # just before it: within the slack (sent as it was killed)
+        (5.0, "c0", False),  # c0 was up
+        (10.0, "c1", False),  # c1 was up then
+    ],
+)
+def test_no_answer_is_allowed_only_while_the_replica_was_down(at: float, replica: str, allowed: bool) -> None:
+    down = {"c0": [(9.0, 12.0)]}
+    assert (unanswered_problems([answer(0, at, replica)], down) == []) == allowed
+
+
+def test_down_spans_come_from_the_health_watch() -> None:
+    watchers = Watchers.__new__(Watchers)
+    watchers.health = [
+        Seen(1.0, "c0", 200, "primary"),
+        Seen(2.0, "c0", 0, None),
+        Seen(2.5, "c0", 0, None),
+        Seen(3.0, "c0", 503, None),
+        Seen(1.0, "c1", 200, "backup"),
+    ]
+    assert watchers.down_spans() == {"c0": [(1.75, 3.0)]}
+
+
+def test_unavailability_is_from_each_fault_to_the_next_accepted_write() -> None:
+    kill = Applied(Fault("kill_primary", "primary", 5.0, 0.0), "c0", began=105.0)
+    failed = Applied(Fault("kill_backup", "backup", 6.0, 0.0), "", began=106.0, error="not running")
+    answers = [answer(201, 100.0), answer(503, 105.5), answer(201, 107.4), answer(201, 108.0)]
+    assert unavailability([kill, failed], answers) == {"kill_primary": pytest.approx([2.5])}
+
+
+def test_the_switches_must_hold_exactly_the_stores_channels() -> None:
+    def reservation(port: int, state: str, *switches: str) -> dict[str, Any]:
+        return {
+            "src": "10.0.1.1",
+            "dst": "10.0.2.1",
+            "protocol": 17,
+            "flow_key": port,
+            "state": state,
+            "allocation": {"hops": [{"switch": s} for s in switches]},
+        }
+
+    stored = [reservation(1, "active", "s1", "s2"), reservation(2, "down", "s1")]
+    one = ChannelSelector("10.0.1.1", "10.0.2.1", 17, 1)
+    two = ChannelSelector("10.0.1.1", "10.0.2.1", 17, 2)
+    assert state_problems(stored, {"s1": {one}, "s2": {one}}) == []
+    problems = state_problems(stored, {"s1": {one, two}, "s2": set()})
+    assert len(problems) == 2
+    assert problems[0].startswith("s1 holds 1 channels the store lacks")
+    assert problems[1].startswith("s2 lacks 1 of the store's channels")
+
+
+class StandIn(BaseHTTPRequestHandler):
+    """Grants every POST; the first DELETE of each id is refused with 503 + Retry-After, the
+    second closes it."""
+
+    granted = 0
+    refused: ClassVar[set[str]] = set()
+    lock = threading.Lock()
+
+    def _reply(self, status: int, body: object = None, headers: dict[str, str] | None = None) -> None:
+        data = b"" if body is None else json.dumps(body).encode()
+        self.send_response(status)
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        with StandIn.lock:
+            StandIn.granted += 1
+            rid = StandIn.granted
+        self._reply(201, {"id": rid, "initiator": body["src"], "context": body["src_port"]})
+
+    def do_DELETE(self) -> None:
+        with StandIn.lock:
+            first = self.path not in StandIn.refused
+            StandIn.refused.add(self.path)
+        if first:
+            self._reply(503, {"error": "no primary"}, {"Retry-After": "1"})
+        else:
+            self._reply(204)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def stand_in() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), StandIn)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def test_the_clients_record_every_answer_and_close_again_what_503_refused(stand_in: str) -> None:
+    hosts = {"a": ("10.0.1.1", "s1"), "b": ("10.0.2.1", "s2")}
+    workload = Workload(
+        [Replica("c0", stand_in)], "t", hosts, seed=7, clients=2, every_s=0.01, close_share=0.5
+    )
+    workload.start()
+    time.sleep(0.8)
+    history = workload.stop()
+    posts = [a for a in history.answers if a.method == "POST"]
+    deletes = [a for a in history.answers if a.method == "DELETE"]
+    assert posts and all(a.status == 201 for a in posts)
+    assert len(history.created) == len(posts)
+    assert {a.status for a in deletes} <= {503, 204}
+    # every close that succeeded was refused once before: the client tried again
+    closed_paths = {f"/reservations/{rid} (c0)" for rid in history.closed}
+    refused_paths = {a.path for a in deletes if a.status == 503}
+    assert history.closed and closed_paths <= refused_paths
+    assert not history.maybe_closed and not history.vanished
+    # each request a flow of its own between hosts of different sites
+    keys = list(history.created.values())
+    assert len(set(keys)) == len(keys)
