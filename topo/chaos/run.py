@@ -56,7 +56,6 @@ from topo.experiment import Traffic
 from topo.network import PID_DIR, RunningNetwork, running, wait_primary
 from topo.p4switch import REPO
 from topo.plan import GRPC_PORT_BASE, NetworkPlan
-from topo.rtwire import wire_first
 from topo.stalls import Stalls, witnessed
 
 # How long the measured traffic goes on after the faults' time is up.
@@ -277,8 +276,8 @@ def main(argv: list[str] | None = None) -> int:
         run = stack.enter_context(network(plan, args.switch, out, cgroups))
         found: list[Stalls] = []
         if args.traffic:
-            # as the experiments measure: the kernel's softirq threads ahead, the stalls witnessed
-            stack.enter_context(wire_first())
+            # the machine's own stalls witnessed, as the experiments do (no flood runs here: the
+            # kernel's softirq threads need no lift above the switch, topo/rtwire.py)
             found = stack.enter_context(witnessed(out / "stalls"))
         wait_primary(run)
         ports = load_config(run.config_path).port_models()
