@@ -189,6 +189,17 @@ def final_state(run: RunningNetwork) -> tuple[list[dict[str, Any]], dict[str, se
     return stored, switches
 
 
+def monitor_episodes(run: RunningNetwork) -> list[dict[str, Any]]:
+    """Every episode either replica's guarantee monitor recorded (each keeps its own, raised
+    while it was primary)."""
+    found = []
+    for c in run.controllers:
+        status, body, _ = ask(c.rest_url, run.token, "GET", "/events?limit=10000")
+        if status == 200 and isinstance(body, list):
+            found += body
+    return found
+
+
 @contextlib.contextmanager
 def network(
     plan: NetworkPlan, switch_kind: str, work: Path, cgroups: Path | None
@@ -303,12 +314,15 @@ def main(argv: list[str] | None = None) -> int:
             carried.wait(TRAFFIC_AFTER_S + 60)
         time.sleep(3.0)  # the new primary's reconciliation of the switches
         stored, switches = final_state(run)
+        episodes = monitor_episodes(run)
         watchers.stop()
     stalls = found[0] if found else None
     judged = [
         traffic.judge(c, r, applied, stalls)
         for c, r in zip(channels, traffic.read(channels, logs).values(), strict=True)
     ]
+    for c, j in zip(channels, judged, strict=True):
+        j.problems += traffic.alarm_problems(j, int(c.reservation["id"]), episodes)
     outcome = Outcome(
         schedule,
         applied,

@@ -120,6 +120,7 @@ class Judged:
     late_outside: int
     outages_s: dict[str, list[float]]  # by fault kind: from the fault to the first packet through again
     problems: list[str]
+    windows: list[tuple[float, float, str]] = field(default_factory=list)  # Unix s: start, end, kind
 
 
 # A killed switch is started again by the supervisor and refilled by the controller; until then
@@ -179,7 +180,37 @@ def judge(c: Channel, run: FlowRun, applied: Sequence[Applied], stalls: Stalls |
         problems.append(
             f"{c.spec.name}: {late} packets over its {c.bound_ms:.2f} ms bound outside its fault windows"
         )
-    return Judged(c.spec.name, run.sent, run.received, c.bound_ms, lost, late, outages, problems)
+    spans = [(s / 1e9, e / 1e9 if e < 1 << 62 else float("inf"), kind) for s, e, kind in windows]
+    return Judged(c.spec.name, run.sent, run.received, c.bound_ms, lost, late, outages, problems, spans)
+
+
+# The guarantee monitor polls every second (monitor.interval_s) and raises an episode after the
+# poll that shows it: an outage shorter than two polls may pass between them unseen.
+ALARM_AFTER_S = 2.0
+ALARM_SLACK_S = 1.5
+
+
+def alarm_problems(judged: Judged, reservation_id: int, episodes: Sequence[dict[str, Any]]) -> list[str]:
+    """Every fault window of the channel long enough for the monitor to see must have had an
+    episode of that channel raised during it (give or take a poll), cleared by the end."""
+    problems = []
+    mine = [e for e in episodes if e.get("reservation_id") == reservation_id]
+    for start, end, kind in judged.windows:
+        if end - start < ALARM_AFTER_S:
+            continue
+        seen = [
+            e
+            for e in mine
+            if e["raised_at"] <= end + ALARM_SLACK_S
+            and (e["cleared_at"] or float("inf")) >= start - ALARM_SLACK_S
+        ]
+        if not seen:
+            problems.append(
+                f"{judged.name}: no monitor episode for its {end - start:.1f} s outage after {kind}"
+            )
+        elif any(e["cleared_at"] is None for e in seen):
+            problems.append(f"{judged.name}: the episode of its outage after {kind} was never cleared")
+    return problems
 
 
 def read(channels: Sequence[Channel], logs: dict[str, tuple[Path, Path]]) -> dict[str, FlowRun]:

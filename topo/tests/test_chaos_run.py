@@ -20,6 +20,7 @@ from topo.chaos.actuators import Applied
 from topo.chaos.checker import Answer, state_problems, unanswered_problems, unavailability
 from topo.chaos.nemesis import Fault
 from topo.chaos.run import Seen, Watchers
+from topo.chaos.traffic import Judged, alarm_problems
 from topo.chaos.workload import Replica, Workload
 
 
@@ -148,3 +149,24 @@ def test_the_clients_record_every_answer_and_close_again_what_503_refused(stand_
     # each request a flow of its own between hosts of different sites
     keys = list(history.created.values())
     assert len(set(keys)) == len(keys)
+
+
+@pytest.mark.parametrize(
+    ("window", "episode", "problem"),
+    [
+        ((100.0, 105.0), (100.8, 106.0), ""),  # raised during the outage, cleared after it
+        ((100.0, 105.0), None, "no monitor episode"),
+        ((100.0, 105.0), (100.8, None), "never cleared"),
+        ((100.0, 105.0), (120.0, 121.0), "no monitor episode"),  # another episode, later
+        ((100.0, 101.0), None, ""),  # shorter than two polls: it may pass unseen
+    ],
+)
+def test_an_outage_the_monitor_can_see_must_raise_and_clear_an_episode(
+    window: tuple[float, float], episode: tuple[float, float | None] | None, problem: str
+) -> None:
+    judged = Judged("plain", 100, 90, 20.0, 0, 0, {}, [], [(*window, "kill_switch")])
+    episodes = (
+        [] if episode is None else [{"reservation_id": 7, "raised_at": episode[0], "cleared_at": episode[1]}]
+    )
+    found = alarm_problems(judged, 7, episodes)
+    assert (found == []) if not problem else (len(found) == 1 and problem in found[0])
