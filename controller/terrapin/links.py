@@ -9,7 +9,11 @@ ready, or at once when one of its switches is no longer connected (a switch that
 trunks with it; one not yet connected since this controller began acting, after
 `connect_grace_ms`: a controller that starts must not move every channel while it connects); it
 is **up** again once both directions have carried probes for `up_after_ms`
-without a gap, so that a trunk that flaps does not move channels back and forth.
+without a gap, so that a trunk that flaps does not move channels back and forth. A direction
+counts only while its receiving switch is heard at all (some probe reached it within
+`down_after_ms`): when no probe reaches a switch from any trunk, the silence is as likely the
+controller's own (a partition between it and the switch, found by `make chaos`, took every
+channel down) as the trunks', and a real cut is seen from its other end.
 
 A switch that follows its ports' links says so faster than any probe can (terrapin-switch serves
 each port's oper-status over gNMI, as Stratum does, and finsy keeps it): a trunk whose port a
@@ -150,6 +154,10 @@ class LinkWatch:
         self._seen_ready: set[str] = set()
         # Trunk ports a connected switch reports without carrier (gNMI).
         self._no_carrier: set[PortId] = set()
+        # When a probe last reached each switch (any trunk): a switch the controller hears
+        # nothing from at all says nothing of its trunks (evaluate).
+        self._heard: dict[str, float] = {}
+        self._heard_since: dict[str, float] = {}  # heard without a gap of down_after since
         self._seq = 0
         self.strays = 0  # probes that came where no trunk of their sender ends
         self.sent = self.received = 0
@@ -177,6 +185,8 @@ class LinkWatch:
             for seen in state.directions.values():
                 seen.last_seen = seen.steady_since = None
         self._why.clear()
+        self._heard.clear()
+        self._heard_since.clear()
 
     def connected_once(self) -> bool:
         """Whether every switch has been ready since acting began, or the grace for connecting
@@ -200,6 +210,10 @@ class LinkWatch:
         """A PacketIn: True if it was a probe (counted here, whatever it said)."""
         if not is_probe(frame):
             return False
+        heard, last = self._clock(), self._heard.get(switch)
+        if last is None or heard - last > self._config.down_after_ms / 1000:
+            self._heard_since[switch] = heard
+        self._heard[switch] = heard
         probe = Probe.parse(frame)
         here = PortId(switch, port)
         trunk = self._topology.trunk_at(here)
@@ -295,7 +309,17 @@ class LinkWatch:
                 why = f"switch {dark[0].switch} reports no carrier on port {dark[0].port}"
             else:
                 for end, seen in state.directions.items():
-                    since = max(seen.last_seen or 0.0, state.ready_since or 0.0)
+                    heard = self._heard.get(end.switch)
+                    if heard is None or now - heard > down_after:
+                        # Nothing reached this switch from any trunk: a partition between this
+                        # controller and the switch silences them all at once, and a trunk is
+                        # not to blame for it. A cut is seen from its other end, which hears
+                        # its other trunks (a switch left with no trunk at all: from both).
+                        continue
+                    # and one heard again is judged from then: its probes come in one by one
+                    since = max(
+                        seen.last_seen or 0.0, state.ready_since or 0.0, self._heard_since[end.switch]
+                    )
                     if now - since > down_after:
                         why = f"no probe has reached {end} for {round((now - since) * 1000)} ms"
                         break

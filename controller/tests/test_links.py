@@ -221,3 +221,34 @@ def test_a_trunk_already_silent_is_not_excused() -> None:
     ring.watch.excuse(ring.now)  # heard from before the cut only, so nothing to excuse
     ring.now += 0.001
     assert ring.watch.evaluate() is None and ring.watch.down == frozenset({cut})
+
+
+def test_a_controller_cut_off_from_every_switch_blames_no_trunk() -> None:
+    """Found by `make chaos` (seed 4, --duration 120: partition_switches of the primary at 97 s):
+    the primary, cut off from the switches' P4Runtime ports, heard no probe from anywhere, took
+    all four trunks down and every channel with them. Silence from every switch is the
+    controller's; a trunk cut meanwhile is found once it hears the switches again."""
+    ring = Ring()
+    ring.run_for(100)
+    partitioned = ring.send
+
+    async def nothing_arrives(switch: str, frame: bytes, port: int) -> None:
+        return None
+
+    ring.send = nothing_arrives  # type: ignore[method-assign]
+    ring.watch._send = nothing_arrives
+    assert ring.run_for(200) == [] and ring.watch.down == frozenset()
+    cut = ring.trunk("s2", "s3")
+    ring.cut.add(cut)
+    ring.watch._send = partitioned
+    assert ring.run_for(30) == []
+    assert ring.run_for(20) == [frozenset({cut})]
+
+
+def test_a_switch_left_with_no_trunk_is_seen_from_its_neighbours() -> None:
+    """Every trunk of s2 cut: no probe reaches s2, so its own directions say nothing, but s1 and
+    s3 still hear their other trunks and miss s2's probes."""
+    ring = Ring()
+    ring.run_for(100)
+    ring.cut |= {ring.trunk("s1", "s2"), ring.trunk("s2", "s3")}
+    assert ring.run_for(50) == [frozenset({ring.trunk("s1", "s2"), ring.trunk("s2", "s3")})]
