@@ -67,7 +67,9 @@ def write(
         for rid, r in by_id.items()
     }
     checks = {
-        "answers": answer_problems(answers, unanswered_ok=True) + unanswered_problems(answers, down),
+        "answers": answer_problems(answers, unanswered_ok=True)
+        + unanswered_problems([a for a in answers if a.client != "in-band"], down)
+        + in_band_timeouts([a for a in answers if a.client == "in-band"], applied, down),
         "acknowledged": acknowledged_problems(
             history.created, history.closed | history.maybe_closed, stored_state, on_switches, expected
         )
@@ -78,7 +80,8 @@ def write(
         + [
             f"reservation {rid} was answered 201, never closed, and a DELETE found it gone"
             for rid in sorted(history.vanished)
-        ],
+        ]
+        + in_band_problems(history, stored),
         "capacity": replay_capacity([journal[s] for s in sorted(journal)], ports),
         "switches_equal_store": state_problems(stored, switches),
         "traffic": [p for j in outcome.traffic for p in j.problems],
@@ -109,6 +112,8 @@ def write(
         "settled_after_s": round(settled_s, 2),
         "journal_entries": len(journal),
         "stored_at_end": len(stored),
+        # channels that lost their path and found none that admits them (others took the capacity)
+        "down_at_end": sum(1 for r in stored if r["state"] == "down"),
         "traffic": [asdict(j) for j in outcome.traffic],
         "checks": checks,
         "verdict": "pass" if not problems else "FAIL",
@@ -128,7 +133,10 @@ def write(
     (out / "journal.json").write_text(json.dumps([asdict(journal[s]) for s in sorted(journal)], default=str))
     plot(out / "chaos-timeline.png", t0, applied, answers, down)
     print(f"faults by kind: {record['faults_by_kind']}")
-    print(f"requests: {record['requests']} ({record['granted']} granted, {record['closed']} closed)")
+    print(
+        f"requests: {record['requests']} ({record['granted']} granted, {record['closed']} closed;"
+        f" {record['stored_at_end']} stored at the end, {record['down_at_end']} of them down)"
+    )
     for kind, waits in sorted(record["unavailability_s"].items()):
         print(
             f"unavailability after {kind}: max {max(waits):.2f} s,"
@@ -147,6 +155,42 @@ def write(
     print(f"report: {out / 'chaos.json'}, plot: {out / 'chaos-timeline.png'}")
     print(f"chaos: {record['verdict']}")
     return 0 if not problems else 1
+
+
+# How long after a fault (or after it healed) the system may still not answer in band: the new
+# primary's takeover and reconciliation, or the switch's return and refill.
+IN_BAND_RECOVERY_S = 10.0
+
+
+def in_band_timeouts(
+    answers: list[Answer], applied: list[Applied], down: dict[str, list[tuple[float, float]]]
+) -> list[str]:
+    """The protocol has no "not now": an initiator retransmits and gives up (TIMEOUT). That is
+    allowed while a fault, or a replica that does not answer, may explain it (give or take
+    IN_BAND_RECOVERY_S), and a problem when nothing was wrong."""
+    spans = [(a.began, (a.ended or a.began) + IN_BAND_RECOVERY_S) for a in applied if not a.error]
+    spans += [(s, e + IN_BAND_RECOVERY_S) for found in down.values() for s, e in found]
+    return [
+        f"{a.method} {a.path} at {a.started_at:.3f}: no answer in band while nothing was wrong"
+        for a in answers
+        if a.status == 0 and not any(s <= a.ended_at and a.started_at <= e for s, e in spans)
+    ]
+
+
+def in_band_problems(history: History, stored: list[dict[str, Any]]) -> list[str]:
+    """The in-band initiator's view: a channel it heard accepted and did not close is in the
+    store (so, with switch = store, on its switches); one it heard closed is not."""
+    keys = {(str(r["initiator"]), int(r["context"])) for r in stored}
+    kept = history.accepted_in_band - history.closed_in_band - history.maybe_closed_in_band
+    return [
+        f"channel {k} was accepted in band, never closed, and is not in the store"
+        for k in sorted(kept, key=str)
+        if (k.initiator, k.context) not in keys
+    ] + [
+        f"channel {k} was closed in band and is still in the store"
+        for k in sorted(history.closed_in_band, key=str)
+        if (k.initiator, k.context) in keys
+    ]
 
 
 def plot(

@@ -31,6 +31,7 @@ import contextlib
 import itertools
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -44,6 +45,7 @@ from terrapin.admission.model import ChannelKey
 from terrapin.config import load_config
 from terrapin.paths import ChannelSelector
 from terrapin_tools import p4read
+from terrapin_tools.processes import stop_all
 from topo import sequoia, sequoia_ring
 from topo.chaos import nemesis, report, traffic
 from topo.chaos.actuators import Actuators, Applied, cgroup2_root
@@ -51,7 +53,7 @@ from topo.chaos.checker import (
     JournalEntry,
 )
 from topo.chaos.report import Outcome
-from topo.chaos.workload import Replica, Workload, ask
+from topo.chaos.workload import AGENT, InBand, Replica, Workload, ask
 from topo.experiment import Traffic
 from topo.network import PID_DIR, RunningNetwork, running, wait_primary
 from topo.p4switch import REPO
@@ -163,17 +165,22 @@ class Watchers:
 
 
 def settle(run: RunningNetwork) -> float:
-    """Until every replica answers /health 200 and exactly one is primary; how long it took."""
+    """Until every replica answers /health, exactly one says it is primary, and that one has
+    every switch ready (its /health may still be 503 for channels left down: a channel that lost
+    its path holds nothing, and others may have taken the capacity meanwhile; docs/controller.md
+    "Trunks"); how long it took."""
     began = time.monotonic()
+    seen: list[tuple[int, Any, str | None]] = []
     while time.monotonic() - began < SETTLE_LIMIT_S:
         seen = [ask(c.rest_url, run.token, "GET", "/health", timeout=2.0) for c in run.controllers]
-        roles = [
-            (b.get("replication") or {}).get("role") for s, b, _ in seen if s == 200 and isinstance(b, dict)
-        ]
-        if len(roles) == len(run.controllers) and roles.count("primary") == 1:
+        bodies = [b for s, b, _ in seen if s in (200, 503) and isinstance(b, dict)]
+        primaries = [b for b in bodies if (b.get("replication") or {}).get("role") == "primary"]
+        if len(bodies) == len(run.controllers) and len(primaries) == 1 and not primaries[0].get("degraded"):
             return time.monotonic() - began
         time.sleep(0.5)
-    raise TimeoutError(f"the replicas did not settle within {SETTLE_LIMIT_S:.0f} s after the last heal")
+    raise TimeoutError(
+        f"the replicas did not settle within {SETTLE_LIMIT_S:.0f} s after the last heal: {seen}"
+    )
 
 
 def final_state(run: RunningNetwork) -> tuple[list[dict[str, Any]], dict[str, set[ChannelSelector]]]:
@@ -198,6 +205,43 @@ def monitor_episodes(run: RunningNetwork) -> list[dict[str, Any]]:
         if status == 200 and isinstance(body, list):
             found += body
     return found
+
+
+# The in-band client: an initiator at one end of the ring, the responder at the other.
+IN_BAND = ("grayling", "paola")
+
+
+@contextlib.contextmanager
+def in_band_client(run: RunningNetwork, workload: Workload, seed: int) -> Iterator[InBand | None]:
+    """A host asking in band beside the REST clients (its destination serving the protocol),
+    or None when the testbed lacks the two hosts."""
+    source, sink = IN_BAND
+    if source not in run.plan.hosts or sink not in run.plan.hosts:
+        yield None
+        return
+    address = run.plan.hosts[sink].address
+    server = run.host(sink).popen(
+        [*AGENT, "serve", "--address", address],
+        cwd=str(REPO),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+    def run_on(command: list[str]) -> str:
+        process = run.host(source).popen(
+            command, cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+        )
+        try:
+            out, _ = process.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            out, _ = process.communicate()
+        return out.decode(errors="replace") if isinstance(out, bytes) else str(out)
+
+    try:
+        yield InBand(workload.history, workload.lock, run_on, run.plan.hosts[source].address, address, seed)
+    finally:
+        stop_all([server])
 
 
 @contextlib.contextmanager
@@ -297,17 +341,22 @@ def main(argv: list[str] | None = None) -> int:
         channels = traffic.admit(run, list(plan.hosts)) if args.traffic else []
         watchers = Watchers(run, channels)
         workload = Workload(replicas, run.token, hosts, args.seed, clients=args.clients)
+        in_band = stack.enter_context(in_band_client(run, workload, args.seed))
         actuators = Actuators(run)
         with Traffic(run, out / "traffic") as carried:
             # the traffic outlasts the faults: the last one's outage ends inside it
             logs = traffic.start(carried, channels, args.duration + TRAFFIC_AFTER_S)
             watchers.start()
             workload.start()
+            if in_band is not None:
+                in_band.start()
             t0 = time.time()
             try:
                 applied = follow(schedule, actuators, t0)
                 time.sleep(max(0.0, t0 + args.duration - time.time()))
             finally:
+                if in_band is not None:
+                    in_band.stop()
                 history = workload.stop()
                 actuators.heal_everything(applied)
             settled_s = settle(run)

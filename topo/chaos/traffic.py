@@ -173,7 +173,11 @@ def judge(c: Channel, run: FlowRun, applied: Sequence[Applied], stalls: Stalls |
     outages: dict[str, list[float]] = {}
     for s, e, kind in windows:
         outages.setdefault(kind, []).append(round((e - s) / 1e9, 3) if e < 1 << 62 else float("inf"))
-    problems = []
+    problems = [
+        f"{c.spec.name}: no packet got through again after {kind} (it stayed down, or lost its entries)"
+        for _, e, kind in windows
+        if e >= 1 << 62
+    ]
     if lost:
         problems.append(f"{c.spec.name}: {lost} packets lost outside its fault windows")
     if late:

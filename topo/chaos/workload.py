@@ -19,12 +19,13 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from terrapin.admission.model import ChannelKey
 from topo.chaos.checker import Answer
+from topo.experiment import PYTHON
 
 # A request that has not been answered by then is recorded unanswered (status 0).
 REQUEST_TIMEOUT_S = 10.0
@@ -47,6 +48,10 @@ class History:
     maybe_closed: set[int] = field(default_factory=set)  # a DELETE nobody answered
     vanished: set[int] = field(default_factory=set)  # granted, not closed, and a DELETE found it gone
     granted_at: dict[int, float] = field(default_factory=dict)  # the 201's time
+    # in band (InBand): the channels whose initiator heard REQUEST_ACCEPT, and those it closed
+    accepted_in_band: set[ChannelKey] = field(default_factory=set)
+    closed_in_band: set[ChannelKey] = field(default_factory=set)
+    maybe_closed_in_band: set[ChannelKey] = field(default_factory=set)  # a close nobody answered
 
 
 def ask(
@@ -102,7 +107,7 @@ class Workload:
         self.context = context
         self.history = History()
         self._rng = random.Random(seed)
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()  # the history's (an InBand client shares it)
         self._next_port = FIRST_SRC_PORT
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -138,7 +143,7 @@ class Workload:
 
     def _body(self, rng: random.Random) -> dict[str, Any]:
         src, dst = rng.choice(self.pairs)
-        with self._lock:
+        with self.lock:
             port = self._next_port
             self._next_port += 1
         return {
@@ -176,7 +181,7 @@ class Workload:
         )
         if made is not None:
             assert isinstance(body, dict)
-            with self._lock:
+            with self.lock:
                 self.history.created[made] = ChannelKey(str(body["initiator"]), int(body["context"]))
                 self.history.granted_at[made] = ended
         return made
@@ -200,7 +205,7 @@ class Workload:
                 _why(body),
             )
         )
-        with self._lock:
+        with self.lock:
             if status == 204 or (status == 404 and rid in self.history.maybe_closed):
                 self.history.closed.add(rid)
                 return True
@@ -212,7 +217,7 @@ class Workload:
         return False
 
     def _record(self, answer: Answer) -> None:
-        with self._lock:
+        with self.lock:
             self.history.answers.append(answer)
 
 
@@ -220,3 +225,102 @@ def _why(body: Any) -> str:
     if isinstance(body, dict):
         return str(body.get("constraint") or body.get("error") or body.get("detail") or "")[:200]
     return str(body)[:200] if body else ""
+
+
+# A host's request in band: the same small envelope as the REST clients', from its own ports.
+FIRST_IN_BAND_PORT = 40_000
+FIRST_IN_BAND_CONTEXT = 1_000  # below 2^31: the contexts REST hands out start there
+
+
+class InBand:
+    """A host asking in band (`terrapin-host request` / `close`, docs/protocol.md) every
+    `every_s`, as the REST clients do, its answers recorded in the same history: ACCEPTED as
+    201, DENIED as 409, CLOSED as 204, no answer after the agent's retransmissions (TIMEOUT) as
+    0. The destination runs `terrapin-host serve` (`server`)."""
+
+    def __init__(
+        self,
+        history: History,
+        lock: threading.Lock,
+        run_on: Callable[[list[str]], str],  # runs a command on the initiating host, its output
+        initiator: str,
+        destination: str,
+        seed: int,
+        every_s: float = 1.0,
+    ) -> None:
+        self.history, self.lock, self._run_on = history, lock, run_on
+        self.initiator, self.destination = initiator, destination
+        self.every_s = every_s
+        self._rng = random.Random(seed)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._next = 0
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        mine: list[int] = []
+        while not self._stop.is_set():
+            began = time.monotonic()
+            if mine and self._rng.random() < 0.4:
+                context = mine.pop(self._rng.randrange(len(mine)))
+                if not self._close(context):
+                    mine.append(context)
+            else:
+                context = FIRST_IN_BAND_CONTEXT + self._next
+                self._next += 1
+                if self._request(context):
+                    mine.append(context)
+            self._stop.wait(max(0.0, self.every_s - (time.monotonic() - began)))
+
+    def _agent(self, command: list[str], context: int, method: str) -> str:
+        started = time.time()
+        output = self._run_on([*AGENT, *command])
+        ended = time.time()
+        try:
+            outcome = str(json.loads(output.strip().splitlines()[0]).get("outcome"))
+        except (ValueError, IndexError, AttributeError):
+            outcome = "ERROR"
+        status = {"ACCEPTED": 201, "DENIED": 409, "CLOSED": 204, "TIMEOUT": 0}.get(outcome, 500)
+        path = f"{method.lower()} {self.initiator}/{context} (in band)"
+        with self.lock:
+            self.history.answers.append(
+                Answer("in-band", method, path, started, ended, status, None, outcome)
+            )
+        return outcome
+
+    def _request(self, context: int) -> bool:
+        port = FIRST_IN_BAND_PORT + context - FIRST_IN_BAND_CONTEXT
+        command = ["request", "--dst", self.destination, "--protocol", "udp", "--sport", str(port)]
+        command += ["--dport", "9", "--priority", str(self._rng.choice([3, 4, 5])), "--context", str(context)]
+        command += [
+            "--rate",
+            str(self._rng.choice([2_000, 4_000, 8_000])),
+            "--burst",
+            "1000",
+            "--max-packet",
+            "1000",
+        ]
+        if self._agent(command, context, "REQUEST") != "ACCEPTED":
+            return False
+        with self.lock:
+            self.history.accepted_in_band.add(ChannelKey(self.initiator, context))
+        return True
+
+    def _close(self, context: int) -> bool:
+        outcome = self._agent(
+            ["close", "--dst", self.destination, "--context", str(context)], context, "CLOSE"
+        )
+        if outcome != "CLOSED":
+            return False
+        with self.lock:
+            self.history.closed_in_band.add(ChannelKey(self.initiator, context))
+        return True
+
+
+AGENT = [PYTHON, "-m", "terrapin.host_agent"]

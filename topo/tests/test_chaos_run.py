@@ -15,13 +15,17 @@ from typing import Any, ClassVar
 
 import pytest
 
+from terrapin.admission.model import ChannelKey
 from terrapin.paths import ChannelSelector
+from topo.chaos import traffic
 from topo.chaos.actuators import Applied
 from topo.chaos.checker import Answer, state_problems, unanswered_problems, unavailability
 from topo.chaos.nemesis import Fault
+from topo.chaos.report import in_band_problems, in_band_timeouts
 from topo.chaos.run import Seen, Watchers
-from topo.chaos.traffic import Judged, alarm_problems
-from topo.chaos.workload import Replica, Workload
+from topo.chaos.traffic import Channel, Judged, Measured, alarm_problems
+from topo.chaos.workload import History, Replica, Workload
+from topo.experiment import FlowRun, PacketTiming
 
 
 def answer(status: int, at: float, replica: str = "c0", method: str = "POST") -> Answer:
@@ -170,3 +174,71 @@ def test_an_outage_the_monitor_can_see_must_raise_and_clear_an_episode(
     )
     found = alarm_problems(judged, 7, episodes)
     assert (found == []) if not problem else (len(found) == 1 and problem in found[0])
+
+
+def test_an_in_band_timeout_is_allowed_only_near_a_fault_or_a_silent_replica() -> None:
+    kill = Applied(Fault("kill_primary", "primary", 10.0, 0.0), "c0", began=1010.0)
+    near = Answer("in-band", "REQUEST", "request 10.1.1.3/1000 (in band)", 1012.0, 1017.0, 0)
+    far = Answer("in-band", "REQUEST", "request 10.1.1.3/1001 (in band)", 1100.0, 1105.0, 0)
+    while_down = Answer("in-band", "CLOSE", "close 10.1.1.3/1000 (in band)", 1200.0, 1205.0, 0)
+    problems = in_band_timeouts([near, far, while_down], [kill], {"c1": [(1199.0, 1201.0)]})
+    assert len(problems) == 1 and "1001" in problems[0]
+
+
+def test_the_in_band_initiators_view_must_match_the_store() -> None:
+    history = History()
+    kept, closed, unsure, lost = (ChannelKey("10.1.1.3", c) for c in (1000, 1001, 1002, 1003))
+    history.accepted_in_band |= {kept, closed, unsure, lost}
+    history.closed_in_band.add(closed)
+    history.maybe_closed_in_band.add(unsure)
+    stored = [{"initiator": "10.1.1.3", "context": c} for c in (1000, 1001)]
+    assert in_band_problems(history, stored) == [
+        "channel 10.1.1.3/1003 was accepted in band, never closed, and is not in the store",
+        "channel 10.1.1.3/1001 was closed in band and is still in the store",
+    ]
+
+
+def flow_run(lost_between: list[tuple[float, float]], seconds: float = 4.0) -> FlowRun:
+    """Packets every 25 ms from t = 1000 s, each 1 ms in flight, lost while sent in the spans."""
+    run = FlowRun(5300, 200)
+    for i in range(int(seconds / 0.025)):
+        sent = 1000.0 + i * 0.025
+        gone = any(s <= sent - 1000.0 < e for s, e in lost_between)
+        ns = int(sent * 1e9)
+        run.packets.append(PacketTiming(i, 0, ns, ns, None if gone else ns + 1_000_000))
+    return run
+
+
+def measured(protected: bool, *paths: list[str]) -> Channel:
+    spec = Measured("m", "faith", "paola", protected)
+    return Channel(spec, 5300, {"allocation": {"worst_case_delay_us": 20_000}}, [list(p) for p in paths])
+
+
+def fault(kind: str, target: str, at: float, lasts: float) -> Applied:
+    return Applied(Fault(kind, target, at, lasts), target, began=1000.0 + at, ended=1000.0 + at + lasts)
+
+
+def test_losses_inside_a_fault_window_of_the_channels_own_path_are_its_outage() -> None:
+    c = measured(False, ["ucb", "ucsd"])
+    killed = fault("kill_switch", "ucsd", 1.0, 0.5)
+    judged = traffic.judge(c, flow_run([(1.0, 1.6)]), [killed], None)
+    assert judged.problems == [] and judged.outages_s == {"kill_switch": [pytest.approx(0.6, abs=0.03)]}
+    # a fault elsewhere opens no window: the same losses are the system's
+    elsewhere = fault("kill_switch", "ucla", 1.0, 0.5)
+    judged = traffic.judge(c, flow_run([(1.0, 1.6)]), [elsewhere], None)
+    assert judged.lost_outside == 24 and judged.problems
+
+
+def test_a_protected_channel_has_a_window_only_when_both_paths_break() -> None:
+    c = measured(True, ["ucb", "ucsd"], ["ucb", "ucsb", "ucla", "ucsd"])
+    one_path = fault("cut_trunk", "ucb-ucsd", 1.0, 1.0)
+    assert traffic.judge(c, flow_run([(1.0, 1.2)]), [one_path], None).lost_outside == 8
+    other = fault("kill_switch", "ucla", 1.1, 2.0)  # together with the cut: both paths broken
+    judged = traffic.judge(c, flow_run([(1.1, 1.3)]), [one_path, other], None)
+    assert judged.lost_outside == 0 and "kill_switch" in judged.outages_s
+
+
+def test_a_channel_that_never_came_back_is_named() -> None:
+    c = measured(False, ["ucb", "ucsd"])
+    judged = traffic.judge(c, flow_run([(1.0, 9.0)]), [fault("kill_switch", "ucsd", 1.0, 0.5)], None)
+    assert any("no packet got through again" in p for p in judged.problems)
