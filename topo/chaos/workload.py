@@ -246,7 +246,7 @@ class InBand:
         initiator: str,
         destination: str,
         seed: int,
-        every_s: float = 1.0,
+        every_s: float = 2.0,  # each request starts a Python process on the host
     ) -> None:
         self.history, self.lock, self._run_on = history, lock, run_on
         self.initiator, self.destination = initiator, destination
