@@ -1,27 +1,33 @@
-"""`make chaos`: random faults under load, and every promise checked over the history (issue 37).
+"""`make chaos`: random faults under load, and every promise checked over the history (issue 37;
+docs/deployment.md "Chaos").
 
     sudo build/venv/bin/python -m topo.chaos.run [--duration 300] [--seed 1] [--faults a,b]
-        [--topo sequoia-ring] [--switch terrapin|bmv2]
+        [--topo sequoia-ring] [--switch terrapin|bmv2] [--no-traffic] [--device-base N]
 
 Brings up the testbed as `make run REPLICAS=2 STORE=postgres` does (two supervised controller
-replicas on a PostgreSQL store of the run's own, the switches supervised too), starts the
-clients (topo/chaos/workload.py) and follows the nemesis's plan (nemesis.py), one fault at a
-time with now and then a second joining it (actuators.py). Beside them it watches each replica's
-/health and reads the store's journal as it grows. After the last heal it waits for the system
-to settle, reads the final state of the store and of every switch (over P4Runtime, independently
-of the controllers) and judges the history (checker.py):
+replicas, each in a cgroup of its own, on a PostgreSQL store of the run's own, the switches
+supervised too), admits the measured channels and starts their traffic (traffic.py), starts the
+REST clients and the in-band one (workload.py) and follows the nemesis's plan (nemesis.py), one
+fault at a time with now and then a second joining it (actuators.py). Beside them it watches
+each replica's /health, the measured channels' paths and the store's journal as it grows. After
+the last heal it waits for the replicas to settle, reads the final state of the store and of
+every switch (over P4Runtime, independently of the controllers) and the monitors' episodes, and
+judges the history (checker.py, traffic.py, report.py):
 
 - every answer was 2xx, 4xx or 503 with Retry-After; a request nobody answered was sent to a
-  replica that was down (killed, paused, or starting again) at the time;
-- every reservation answered 201 and not closed is in the store and on every switch of its path;
-  every one answered closed is gone; none vanished;
+  replica that was not answering then (in band: came near a fault);
+- every reservation answered 201 (or accepted in band) and not closed is in the store and on
+  every switch of its path; every one answered closed is gone; none vanished;
 - no port was ever admitted beyond its capacity: the journal replayed, in commit order, against
   the admission tests;
-- the switches hold exactly the store's channels.
+- the switches hold exactly the store's channels;
+- the measured channels lost nothing and kept their bounds outside the windows in which faults
+  broke every path they have, and the monitor raised and cleared an episode for each long one.
 
-The report (build/results/chaos/<switch>/chaos.json, a summary printed, a timeline plot) gives
-the faults by kind, the requests by kind and answer, the unavailability after each kind of fault
-(from the fault to the next write accepted) and every problem; the run fails if there is one.
+The report (build/results/chaos/<switch>/: chaos.json, history.json, journal.json, the timeline
+plot, a summary printed) gives the faults by kind, the requests by kind and answer, the
+unavailability after each kind of fault (from the fault to the next write accepted), the
+outages of the measured channels and every problem; the run fails if there is one.
 """
 
 from __future__ import annotations
@@ -49,9 +55,7 @@ from terrapin_tools.processes import stop_all
 from topo import sequoia, sequoia_ring
 from topo.chaos import nemesis, report, traffic
 from topo.chaos.actuators import Actuators, Applied, cgroup2_root
-from topo.chaos.checker import (
-    JournalEntry,
-)
+from topo.chaos.checker import JournalEntry
 from topo.chaos.report import Outcome
 from topo.chaos.workload import AGENT, InBand, Replica, Workload, ask
 from topo.experiment import Traffic
