@@ -173,7 +173,8 @@ class Restoration:
             if r.state == DOWN
             or (r.state == ACTIVE and any(hop.port in dead for hop in r.allocation.all_hops))
         ]
-        due.sort(key=lambda r: (-r.allocation.requested.priority, r.created_at))
+        # Age within a priority, the older first: by id where the clock gave two the same instant.
+        due.sort(key=lambda r: (-r.allocation.requested.priority, r.created_at, r.reservation_id))
         changed: dict[ChannelKey, tuple[Reservation, Reservation | None]] = {}
         while due:
             # A channel that left a path (moved, down or closed) may have freed what an earlier

@@ -282,6 +282,13 @@ def _recheck(config: Config, records: list[Reservation], topology: Topology) -> 
         assert not set(path) & dead, (r.key, path)
         again = fresh.admit(r.key, path, r.allocation.requested)
         assert isinstance(again, Allocation), f"{r.key} over-admits: {again}"
+    # The down ones against what the active ones hold as stored: admission is not commutative
+    # (a channel's burst downstream grows with what was admitted ahead of it), so re-admitting
+    # them in another order than the restoration's (priority, then age) may leave room the
+    # stored allocations do not.
+    held = AdmissionLedger(config.port_models())
+    for r in active:
+        held.restore(r.allocation)
     for r in records:
         if r.state != DOWN:
             continue
@@ -289,7 +296,7 @@ def _recheck(config: Config, records: list[Reservation], topology: Topology) -> 
             path = topology.path(r.selector.src, r.selector.dst)
         except Exception:
             continue
-        decision = fresh.evaluate(r.key, path, r.allocation.requested)
+        decision = held.evaluate(r.key, path, r.allocation.requested)
         assert isinstance(decision, Denial), f"{r.key} is down though its path admits it"
 
 
