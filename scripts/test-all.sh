@@ -116,8 +116,9 @@ python_checks() {
     echo "$pass passed, $fail failed"
 }
 
+# Property tests draw the same examples every run here (topo/tests/hypothesis_profile.py).
 pytest_suite() {
-    "$PY" -m pytest -q -p no:cacheprovider "$@" 2>&1 | tee /dev/stderr | "$PY" scripts/count_pytest.py
+    TERRAPIN_HYPOTHESIS=make-test "$PY" -m pytest -q -p no:cacheprovider "$@" 2>&1 | tee /dev/stderr | "$PY" scripts/count_pytest.py
 }
 
 want() { [[ -z "${SUITES:-}" ]] || [[ " $SUITES " == *" $1 "* ]]; }
