@@ -21,7 +21,7 @@ from topo.chaos import traffic
 from topo.chaos.actuators import Applied
 from topo.chaos.checker import Answer, state_problems, unanswered_problems, unavailability
 from topo.chaos.nemesis import Fault
-from topo.chaos.report import in_band_problems, in_band_timeouts
+from topo.chaos.report import in_band_problems, in_band_timeouts, unknown_outcome_problems
 from topo.chaos.run import Seen, Watchers
 from topo.chaos.traffic import Channel, Judged, Measured, alarm_problems
 from topo.chaos.workload import History, Replica, Workload
@@ -242,3 +242,14 @@ def test_a_channel_that_never_came_back_is_named() -> None:
     c = measured(False, ["ucb", "ucsd"])
     judged = traffic.judge(c, flow_run([(1.0, 9.0)]), [fault("kill_switch", "ucsd", 1.0, 0.5)], None)
     assert any("no packet got through again" in p for p in judged.problems)
+
+
+def test_an_unknown_outcome_is_allowed_only_where_a_primary_or_the_store_failed() -> None:
+    def unknown(at: float) -> Answer:
+        return Answer("client0", "POST", "/reservations (c1)", at, at + 0.2, 504, None, "outcome unknown")
+
+    killed = Applied(Fault("kill_primary", "primary", 10.0, 0.0), "c0", began=1010.0)
+    problems = unknown_outcome_problems([unknown(1010.1), unknown(1100.0)], [killed], {})
+    assert len(problems) == 1 and "1100.000" in problems[0]
+    # a forwarded write lost while its primary did not answer /health
+    assert unknown_outcome_problems([unknown(1100.0)], [], {"c0": [(1099.5, 1101.0)]}) == []
