@@ -242,7 +242,9 @@ def test_a_controller_cut_off_from_every_switch_blames_no_trunk() -> None:
     ring.cut.add(cut)
     ring.watch._send = partitioned
     assert ring.run_for(30) == []
-    assert ring.run_for(20) == [frozenset({cut})]
+    # heard again at the next round that probes the silent switches (one in every down_after),
+    # then judged down_after from then
+    assert ring.run_for(60) == [frozenset({cut})]
 
 
 def test_a_switch_left_with_no_trunk_is_seen_from_its_neighbours() -> None:
@@ -252,3 +254,26 @@ def test_a_switch_left_with_no_trunk_is_seen_from_its_neighbours() -> None:
     ring.run_for(100)
     ring.cut |= {ring.trunk("s1", "s2"), ring.trunk("s2", "s3")}
     assert ring.run_for(50) == [frozenset({ring.trunk("s1", "s2"), ring.trunk("s2", "s3")})]
+
+
+def test_a_silent_switch_is_probed_once_per_down_after() -> None:
+    """Cut off from every switch (its PacketOuts wait in the stream and reach the switches all at
+    once when the partition heals), the controller probes each silent switch one round in every
+    down_after instead of every round; heard again, every round."""
+    ring = Ring()
+    ring.run_for(100)
+    partitioned = ring.watch._send
+    written: list[str] = []
+
+    async def held(switch: str, frame: bytes, port: int) -> None:
+        written.append(switch)
+
+    ring.watch._send = held
+    ring.run_for(400)  # 40 rounds: the first ~3 at full rate, then one per 35 ms
+    per_switch = written.count("s1") // 2  # two trunk ports each
+    assert 10 <= per_switch <= 16, per_switch
+    ring.watch._send = partitioned
+    ring.run_for(60)  # heard again at the next round that probes them
+    before = ring.watch.sent
+    ring.run_for(50)
+    assert ring.watch.sent - before == 5 * 2 * len(ring.topology.trunks)  # every round again
