@@ -8,7 +8,8 @@ of its paths (a trunk cut, a transit switch killed) must cost it nothing. A faul
 plane (a controller killed or paused, the database killed) breaks no path: traffic must meet its
 bound through all of them.
 
-A fault window of a channel starts when a fault leaves it no whole path and ends with the first
+A fault window of a channel starts when a fault leaves it no whole path (less the channel's
+bound: a packet sent that much earlier may still be inside the network) and ends with the first
 packet sent after that which arrived (the outage, reported per fault kind); packets sent inside
 are neither lost nor late by this check. Outside the windows every packet must arrive, and within
 its bound save what the machine's own stalls account for (topo/stalls.py).
@@ -156,9 +157,12 @@ def judge(c: Channel, run: FlowRun, applied: Sequence[Applied], stalls: Stalls |
         ]
         if not leaves_no_path(c, together):
             continue
-        start = int(fault.began * 1e9)
+        # a packet sent up to its bound before the fault may still be in the network then (in
+        # the switch that dies, on the trunk that goes): it is lost to the fault
+        began = int(fault.began * 1e9)
+        start = began - int(c.bound_ms * 1e6)
         after = next(
-            (p for p in run.packets if (p.sent_ns or p.start_ns) >= start and p.arrival_ns is not None), None
+            (p for p in run.packets if (p.sent_ns or p.start_ns) >= began and p.arrival_ns is not None), None
         )
         end = (after.sent_ns or after.start_ns) if after is not None else 1 << 62
         windows.append((start, end, fault.fault.kind))
@@ -172,7 +176,8 @@ def judge(c: Channel, run: FlowRun, applied: Sequence[Applied], stalls: Stalls |
     late = FlowRun(run.port, run.packet_bytes, outside).late_outside_stalls(c.bound_ms, stalls)
     outages: dict[str, list[float]] = {}
     for s, e, kind in windows:
-        outages.setdefault(kind, []).append(round((e - s) / 1e9, 3) if e < 1 << 62 else float("inf"))
+        began = s + int(c.bound_ms * 1e6)  # the outage counts from the fault itself
+        outages.setdefault(kind, []).append(round((e - began) / 1e9, 3) if e < 1 << 62 else float("inf"))
     problems = [
         f"{c.spec.name}: no packet got through again after {kind} (it stayed down, or lost its entries)"
         for _, e, kind in windows

@@ -253,3 +253,16 @@ def test_an_unknown_outcome_is_allowed_only_where_a_primary_or_the_store_failed(
     assert len(problems) == 1 and "1100.000" in problems[0]
     # a forwarded write lost while its primary did not answer /health
     assert unknown_outcome_problems([unknown(1100.0)], [], {"c0": [(1099.5, 1101.0)]}) == []
+
+
+def test_a_packet_still_in_the_network_when_its_switch_dies_is_lost_to_the_fault() -> None:
+    """Found by `make chaos SWITCH=bmv2` (seed 4): a packet sent 0.2 s before its first switch
+    was killed, inside BMv2's 178 ms bound of it, was still queued there; it is the fault's."""
+    c = measured(False, ["ucb", "ucsd"])  # bound 20 ms
+    killed = fault("kill_switch", "ucsd", 1.0, 0.5)
+    judged = traffic.judge(c, flow_run([(0.99, 1.6)]), [killed], None)
+    assert judged.lost_outside == 0 and judged.problems == []
+    assert judged.outages_s["kill_switch"] == [pytest.approx(0.6, abs=0.03)]  # from the fault
+    # one sent earlier than its bound before the fault was not in the network then
+    judged = traffic.judge(c, flow_run([(0.95, 1.6)]), [killed], None)
+    assert judged.lost_outside == 2
