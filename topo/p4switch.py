@@ -13,7 +13,6 @@ P4Runtime, as it would to a hardware target.
 
 from __future__ import annotations
 
-import math
 import os
 import shlex
 import signal
@@ -332,14 +331,8 @@ def waits_summary(samples: dict[tuple[str, frozenset[tuple[str, str]]], float], 
             if metric != f"{name}_max" or value * 1000 <= over_ms:
                 continue
             total = samples.get((f"{name}_count", labels), 0.0)
-            within = max(
-                (
-                    v
-                    for (m, ls), v in samples.items()
-                    if m == f"{name}_bucket" and _bucket_of(ls, labels) <= over_ms / 1000
-                ),
-                default=0.0,
-            )
+            # the histogram is cumulative and has a bucket at over_ms (docs/switch.md "Metrics")
+            within = samples.get((f"{name}_bucket", labels | {("le", f"{over_ms / 1000:g}")}), 0.0)
             parts.append(
                 f"{label.get('iface')} {kind} {value * 1000:.2f} ms ({total - within:.0f} over {over_ms:g})"
             )
@@ -362,11 +355,3 @@ def waits_summary(samples: dict[tuple[str, frozenset[tuple[str, str]]], float], 
     exhausted = int(sum(v for (m, _), v in samples.items() if m == "terrapin_rt_budget_exhausted_total"))
     parts.append(f"real-time budget exhausted {exhausted}x")
     return "; ".join(parts)
-
-
-def _bucket_of(labels: frozenset[tuple[str, str]], port: frozenset[tuple[str, str]]) -> float:
-    """The upper bound of a histogram bucket sample of the same port, else infinity."""
-    label = dict(labels)
-    if frozenset((k, v) for k, v in label.items() if k != "le") != port or label.get("le") in (None, "+Inf"):
-        return math.inf
-    return float(label["le"])

@@ -191,12 +191,10 @@ class WireStamps:
                     return
                 time.sleep(0.001)
                 continue
-            stamp = counter = None
-            for level, kind, payload in ancillary:
-                if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPING and len(payload) >= TIMESPEC.size:
-                    seconds, nanoseconds = TIMESPEC.unpack_from(payload)
-                    stamp = int(seconds) * 1_000_000_000 + int(nanoseconds)
-                elif len(payload) >= EXTENDED_ERR.size:
+            # the software stamp is the first of SO_TIMESTAMPING's three timespecs
+            stamp, counter = kernel_timestamp(ancillary, SO_TIMESTAMPING), None
+            for level, _kind, payload in ancillary:
+                if level != socket.SOL_SOCKET and len(payload) >= EXTENDED_ERR.size:
                     _errno, origin, _type, _code, _pad, _info, data = EXTENDED_ERR.unpack_from(payload)
                     if origin == SO_EE_ORIGIN_TIMESTAMPING:
                         counter = data
@@ -436,9 +434,10 @@ SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux value; CPython m
 TIMESPEC = struct.Struct("@qq")
 
 
-def kernel_timestamp(ancillary: list[tuple[int, int, bytes]]) -> int | None:
+def kernel_timestamp(ancillary: list[tuple[int, int, bytes]], stamp_kind: int = SO_TIMESTAMPNS) -> int | None:
+    """The kernel's stamp (ns) a message's control data carries as `stamp_kind`, if any."""
     for level, kind, payload in ancillary:
-        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(payload) >= TIMESPEC.size:
+        if level == socket.SOL_SOCKET and kind == stamp_kind and len(payload) >= TIMESPEC.size:
             seconds, nanoseconds = TIMESPEC.unpack_from(payload)
             return int(seconds) * 1_000_000_000 + int(nanoseconds)
     return None

@@ -177,6 +177,11 @@ def acknowledged_problems(
 DOWN_SLACK_S = 1.0
 
 
+def during(answer: Answer, spans: Iterable[tuple[float, float]], slack_s: float = 0.0) -> bool:
+    """Whether the request was under way during one of `spans` (Unix s), give or take `slack_s`."""
+    return any(s - slack_s <= answer.ended_at and answer.started_at <= e + slack_s for s, e in spans)
+
+
 def unanswered_problems(answers: list[Answer], down: dict[str, list[tuple[float, float]]]) -> list[str]:
     """A request with no answer is the client's to retry when its replica was down then; any
     other is a problem."""
@@ -185,10 +190,7 @@ def unanswered_problems(answers: list[Answer], down: dict[str, list[tuple[float,
         if a.status != 0:
             continue
         replica = a.path.rsplit("(", 1)[-1].rstrip(")")
-        if not any(
-            s - DOWN_SLACK_S <= a.ended_at and a.started_at <= e + DOWN_SLACK_S
-            for s, e in down.get(replica, [])
-        ):
+        if not during(a, down.get(replica, []), DOWN_SLACK_S):
             problems.append(
                 f"{a.client} {a.method} {a.path} at {a.started_at:.3f}: no answer from a replica"
                 f" that was up ({a.error})"

@@ -21,6 +21,7 @@ from topo.chaos.checker import (
     JournalEntry,
     acknowledged_problems,
     answer_problems,
+    during,
     replay_capacity,
     state_problems,
     unanswered_problems,
@@ -169,12 +170,20 @@ def in_band_timeouts(
     """The protocol has no "not now": an initiator retransmits and gives up (TIMEOUT). That is
     allowed while a fault, or a replica that does not answer, may explain it (give or take
     IN_BAND_RECOVERY_S), and a problem when nothing was wrong."""
-    spans = [(a.began, (a.ended or a.began) + IN_BAND_RECOVERY_S) for a in applied if not a.error]
-    spans += [(s, e + IN_BAND_RECOVERY_S) for found in down.values() for s, e in found]
+    spans = fault_spans(applied) + [(s, e + IN_BAND_RECOVERY_S) for found in down.values() for s, e in found]
     return [
         f"{a.method} {a.path} at {a.started_at:.3f}: no answer in band while nothing was wrong"
         for a in answers
-        if a.status == 0 and not any(s <= a.ended_at and a.started_at <= e for s, e in spans)
+        if a.status == 0 and not during(a, spans)
+    ]
+
+
+def fault_spans(applied: list[Applied], kinds: tuple[str, ...] | None = None) -> list[tuple[float, float]]:
+    """When each applied fault (of `kinds`, or any) was under way, and IN_BAND_RECOVERY_S after."""
+    return [
+        (a.began, (a.ended or a.began) + IN_BAND_RECOVERY_S)
+        for a in applied
+        if not a.error and (kinds is None or a.fault.kind in kinds)
     ]
 
 
@@ -192,15 +201,11 @@ def unknown_outcome_problems(
     killed or cut off), and judged like no answer: the checks of what was acknowledged leave it
     out. Anywhere else it is a problem."""
     spans = [(s, e) for found in down.values() for s, e in found]
-    spans += [
-        (a.began, (a.ended or a.began) + IN_BAND_RECOVERY_S)
-        for a in applied
-        if not a.error and a.fault.kind in ("kill_store", "partition_store", "kill_primary", "pause_primary")
-    ]
+    spans += fault_spans(applied, ("kill_store", "partition_store", "kill_primary", "pause_primary"))
     return [
         f"{a.client} {a.method} {a.path} at {a.started_at:.3f}: 504 outcome unknown while nothing was wrong"
         for a in answers
-        if not any(s - 1.0 <= a.ended_at and a.started_at <= e + 1.0 for s, e in spans)
+        if not during(a, spans, 1.0)
     ]
 
 

@@ -138,10 +138,9 @@ def active_until(fault: Applied) -> float:
 def leaves_no_path(c: Channel, faults: Sequence[Applied]) -> bool:
     """Whether `faults` together break every path the channel has: both of a protected
     channel's, or the one path of another (any it was seen on: a restoration moved it)."""
-    paths = c.paths[:2] if c.spec.protected else c.paths
     if c.spec.protected:
-        return all(any(broken(p, f) for f in faults) for p in paths)
-    return any(any(broken(p, f) for f in faults) for p in paths)
+        return all(any(broken(p, f) for f in faults) for p in c.paths[:2])
+    return any(broken(p, f) for p in c.paths for f in faults)
 
 
 def judge(c: Channel, run: FlowRun, applied: Sequence[Applied], stalls: Stalls | None) -> Judged:
