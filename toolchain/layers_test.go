@@ -40,7 +40,7 @@ var layers = [][]string{
 	{"p4rt/enginetarget"},
 	{"device/switchtarget", "stf", "gnmiports"},
 	{"stf/viap4rt", "difftest"},
-	{"cmd/terrapin-p4c", "cmd/terrapin-stf", "cmd/terrapin-switch", "cmd/terrapin-trafgen", "cmd/terrapin-cut"},
+	{"cmd/terrapin-p4c", "cmd/terrapin-stf", "cmd/terrapin-switch", "cmd/terrapin-trafgen", "cmd/terrapin-cut", "cmd/terrapin-partition"},
 }
 
 // readsOnly narrows some packages further, to what they are documented to
