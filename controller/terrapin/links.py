@@ -123,10 +123,16 @@ class TrunkStatus:
     why: str  # why it is down, or empty
 
 
+# How long a round trip to a switch (reach) may take before it says nothing of the switch.
+REACH_TIMEOUT_S = 2.0
+
+
 class LinkWatch:
     """The trunks' state, from probes and the switches' connections (see the module's doc).
     `send(switch, frame, port)` is a PacketOut to a port; `ready(switch)` whether its stream is
-    up; `on_change(down)` is awaited with every new set of down trunks."""
+    up; `reach(switch)` a round trip on the switch's P4Runtime connection (returns once the
+    switch answered: everything written to it before has reached it); `on_change(down)` is
+    awaited with every new set of down trunks."""
 
     def __init__(
         self,
@@ -137,12 +143,14 @@ class LinkWatch:
         config: LinksConfig,
         clock: Callable[[], float] = time.monotonic,
         carrier: Callable[[str, int], bool | None] = lambda switch, port: None,
+        reach: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
         self._topology = topology
         self._macs = macs
         self._send = send
         self._ready = ready
         self._carrier = carrier
+        self._reach = reach
         self._config = config
         self._clock = clock
         self._states = {
@@ -159,6 +167,14 @@ class LinkWatch:
         self._heard: dict[str, float] = {}
         self._heard_since: dict[str, float] = {}  # heard without a gap of down_after since
         self._quiet_probe: dict[str, float] = {}  # the last round that probed a silent switch
+        # When a probe sent out of each switch last arrived anywhere: a switch none of whose
+        # probes arrive may be cut off from this controller, its PacketOuts held in the
+        # connection; its trunks are judged only from a round trip that shows it reachable.
+        self._delivered: dict[str, float] = {}
+        self._delivered_since: dict[str, float] = {}  # delivering without a gap of down_after
+        self._reached_since: dict[str, float] = {}  # answered a round trip while not delivering
+        self._reaching: dict[str, asyncio.Task[None]] = {}
+        self._reach_tried: dict[str, float] = {}
         self._seq = 0
         self.strays = 0  # probes that came where no trunk of their sender ends
         self.sent = self.received = 0
@@ -189,6 +205,10 @@ class LinkWatch:
         self._heard.clear()
         self._heard_since.clear()
         self._quiet_probe.clear()
+        self._delivered.clear()
+        self._delivered_since.clear()
+        self._reached_since.clear()
+        self._reach_tried.clear()
 
     def connected_once(self) -> bool:
         """Whether every switch has been ready since acting began, or the grace for connecting
@@ -220,13 +240,19 @@ class LinkWatch:
         here = PortId(switch, port)
         trunk = self._topology.trunk_at(here)
         there = PortId(probe.switch, probe.port) if probe is not None else None
-        if probe is None or trunk is None or there not in trunk.ends or there == here:
+        if probe is None or trunk is None or there is None or there not in trunk.ends or there == here:
             self.strays += 1
             return True
         self.received += 1
         now = self._clock()
+        down_after = self._config.down_after_ms / 1000
+        sent = self._delivered.get(there.switch)
+        if sent is None or now - sent > down_after:
+            self._delivered_since[there.switch] = now
+        self._delivered[there.switch] = now
+        self._reached_since.pop(there.switch, None)
         seen = self._states[trunk].directions[here]
-        if seen.last_seen is None or now - seen.last_seen > self._config.down_after_ms / 1000:
+        if seen.last_seen is None or now - seen.last_seen > down_after:
             seen.steady_since = now
         seen.last_seen = now
         return True
@@ -268,8 +294,46 @@ class LinkWatch:
                 self.skipped += len(out)
                 continue
             self._sending[switch] = asyncio.create_task(self._send_all(switch, out))
+        self._reach_silent(now)
         # Let the sends begin before the round judges (a send that completes at once has).
         await asyncio.sleep(0)
+
+    def _delivering(self, switch: str, now: float) -> bool:
+        sent = self._delivered.get(switch)
+        return sent is not None and now - sent <= self._config.down_after_ms / 1000
+
+    def _reach_silent(self, now: float) -> None:
+        """A round trip to each ready switch none of whose probes arrive anywhere (one at a
+        time, at most one begun per down_after): whether it is cut off from this controller or
+        from its neighbours (every trunk of it cut) only the switch's answer tells."""
+        if self._reach is None:
+            return
+        down_after = self._config.down_after_ms / 1000
+        for switch in sorted({end.switch for t in self._topology.trunks for end in t.ends}):
+            if not self._ready(switch) or self._delivering(switch, now):
+                continue
+            pending = self._reaching.get(switch)
+            if pending is not None and not pending.done():
+                continue
+            if now - self._reach_tried.get(switch, float("-inf")) < down_after:
+                continue
+            self._reach_tried[switch] = now
+            self._reaching[switch] = asyncio.create_task(self._confirm(switch))
+
+    async def _confirm(self, switch: str) -> None:
+        assert self._reach is not None
+        try:
+            await asyncio.wait_for(self._reach(switch), REACH_TIMEOUT_S)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # unreachable (or going away): its silence stays unexplained
+            self._reached_since.pop(switch, None)
+            return
+        now = self._clock()
+        if not self._delivering(switch, now):
+            # Its probes written before this answer have reached it: from now on, their
+            # silence is its trunks'.
+            self._reached_since.setdefault(switch, now)
 
     def _may_probe(self, switch: str, now: float) -> bool:
         """Whether this round probes out of `switch`'s ports: always while some probe reaches
@@ -296,9 +360,10 @@ class LinkWatch:
                 return
 
     def cancel_sends(self) -> None:
-        for task in self._sending.values():
+        for task in (*self._sending.values(), *self._reaching.values()):
             task.cancel()
         self._sending.clear()
+        self._reaching.clear()
 
     def evaluate(self) -> frozenset[Trunk] | None:
         """The trunks down now, if that changed since the last evaluation (else None)."""
@@ -336,9 +401,26 @@ class LinkWatch:
                         # not to blame for it. A cut is seen from its other end, which hears
                         # its other trunks (a switch left with no trunk at all: from both).
                         continue
+                    sender = trunk.b if end == trunk.a else trunk.a
+                    if self._delivering(sender.switch, now):
+                        # judged from when its probes began to arrive again (a partition that
+                        # heals frees each connection's held writes at its own retransmission)
+                        sent_since = self._delivered_since[sender.switch]
+                    elif self._reach is None:
+                        sent_since = 0.0
+                    elif sender.switch in self._reached_since:
+                        sent_since = self._reached_since[sender.switch]
+                    else:
+                        # None of the sender's probes arrive anywhere and it has not been shown
+                        # reachable: its PacketOuts may be waiting in its connection (a
+                        # partition between this controller and it, or one healing).
+                        continue
                     # and one heard again is judged from then: its probes come in one by one
                     since = max(
-                        seen.last_seen or 0.0, state.ready_since or 0.0, self._heard_since[end.switch]
+                        seen.last_seen or 0.0,
+                        state.ready_since or 0.0,
+                        self._heard_since[end.switch],
+                        sent_since,
                     )
                     if now - since > down_after:
                         why = f"no probe has reached {end} for {round((now - since) * 1000)} ms"
@@ -400,7 +482,11 @@ class LinkWatch:
                         await self.probe_all()
                         down = self.evaluate()
                         settled = started - since >= settle and self.connected_once()
-                        if down is None and not announced and settled:
+                        if not acting():
+                            # It stepped down during the round: its switches went from ready to
+                            # backup, which says nothing of the trunks, and it acts no more.
+                            was_acting, down = False, None
+                        elif down is None and not announced and settled:
                             # Once settled after starting, or taking over, whatever it found: the
                             # down channels of the store are tried again, and a restoration the
                             # last primary left half done is finished.

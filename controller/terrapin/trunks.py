@@ -27,6 +27,8 @@ class TrunkFabric(Switches, Protocol):
 
     def port_carrier(self, name: str, port: int) -> bool | None: ...
 
+    async def round_trip(self, name: str) -> None: ...
+
 
 class TrunkKeeper:
     """Probes and restores while `acting()` (the primary, or the only controller). Without
@@ -56,6 +58,7 @@ class TrunkKeeper:
                 fabric.is_ready,
                 config.links,
                 carrier=fabric.port_carrier,
+                reach=fabric.round_trip,
             )
             if config.links.enabled and topology.trunks
             else None

@@ -86,6 +86,10 @@ class FakeFabric:
     def port_carrier(self, name: str, port: int) -> bool | None:
         return None if name in self.down else self.carrier.get((name, port))
 
+    async def round_trip(self, name: str) -> None:
+        if name in self.down:
+            raise InjectedFault(f"{name} is down")
+
     # A reconciliation makes a switch's channel entries the desired ones (`desired`, when a test
     # gives it: the reservation service's desired_entries) and is recorded, in order.
     desired: Callable[[str], Sequence[ChannelEntry]] | None = None

@@ -8,6 +8,8 @@ connecting then takes its trunks down only after the grace for connecting."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import time
 
 from fakes import ring_config
 
@@ -27,6 +29,9 @@ class Ring:
         self.cut: set[Trunk] = set()
         self.away: set[str] = set()
         self.dark: set[PortId] = set()  # ports their switch reports without carrier (gNMI)
+        # switches cut off from the controller: their PacketOuts wait in the connection and a
+        # round trip to them gets no answer
+        self.held: set[str] = set()
         self.watch = LinkWatch(
             self.topology,
             port_macs(config),
@@ -35,6 +40,7 @@ class Ring:
             CONFIG,
             lambda: self.now,
             carrier=self.carrier,
+            reach=self.reach,
         )
 
     def carrier(self, switch: str, port: int) -> bool | None:
@@ -42,7 +48,13 @@ class Ring:
             return None
         return PortId(switch, port) not in self.dark
 
+    async def reach(self, switch: str) -> None:
+        if switch in self.held or switch in self.away:
+            raise ConnectionError(f"{switch} does not answer")
+
     async def send(self, switch: str, frame: bytes, port: int) -> None:
+        if switch in self.held:
+            return
         here = PortId(switch, port)
         trunk = self.topology.trunk_at(here)
         assert trunk is not None, "probes leave by trunk ports only"
@@ -237,9 +249,11 @@ def test_a_controller_cut_off_from_every_switch_blames_no_trunk() -> None:
 
     ring.send = nothing_arrives  # type: ignore[method-assign]
     ring.watch._send = nothing_arrives
+    ring.held = {"s1", "s2", "s3", "s4", "s5"}  # nor does any round trip
     assert ring.run_for(200) == [] and ring.watch.down == frozenset()
     cut = ring.trunk("s2", "s3")
     ring.cut.add(cut)
+    ring.held.clear()
     ring.watch._send = partitioned
     assert ring.run_for(30) == []
     # heard again at the next round that probes the silent switches (one in every down_after),
@@ -248,12 +262,36 @@ def test_a_controller_cut_off_from_every_switch_blames_no_trunk() -> None:
 
 
 def test_a_switch_left_with_no_trunk_is_seen_from_its_neighbours() -> None:
-    """Every trunk of s2 cut: no probe reaches s2, so its own directions say nothing, but s1 and
-    s3 still hear their other trunks and miss s2's probes."""
+    """Every trunk of s2 cut: no probe reaches s2, so its own directions say nothing, and none of
+    its probes arrive anywhere, which a partition between the controller and s2 would do too.
+    s2 answers a round trip, so its PacketOuts do reach it: from then s1 and s3, which still
+    hear their other trunks, miss its probes (down_after to notice the silence, down_after
+    more after the answer)."""
     ring = Ring()
     ring.run_for(100)
     ring.cut |= {ring.trunk("s1", "s2"), ring.trunk("s2", "s3")}
+    assert ring.run_for(50) == []
     assert ring.run_for(50) == [frozenset({ring.trunk("s1", "s2"), ring.trunk("s2", "s3")})]
+
+
+def test_a_switch_whose_packet_outs_are_held_takes_no_trunk_down() -> None:
+    """Found by `make chaos` (seed 7, --duration 1800: partition_switches of the primary c1,
+    healed at 187.4 s; and six more heals in that run): when a partition between the primary
+    and the switches heals, each TCP connection resumes at its own retransmission. The other
+    switches' PacketIns came back first, while the probes written to ucb still waited in its
+    connection: the watch missed ucb's probes at ucsb and ucsd for 104 ms, took both trunks
+    down and moved or downed every channel on them, and the measured channels lost 1-2.5 s of
+    packets. A switch none of whose probes arrive anywhere is judged only once it answers."""
+    ring = Ring()
+    ring.run_for(100)
+    ring.held.add("s1")  # everything else heard as before
+    assert ring.run_for(500) == [] and ring.watch.down == frozenset()
+    ring.held.clear()
+    assert ring.run_for(200) == [] and ring.watch.down == frozenset()
+    # and a trunk of s1 cut once it answers again is found as any other
+    cut = ring.trunk("s1", "s2")
+    ring.cut.add(cut)
+    assert ring.run_for(50) == [frozenset({cut})]
 
 
 def test_a_silent_switch_is_probed_once_per_down_after() -> None:
@@ -277,3 +315,40 @@ def test_a_silent_switch_is_probed_once_per_down_after() -> None:
     before = ring.watch.sent
     ring.run_for(50)
     assert ring.watch.sent - before == 5 * 2 * len(ring.topology.trunks)  # every round again
+
+
+def test_a_primary_that_steps_down_during_a_round_announces_nothing() -> None:
+    """Found by `make chaos` (seed 7, --duration 1800, at 14:46:13 of its log): c0 lost the lease
+    while a round was under way; its switches turned backup (not ready) before the round judged,
+    so it took every trunk down ("switch ucb, ucsb not connected") and began a restoration
+    around all four, which the store refused. A round whose controller no longer acts at its
+    end announces nothing."""
+    ring = Ring()
+    ring.watch._clock = time.monotonic
+    state = {"acting": True, "stepping": False}
+
+    def ready(name: str) -> bool:
+        if state["stepping"]:
+            state["acting"] = False  # the lease went while the round ran
+            return False
+        return True
+
+    ring.watch._ready = ready
+    changes: list[frozenset[Trunk]] = []
+
+    async def on_change(down: frozenset[Trunk]) -> None:
+        changes.append(down)
+
+    async def scenario() -> None:
+        task = asyncio.create_task(ring.watch.run(on_change, acting=lambda: state["acting"]))
+        while not changes:  # settled after taking over: it announces what it found
+            await asyncio.sleep(0.01)
+        assert changes == [frozenset()]
+        state["stepping"] = True
+        await asyncio.sleep(0.2)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    asyncio.run(scenario())
+    assert changes == [frozenset()] and not state["acting"]

@@ -38,6 +38,10 @@ class SwitchUnavailable(Exception):
     """The switch is not connected (or not yet reconciled); nothing was written."""
 
 
+# Codes of a request that got no answer from the switch itself.
+_NO_ANSWER = frozenset(
+    {fy.GRPCStatusCode.UNAVAILABLE, fy.GRPCStatusCode.DEADLINE_EXCEEDED, fy.GRPCStatusCode.CANCELLED}
+)
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
 
@@ -223,6 +227,19 @@ class SwitchConnections:
                     return None
                 return p.up
         return None
+
+    async def round_trip(self, name: str) -> None:
+        """Returns once the switch answered a request on its P4Runtime connection (the link
+        watch's proof that what was written to it before has reached it): a CapabilitiesRequest,
+        the cheapest there is. An error the switch itself answered is an answer too."""
+        client = self.switch(name)._p4client
+        if client is None:
+            raise SwitchUnavailable(f"switch {name} is not connected")
+        try:
+            await client.request(p4r.CapabilitiesRequest())
+        except fy.P4ClientError as exc:
+            if exc.code in _NO_ANSWER:
+                raise
 
     def switch(self, name: str) -> fy.Switch:
         sw = self.switches.get(name)

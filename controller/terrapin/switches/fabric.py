@@ -93,6 +93,10 @@ class SwitchFabric:
     async def wait_ready(self, timeout: float) -> bool:
         return await self._connections.wait_ready(timeout)
 
+    async def round_trip(self, name: str) -> None:
+        """Returns once the switch answered a request (what was written to it before reached it)."""
+        await self._connections.round_trip(name)
+
     async def claim(self, term: int) -> dict[str, bool]:
         return await self._connections.claim(term)
 
