@@ -9,6 +9,7 @@ primary (a lease changing hands) cannot bounce a request between them.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import ssl
@@ -34,6 +35,7 @@ _NOT_FORWARDED = frozenset(
 )
 _NOT_RETURNED = _NOT_FORWARDED | {"date", "server", "content-encoding"}
 FORWARD_TIMEOUT_S = 30.0  # a set-up waits for every switch of its path
+LEASE_LOOK_S = 0.1  # how often a forwarded request looks whether its primary still holds the lease
 
 
 def forward_writes(
@@ -121,9 +123,28 @@ class ForwardWrites:
         url = target.rstrip("/") + request.url.path
         if request.url.query:
             url += "?" + request.url.query
+        body = await request.body()
         try:
-            answer = await self._client.request(
-                request.method, url, content=await request.body(), headers=headers
+            answer = await self._while_primary(
+                target, self._client.request(request.method, url, content=body, headers=headers)
+            )
+        except LeaseLapsed:
+            # The primary went on holding the request past its lease (paused, or cut off from
+            # the store): a client must not wait for an answer its next primary cannot give.
+            LOG.warning(
+                "forwarding %s %s: the primary at %s lost its lease before it answered",
+                request.method,
+                request.url.path,
+                target,
+            )
+            return JSONResponse(
+                status_code=504,
+                content={
+                    "error": "outcome unknown",
+                    "message": f"the primary at {target} lost its lease before it answered; the request "
+                    "may or may not have taken effect: GET /reservations tells which",
+                },
+                headers={SERVED_BY: replica, "Retry-After": str(STORE_RETRY_AFTER_SECONDS)},
             )
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             # Nothing reached the primary: nothing happened. A refused TLS handshake lands here
@@ -167,6 +188,23 @@ class ForwardWrites:
         with contextlib.suppress(Exception):  # a store that is away: the next look catches up
             self._caught_up()
         return Response(content=answer.content, status_code=answer.status_code, headers=kept)
+
+    async def _while_primary(self, target: str, call: Awaitable[httpx.Response]) -> httpx.Response:
+        """The forwarded call's answer, unless the lease stops naming `target` first (LeaseLapsed)."""
+        forwarded = asyncio.ensure_future(call)
+        try:
+            while True:
+                done, _ = await asyncio.wait({forwarded}, timeout=LEASE_LOOK_S)
+                if done:
+                    return forwarded.result()
+                if self._primary_url() != target:
+                    raise LeaseLapsed(target)
+        finally:
+            forwarded.cancel()
+
+
+class LeaseLapsed(Exception):
+    """The replica a request was forwarded to no longer holds the lease."""
 
 
 def _unavailable(message: str, replica: str) -> JSONResponse:

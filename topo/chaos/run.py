@@ -200,12 +200,12 @@ def final_state(run: RunningNetwork) -> tuple[list[dict[str, Any]], dict[str, se
     return stored, switches
 
 
-def monitor_episodes(run: RunningNetwork) -> list[dict[str, Any]]:
-    """Every episode either replica's guarantee monitor recorded (each keeps its own, raised
-    while it was primary)."""
+def monitor_episodes(run: RunningNetwork, reservation_ids: Sequence[int]) -> list[dict[str, Any]]:
+    """Every episode of these channels either replica's guarantee monitor recorded (each keeps
+    its own, raised while it was primary)."""
     found = []
-    for c in run.controllers:
-        status, body, _ = ask(c.rest_url, run.token, "GET", "/events?limit=10000")
+    for c, rid in itertools.product(run.controllers, reservation_ids):
+        status, body, _ = ask(c.rest_url, run.token, "GET", f"/events?channel={rid}&limit=10000")
         if status == 200 and isinstance(body, list):
             found += body
     return found
@@ -248,6 +248,9 @@ def in_band_client(run: RunningNetwork, workload: Workload, seed: int) -> Iterat
         stop_all([server])
 
 
+MONITOR_HISTORY = 10_000_000
+
+
 @contextlib.contextmanager
 def network(
     plan: NetworkPlan, switch_kind: str, work: Path, cgroups: Path | None
@@ -267,6 +270,10 @@ def network(
         store="postgres",
         replicas=2,
         cgroups=None if cgroups is None else cgroups / CGROUP,
+        # The checker reads every episode of the measured channels at the end: a replica's
+        # history keeps the newest `history` (1000 by default), which 30 minutes of restorations
+        # outgrow (each moves or downs dozens of channels), and the early ones were gone.
+        controller_extra={"monitor": {"history": MONITOR_HISTORY}},
     ) as run:
         yield run
 
@@ -367,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
             carried.wait(TRAFFIC_AFTER_S + 60)
         time.sleep(3.0)  # the new primary's reconciliation of the switches
         stored, switches = final_state(run)
-        episodes = monitor_episodes(run)
+        episodes = monitor_episodes(run, [int(c.reservation["id"]) for c in channels])
         watchers.stop()
     stalls = found[0] if found else None
     judged = [
