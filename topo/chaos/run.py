@@ -85,12 +85,11 @@ class Seen:
 
 
 class Watchers:
-    """Each replica's /health every WATCH_EVERY_S, the measured channels' paths (a restoration
-    moves them) and the store's journal as it grows."""
+    """Each replica's /health every WATCH_EVERY_S and the store's journal as it grows (which
+    also says where the measured channels went when a restoration moved them)."""
 
-    def __init__(self, run: RunningNetwork, channels: Sequence[traffic.Channel] = ()) -> None:
+    def __init__(self, run: RunningNetwork) -> None:
         self.run = run
-        self.channels = list(channels)
         self.health: list[Seen] = []
         self.journal: dict[int, JournalEntry] = {}
         self.journal_errors = 0
@@ -111,25 +110,12 @@ class Watchers:
         self.read_journal_once()
 
     def _watch_health(self) -> None:
-        for look in itertools.count():
-            if self._stop.is_set():
-                return
+        while not self._stop.is_set():
             for c in self.run.controllers:
                 status, body, _ = ask(c.rest_url, self.run.token, "GET", "/health", timeout=1.0)
                 role = (body.get("replication") or {}).get("role") if isinstance(body, dict) else None
                 self.health.append(Seen(time.time(), c.replica or "", status, role))
-            if look % 4 == 0:
-                self._read_paths()
             self._stop.wait(WATCH_EVERY_S)
-
-    def _read_paths(self) -> None:
-        for channel in self.channels:
-            for c in self.run.controllers:
-                rid = channel.reservation["id"]
-                status, body, _ = ask(c.rest_url, self.run.token, "GET", f"/reservations/{rid}", timeout=1.0)
-                if status == 200 and isinstance(body, dict):
-                    channel.see(body)
-                    break
 
     def _read_journal(self) -> None:
         while not self._stop.wait(1.0):
@@ -350,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
         hosts = {h.name: (h.address, h.switch) for h in plan.hosts.values()}
         replicas = [Replica(c.replica or "", c.rest_url) for c in run.controllers]
         channels = traffic.admit(run, list(plan.hosts)) if args.traffic else []
-        watchers = Watchers(run, channels)
+        watchers = Watchers(run)
         workload = Workload(replicas, run.token, hosts, args.seed, clients=args.clients)
         in_band = stack.enter_context(in_band_client(run, workload, args.seed))
         actuators = Actuators(run)
@@ -377,6 +363,8 @@ def main(argv: list[str] | None = None) -> int:
         episodes = monitor_episodes(run, [int(c.reservation["id"]) for c in channels])
         watchers.stop()
     stalls = found[0] if found else None
+    for c in channels:
+        c.follow(sorted(watchers.journal.values(), key=lambda e: e.seq))
     judged = [
         traffic.judge(c, r, applied, stalls)
         for c, r in zip(channels, traffic.read(channels, logs).values(), strict=True)

@@ -9,21 +9,25 @@ plane (a controller killed or paused, the database killed) breaks no path: traff
 bound through all of them.
 
 A fault window of a channel starts when a fault leaves it no whole path (less the channel's
-bound: a packet sent that much earlier may still be inside the network) and ends with the first
-packet sent after that which arrived (the outage, reported per fault kind); packets sent inside
-are neither lost nor late by this check. Outside the windows every packet must arrive, and within
+bound: a packet sent that much earlier may still be inside the network) and ends when its
+packets get through again (the first of RESUMED_AFTER in a row that arrived: the outage,
+reported per fault kind); packets sent inside are neither lost nor late by this check. Which
+paths a channel had when is the store's journal's (every move a restoration wrote). Outside the windows every packet must arrive, and within
 its bound save what the machine's own stalls account for (topo/stalls.py).
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+import json
+import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from topo.chaos.actuators import Applied
+from topo.chaos.checker import JournalEntry
 from topo.experiment import FlowRun, PacketTiming, Traffic, channel, evenly, flow, read_flow_logs, reserve
 from topo.network import RunningNetwork
 from topo.stalls import Stalls
@@ -49,24 +53,53 @@ CHANNELS = (
 )
 
 
+# Which allocation a channel's packets follow at a moment is known from the store's journal
+# only within this much: the store is written before the switches (a restoration's store
+# transaction, then its writes), and the old path carries packets until they are rewritten.
+PATH_SLACK_S = 2.0
+
+
 @dataclass
 class Channel:
     spec: Measured
     port: int
     reservation: dict[str, Any]
-    paths: list[list[str]] = field(default_factory=list)  # every path it was seen on (switch names)
+    # every allocation it had, from when (Unix s): its path, and a protected channel's second
+    allocations: list[tuple[float, list[list[str]]]] = field(default_factory=list)
 
     @property
     def bound_ms(self) -> float:
         return float(self.reservation["allocation"]["worst_case_delay_us"]) / 1000
 
-    def see(self, reservation: dict[str, Any]) -> None:
-        """Remembers the paths a later reading of the reservation names (a restoration moves it)."""
-        allocation = reservation["allocation"]
+    def see(self, body: dict[str, Any], at: float) -> None:
+        """An allocation written at `at` (a restoration moves the channel)."""
+        allocation = body["allocation"]
+        paths = []
         for hops in (allocation["hops"], allocation.get("second_path") or []):
-            path = [h["switch"] for h in hops]
-            if path and path not in self.paths:
-                self.paths.append(path)
+            path = [h["switch"] if "switch" in h else h["port"][0] for h in hops]
+            if path:
+                paths.append(path)
+        if not self.allocations or self.allocations[-1][1] != paths:
+            self.allocations.append((at, paths))
+
+    def follow(self, journal: Iterable[JournalEntry]) -> None:
+        """Every allocation the store's journal wrote for this channel, in commit order."""
+        rid = int(self.reservation["id"])
+        for entry in journal:
+            if entry.kind not in ("reserve", "move") or not entry.body:
+                continue
+            body = json.loads(entry.body)
+            if body.get("reservation_id") == rid and body.get("allocation"):
+                self.see(body, entry.written_at)
+
+    def paths_during(self, start: float, end: float) -> list[list[list[str]]]:
+        """The allocations (each its paths) in force at some moment of [start, end]."""
+        found = []
+        for i, (since, paths) in enumerate(self.allocations):
+            until = self.allocations[i + 1][0] if i + 1 < len(self.allocations) else float("inf")
+            if since <= end and until >= start:
+                found.append(paths)
+        return found
 
 
 def admit(run: RunningNetwork, plan_hosts: Sequence[str]) -> list[Channel]:
@@ -81,7 +114,7 @@ def admit(run: RunningNetwork, plan_hosts: Sequence[str]) -> list[Channel]:
             body["protection"] = "1+1"
         granted = reserve(run, body)
         c = Channel(spec, port, granted)
-        c.see(granted)
+        c.see(granted, time.time())
         made.append(c)
     return made
 
@@ -135,12 +168,32 @@ def active_until(fault: Applied) -> float:
     return fault.began + (KILLED_SWITCH_BACK_S if fault.fault.kind == "kill_switch" else 0.0)
 
 
-def leaves_no_path(c: Channel, faults: Sequence[Applied]) -> bool:
-    """Whether `faults` together break every path the channel has: both of a protected
-    channel's, or the one path of another (any it was seen on: a restoration moved it)."""
-    if c.spec.protected:
-        return all(any(broken(p, f) for f in faults) for p in c.paths[:2])
-    return any(broken(p, f) for p in c.paths for f in faults)
+def leaves_no_path(c: Channel, faults: Sequence[Applied], at: float) -> bool:
+    """Whether `faults` together break every path of an allocation the channel may have had at
+    `at`: both of a protected channel's, or the one of another."""
+    for paths in c.paths_during(at - PATH_SLACK_S, at):
+        if c.spec.protected and len(paths) > 1:
+            if all(any(broken(p, f) for f in faults) for p in paths):
+                return True
+        elif any(broken(p, f) for p in paths for f in faults):
+            return True
+    return False
+
+
+# A window ends with the first packet sent after the fault that arrived and the next ones too:
+# a packet or two sent in the moment the fault took to bite (an interface going down, a
+# process dying) get through and say nothing of the service being back.
+RESUMED_AFTER = 4
+
+
+def resumed(packets: Sequence[PacketTiming], began_ns: int) -> int:
+    """When (ns) the channel's packets got through again after `began_ns`: the send time of the
+    first of RESUMED_AFTER consecutive packets that all arrived (or of the last ones sent)."""
+    after = [p for p in packets if (p.sent_ns or p.start_ns) >= began_ns]
+    for i, p in enumerate(after):
+        if all(q.arrival_ns is not None for q in after[i : i + RESUMED_AFTER]):
+            return p.sent_ns or p.start_ns
+    return 1 << 62
 
 
 def judge(c: Channel, run: FlowRun, applied: Sequence[Applied], stalls: Stalls | None) -> Judged:
@@ -154,16 +207,13 @@ def judge(c: Channel, run: FlowRun, applied: Sequence[Applied], stalls: Stalls |
             for f in applied
             if not f.error and f.began <= fault.began < max(active_until(f), f.began + 1e-9)
         ]
-        if not leaves_no_path(c, together):
+        if not leaves_no_path(c, together, fault.began):
             continue
         # a packet sent up to its bound before the fault may still be in the network then (in
         # the switch that dies, on the trunk that goes): it is lost to the fault
         began = int(fault.began * 1e9)
         start = began - int(c.bound_ms * 1e6)
-        after = next(
-            (p for p in run.packets if (p.sent_ns or p.start_ns) >= began and p.arrival_ns is not None), None
-        )
-        end = (after.sent_ns or after.start_ns) if after is not None else 1 << 62
+        end = resumed(run.packets, began)
         windows.append((start, end, fault.fault.kind))
 
     def inside(p: PacketTiming) -> bool:

@@ -19,7 +19,7 @@ from terrapin.admission.model import ChannelKey
 from terrapin.paths import ChannelSelector
 from topo.chaos import traffic
 from topo.chaos.actuators import Applied
-from topo.chaos.checker import Answer, state_problems, unanswered_problems, unavailability
+from topo.chaos.checker import Answer, JournalEntry, state_problems, unanswered_problems, unavailability
 from topo.chaos.nemesis import Fault
 from topo.chaos.report import in_band_problems, in_band_timeouts, unknown_outcome_problems
 from topo.chaos.run import Seen, Watchers
@@ -211,7 +211,8 @@ def flow_run(lost_between: list[tuple[float, float]], seconds: float = 4.0) -> F
 
 def measured(protected: bool, *paths: list[str]) -> Channel:
     spec = Measured("m", "faith", "paola", protected)
-    return Channel(spec, 5300, {"allocation": {"worst_case_delay_us": 20_000}}, [list(p) for p in paths])
+    allocations = [(0.0, [list(p) for p in paths])] if protected else [(0.0, [list(p)]) for p in paths]
+    return Channel(spec, 5300, {"id": 1, "allocation": {"worst_case_delay_us": 20_000}}, allocations)
 
 
 def fault(kind: str, target: str, at: float, lasts: float) -> Applied:
@@ -266,3 +267,37 @@ def test_a_packet_still_in_the_network_when_its_switch_dies_is_lost_to_the_fault
     # one sent earlier than its bound before the fault was not in the network then
     judged = traffic.judge(c, flow_run([(0.95, 1.6)]), [killed], None)
     assert judged.lost_outside == 2
+
+
+def moved(at: float, rid: int, *path: str) -> JournalEntry:
+    body = {"reservation_id": rid, "allocation": {"hops": [{"port": [s, 1]} for s in path]}}
+    return JournalEntry(int(at * 1000), "move", ChannelKey("10.1.1.1", 1), json.dumps(body), 1000.0 + at)
+
+
+def test_a_channels_paths_are_the_journals_each_in_force_from_its_write() -> None:
+    """Found by `make chaos` (seed 7, --duration 1800, at 559 s): the paths were read from the
+    replicas' REST now and then, and a move to ucb > ucsb > ucla > ucsd read from a backup's
+    stale copy was never seen, so the cut of ucb-ucsb under it opened no window and its outage
+    counted as 45 packets lost. The store's journal has every move; a fault counts against the
+    allocations in force around it (PATH_SLACK_S: the switches follow the store)."""
+    c = measured(False, ["ucb", "ucsd"])
+    c.follow([moved(0.5, 1, "ucb", "ucsb", "ucla", "ucsd"), moved(20.0, 1, "ucb", "ucsd"), moved(1.0, 2, "x")])
+    assert [paths for _, paths in c.allocations] == [
+        [["ucb", "ucsd"]],
+        [["ucb", "ucsb", "ucla", "ucsd"]],
+        [["ucb", "ucsd"]],
+    ]
+    cut = fault("cut_trunk", "ucb-ucsb", 1.0, 1.0)
+    judged = traffic.judge(c, flow_run([(1.0, 1.5)]), [cut], None)
+    assert judged.lost_outside == 0 and judged.outages_s["cut_trunk"] == [pytest.approx(0.5, abs=0.03)]
+    # long after it left that path, the same cut is not its fault
+    late = Applied(Fault("cut_trunk", "ucb-ucsb", 30.0, 1.0), "ucb-ucsb", began=1030.0, ended=1031.0)
+    assert not traffic.leaves_no_path(c, [late], late.began)
+
+
+def test_a_packet_through_in_the_moment_a_fault_takes_to_bite_does_not_end_its_window() -> None:
+    c = measured(False, ["ucb", "ucsd"])
+    killed = fault("kill_switch", "ucsd", 1.0, 0.5)
+    run = flow_run([(1.03, 1.6)])  # the packet sent at 1.0 s got through; then 0.6 s of losses
+    judged = traffic.judge(c, run, [killed], None)
+    assert judged.lost_outside == 0 and judged.outages_s["kill_switch"] == [pytest.approx(0.6, abs=0.03)]
