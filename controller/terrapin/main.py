@@ -299,6 +299,7 @@ class Controller:
     async def _promote(self, term: int) -> None:
         """This replica took the lease: finish the old primary's business, then every switch."""
         self.service.rollback_unfinished()
+        self.trunks.take_over()
         fabric = cast(ReplicaFabric, self.fabric)
         became = await fabric.claim(term)
         late = sorted(name for name, ok in became.items() if not ok)
