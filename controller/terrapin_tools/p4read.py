@@ -126,3 +126,46 @@ def write_as_primary(address: str, device_id: int, updates: list[p4runtime_pb2.U
     finally:
         done.set()
         channel.close()
+
+
+def refuses_writes_of(address: str, device_id: int, election_id: int, timeout: float = 10) -> str:
+    """Whether the switch refuses a write made under `election_id` (a deposed primary's: an
+    older lease term's) while another client is primary: "refused" (PERMISSION_DENIED, spec
+    §5.3), else what it answered instead. The write deletes a `channels` entry no controller
+    writes (flow key 0 of 0.0.0.0 → 0.0.0.0), so a switch that wrongly accepted it answers
+    NOT_FOUND and holds exactly what it held."""
+    done = threading.Event()
+    election = p4runtime_pb2.Uint128(high=election_id >> 64, low=election_id & (1 << 64) - 1)
+
+    def requests() -> Iterator[p4runtime_pb2.StreamMessageRequest]:
+        yield p4runtime_pb2.StreamMessageRequest(
+            arbitration=p4runtime_pb2.MasterArbitrationUpdate(device_id=device_id, election_id=election)
+        )
+        done.wait(timeout)  # the stream stays open until the write is answered
+
+    nobody = table("TerrapinIngress.channels")
+    entry = p4runtime_pb2.TableEntry(table_id=nobody.preamble.id)
+    for f in nobody.match_fields:
+        entry.match.add(field_id=f.id, exact=p4runtime_pb2.FieldMatch.Exact(value=b"\x00"))
+    delete = p4runtime_pb2.Update(
+        type=p4runtime_pb2.Update.DELETE, entity=p4runtime_pb2.Entity(table_entry=entry)
+    )
+    channel = grpc.insecure_channel(address)
+    try:
+        stub = p4runtime_pb2_grpc.P4RuntimeStub(channel)
+        stream = stub.StreamChannel(requests(), timeout=timeout)
+        reply = next(stream).arbitration
+        if reply.status.code == 0:
+            return f"made primary by its arbitration (the primary's id is {reply.election_id})"
+        try:
+            stub.Write(
+                p4runtime_pb2.WriteRequest(device_id=device_id, election_id=election, updates=[delete]),
+                timeout=timeout,
+            )
+        except grpc.RpcError as exc:
+            code = exc.code()
+            return "refused" if code == grpc.StatusCode.PERMISSION_DENIED else f"answered {code.name}"
+        return "accepted"
+    finally:
+        done.set()
+        channel.close()

@@ -44,6 +44,7 @@ class Outcome:
     switches: dict[str, set[ChannelSelector]]  # each switch's channels at the end
     traffic: list[Judged]
     settled_s: float
+    deposed: list[str]  # writes under an earlier term that a switch or the store did not refuse
 
 
 def write(
@@ -86,6 +87,7 @@ def write(
         + in_band_problems(history, stored),
         "capacity": replay_capacity([journal[s] for s in sorted(journal)], ports),
         "switches_equal_store": state_problems(stored, switches),
+        "deposed_writes_refused": outcome.deposed,
         "traffic": [p for j in outcome.traffic for p in j.problems],
     }
     problems = [p for found in checks.values() for p in found]

@@ -48,8 +48,10 @@ from pathlib import Path
 from typing import Any
 
 from terrapin.admission.model import ChannelKey
+from terrapin.arbitration import primary_election_id
 from terrapin.config import load_config
 from terrapin.paths import ChannelSelector
+from terrapin.store import Fence, NotPrimary, ReservationStore
 from terrapin_tools import p4read
 from terrapin_tools.processes import stop_all
 from topo import sequoia, sequoia_ring
@@ -184,6 +186,40 @@ def final_state(run: RunningNetwork) -> tuple[list[dict[str, Any]], dict[str, se
         node = run.net.get(name)
         switches[name] = set(p4read.channel_selectors(f"127.0.0.1:{node.grpc_port}", node.device_id))
     return stored, switches
+
+
+def deposed_writes(run: RunningNetwork) -> list[str]:
+    """A deposed primary's writes, tried directly after the last heal: every switch must refuse
+    a write made under the election id of an earlier lease term (P4Runtime arbitration), and the
+    store a transaction fenced with an earlier term or another holder. The problems, if any."""
+    status, health, _ = ask(wait_primary(run).rest_url, run.token, "GET", "/health")
+    term = (health.get("replication") or {}).get("term") if isinstance(health, dict) else None
+    if not isinstance(term, int):
+        return [f"the primary's /health names no lease term ({status})"]
+    problems = []
+    for old in sorted({1, term - 1} - {term, 0}):
+        for name in run.plan.switches:
+            node = run.net.get(name)
+            verdict = p4read.refuses_writes_of(
+                f"127.0.0.1:{node.grpc_port}", node.device_id, primary_election_id(old)
+            )
+            if verdict != "refused":
+                problems.append(f"switch {name}: a write under term {old}'s election id was {verdict}")
+    store = ReservationStore(run.store, application_name="terrapin-chaos checker")
+    try:
+        lease = store.lease()
+        if lease is None:
+            return [*problems, "the store holds no lease after the last heal"]
+        for fence in (Fence(lease.holder, lease.term - 1), Fence("deposed#0", lease.term)):
+            try:
+                with store.transaction(fence):
+                    pass
+            except NotPrimary:
+                continue
+            problems.append(f"the store accepted a transaction fenced {fence} in term {lease.term}")
+    finally:
+        store.close()
+    return problems
 
 
 def monitor_episodes(run: RunningNetwork, reservation_ids: Sequence[int]) -> list[dict[str, Any]]:
@@ -360,6 +396,7 @@ def main(argv: list[str] | None = None) -> int:
             carried.wait(TRAFFIC_AFTER_S + 60)
         time.sleep(3.0)  # the new primary's reconciliation of the switches
         stored, switches = final_state(run)
+        deposed = deposed_writes(run)
         episodes = monitor_episodes(run, [int(c.reservation["id"]) for c in channels])
         watchers.stop()
     stalls = found[0] if found else None
@@ -381,6 +418,7 @@ def main(argv: list[str] | None = None) -> int:
         switches,
         judged,
         settled_s,
+        deposed,
     )
     return report.write(args, out, started, t0, outcome, ports)
 

@@ -12,8 +12,9 @@ A fault window of a channel starts when a fault leaves it no whole path (less th
 bound: a packet sent that much earlier may still be inside the network) and ends when its
 packets get through again (the first of RESUMED_AFTER in a row that arrived: the outage,
 reported per fault kind); packets sent inside are neither lost nor late by this check. Which
-paths a channel had when is the store's journal's (every move a restoration wrote). Outside the windows every packet must arrive, and within
-its bound save what the machine's own stalls account for (topo/stalls.py).
+paths a channel had when is the store's journal's (every move a restoration wrote). Outside the
+windows every packet must arrive, and within its bound save what the machine's own stalls
+account for (topo/stalls.py).
 """
 
 from __future__ import annotations

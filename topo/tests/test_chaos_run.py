@@ -281,7 +281,7 @@ def test_a_channels_paths_are_the_journals_each_in_force_from_its_write() -> Non
     counted as 45 packets lost. The store's journal has every move; a fault counts against the
     allocations in force around it (PATH_SLACK_S: the switches follow the store)."""
     c = measured(False, ["ucb", "ucsd"])
-    c.follow([moved(0.5, 1, "ucb", "ucsb", "ucla", "ucsd"), moved(20.0, 1, "ucb", "ucsd"), moved(1.0, 2, "x")])
+    c.follow([moved(0.5, 1, "ucb", "ucsb", "ucla", "ucsd"), moved(20.0, 1, "ucb", "ucsd"), moved(1, 2, "x")])
     assert [paths for _, paths in c.allocations] == [
         [["ucb", "ucsd"]],
         [["ucb", "ucsb", "ucla", "ucsd"]],
