@@ -260,7 +260,7 @@ func (l *lowerer) run() {
 	hType := l.info.DeclTypes[pd.Params[1]]
 	mType := l.info.DeclTypes[pd.Params[2]]
 	stdType := l.info.DeclTypes[pd.Params[3]]
-	hdrs := l.allocTop(hType, "")
+	hdrs := l.allocTop(hType)
 	meta := l.allocMeta(mType)
 	l.standard = l.allocStandard(stdType)
 
