@@ -461,19 +461,17 @@ func (l *lowerer) finishLayout() {
 			l.prog.FieldAliases = append(l.prog.FieldAliases, ir.FieldAlias{Alias: a.alias, Header: "standard_metadata", Field: a.field})
 		}
 	}
-	// enums: every enum the program declares (BMv2 lists them)
+	// enums: every enum without an underlying type the program declares
+	// (BMv2 lists them). A serializable enum (enum bit<W> E) is a bit<W>
+	// to BMv2, and p4c leaves it out: its members may share a value, which
+	// BMv2's loader refuses in "enums".
 	for _, e := range l.info.Enums {
-		if e.Decl == nil {
+		if e.Decl == nil || e.Underlying != nil {
 			continue
 		}
 		ie := &ir.Enum{Name: e.Name}
 		for i, m := range e.Decl.Members {
 			v := types.MemberValue(e, m.Name)
-			if e.Underlying != nil {
-				if ev, ok := l.info.ConstValues[m].(*types.EnumValue); ok {
-					v = ev.Value
-				}
-			}
 			if v == nil {
 				v = bigInt(int64(i))
 			}
