@@ -143,6 +143,12 @@ func (l *lowerer) buildTable(b *body, td *ast.TableDecl, inst *blockInst) *ir.Ta
 			de.Args = l.actionArgs(dref)
 			t.Default = de
 		}
+			if t.Implementation != nil {
+				// BMv2 has no default entry for a table whose actions
+				// come from an action profile: the JSON leaves it out,
+				// and p4c says so
+				l.warn.Add(td.Pos, "Target does not support default_action for %s (due to action profiles)", t.Name)
+			}
 	} else {
 		na := l.noAction()
 		if na != nil {
