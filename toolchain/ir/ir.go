@@ -745,6 +745,13 @@ type ActionProfile struct {
 	ExplicitID  uint32
 	Tables      []*Table
 	Annotations []string
+	// What P4Runtime's ActionProfile says of a selector's groups, from
+	// the instance's annotations (not kept among Annotations):
+	// @max_group_size(N), and @selector_size_semantics("sum_of_members")
+	// with @max_member_weight(N) (SumOfMembers; sum of weights otherwise).
+	MaxGroupSize    int
+	SumOfMembers    bool
+	MaxMemberWeight int
 }
 
 // Selector describes how an action selector picks a member.

@@ -2,6 +2,7 @@ package lower
 
 import (
 	"math/big"
+	"strings"
 
 	"github.com/terrapin/terrapin/toolchain/ir"
 	"github.com/terrapin/terrapin/toolchain/p4/ast"
@@ -67,13 +68,61 @@ func (l *lowerer) createExtern(ei *externInst) {
 		l.prog.Registers = append(l.prog.Registers, ei.register)
 	case "action_profile":
 		size, _ := constInt(arg(0))
-		ei.profile = &ir.ActionProfile{Name: ei.name, Size: size, Annotations: annos, ExplicitID: id}
+		ei.profile = &ir.ActionProfile{Name: ei.name, Size: size, ExplicitID: id}
+		l.profileAnnotations(ei.profile, ei.decl)
 	case "action_selector":
 		size, _ := constInt(arg(1))
 		ow, _ := constInt(arg(2))
-		ei.profile = &ir.ActionProfile{Name: ei.name, Size: size, Annotations: annos, ExplicitID: id,
+		ei.profile = &ir.ActionProfile{Name: ei.name, Size: size, ExplicitID: id,
 			Selector: &ir.Selector{Algorithm: constMember(arg(0)), OutputWidth: ow}}
+		l.profileAnnotations(ei.profile, ei.decl)
 	}
+}
+
+// profileAnnotations reads what an action profile's or selector's
+// annotations say of its groups, as p4c's P4Info does: for a selector,
+// @max_group_size(N) is its max_group_size, and
+// @selector_size_semantics("sum_of_members") with @max_member_weight(N)
+// its size semantics (sum of weights otherwise). These three are not
+// kept as annotations; on a profile without a selector they mean nothing,
+// and p4c warns and drops them.
+func (l *lowerer) profileAnnotations(ap *ir.ActionProfile, d *ast.InstanceDecl) {
+	var kept ast.Annotations
+	for _, a := range d.Annotations {
+		switch a.Name {
+		case "max_group_size", "selector_size_semantics", "max_member_weight":
+			if ap.Selector == nil {
+				l.warn.Add(a.Pos, "Ignoring annotation @%s on action profile '%s', which does not have a selector", a.Name, ap.Name)
+				continue
+			}
+			switch a.Name {
+			case "max_group_size":
+				ap.MaxGroupSize = annotationInt(a)
+			case "max_member_weight":
+				ap.MaxMemberWeight = annotationInt(a)
+			case "selector_size_semantics":
+				if len(a.Exprs) == 1 {
+					if s, ok := a.Exprs[0].(*ast.StringLit); ok {
+						ap.SumOfMembers = strings.EqualFold(s.Value, "sum_of_members")
+					}
+				}
+			}
+			continue
+		}
+		kept = append(kept, a)
+	}
+	ap.Annotations = renderAnnotations(kept)
+}
+
+// annotationInt is the integer argument of an annotation like
+// @max_group_size(16) or @max_group_size(32w16), 0 when it has none.
+func annotationInt(a *ast.Annotation) int {
+	if len(a.Exprs) == 1 {
+		if lit, ok := a.Exprs[0].(*ast.IntLit); ok && lit.Value.IsInt64() {
+			return int(lit.Value.Int64())
+		}
+	}
+	return 0
 }
 
 func explicitID(as ast.Annotations) uint32 {

@@ -73,6 +73,15 @@ func Build(p *ir.Program) (*p4v1.P4Info, error) {
 			WithSelector: ap.Selector != nil,
 			Size:         int64(ap.Size),
 		}
+		if ap.Selector != nil {
+			msg.MaxGroupSize = int32(ap.MaxGroupSize)
+			if ap.SumOfMembers {
+				msg.SelectorSizeSemantics = &p4v1.ActionProfile_SumOfMembers_{
+					SumOfMembers: &p4v1.ActionProfile_SumOfMembers{MaxMemberWeight: int32(ap.MaxMemberWeight)}}
+			} else {
+				msg.SelectorSizeSemantics = &p4v1.ActionProfile_SumOfWeights_{SumOfWeights: &p4v1.ActionProfile_SumOfWeights{}}
+			}
+		}
 		for _, t := range ap.Tables {
 			msg.TableIds = append(msg.TableIds, syms.id(p4v1.P4Ids_TABLE, t.Name))
 		}
