@@ -602,7 +602,10 @@ type Action struct {
 	Params []ActionParamDecl
 	Body   []Stmt
 	// Hidden actions are synthesized by the compiler (straight-line code
-	// of an apply block) and are not part of the control plane.
+	// of an apply block) and are not part of the control plane. Among
+	// Program.ControlActions, Hidden marks an action written @hidden: it
+	// has a P4Runtime id and takes part in aliases, but P4Info does not
+	// describe it (p4c's rule).
 	Hidden      bool
 	Annotations []string
 	// ID is the P4Info id.
@@ -701,8 +704,12 @@ type Table struct {
 	Default      *DefaultEntry
 	Entries      []*Entry
 	ConstEntries bool
-	// Hidden tables run synthesized straight-line code.
-	Hidden bool
+	// Hidden tables run synthesized straight-line code, or are written
+	// @hidden (then UserHidden is set too): neither is described in
+	// P4Info, but a @hidden table of the program has a P4Runtime id and
+	// takes part in aliases, as in p4c, and so do its direct resources.
+	Hidden     bool
+	UserHidden bool
 	// DirectCounter and DirectMeter name direct resources attached to
 	// the table.
 	DirectCounter *Counter

@@ -34,10 +34,12 @@ type lowerer struct {
 	// inlined, to reject recursion (P4_16 forbids it; inlining it would
 	// never end).
 	inlining map[ast.Node]bool
-	opts     Options
-	prog     *ir.Program
-	errs     scanner.ErrorList
-	warn     scanner.ErrorList
+	// callStack lists them innermost last.
+	callStack []ast.Node
+	opts      Options
+	prog      *ir.Program
+	errs      scanner.ErrorList
+	warn      scanner.ErrorList
 
 	headerTypes map[*ast.StructDecl]*ir.HeaderType
 	unionTypes  map[*ast.StructDecl]*ir.UnionType
@@ -167,8 +169,9 @@ func Lower(info *types.Info, opts Options) (*Result, scanner.ErrorList) {
 		}
 		l.prog.ControlActions = append(l.prog.ControlActions, &ir.Action{
 			Name: ca.name, Params: params, Annotations: ca.annotations, ExplicitID: ca.explicitID,
+			Hidden: ca.decl.Annotations.Has("hidden"),
 		})
-		if len(params) > 0 {
+		if len(params) > 0 && !ca.decl.Annotations.Has("hidden") {
 			hasParams = true
 		}
 	}

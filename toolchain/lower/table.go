@@ -69,7 +69,8 @@ func (l *lowerer) buildTable(b *body, td *ast.TableDecl, inst *blockInst) *ir.Ta
 		ExplicitID:  explicitID(td.Annotations),
 		Loc:         l.source(td.Pos, td.Name),
 		// @hidden keeps a table out of the control-plane API
-		Hidden: td.Annotations.Has("hidden"),
+		Hidden:     td.Annotations.Has("hidden"),
+		UserHidden: td.Annotations.Has("hidden"),
 	}
 	var actionsProp *ast.ActionsProperty
 	var entries *ast.EntriesProperty
@@ -142,13 +143,13 @@ func (l *lowerer) buildTable(b *body, td *ast.TableDecl, inst *blockInst) *ir.Ta
 			de := &ir.DefaultEntry{Action: a, Const: isConstProperty(td, "default_action")}
 			de.Args = l.actionArgs(dref)
 			t.Default = de
-		}
 			if t.Implementation != nil {
 				// BMv2 has no default entry for a table whose actions
 				// come from an action profile: the JSON leaves it out,
 				// and p4c says so
 				l.warn.Add(td.Pos, "Target does not support default_action for %s (due to action profiles)", t.Name)
 			}
+		}
 	} else {
 		na := l.noAction()
 		if na != nil {
