@@ -9,36 +9,44 @@ import (
 
 // TestP4InfoActionSelectorGroups: a selector's @max_group_size sets the
 // action profile's max_group_size, and @selector_size_semantics /
-// @max_member_weight its size semantics (sum of weights unless said
-// otherwise), as p4c writes them; none of the three stays an annotation.
-// On a profile without a selector they mean nothing: p4c warns and drops
+// @max_member_weight its size semantics, as p4c writes them; none of the
+// three stays an annotation. Without @selector_size_semantics, p4c writes
+// sum_of_weights for a selector created in the table's implementation
+// property and nothing for a declared one (its P4Info for its
+// action_profile_max_group_size_annotation and fabric_20190420 tests). On a
+// profile without a selector the three mean nothing: p4c warns and drops
 // them.
 func TestP4InfoActionSelectorGroups(t *testing.T) {
+	const set = `action set(bit<8> v) { hdr.h.b = v; }`
+	const selKey = `key = { hdr.h.a : exact; hdr.h.b : selector; } actions = { set; }`
 	tests := []struct {
-		name, decl string
-		want       string // the action profile without preamble ids and table ids, protobuf text
-		warn       string
+		name, decls string
+		want        string // the action profile without preamble ids and table ids, protobuf text
+		warn        string
 	}{
-		{"max_group_size", `@max_group_size(16) action_selector(HashAlgorithm.crc16, 32w64, 32w16) sel;`,
-			`preamble:{} with_selector:true size:64 max_group_size:16 sum_of_weights:{}`, ""},
-		{"typed max_group_size", `@max_group_size(32w8) action_selector(HashAlgorithm.crc16, 32w64, 32w16) sel;`,
-			`preamble:{} with_selector:true size:64 max_group_size:8 sum_of_weights:{}`, ""},
-		{"no annotation", `action_selector(HashAlgorithm.crc16, 32w64, 32w16) sel;`,
-			`preamble:{} with_selector:true size:64 sum_of_weights:{}`, ""},
-		{"sum of members", `@max_group_size(200) @selector_size_semantics("sum_of_members") @max_member_weight(4000) @other action_selector(HashAlgorithm.crc16, 32w1024, 32w10) sel;`,
+		{"declared, max_group_size", `@max_group_size(16) action_selector(HashAlgorithm.crc16, 32w64, 32w16) sel;
+			table t { ` + selKey + ` implementation = sel; }`,
+			`preamble:{} with_selector:true size:64 max_group_size:16`, ""},
+		{"declared, typed max_group_size", `@max_group_size(32w8) action_selector(HashAlgorithm.crc16, 32w64, 32w16) sel;
+			table t { ` + selKey + ` implementation = sel; }`,
+			`preamble:{} with_selector:true size:64 max_group_size:8`, ""},
+		{"declared, no annotation", `action_selector(HashAlgorithm.crc16, 32w64, 32w16) sel;
+			table t { ` + selKey + ` implementation = sel; }`,
+			`preamble:{} with_selector:true size:64`, ""},
+		{"declared, sum of members", `@max_group_size(200) @selector_size_semantics("sum_of_members") @max_member_weight(4000) @other
+			action_selector(HashAlgorithm.crc16, 32w1024, 32w10) sel;
+			table t { ` + selKey + ` implementation = sel; }`,
 			`preamble:{annotations:"@other"} with_selector:true size:1024 max_group_size:200 sum_of_members:{max_member_weight:4000}`, ""},
-		{"profile without a selector", `@max_group_size(16) action_profile(32w128) sel;`,
+		{"in place, max_group_size", `table t { ` + selKey + `
+			@name("sel") @max_group_size(200) implementation = action_selector(HashAlgorithm.identity, 32w1024, 32w10); }`,
+			`preamble:{} with_selector:true size:1024 max_group_size:200 sum_of_weights:{}`, ""},
+		{"profile without a selector", `@max_group_size(16) action_profile(32w128) sel;
+			table t { key = { hdr.h.a : exact; } actions = { set; } implementation = sel; }`,
 			`preamble:{} size:128`, "Ignoring annotation @max_group_size on action profile 'I.sel', which does not have a selector"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			key := "hdr.h.a : exact; hdr.h.b : selector;"
-			if !strings.Contains(tc.decl, "action_selector") {
-				key = "hdr.h.a : exact;"
-			}
-			res := compileRules(t, "", tc.decl+`
-				action set(bit<8> v) { hdr.h.b = v; }
-				table t { key = { `+key+` } actions = { set; } implementation = sel; }`, `t.apply();`)
+			res := compileRules(t, "", set+tc.decls, `t.apply();`)
 			if len(res.P4Info.ActionProfiles) != 1 {
 				t.Fatalf("action profiles %v", res.P4Info.ActionProfiles)
 			}

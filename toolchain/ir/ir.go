@@ -754,10 +754,11 @@ type ActionProfile struct {
 	Annotations []string
 	// What P4Runtime's ActionProfile says of a selector's groups, from
 	// the instance's annotations (not kept among Annotations):
-	// @max_group_size(N), and @selector_size_semantics("sum_of_members")
-	// with @max_member_weight(N) (SumOfMembers; sum of weights otherwise).
+	// @max_group_size(N), and @selector_size_semantics("sum_of_members"
+	// or "sum_of_weights") with @max_member_weight(N). SizeSemantics is
+	// "" when P4Info says nothing of it.
 	MaxGroupSize    int
-	SumOfMembers    bool
+	SizeSemantics   string
 	MaxMemberWeight int
 }
 

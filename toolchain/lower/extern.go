@@ -69,13 +69,13 @@ func (l *lowerer) createExtern(ei *externInst) {
 	case "action_profile":
 		size, _ := constInt(arg(0))
 		ei.profile = &ir.ActionProfile{Name: ei.name, Size: size, ExplicitID: id}
-		l.profileAnnotations(ei.profile, ei.decl)
+		l.profileAnnotations(ei.profile, ei.decl, ei.inPlace)
 	case "action_selector":
 		size, _ := constInt(arg(1))
 		ow, _ := constInt(arg(2))
 		ei.profile = &ir.ActionProfile{Name: ei.name, Size: size, ExplicitID: id,
 			Selector: &ir.Selector{Algorithm: constMember(arg(0)), OutputWidth: ow}}
-		l.profileAnnotations(ei.profile, ei.decl)
+		l.profileAnnotations(ei.profile, ei.decl, ei.inPlace)
 	}
 }
 
@@ -83,10 +83,16 @@ func (l *lowerer) createExtern(ei *externInst) {
 // annotations say of its groups, as p4c's P4Info does: for a selector,
 // @max_group_size(N) is its max_group_size, and
 // @selector_size_semantics("sum_of_members") with @max_member_weight(N)
-// its size semantics (sum of weights otherwise). These three are not
-// kept as annotations; on a profile without a selector they mean nothing,
-// and p4c warns and drops them.
-func (l *lowerer) profileAnnotations(ap *ir.ActionProfile, d *ast.InstanceDecl) {
+// its size semantics. These three are not kept as annotations; on a
+// profile without a selector they mean nothing, and p4c warns and drops
+// them. Without @selector_size_semantics p4c writes sum_of_weights for a
+// selector created in a table's implementation property and nothing for
+// a declared one (its P4Info for action_profile_max_group_size_annotation
+// and for fabric_20190420's hashed_selector, from one version).
+func (l *lowerer) profileAnnotations(ap *ir.ActionProfile, d *ast.InstanceDecl, inPlace bool) {
+	if ap.Selector != nil && inPlace {
+		ap.SizeSemantics = "sum_of_weights"
+	}
 	var kept ast.Annotations
 	for _, a := range d.Annotations {
 		switch a.Name {
@@ -103,7 +109,10 @@ func (l *lowerer) profileAnnotations(ap *ir.ActionProfile, d *ast.InstanceDecl) 
 			case "selector_size_semantics":
 				if len(a.Exprs) == 1 {
 					if s, ok := a.Exprs[0].(*ast.StringLit); ok {
-						ap.SumOfMembers = strings.EqualFold(s.Value, "sum_of_members")
+						switch v := strings.ToLower(s.Value); v {
+						case "sum_of_members", "sum_of_weights":
+							ap.SizeSemantics = v
+						}
 					}
 				}
 			}

@@ -150,6 +150,8 @@ type externInst struct {
 	name  string // fully qualified
 	args  []any  // constructor arguments (constVal)
 	owner *blockInst
+	// inPlace: created in a table property (implementation = ...).
+	inPlace bool
 
 	counter  *ir.Counter
 	meter    *ir.Meter

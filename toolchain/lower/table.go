@@ -322,7 +322,7 @@ func (b *body) externValue(prop *ast.ValueProperty, t *ir.Table) *externInst {
 		}
 		c := b.l.info.Calls[call]
 		if c != nil && c.Kind == types.CallConstructor && c.Extern != nil {
-			ei := &externInst{typ: c.Extern, name: name, owner: b.inst,
+			ei := &externInst{typ: c.Extern, name: name, owner: b.inst, inPlace: true,
 				decl: &ast.InstanceDecl{Pos: call.Pos, Name: prop.Name, Annotations: prop.Annotations}}
 			for _, a := range c.Args {
 				ei.args = append(ei.args, b.l.ctorArg(a, b.env, ei.name))

@@ -88,10 +88,11 @@ func Build(p *ir.Program) (*p4v1.P4Info, error) {
 		}
 		if ap.Selector != nil {
 			msg.MaxGroupSize = int32(ap.MaxGroupSize)
-			if ap.SumOfMembers {
+			switch ap.SizeSemantics {
+			case "sum_of_members":
 				msg.SelectorSizeSemantics = &p4v1.ActionProfile_SumOfMembers_{
 					SumOfMembers: &p4v1.ActionProfile_SumOfMembers{MaxMemberWeight: int32(ap.MaxMemberWeight)}}
-			} else {
+			case "sum_of_weights":
 				msg.SelectorSizeSemantics = &p4v1.ActionProfile_SumOfWeights_{SumOfWeights: &p4v1.ActionProfile_SumOfWeights{}}
 			}
 		}
