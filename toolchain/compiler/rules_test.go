@@ -79,3 +79,23 @@ func TestIndirectTableDefaultAction(t *testing.T) {
 		}
 	}
 }
+
+// TestTargetMacro: like p4c-bm2-ss, terrapin-p4c defines __TARGET_BMV2__
+// for every program, whatever the command line defines.
+func TestTargetMacro(t *testing.T) {
+	for _, defines := range []map[string]string{nil, {"__TARGET_BMV2__": "0", "X": "1"}} {
+		src := strings.Replace(withBody(""), "apply {  }", `apply {
+#if defined(__TARGET_BMV2__) && __TARGET_BMV2__
+    hdr.h.a = 1;
+#else
+    hdr.h.a = bad;
+#endif
+    }`, 1)
+		if !strings.Contains(src, "__TARGET_BMV2__") {
+			t.Fatal("test program not built")
+		}
+		if _, errs := Compile(Options{Program: "main.p4", Defines: defines, ReadFile: memFS{"main.p4": src}.read}); len(errs) > 0 {
+			t.Errorf("defines %v: %v", defines, errs)
+		}
+	}
+}
