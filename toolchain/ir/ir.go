@@ -882,6 +882,8 @@ type ControllerHeader struct {
 	Fields      []ControllerField
 	Annotations []string
 	ExplicitID  uint32
+	// Hidden: written @hidden; a P4Runtime symbol, not described.
+	Hidden bool
 }
 
 // ControllerField is one metadata field of a controller header.
@@ -891,6 +893,8 @@ type ControllerField struct {
 	Annotations []string
 	TypeName    string
 	ExplicitID  uint32
+	// Hidden: written @hidden; it takes a field id but is not described.
+	Hidden bool
 }
 
 // Digest is a digest type sent to the control plane.

@@ -427,6 +427,59 @@ func (l *lowerer) noteNewType(nt *types.NewType) {
 	ti.NewTypes = append(ti.NewTypes, info)
 }
 
+// controllerFields lists the metadata of a controller header as p4c's
+// P4Info has them: its fields, or, when the header holds structs, its
+// fields flattened (FlattenHeader): every bit field at any depth, named
+// by its dotted path (whatever its @name), with the annotations of the
+// fields on the way, the innermost winning. @hidden ones take an id but
+// are not described.
+func (l *lowerer) controllerFields(st *types.Struct) []ir.ControllerField {
+	nested := false
+	for _, f := range st.Fields {
+		if fs, ok := types.Underlying(f.Type).(*types.Struct); ok && fs.Kind == ast.StructKindStruct {
+			nested = true
+		}
+	}
+	var out []ir.ControllerField
+	var walk func(st *types.Struct, path []string, outer ast.Annotations)
+	walk = func(st *types.Struct, path []string, outer ast.Annotations) {
+		for _, f := range st.Fields {
+			p := append(append([]string(nil), path...), f.Name)
+			annos := mergeAnnotations(outer, f.Annotations)
+			if fs, ok := types.Underlying(f.Type).(*types.Struct); ok && fs.Kind == ast.StructKindStruct {
+				walk(fs, p, annos)
+				continue
+			}
+			name := strings.Join(p, ".")
+			if !nested {
+				if n, ok := f.Annotations.StringArg("name"); ok {
+					name = n
+				}
+			}
+			l.noteNamedType(f.Type)
+			out = append(out, ir.ControllerField{Name: name, Width: l.p4rtWidth(f.Type), Annotations: renderAnnotations(annos),
+				TypeName: typeNameForP4Info(f.Type), ExplicitID: explicitID(annos), Hidden: annos.Has("hidden")})
+		}
+	}
+	walk(st, nil, nil)
+	return out
+}
+
+// mergeAnnotations is outer's annotations with inner's: one of each name,
+// inner's when both have it, inner's first.
+func mergeAnnotations(outer, inner ast.Annotations) ast.Annotations {
+	if len(outer) == 0 {
+		return inner
+	}
+	out := append(ast.Annotations(nil), inner...)
+	for _, a := range outer {
+		if !inner.Has(a.Name) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
 // collectTypeInfo records types P4Info describes even when unused by
 // digests: controller headers.
 func (l *lowerer) collectTypeInfo() {
@@ -446,17 +499,8 @@ func (l *lowerer) collectTypeInfo() {
 		// p4c keeps @controller_header itself among the preamble's
 		// annotations (as in every P4Info it writes for packet I/O)
 		ch := &ir.ControllerHeader{Name: name, TypeName: typeName, ExplicitID: explicitID(st.Decl.Annotations),
-			Annotations: renderAnnotations(st.Decl.Annotations)}
-		for _, f := range st.Fields {
-			name := f.Name
-			if n, ok := f.Annotations.StringArg("name"); ok {
-				name = n
-			}
-			cf := ir.ControllerField{Name: name, Width: l.p4rtWidth(f.Type), Annotations: renderAnnotations(f.Annotations),
-				TypeName: typeNameForP4Info(f.Type), ExplicitID: explicitID(f.Annotations)}
-			l.noteNamedType(f.Type)
-			ch.Fields = append(ch.Fields, cf)
-		}
+			Annotations: renderAnnotations(st.Decl.Annotations), Hidden: st.Decl.Annotations.Has("hidden")}
+		ch.Fields = l.controllerFields(st)
 		l.prog.ControllerHeaders = append(l.prog.ControllerHeaders, ch)
 	}
 }

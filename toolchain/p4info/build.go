@@ -144,6 +144,9 @@ func Build(p *ir.Program) (*p4v1.P4Info, error) {
 		})
 	}
 	for _, ch := range p.ControllerHeaders {
+		if ch.Hidden {
+			continue
+		}
 		msg := &p4v1.ControllerPacketMetadata{Preamble: &p4v1.Preamble{
 			Id:          syms.id(p4v1.P4Ids_CONTROLLER_HEADER, ch.TypeName),
 			Name:        ch.Name,
@@ -156,6 +159,9 @@ func Build(p *ir.Program) (*p4v1.P4Info, error) {
 		}
 		ids := fieldIDs(explicit)
 		for i, f := range ch.Fields {
+			if f.Hidden {
+				continue
+			}
 			md := &p4v1.ControllerPacketMetadata_Metadata{Id: ids[i], Name: f.Name, Bitwidth: int32(f.Width), Annotations: f.Annotations}
 			if f.TypeName != "" {
 				md.TypeName = &p4v1.P4NamedType{Name: f.TypeName}
