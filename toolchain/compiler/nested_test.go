@@ -146,3 +146,79 @@ func compact(t *testing.T, js []byte) string {
 	}
 	return b.String()
 }
+
+// TestFieldListsOfNestedMetadata: a *_preserving_field_list call keeps
+// the user metadata fields annotated @field_list(index), the index also
+// written as a constant (p4c folds it), at any depth of a metadata struct
+// that nests structs, and every field of a struct-typed field so
+// annotated (p4c flattens the struct first and hands the annotation
+// down). Fields not in the list start from zero on the resubmitted pass.
+func TestFieldListsOfNestedMetadata(t *testing.T) {
+	src := `#include <core.p4>
+#include <v1model.p4>
+const bit<8> KEEP = 3;
+header h_t { bit<8> a; bit<8> b; bit<8> c; bit<8> d; }
+struct headers { h_t h; }
+struct inner_t { @field_list(KEEP) bit<8> kept; bit<8> lost; }
+struct lkp_t { bit<8> x; bit<8> y; }
+struct meta { bit<8> top; inner_t inr; @field_list(KEEP, 5) lkp_t lkp; @field_list(4) bit<8> other; }
+parser P(packet_in p, out headers hdr, inout meta m, inout standard_metadata_t sm) {
+    state start { p.extract(hdr.h); transition accept; }
+}
+control V(inout headers hdr, inout meta m) { apply { } }
+control I(inout headers hdr, inout meta m, inout standard_metadata_t sm) {
+    apply {
+        sm.egress_spec = 0;
+        if (sm.instance_type == 0) {
+            m.inr.kept = hdr.h.a; m.inr.lost = hdr.h.a; m.lkp.x = hdr.h.a + 1; m.lkp.y = hdr.h.a + 2; m.other = 9;
+            resubmit_preserving_field_list(KEEP);
+        } else {
+            hdr.h.a = m.inr.lost; hdr.h.b = m.inr.kept; hdr.h.c = m.lkp.x + m.lkp.y; hdr.h.d = m.other;
+        }
+    }
+}
+control E(inout headers hdr, inout meta m, inout standard_metadata_t sm) { apply { } }
+control C(inout headers hdr, inout meta m) { apply { } }
+control D(packet_out p, in headers hdr) { apply { p.emit(hdr); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+`
+	res, errs := Compile(Options{Program: "main.p4", ReadFile: memFS{"main.p4": src}.read})
+	if len(errs) > 0 {
+		t.Fatalf("compile: %v", errs)
+	}
+	var doc struct {
+		FieldLists []struct {
+			Elements []struct {
+				Value []string `json:"value"`
+			} `json:"elements"`
+		} `json:"field_lists"`
+	}
+	if err := json.Unmarshal(res.JSON, &doc); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, fl := range doc.FieldLists {
+		for _, e := range fl.Elements {
+			got = append(got, strings.Join(e.Value, "."))
+		}
+	}
+	if want := "scalars.meta._inr_kept1 scalars.meta._lkp_x3 scalars.meta._lkp_y4"; strings.Join(got, " ") != want {
+		t.Errorf("field list %v, want %s", got, want)
+	}
+	pl, err := engine.Load(res.JSON, engine.Options{})
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	cmds, err := stf.ParseScript(strings.NewReader("packet 0 05000000\nexpect 0 00050d00$"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prog := &stf.Program{Name: "main", JSON: res.JSON, Model: pl}
+	b := stf.NewEngineBackend()
+	if err := b.Start(prog); err != nil {
+		t.Fatal(err)
+	}
+	if err := stf.Run(b, prog, cmds, nil); err != nil {
+		t.Error(err)
+	}
+}

@@ -103,9 +103,9 @@ func (l *lowerer) profileAnnotations(ap *ir.ActionProfile, d *ast.InstanceDecl, 
 			}
 			switch a.Name {
 			case "max_group_size":
-				ap.MaxGroupSize = annotationInt(a)
+				ap.MaxGroupSize = l.annotationInt(a)
 			case "max_member_weight":
-				ap.MaxMemberWeight = annotationInt(a)
+				ap.MaxMemberWeight = l.annotationInt(a)
 			case "selector_size_semantics":
 				if len(a.Exprs) == 1 {
 					if s, ok := a.Exprs[0].(*ast.StringLit); ok {
@@ -124,11 +124,12 @@ func (l *lowerer) profileAnnotations(ap *ir.ActionProfile, d *ast.InstanceDecl, 
 }
 
 // annotationInt is the integer argument of an annotation like
-// @max_group_size(16) or @max_group_size(32w16), 0 when it has none.
-func annotationInt(a *ast.Annotation) int {
+// @max_group_size(16), @max_group_size(32w16) or @max_group_size(SIZE)
+// with a constant SIZE; 0 when it has none.
+func (l *lowerer) annotationInt(a *ast.Annotation) int {
 	if len(a.Exprs) == 1 {
-		if lit, ok := a.Exprs[0].(*ast.IntLit); ok && lit.Value.IsInt64() {
-			return int(lit.Value.Int64())
+		if v, ok := l.annotationConst(a.Exprs[0]); ok && v.IsInt64() {
+			return int(v.Int64())
 		}
 	}
 	return 0
@@ -481,27 +482,60 @@ func sameExprs(a, b []ir.Expr) bool {
 }
 
 // fieldListByIndex creates the field list of a *_preserving_field_list
-// call: the user metadata fields annotated @field_list(index).
+// call: the user metadata fields annotated @field_list(..., index, ...),
+// in M's order. As p4c flattens M before it looks, a field inside a
+// nested struct counts too, and so does every field of a struct-typed
+// field so annotated. The index may be written as a constant's name.
 func (l *lowerer) fieldListByIndex(index int) int {
 	id := len(l.fieldLists) + 1
 	fl := &ir.FieldList{ID: id, Name: uniqueName(l.fieldListNames(), "field_list"+itoa(index))}
-	for _, st := range l.info.Structs {
-		for _, f := range st.Fields {
-			a := f.Annotations.Get("field_list")
-			if a == nil {
-				continue
-			}
-			for _, e := range a.Exprs {
-				if lit, ok := e.(*ast.IntLit); ok && int(lit.Value.Int64()) == index {
-					if ref := l.metaFieldRef(st, f.Name); ref != nil {
-						fl.Fields = append(fl.Fields, ref)
-					}
-				}
+	for _, leaf := range l.metaLeaves {
+		f, ok := leaf.loc.(*fieldLoc)
+		if !ok || !l.inFieldList(leaf.annos, index) {
+			continue
+		}
+		for _, sf := range l.scalars.Fields {
+			if sf.Name == f.field {
+				fl.Fields = append(fl.Fields, &ir.FieldRef{Header: "scalars", Field: sf.Name, T: ir.Bits(sf.Width, sf.Signed)})
 			}
 		}
 	}
 	l.fieldLists[id] = fl
 	return id
+}
+
+// inFieldList reports whether annotations put a field in field list index.
+func (l *lowerer) inFieldList(annos ast.Annotations, index int) bool {
+	for _, a := range annos {
+		if a.Name != "field_list" {
+			continue
+		}
+		for _, e := range a.Exprs {
+			if v, ok := l.annotationConst(e); ok && v.IsInt64() && v.Int64() == int64(index) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// annotationConst is the value of an annotation argument that is an
+// integer or names a top-level constant (annotations are not type
+// checked; p4c folds such names to their values).
+func (l *lowerer) annotationConst(e ast.Expr) (*big.Int, bool) {
+	switch x := e.(type) {
+	case *ast.IntLit:
+		return x.Value, true
+	case *ast.Ident:
+		for _, d := range l.info.Program.Decls {
+			if cd, ok := d.(*ast.ConstDecl); ok && cd.Name == x.Name {
+				if v, ok := l.info.ConstValues[cd].(*big.Int); ok {
+					return v, true
+				}
+			}
+		}
+	}
+	return nil, false
 }
 
 func (l *lowerer) fieldListNames() map[string]bool {
@@ -510,17 +544,6 @@ func (l *lowerer) fieldListNames() map[string]bool {
 		m[fl.Name] = true
 	}
 	return m
-}
-
-// metaFieldRef finds the scalar field holding a user metadata member.
-func (l *lowerer) metaFieldRef(st *types.Struct, field string) *ir.FieldRef {
-	want := st.Name + "." + field
-	for _, f := range l.scalars.Fields {
-		if f.Name == want {
-			return &ir.FieldRef{Header: "scalars", Field: f.Name, T: ir.Bits(f.Width, f.Signed)}
-		}
-	}
-	return nil
 }
 
 // fieldListFromValue builds a field list from the data argument of the

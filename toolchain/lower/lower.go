@@ -36,10 +36,12 @@ type lowerer struct {
 	inlining map[ast.Node]bool
 	// callStack lists them innermost last.
 	callStack []ast.Node
-	opts      Options
-	prog      *ir.Program
-	errs      scanner.ErrorList
-	warn      scanner.ErrorList
+	// metaLeaves are the leaves of the user metadata struct, in order.
+	metaLeaves []metaLeaf
+	opts       Options
+	prog       *ir.Program
+	errs       scanner.ErrorList
+	warn       scanner.ErrorList
 
 	headerTypes map[*ast.StructDecl]*ir.HeaderType
 	unionTypes  map[*ast.StructDecl]*ir.UnionType

@@ -447,7 +447,7 @@ func (l *lowerer) allocTop(t types.Type) any {
 	if !ok || st.Kind != ast.StructKindStruct {
 		return l.alloc(t, "hdr")
 	}
-	return l.allocIface(st, st.Name, nil, newIfaceNamer(st))
+	return l.allocIface(st, st.Name, nil, newIfaceNamer(st), nil, nil)
 }
 
 // allocMeta allocates the user metadata struct M: scalars are named
@@ -458,27 +458,53 @@ func (l *lowerer) allocMeta(t types.Type) any {
 	if !ok || st.Kind != ast.StructKindStruct {
 		return l.alloc(t, "meta")
 	}
-	return l.allocIface(st, st.Name, nil, newIfaceNamer(st))
+	return l.allocIface(st, st.Name, nil, newIfaceNamer(st), nil, &l.metaLeaves)
+}
+
+// metaLeaf is a field of the user metadata struct M that is not itself a
+// struct, with the annotations it has once M is flattened: those of the
+// fields on the way to it and of the structs holding it (p4c's
+// FlattenInterfaceStructs hands them down), and its own.
+type metaLeaf struct {
+	loc   any
+	annos ast.Annotations
 }
 
 // allocIface allocates a struct of the V1Switch interface, root being
 // the name of the type argument and path the fields leading to st.
 // Scalars go to the scalars header as "<root>.<leaf name>"; headers,
 // unions and stacks, in H or in M, become instances named after their
-// leaf, as p4c names them.
-func (l *lowerer) allocIface(st *types.Struct, root string, path []string, n *ifaceNamer) *structLoc {
+// leaf, as p4c names them. When leaves is not nil, every leaf is added to
+// it with the annotations it inherits (outer).
+func (l *lowerer) allocIface(st *types.Struct, root string, path []string, n *ifaceNamer, outer ast.Annotations, leaves *[]metaLeaf) *structLoc {
 	sl := &structLoc{st: st}
+	var inherited ast.Annotations
+	if leaves != nil {
+		if st.Decl != nil {
+			inherited = append(inherited, st.Decl.Annotations...)
+		}
+		inherited = append(inherited, outer...)
+	}
 	for _, f := range st.Fields {
 		p := append(append([]string(nil), path...), f.Name)
+		var annos ast.Annotations
+		if leaves != nil {
+			annos = append(append(ast.Annotations(nil), inherited...), f.Annotations...)
+		}
 		if fs, ok := types.Underlying(f.Type).(*types.Struct); ok && fs.Kind == ast.StructKindStruct {
-			sl.fields = append(sl.fields, l.allocIface(fs, root, p, n))
+			sl.fields = append(sl.fields, l.allocIface(fs, root, p, n, annos, leaves))
 			continue
 		}
 		name := n.leaf(p)
+		var v any
 		if isScalar(f.Type) {
-			sl.fields = append(sl.fields, l.newScalar(root+"."+name, f.Type))
+			v = l.newScalar(root+"."+name, f.Type)
 		} else {
-			sl.fields = append(sl.fields, l.alloc(f.Type, name))
+			v = l.alloc(f.Type, name)
+		}
+		sl.fields = append(sl.fields, v)
+		if leaves != nil {
+			*leaves = append(*leaves, metaLeaf{loc: v, annos: annos})
 		}
 	}
 	return sl
