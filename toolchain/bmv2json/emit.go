@@ -756,7 +756,9 @@ func (e *emitter) table(t *ir.Table, id int) object {
 		}
 	}
 	o.add("next_tables", next)
-	if t.Default != nil && t.Default.Action != nil {
+	// A table with an action profile or selector has no default entry in
+	// BMv2 (it refuses one that is const); p4c leaves it out.
+	if t.Default != nil && t.Default.Action != nil && t.Implementation == nil {
 		data := []string{}
 		for i, v := range t.Default.Args {
 			w := 32

@@ -64,9 +64,17 @@ func compile(opts Options) (*Result, scanner.ErrorList) {
 	if read == nil {
 		read = os.ReadFile
 	}
+	// p4c-bm2-ss defines __TARGET_BMV2__ for every program (after the
+	// command line's -D and -U), so programs can tell which back end
+	// compiles them.
+	defines := map[string]string{}
+	for k, v := range opts.Defines {
+		defines[k] = v
+	}
+	defines["__TARGET_BMV2__"] = "1"
 	src, errs := preproc.Run(opts.Program, preproc.Config{
 		IncludeDirs: opts.IncludeDirs,
-		Defines:     opts.Defines,
+		Defines:     defines,
 		Builtin:     p4include.Files,
 		ReadFile:    read,
 	})

@@ -602,7 +602,10 @@ type Action struct {
 	Params []ActionParamDecl
 	Body   []Stmt
 	// Hidden actions are synthesized by the compiler (straight-line code
-	// of an apply block) and are not part of the control plane.
+	// of an apply block) and are not part of the control plane. Among
+	// Program.ControlActions, Hidden marks an action written @hidden: it
+	// has a P4Runtime id and takes part in aliases, but P4Info does not
+	// describe it (p4c's rule).
 	Hidden      bool
 	Annotations []string
 	// ID is the P4Info id.
@@ -701,8 +704,12 @@ type Table struct {
 	Default      *DefaultEntry
 	Entries      []*Entry
 	ConstEntries bool
-	// Hidden tables run synthesized straight-line code.
-	Hidden bool
+	// Hidden tables run synthesized straight-line code, or are written
+	// @hidden (then UserHidden is set too): neither is described in
+	// P4Info, but a @hidden table of the program has a P4Runtime id and
+	// takes part in aliases, as in p4c, and so do its direct resources.
+	Hidden     bool
+	UserHidden bool
 	// DirectCounter and DirectMeter name direct resources attached to
 	// the table.
 	DirectCounter *Counter
@@ -745,6 +752,14 @@ type ActionProfile struct {
 	ExplicitID  uint32
 	Tables      []*Table
 	Annotations []string
+	// What P4Runtime's ActionProfile says of a selector's groups, from
+	// the instance's annotations (not kept among Annotations):
+	// @max_group_size(N), and @selector_size_semantics("sum_of_members"
+	// or "sum_of_weights") with @max_member_weight(N). SizeSemantics is
+	// "" when P4Info says nothing of it.
+	MaxGroupSize    int
+	SizeSemantics   string
+	MaxMemberWeight int
 }
 
 // Selector describes how an action selector picks a member.
@@ -867,6 +882,8 @@ type ControllerHeader struct {
 	Fields      []ControllerField
 	Annotations []string
 	ExplicitID  uint32
+	// Hidden: written @hidden; a P4Runtime symbol, not described.
+	Hidden bool
 }
 
 // ControllerField is one metadata field of a controller header.
@@ -876,6 +893,8 @@ type ControllerField struct {
 	Annotations []string
 	TypeName    string
 	ExplicitID  uint32
+	// Hidden: written @hidden; it takes a field id but is not described.
+	Hidden bool
 }
 
 // Digest is a digest type sent to the control plane.

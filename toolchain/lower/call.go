@@ -287,7 +287,23 @@ func (b *body) enterInline(d ast.Node, name string, pos scanner.Pos) func() {
 		panic(bailout{})
 	}
 	b.l.inlining[d] = true
-	return func() { delete(b.l.inlining, d) }
+	b.l.callStack = append(b.l.callStack, d)
+	return func() {
+		delete(b.l.inlining, d)
+		b.l.callStack = b.l.callStack[:len(b.l.callStack)-1]
+	}
+}
+
+// inAction reports whether the code being lowered is written in an
+// action's body: the innermost call being inlined is an action's, or
+// there is none and this is a table action's body. (Code of a function
+// is not, even when an action calls the function.)
+func (b *body) inAction() bool {
+	if n := len(b.l.callStack); n > 0 {
+		_, ok := b.l.callStack[n-1].(*ast.ActionDecl)
+		return ok
+	}
+	return b.kind == kindAction
 }
 
 func (b *body) inlineFunction(fd *ast.FunctionDecl, c *types.Call, pos scanner.Pos) any {
@@ -333,7 +349,13 @@ func (l *lowerer) actionInst(ad *ast.ActionDecl, inst *blockInst) *blockInst {
 }
 
 func (b *body) inlineAction(ad *ast.ActionDecl, c *types.Call, pos scanner.Pos) {
-	b.l.useAction(ad, b.l.actionInst(ad, b.inst))
+	if inst := b.l.actionInst(ad, b.inst); inst != nil || !b.inAction() {
+		// A top-level action called only from other actions is not a
+		// control-plane action: p4c inlines such calls before it copies
+		// top-level actions into the controls that name them, so none
+		// does, and P4Info leaves it out.
+		b.l.useAction(ad, inst)
+	}
 	callee := newEnv(b.l.actionEnv(ad, b.inst))
 	var unused []unusedCopy
 	copyOut := b.bindParams(ad.Params, c.ParamTypes, c.Args, callee, pos, &unused, ad.Body)

@@ -2,6 +2,7 @@ package lower
 
 import (
 	"math/big"
+	"strings"
 
 	"github.com/terrapin/terrapin/toolchain/ir"
 	"github.com/terrapin/terrapin/toolchain/p4/ast"
@@ -67,13 +68,71 @@ func (l *lowerer) createExtern(ei *externInst) {
 		l.prog.Registers = append(l.prog.Registers, ei.register)
 	case "action_profile":
 		size, _ := constInt(arg(0))
-		ei.profile = &ir.ActionProfile{Name: ei.name, Size: size, Annotations: annos, ExplicitID: id}
+		ei.profile = &ir.ActionProfile{Name: ei.name, Size: size, ExplicitID: id}
+		l.profileAnnotations(ei.profile, ei.decl, ei.inPlace)
 	case "action_selector":
 		size, _ := constInt(arg(1))
 		ow, _ := constInt(arg(2))
-		ei.profile = &ir.ActionProfile{Name: ei.name, Size: size, Annotations: annos, ExplicitID: id,
+		ei.profile = &ir.ActionProfile{Name: ei.name, Size: size, ExplicitID: id,
 			Selector: &ir.Selector{Algorithm: constMember(arg(0)), OutputWidth: ow}}
+		l.profileAnnotations(ei.profile, ei.decl, ei.inPlace)
 	}
+}
+
+// profileAnnotations reads what an action profile's or selector's
+// annotations say of its groups, as p4c's P4Info does: for a selector,
+// @max_group_size(N) is its max_group_size, and
+// @selector_size_semantics("sum_of_members") with @max_member_weight(N)
+// its size semantics. These three are not kept as annotations; on a
+// profile without a selector they mean nothing, and p4c warns and drops
+// them. Without @selector_size_semantics p4c writes sum_of_weights for a
+// selector created in a table's implementation property and nothing for
+// a declared one (its P4Info for action_profile_max_group_size_annotation
+// and for fabric_20190420's hashed_selector, from one version).
+func (l *lowerer) profileAnnotations(ap *ir.ActionProfile, d *ast.InstanceDecl, inPlace bool) {
+	if ap.Selector != nil && inPlace {
+		ap.SizeSemantics = "sum_of_weights"
+	}
+	var kept ast.Annotations
+	for _, a := range d.Annotations {
+		switch a.Name {
+		case "max_group_size", "selector_size_semantics", "max_member_weight":
+			if ap.Selector == nil {
+				l.warn.Add(a.Pos, "Ignoring annotation @%s on action profile '%s', which does not have a selector", a.Name, ap.Name)
+				continue
+			}
+			switch a.Name {
+			case "max_group_size":
+				ap.MaxGroupSize = l.annotationInt(a)
+			case "max_member_weight":
+				ap.MaxMemberWeight = l.annotationInt(a)
+			case "selector_size_semantics":
+				if len(a.Exprs) == 1 {
+					if s, ok := a.Exprs[0].(*ast.StringLit); ok {
+						switch v := strings.ToLower(s.Value); v {
+						case "sum_of_members", "sum_of_weights":
+							ap.SizeSemantics = v
+						}
+					}
+				}
+			}
+			continue
+		}
+		kept = append(kept, a)
+	}
+	ap.Annotations = renderAnnotations(kept)
+}
+
+// annotationInt is the integer argument of an annotation like
+// @max_group_size(16), @max_group_size(32w16) or @max_group_size(SIZE)
+// with a constant SIZE; 0 when it has none.
+func (l *lowerer) annotationInt(a *ast.Annotation) int {
+	if len(a.Exprs) == 1 {
+		if v, ok := l.annotationConst(a.Exprs[0]); ok && v.IsInt64() {
+			return int(v.Int64())
+		}
+	}
+	return 0
 }
 
 func explicitID(as ast.Annotations) uint32 {
@@ -423,27 +482,60 @@ func sameExprs(a, b []ir.Expr) bool {
 }
 
 // fieldListByIndex creates the field list of a *_preserving_field_list
-// call: the user metadata fields annotated @field_list(index).
+// call: the user metadata fields annotated @field_list(..., index, ...),
+// in M's order. As p4c flattens M before it looks, a field inside a
+// nested struct counts too, and so does every field of a struct-typed
+// field so annotated. The index may be written as a constant's name.
 func (l *lowerer) fieldListByIndex(index int) int {
 	id := len(l.fieldLists) + 1
 	fl := &ir.FieldList{ID: id, Name: uniqueName(l.fieldListNames(), "field_list"+itoa(index))}
-	for _, st := range l.info.Structs {
-		for _, f := range st.Fields {
-			a := f.Annotations.Get("field_list")
-			if a == nil {
-				continue
-			}
-			for _, e := range a.Exprs {
-				if lit, ok := e.(*ast.IntLit); ok && int(lit.Value.Int64()) == index {
-					if ref := l.metaFieldRef(st, f.Name); ref != nil {
-						fl.Fields = append(fl.Fields, ref)
-					}
-				}
+	for _, leaf := range l.metaLeaves {
+		f, ok := leaf.loc.(*fieldLoc)
+		if !ok || !l.inFieldList(leaf.annos, index) {
+			continue
+		}
+		for _, sf := range l.scalars.Fields {
+			if sf.Name == f.field {
+				fl.Fields = append(fl.Fields, &ir.FieldRef{Header: "scalars", Field: sf.Name, T: ir.Bits(sf.Width, sf.Signed)})
 			}
 		}
 	}
 	l.fieldLists[id] = fl
 	return id
+}
+
+// inFieldList reports whether annotations put a field in field list index.
+func (l *lowerer) inFieldList(annos ast.Annotations, index int) bool {
+	for _, a := range annos {
+		if a.Name != "field_list" {
+			continue
+		}
+		for _, e := range a.Exprs {
+			if v, ok := l.annotationConst(e); ok && v.IsInt64() && v.Int64() == int64(index) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// annotationConst is the value of an annotation argument that is an
+// integer or names a top-level constant (annotations are not type
+// checked; p4c folds such names to their values).
+func (l *lowerer) annotationConst(e ast.Expr) (*big.Int, bool) {
+	switch x := e.(type) {
+	case *ast.IntLit:
+		return x.Value, true
+	case *ast.Ident:
+		for _, d := range l.info.Program.Decls {
+			if cd, ok := d.(*ast.ConstDecl); ok && cd.Name == x.Name {
+				if v, ok := l.info.ConstValues[cd].(*big.Int); ok {
+					return v, true
+				}
+			}
+		}
+	}
+	return nil, false
 }
 
 func (l *lowerer) fieldListNames() map[string]bool {
@@ -452,17 +544,6 @@ func (l *lowerer) fieldListNames() map[string]bool {
 		m[fl.Name] = true
 	}
 	return m
-}
-
-// metaFieldRef finds the scalar field holding a user metadata member.
-func (l *lowerer) metaFieldRef(st *types.Struct, field string) *ir.FieldRef {
-	want := st.Name + "." + field
-	for _, f := range l.scalars.Fields {
-		if f.Name == want {
-			return &ir.FieldRef{Header: "scalars", Field: f.Name, T: ir.Bits(f.Width, f.Signed)}
-		}
-	}
-	return nil
 }
 
 // fieldListFromValue builds a field list from the data argument of the

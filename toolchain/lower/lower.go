@@ -34,10 +34,14 @@ type lowerer struct {
 	// inlined, to reject recursion (P4_16 forbids it; inlining it would
 	// never end).
 	inlining map[ast.Node]bool
-	opts     Options
-	prog     *ir.Program
-	errs     scanner.ErrorList
-	warn     scanner.ErrorList
+	// callStack lists them innermost last.
+	callStack []ast.Node
+	// metaLeaves are the leaves of the user metadata struct, in order.
+	metaLeaves []metaLeaf
+	opts       Options
+	prog       *ir.Program
+	errs       scanner.ErrorList
+	warn       scanner.ErrorList
 
 	headerTypes map[*ast.StructDecl]*ir.HeaderType
 	unionTypes  map[*ast.StructDecl]*ir.UnionType
@@ -167,8 +171,9 @@ func Lower(info *types.Info, opts Options) (*Result, scanner.ErrorList) {
 		}
 		l.prog.ControlActions = append(l.prog.ControlActions, &ir.Action{
 			Name: ca.name, Params: params, Annotations: ca.annotations, ExplicitID: ca.explicitID,
+			Hidden: ca.decl.Annotations.Has("hidden"),
 		})
-		if len(params) > 0 {
+		if len(params) > 0 && !ca.decl.Annotations.Has("hidden") {
 			hasParams = true
 		}
 	}
@@ -260,7 +265,7 @@ func (l *lowerer) run() {
 	hType := l.info.DeclTypes[pd.Params[1]]
 	mType := l.info.DeclTypes[pd.Params[2]]
 	stdType := l.info.DeclTypes[pd.Params[3]]
-	hdrs := l.allocTop(hType, "")
+	hdrs := l.allocTop(hType)
 	meta := l.allocMeta(mType)
 	l.standard = l.allocStandard(stdType)
 
@@ -461,19 +466,17 @@ func (l *lowerer) finishLayout() {
 			l.prog.FieldAliases = append(l.prog.FieldAliases, ir.FieldAlias{Alias: a.alias, Header: "standard_metadata", Field: a.field})
 		}
 	}
-	// enums: every enum the program declares (BMv2 lists them)
+	// enums: every enum without an underlying type the program declares
+	// (BMv2 lists them). A serializable enum (enum bit<W> E) is a bit<W>
+	// to BMv2, and p4c leaves it out: its members may share a value, which
+	// BMv2's loader refuses in "enums".
 	for _, e := range l.info.Enums {
-		if e.Decl == nil {
+		if e.Decl == nil || e.Underlying != nil {
 			continue
 		}
 		ie := &ir.Enum{Name: e.Name}
 		for i, m := range e.Decl.Members {
 			v := types.MemberValue(e, m.Name)
-			if e.Underlying != nil {
-				if ev, ok := l.info.ConstValues[m].(*types.EnumValue); ok {
-					v = ev.Value
-				}
-			}
 			if v == nil {
 				v = bigInt(int64(i))
 			}

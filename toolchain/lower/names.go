@@ -234,21 +234,59 @@ func (l *lowerer) noteNamedType(t types.Type) {
 }
 
 // p4rtWidth is the width P4Runtime gives a value of type t: that of its
-// translated form for a `type` with @p4runtime_translation, and 0 for
-// error, which the control plane sees as a string.
+// translated form for a `type` with @p4runtime_translation (0 when it is
+// translated to a string), and 0 for error, which the control plane sees
+// as a string.
 func (l *lowerer) p4rtWidth(t types.Type) int {
-	if nt, ok := t.(*types.NewType); ok && nt.Decl != nil {
-		if a := nt.Decl.Annotations.Get("p4runtime_translation"); a != nil && len(a.Exprs) >= 2 {
-			if lit, ok := a.Exprs[1].(*ast.IntLit); ok {
-				return int(lit.Value.Int64())
-			}
-			return 0
+	if nt, ok := t.(*types.NewType); ok {
+		if tr, ok := translation(nt); ok {
+			return tr.width
 		}
 	}
 	if _, ok := types.Underlying(t).(*types.ErrorType); ok {
 		return 0
 	}
 	return types.Width(t)
+}
+
+// sdnType is what @p4runtime_translation(uri, T) on a `type` declares
+// (P4Runtime spec §8.3): the URI and the controller's representation T,
+// a width given as an integer or as bit<W>, or string.
+type sdnType struct {
+	uri    string
+	width  int
+	string bool
+}
+
+// translation reads the @p4runtime_translation of a `type`, if it has
+// one. Only the type itself counts: a `type` declared on a translated
+// `type` without its own annotation is not translated.
+func translation(nt *types.NewType) (sdnType, bool) {
+	if nt.Decl == nil {
+		return sdnType{}, false
+	}
+	a := nt.Decl.Annotations.Get("p4runtime_translation")
+	if a == nil || len(a.Exprs) < 2 {
+		return sdnType{}, false
+	}
+	var tr sdnType
+	if s, ok := a.Exprs[0].(*ast.StringLit); ok {
+		tr.uri = s.Value
+	}
+	switch x := a.Exprs[1].(type) {
+	case *ast.IntLit:
+		tr.width = int(x.Value.Int64())
+	case *ast.TypeExpr:
+		switch bt := x.Type.(type) {
+		case *ast.BaseType:
+			tr.string = bt.Kind == "string"
+		case *ast.BitType:
+			if lit, ok := bt.Width.(*ast.IntLit); ok && !bt.Signed {
+				tr.width = int(lit.Value.Int64())
+			}
+		}
+	}
+	return tr, true
 }
 
 // typeSpec describes a P4 type for P4Info, recording named types in the
@@ -383,24 +421,63 @@ func (l *lowerer) noteNewType(nt *types.NewType) {
 		}
 	}
 	info := &ir.NewTypeInfo{Name: nt.Name, Spec: l.typeSpec(nt.Base)}
-	if nt.Decl != nil {
-		if a := nt.Decl.Annotations.Get("p4runtime_translation"); a != nil && len(a.Exprs) >= 1 {
-			if s, ok := a.Exprs[0].(*ast.StringLit); ok {
-				info.Translation = s.Value
-			}
-			if len(a.Exprs) >= 2 {
-				if lit, ok := a.Exprs[1].(*ast.IntLit); ok {
-					info.SDNWidth = int(lit.Value.Int64())
-				}
-				if te, ok := a.Exprs[1].(*ast.TypeExpr); ok {
-					if bt, ok := te.Type.(*ast.BaseType); ok && bt.Kind == "string" {
-						info.SDNString = true
-					}
-				}
-			}
-		}
+	if tr, ok := translation(nt); ok {
+		info.Translation, info.SDNWidth, info.SDNString = tr.uri, tr.width, tr.string
 	}
 	ti.NewTypes = append(ti.NewTypes, info)
+}
+
+// controllerFields lists the metadata of a controller header as p4c's
+// P4Info has them: its fields, or, when the header holds structs, its
+// fields flattened (FlattenHeader): every bit field at any depth, named
+// by its dotted path (whatever its @name), with the annotations of the
+// fields on the way, the innermost winning. @hidden ones take an id but
+// are not described.
+func (l *lowerer) controllerFields(st *types.Struct) []ir.ControllerField {
+	nested := false
+	for _, f := range st.Fields {
+		if fs, ok := types.Underlying(f.Type).(*types.Struct); ok && fs.Kind == ast.StructKindStruct {
+			nested = true
+		}
+	}
+	var out []ir.ControllerField
+	var walk func(st *types.Struct, path []string, outer ast.Annotations)
+	walk = func(st *types.Struct, path []string, outer ast.Annotations) {
+		for _, f := range st.Fields {
+			p := append(append([]string(nil), path...), f.Name)
+			annos := mergeAnnotations(outer, f.Annotations)
+			if fs, ok := types.Underlying(f.Type).(*types.Struct); ok && fs.Kind == ast.StructKindStruct {
+				walk(fs, p, annos)
+				continue
+			}
+			name := strings.Join(p, ".")
+			if !nested {
+				if n, ok := f.Annotations.StringArg("name"); ok {
+					name = n
+				}
+			}
+			l.noteNamedType(f.Type)
+			out = append(out, ir.ControllerField{Name: name, Width: l.p4rtWidth(f.Type), Annotations: renderAnnotations(annos),
+				TypeName: typeNameForP4Info(f.Type), ExplicitID: explicitID(annos), Hidden: annos.Has("hidden")})
+		}
+	}
+	walk(st, nil, nil)
+	return out
+}
+
+// mergeAnnotations is outer's annotations with inner's: one of each name,
+// inner's when both have it, inner's first.
+func mergeAnnotations(outer, inner ast.Annotations) ast.Annotations {
+	if len(outer) == 0 {
+		return inner
+	}
+	out := append(ast.Annotations(nil), inner...)
+	for _, a := range outer {
+		if !inner.Has(a.Name) {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // collectTypeInfo records types P4Info describes even when unused by
@@ -422,17 +499,8 @@ func (l *lowerer) collectTypeInfo() {
 		// p4c keeps @controller_header itself among the preamble's
 		// annotations (as in every P4Info it writes for packet I/O)
 		ch := &ir.ControllerHeader{Name: name, TypeName: typeName, ExplicitID: explicitID(st.Decl.Annotations),
-			Annotations: renderAnnotations(st.Decl.Annotations)}
-		for _, f := range st.Fields {
-			name := f.Name
-			if n, ok := f.Annotations.StringArg("name"); ok {
-				name = n
-			}
-			cf := ir.ControllerField{Name: name, Width: l.p4rtWidth(f.Type), Annotations: renderAnnotations(f.Annotations),
-				TypeName: typeNameForP4Info(f.Type), ExplicitID: explicitID(f.Annotations)}
-			l.noteNamedType(f.Type)
-			ch.Fields = append(ch.Fields, cf)
-		}
+			Annotations: renderAnnotations(st.Decl.Annotations), Hidden: st.Decl.Annotations.Has("hidden")}
+		ch.Fields = l.controllerFields(st)
 		l.prog.ControllerHeaders = append(l.prog.ControllerHeaders, ch)
 	}
 }

@@ -150,6 +150,8 @@ type externInst struct {
 	name  string // fully qualified
 	args  []any  // constructor arguments (constVal)
 	owner *blockInst
+	// inPlace: created in a table property (implementation = ...).
+	inPlace bool
 
 	counter  *ir.Counter
 	meter    *ir.Meter
@@ -401,53 +403,109 @@ func (l *lowerer) newStack(name string, t *types.Stack) *stackLoc {
 	return s
 }
 
+// V1Switch's header and metadata types are named in the JSON as p4c's
+// BMv2 back end names them. A struct without struct-typed fields keeps
+// its fields' names: header instances are called after their fields,
+// metadata scalars "<type>.<field>". A struct that nests structs is
+// flattened first (p4c's FlattenInterfaceStructs): every field that is
+// not itself a struct, at any depth and in declaration order, is renamed
+// "_" + its path joined with "_" + its index among those leaves. So
+// struct H { I ingress; } with struct I { eth_h ethernet; ipv4_h ipv4; }
+// has the header instances _ingress_ethernet0 and _ingress_ipv41, and a
+// nested metadata scalar is "<type>._fwd_l2ptr68".
+
+// ifaceNamer hands out those names for one type argument.
+type ifaceNamer struct {
+	// flat is set when the type nests structs; n counts its leaves.
+	flat bool
+	n    int
+}
+
+func newIfaceNamer(st *types.Struct) *ifaceNamer {
+	for _, f := range st.Fields {
+		if fs, ok := types.Underlying(f.Type).(*types.Struct); ok && fs.Kind == ast.StructKindStruct {
+			return &ifaceNamer{flat: true}
+		}
+	}
+	return &ifaceNamer{}
+}
+
+// leaf names the next leaf, whose field path is path.
+func (n *ifaceNamer) leaf(path []string) string {
+	if !n.flat {
+		return strings.Join(path, ".")
+	}
+	name := "_" + strings.Join(path, "_") + itoa(n.n)
+	n.n++
+	return name
+}
+
 // allocTop allocates the headers struct H: its headers are named after
-// their fields.
-func (l *lowerer) allocTop(t types.Type, prefix string) any {
+// their fields (flattened as above when H nests structs).
+func (l *lowerer) allocTop(t types.Type) any {
 	st, ok := types.Underlying(t).(*types.Struct)
 	if !ok || st.Kind != ast.StructKindStruct {
 		return l.alloc(t, "hdr")
 	}
+	return l.allocIface(st, st.Name, nil, newIfaceNamer(st), nil, nil)
+}
+
+// allocMeta allocates the user metadata struct M: scalars are named
+// "<type>.<field>", or "<type>._<path>_<n>" when M nests structs, as in
+// p4c's output.
+func (l *lowerer) allocMeta(t types.Type) any {
+	st, ok := types.Underlying(t).(*types.Struct)
+	if !ok || st.Kind != ast.StructKindStruct {
+		return l.alloc(t, "meta")
+	}
+	return l.allocIface(st, st.Name, nil, newIfaceNamer(st), nil, &l.metaLeaves)
+}
+
+// metaLeaf is a field of the user metadata struct M that is not itself a
+// struct, with the annotations it has once M is flattened: those of the
+// fields on the way to it and of the structs holding it (p4c's
+// FlattenInterfaceStructs hands them down), and its own.
+type metaLeaf struct {
+	loc   any
+	annos ast.Annotations
+}
+
+// allocIface allocates a struct of the V1Switch interface, root being
+// the name of the type argument and path the fields leading to st.
+// Scalars go to the scalars header as "<root>.<leaf name>"; headers,
+// unions and stacks, in H or in M, become instances named after their
+// leaf, as p4c names them. When leaves is not nil, every leaf is added to
+// it with the annotations it inherits (outer).
+func (l *lowerer) allocIface(st *types.Struct, root string, path []string, n *ifaceNamer, outer ast.Annotations, leaves *[]metaLeaf) *structLoc {
 	sl := &structLoc{st: st}
-	for _, f := range st.Fields {
-		name := f.Name
-		if prefix != "" {
-			name = prefix + "." + f.Name
+	var inherited ast.Annotations
+	if leaves != nil {
+		if st.Decl != nil {
+			inherited = append(inherited, st.Decl.Annotations...)
 		}
-		var v any
+		inherited = append(inherited, outer...)
+	}
+	for _, f := range st.Fields {
+		p := append(append([]string(nil), path...), f.Name)
+		var annos ast.Annotations
+		if leaves != nil {
+			annos = append(append(ast.Annotations(nil), inherited...), f.Annotations...)
+		}
 		if fs, ok := types.Underlying(f.Type).(*types.Struct); ok && fs.Kind == ast.StructKindStruct {
-			v = l.allocTop(f.Type, name)
-		} else if isScalar(f.Type) {
-			v = l.newScalar(st.Name+"."+name, f.Type)
+			sl.fields = append(sl.fields, l.allocIface(fs, root, p, n, annos, leaves))
+			continue
+		}
+		name := n.leaf(p)
+		var v any
+		if isScalar(f.Type) {
+			v = l.newScalar(root+"."+name, f.Type)
 		} else {
 			v = l.alloc(f.Type, name)
 		}
 		sl.fields = append(sl.fields, v)
-	}
-	return sl
-}
-
-// allocMeta allocates the user metadata struct M: scalars are named
-// "<type>.<field path>" as in p4c's output.
-func (l *lowerer) allocMeta(t types.Type) any {
-	st, ok := types.Underlying(t).(*types.Struct)
-	if !ok {
-		return l.alloc(t, "meta")
-	}
-	return l.allocMetaStruct(st, st.Name)
-}
-
-func (l *lowerer) allocMetaStruct(st *types.Struct, prefix string) any {
-	if st.Kind != ast.StructKindStruct {
-		return l.alloc(st, prefix)
-	}
-	sl := &structLoc{st: st}
-	for _, f := range st.Fields {
-		if fs, ok := types.Underlying(f.Type).(*types.Struct); ok && fs.Kind == ast.StructKindStruct {
-			sl.fields = append(sl.fields, l.allocMetaStruct(fs, prefix+"."+f.Name))
-			continue
+		if leaves != nil {
+			*leaves = append(*leaves, metaLeaf{loc: v, annos: annos})
 		}
-		sl.fields = append(sl.fields, l.alloc(f.Type, prefix+"."+f.Name))
 	}
 	return sl
 }

@@ -69,7 +69,8 @@ func (l *lowerer) buildTable(b *body, td *ast.TableDecl, inst *blockInst) *ir.Ta
 		ExplicitID:  explicitID(td.Annotations),
 		Loc:         l.source(td.Pos, td.Name),
 		// @hidden keeps a table out of the control-plane API
-		Hidden: td.Annotations.Has("hidden"),
+		Hidden:     td.Annotations.Has("hidden"),
+		UserHidden: td.Annotations.Has("hidden"),
 	}
 	var actionsProp *ast.ActionsProperty
 	var entries *ast.EntriesProperty
@@ -142,6 +143,12 @@ func (l *lowerer) buildTable(b *body, td *ast.TableDecl, inst *blockInst) *ir.Ta
 			de := &ir.DefaultEntry{Action: a, Const: isConstProperty(td, "default_action")}
 			de.Args = l.actionArgs(dref)
 			t.Default = de
+			if t.Implementation != nil {
+				// BMv2 has no default entry for a table whose actions
+				// come from an action profile: the JSON leaves it out,
+				// and p4c says so
+				l.warn.Add(td.Pos, "Target does not support default_action for %s (due to action profiles)", t.Name)
+			}
 		}
 	} else {
 		na := l.noAction()
@@ -315,7 +322,7 @@ func (b *body) externValue(prop *ast.ValueProperty, t *ir.Table) *externInst {
 		}
 		c := b.l.info.Calls[call]
 		if c != nil && c.Kind == types.CallConstructor && c.Extern != nil {
-			ei := &externInst{typ: c.Extern, name: name, owner: b.inst,
+			ei := &externInst{typ: c.Extern, name: name, owner: b.inst, inPlace: true,
 				decl: &ast.InstanceDecl{Pos: call.Pos, Name: prop.Name, Annotations: prop.Annotations}}
 			for _, a := range c.Args {
 				ei.args = append(ei.args, b.l.ctorArg(a, b.env, ei.name))

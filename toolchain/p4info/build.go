@@ -19,9 +19,19 @@ func Build(p *ir.Program) (*p4v1.P4Info, error) {
 		return nil, err
 	}
 
-	// collect symbols (the order only matters for explicit-id clashes)
+	// collect symbols (the order only matters for explicit-id clashes).
+	// As in p4c, every table and action of the program is a symbol, also
+	// those written @hidden, which P4Info does not describe: they take
+	// ids and count for the aliases of the others.
 	for _, t := range tables {
 		syms.add(p4v1.P4Ids_TABLE, t.Name, t.ExplicitID)
+	}
+	for _, t := range userHiddenTables(p) {
+		syms.add(p4v1.P4Ids_TABLE, t.Name, t.ExplicitID)
+	}
+	listed := map[string]bool{}
+	for _, t := range tables {
+		listed[t.Name] = true
 	}
 	for _, a := range p.ControlActions {
 		syms.add(p4v1.P4Ids_ACTION, a.Name, a.ExplicitID)
@@ -65,6 +75,9 @@ func Build(p *ir.Program) (*p4v1.P4Info, error) {
 		info.Tables = append(info.Tables, table(syms, t))
 	}
 	for _, a := range p.ControlActions {
+		if a.Hidden {
+			continue
+		}
 		info.Actions = append(info.Actions, action(syms, a))
 	}
 	for _, ap := range p.ActionProfiles {
@@ -72,6 +85,16 @@ func Build(p *ir.Program) (*p4v1.P4Info, error) {
 			Preamble:     preamble(syms, p4v1.P4Ids_ACTION_PROFILE, ap.Name, ap.Annotations),
 			WithSelector: ap.Selector != nil,
 			Size:         int64(ap.Size),
+		}
+		if ap.Selector != nil {
+			msg.MaxGroupSize = int32(ap.MaxGroupSize)
+			switch ap.SizeSemantics {
+			case "sum_of_members":
+				msg.SelectorSizeSemantics = &p4v1.ActionProfile_SumOfMembers_{
+					SumOfMembers: &p4v1.ActionProfile_SumOfMembers{MaxMemberWeight: int32(ap.MaxMemberWeight)}}
+			case "sum_of_weights":
+				msg.SelectorSizeSemantics = &p4v1.ActionProfile_SumOfWeights_{SumOfWeights: &p4v1.ActionProfile_SumOfWeights{}}
+			}
 		}
 		for _, t := range ap.Tables {
 			msg.TableIds = append(msg.TableIds, syms.id(p4v1.P4Ids_TABLE, t.Name))
@@ -81,6 +104,10 @@ func Build(p *ir.Program) (*p4v1.P4Info, error) {
 	for _, c := range p.Counters {
 		spec := &p4v1.CounterSpec{Unit: counterUnit(c.Kind)}
 		if c.Direct {
+			if !listed[c.Table] {
+				// a direct resource is described with its table
+				continue
+			}
 			info.DirectCounters = append(info.DirectCounters, &p4v1.DirectCounter{
 				Preamble:      preamble(syms, p4v1.P4Ids_DIRECT_COUNTER, c.Name, c.Annotations),
 				Spec:          spec,
@@ -100,6 +127,9 @@ func Build(p *ir.Program) (*p4v1.P4Info, error) {
 			spec.Unit = p4v1.MeterSpec_BYTES
 		}
 		if m.Direct {
+			if !listed[m.Table] {
+				continue
+			}
 			info.DirectMeters = append(info.DirectMeters, &p4v1.DirectMeter{
 				Preamble:      preamble(syms, p4v1.P4Ids_DIRECT_METER, m.Name, m.Annotations),
 				Spec:          spec,
@@ -114,6 +144,9 @@ func Build(p *ir.Program) (*p4v1.P4Info, error) {
 		})
 	}
 	for _, ch := range p.ControllerHeaders {
+		if ch.Hidden {
+			continue
+		}
 		msg := &p4v1.ControllerPacketMetadata{Preamble: &p4v1.Preamble{
 			Id:          syms.id(p4v1.P4Ids_CONTROLLER_HEADER, ch.TypeName),
 			Name:        ch.Name,
@@ -126,6 +159,9 @@ func Build(p *ir.Program) (*p4v1.P4Info, error) {
 		}
 		ids := fieldIDs(explicit)
 		for i, f := range ch.Fields {
+			if f.Hidden {
+				continue
+			}
 			md := &p4v1.ControllerPacketMetadata_Metadata{Id: ids[i], Name: f.Name, Bitwidth: int32(f.Width), Annotations: f.Annotations}
 			if f.TypeName != "" {
 				md.TypeName = &p4v1.P4NamedType{Name: f.TypeName}
@@ -204,6 +240,21 @@ func controlTables(p *ir.Program) []*ir.Table {
 			return a.Col < b.Col
 		})
 		out = append(out, ts...)
+	}
+	return out
+}
+
+// userHiddenTables lists the tables written @hidden, once each.
+func userHiddenTables(p *ir.Program) []*ir.Table {
+	var out []*ir.Table
+	seen := map[string]bool{}
+	for _, pl := range p.Pipelines {
+		for _, t := range pl.Tables {
+			if t.UserHidden && !seen[t.Name] {
+				seen[t.Name] = true
+				out = append(out, t)
+			}
+		}
 	}
 	return out
 }

@@ -1018,7 +1018,8 @@ func (c *Checker) controlPlaneName(d ast.Node, annos ast.Annotations, pos scanne
 
 // v1modelTypes checks what v1model.p4 documents of V1Switch<H, M> and
 // p4c-bm2-ss enforces: M, the user metadata, is a struct, and H is a
-// struct of headers, header stacks and header unions only.
+// struct of headers, header stacks and header unions only, or of
+// structs of them.
 func (c *Checker) v1modelTypes(main *ast.InstanceDecl) {
 	pkg, ok := c.info.DeclTypes[main].(*Package)
 	if !ok || pkg.Decl.Name != "V1Switch" || len(main.Args) == 0 {
@@ -1041,6 +1042,17 @@ func (c *Checker) v1modelTypes(main *ast.InstanceDecl) {
 		c.targetErrorf(h.Pos, "%s: expected the headers type to be a struct, not %s", h.Name, c.info.DeclTypes[h])
 		return
 	}
+	if path, t := nonHeaderField(st, ""); path != "" {
+		c.targetErrorf(h.Pos, "%s: the headers type %s should be a struct of headers, stacks or unions; field %s is a %s", h.Name, st.Name, path, t)
+	}
+}
+
+// nonHeaderField finds the first field of a headers struct that is not a
+// header, a header stack or a header union. Structs may nest: p4c
+// flattens a headers struct of structs of headers into its headers
+// (FlattenInterfaceStructs), so only the leaves must be headers. It
+// returns the field's dotted path and type, or "" when there is none.
+func nonHeaderField(st *Struct, prefix string) (string, Type) {
 	for _, f := range st.Fields {
 		switch ft := Underlying(f.Type).(type) {
 		case *Stack:
@@ -1049,10 +1061,14 @@ func (c *Checker) v1modelTypes(main *ast.InstanceDecl) {
 			if ft.Kind != ast.StructKindStruct {
 				continue
 			}
+			if path, t := nonHeaderField(ft, prefix+f.Name+"."); path != "" {
+				return path, t
+			}
+			continue
 		}
-		c.targetErrorf(h.Pos, "%s: the headers type %s should be a struct of headers, stacks or unions; field %s is a %s", h.Name, st.Name, f.Name, f.Type)
-		return
+		return prefix + f.Name, f.Type
 	}
+	return "", nil
 }
 
 // directMeters checks v1model's direct meters as p4c-bm2-ss does: a
