@@ -3,6 +3,7 @@ package p4rt
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/big"
@@ -124,6 +125,10 @@ func parseMapping(uri string, raw json.RawMessage) (*uriMapping, error) {
 	dec.DisallowUnknownFields()
 	var pairs []rawPair
 	if err := dec.Decode(&pairs); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) {
+			return nil, fmt.Errorf(`want a list of {"sdn": ..., "device": ...} pairs, not a JSON %s`, typeErr.Value)
+		}
 		return nil, fmt.Errorf(`want a list of {"sdn": ..., "device": ...} pairs: %v`, err)
 	}
 	if len(pairs) == 0 {
