@@ -116,7 +116,7 @@ func (pl *Pipeline) Schema() pipeline.Schema {
 		Tables: pl.tableInfos(), Actions: pl.actionInfos(), Counters: pl.counterInfos(),
 		Meters: pl.meterInfos(), Registers: pl.registerInfos(), ValueSets: pl.valueSetInfos(),
 		Digests: pl.digestInfos(), ActionProfiles: pl.ActionProfiles(),
-		ConstEntries: map[string][]pipeline.TableEntry{},
+		HeaderTypes: pl.headerTypeInfos(), ConstEntries: map[string][]pipeline.TableEntry{},
 	}
 	for _, t := range pl.tables.list {
 		if len(t.declared) > 0 {

@@ -680,6 +680,21 @@ func (pl *Pipeline) valueSetInfos() []pipeline.ValueSetInfo {
 	})
 }
 
+func (pl *Pipeline) headerTypeInfos() []pipeline.HeaderTypeInfo {
+	out := make([]pipeline.HeaderTypeInfo, len(pl.lay.types))
+	for i, ht := range pl.lay.types {
+		h := pipeline.HeaderTypeInfo{Name: ht.name, Fields: make([]pipeline.ParamInfo, len(ht.fields))}
+		for j, f := range ht.fields {
+			h.Fields[j] = pipeline.ParamInfo{Name: f.name}
+			if !f.varbit {
+				h.Fields[j].Bitwidth = f.width
+			}
+		}
+		out[i] = h
+	}
+	return out
+}
+
 func (pl *Pipeline) digestInfos() []pipeline.DigestInfo {
 	out := make([]pipeline.DigestInfo, len(pl.learnLists))
 	for i, l := range pl.learnLists {

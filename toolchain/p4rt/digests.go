@@ -157,20 +157,30 @@ func (d *digestEngine) lookup(name string) *digestInfo {
 	return nil
 }
 
-func digestData(di *digestInfo, fields [][]byte) (*p4v1.P4Data, string) {
+// digestData renders one digest for the controller, with its
+// deduplication key. Members of translated types are translated to the
+// controller's values; one the translation cannot express fails the
+// digest.
+func digestData(di *digestInfo, fields [][]byte) (*p4v1.P4Data, string, error) {
 	var key strings.Builder
 	members := make([]*p4v1.P4Data, len(fields))
 	for i, f := range fields {
 		v := trimmed(f)
+		if i < len(di.trs) && di.trs[i] != nil {
+			var err error
+			if v, err = di.trs[i].toSDN(v); err != nil {
+				return nil, "", err
+			}
+		}
 		members[i] = &p4v1.P4Data{Data: &p4v1.P4Data_Bitstring{Bitstring: v}}
 		key.Write(v)
 		key.WriteByte(0xff)
 		key.WriteByte(byte(len(v)))
 	}
 	if len(di.widths) == 0 && len(fields) == 1 {
-		return members[0], key.String()
+		return members[0], key.String(), nil
 	}
-	return &p4v1.P4Data{Data: &p4v1.P4Data_Struct{Struct: &p4v1.P4StructLike{Members: members}}}, key.String()
+	return &p4v1.P4Data{Data: &p4v1.P4Data_Struct{Struct: &p4v1.P4StructLike{Members: members}}}, key.String(), nil
 }
 
 func (d *digestEngine) add(m pipeline.Digest, now time.Time) {
@@ -181,7 +191,11 @@ func (d *digestEngine) add(m pipeline.Digest, now time.Time) {
 		return // not enabled: the spec sends nothing until a DigestEntry INSERT
 	}
 	cfg := d.cfg[di.id]
-	data, key := digestData(di, m.Fields)
+	data, key, err := digestData(di, m.Fields)
+	if err != nil {
+		d.srv.untranslatable.warn(d.srv.log, "dropping a digest", "digest", di.name, "err", messageOf(err))
+		return
+	}
 	if _, dup := d.cache[di.id][key]; dup {
 		return
 	}

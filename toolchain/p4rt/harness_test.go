@@ -162,11 +162,22 @@ func newHarnessFor(tb testing.TB, path string) *harness {
 // elsewhere, e.g. a corpus pair written by p4c).
 func newHarnessWith(tb testing.TB, prog program) *harness {
 	tb.Helper()
+	return newHarnessConfig(tb, prog, nil)
+}
+
+// newHarnessConfig is newHarnessWith whose server configuration set
+// adjusts (nil: none).
+func newHarnessConfig(tb testing.TB, prog program, set func(*p4rt.Config)) *harness {
+	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	tb.Cleanup(cancel)
 	bugs := &bugLog{}
 	target := enginetarget.NewLoopback()
-	srv := p4rt.NewServer(p4rt.Config{DeviceID: deviceID, Target: target, Logger: slog.New(bugs)})
+	cfg := p4rt.Config{DeviceID: deviceID, Target: target, Logger: slog.New(bugs)}
+	if set != nil {
+		set(&cfg)
+	}
+	srv := p4rt.NewServer(cfg)
 	lis := bufconn.Listen(1 << 20)
 	served := make(chan struct{})
 	go func() { _ = srv.Serve(ctx, lis); close(served) }()

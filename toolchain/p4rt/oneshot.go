@@ -116,10 +116,14 @@ func (ps *pipelineState) releaseOneShot(p *profileInfo, os *oneShot) {
 }
 
 // proto renders the action set as the client wrote it (canonical values).
-func (os *oneShot) proto(s *schema) *p4v1.TableAction {
+func (os *oneShot) proto(s *schema) (*p4v1.TableAction, error) {
 	set := &p4v1.ActionProfileActionSet{}
 	for i, b := range os.actions {
-		set.ActionProfileActions = append(set.ActionProfileActions, &p4v1.ActionProfileAction{Action: s.actionProto(b), Weight: os.weights[i]})
+		a, err := s.actionProto(b)
+		if err != nil {
+			return nil, err
+		}
+		set.ActionProfileActions = append(set.ActionProfileActions, &p4v1.ActionProfileAction{Action: a, Weight: os.weights[i]})
 	}
-	return &p4v1.TableAction{Type: &p4v1.TableAction_ActionProfileActionSet{ActionProfileActionSet: set}}
+	return &p4v1.TableAction{Type: &p4v1.TableAction_ActionProfileActionSet{ActionProfileActionSet: set}}, nil
 }

@@ -34,6 +34,8 @@ func setBits(b []byte, off, width int, v []byte) {
 
 // decodePacketIn splits a frame the pipeline sent to the CPU port into
 // the @controller_header("packet_in") fields and the rest (spec §16.1).
+// Fields of translated types are translated to the controller's values; a
+// value the translation cannot express fails the whole packet.
 func decodePacketIn(h *controllerHeader, frame []byte) (*p4v1.PacketIn, error) {
 	if h == nil {
 		return &p4v1.PacketIn{Payload: clone(frame)}, nil
@@ -45,14 +47,22 @@ func decodePacketIn(h *controllerHeader, frame []byte) (*p4v1.PacketIn, error) {
 	pin := &p4v1.PacketIn{Payload: clone(frame[n:])}
 	off := 0
 	for _, f := range h.fields {
-		pin.Metadata = append(pin.Metadata, &p4v1.PacketMetadata{MetadataId: f.id, Value: getBits(frame, off, f.width)})
+		v := getBits(frame, off, f.width)
+		if f.tr != nil {
+			var err error
+			if v, err = f.tr.toSDN(v); err != nil {
+				return nil, &untranslatableError{fmt.Sprintf("packet_in metadata %q: %s", f.name, messageOf(err))}
+			}
+		}
+		pin.Metadata = append(pin.Metadata, &p4v1.PacketMetadata{MetadataId: f.id, Value: v})
 		off += f.width
 	}
 	return pin, nil
 }
 
 // encodePacketOut prepends the @controller_header("packet_out") header
-// built from the PacketOut metadata. Fields the client leaves out are 0 —
+// built from the PacketOut metadata, translating fields of translated
+// types to the device's values. Fields the client leaves out are 0 —
 // programs pad these headers and clients (p4runtime-shell) omit padding —
 // but unknown, repeated or too-wide fields are rejected.
 func encodePacketOut(h *controllerHeader, po *p4v1.PacketOut) ([]byte, error) {
@@ -77,7 +87,13 @@ func encodePacketOut(h *controllerHeader, po *p4v1.PacketOut) ([]byte, error) {
 		off, found := 0, false
 		for _, f := range h.fields {
 			if f.id == m.GetMetadataId() {
-				v, err := canonical(m.GetValue(), f.width)
+				var v []byte
+				var err error
+				if f.tr != nil {
+					v, err = f.tr.toDevice(m.GetValue(), f.width)
+				} else {
+					v, err = canonical(m.GetValue(), f.width)
+				}
 				if err != nil {
 					return nil, fmt.Errorf("metadata %q: %s", f.name, messageOf(err))
 				}

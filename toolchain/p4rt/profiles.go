@@ -373,8 +373,12 @@ func (ps *pipelineState) readProfileMembers(q *p4v1.ActionProfileMember) ([]*p4v
 			if !ok {
 				return nil, errorf(codes.Internal, "action profile %q: the device has no member %d", ps.schema.profiles[pid].name, mid)
 			}
+			a, err := ps.schema.actionProto(act)
+			if err != nil {
+				return nil, errorf(codeOf(err), "action profile %q member %d: %s", ps.schema.profiles[pid].name, mid, messageOf(err))
+			}
 			out = append(out, &p4v1.Entity{Entity: &p4v1.Entity_ActionProfileMember{ActionProfileMember: &p4v1.ActionProfileMember{
-				ActionProfileId: pid, MemberId: mid, Action: ps.schema.actionProto(act)}}})
+				ActionProfileId: pid, MemberId: mid, Action: a}}})
 		}
 	}
 	if q.GetActionProfileId() != 0 && q.GetMemberId() != 0 && len(out) == 0 {

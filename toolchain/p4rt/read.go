@@ -157,20 +157,28 @@ func (ps *pipelineState) readTableEntries(q *p4v1.TableEntry) ([]*p4v1.Entity, e
 }
 
 func (ps *pipelineState) entryProto(t *tableInfo, e *tableEntry, q *p4v1.TableEntry) (*p4v1.TableEntry, error) {
+	match, err := matchProto(t, e.match)
+	if err != nil {
+		return nil, err
+	}
 	te := &p4v1.TableEntry{
 		TableId:            t.id,
-		Match:              matchProto(t, e.match),
+		Match:              match,
 		Priority:           e.priority,
 		ControllerMetadata: e.controllerMetadata,
 		Metadata:           clone(e.metadata),
 		IsConst:            e.isConst,
 	}
-	if e.oneShot != nil {
-		te.Action = e.oneShot.proto(ps.schema)
-	} else if e.ref != nil {
+	switch {
+	case e.oneShot != nil:
+		te.Action, err = e.oneShot.proto(ps.schema)
+	case e.ref != nil:
 		te.Action = indirectAction(e.ref)
-	} else {
-		te.Action = &p4v1.TableAction{Type: &p4v1.TableAction_Action{Action: ps.schema.actionProto(e.action)}}
+	default:
+		te.Action, err = ps.schema.tableAction(e.action)
+	}
+	if err != nil {
+		return nil, errorf(codeOf(err), "table %q: %s", t.name, messageOf(err))
 	}
 	if len(te.Metadata) == 0 {
 		te.Metadata = nil
@@ -203,13 +211,18 @@ func (ps *pipelineState) defaultEntryProto(t *tableInfo, ts *tableState) (*p4v1.
 		if err != nil {
 			return nil, err
 		}
-		te.Action = &p4v1.TableAction{Type: &p4v1.TableAction_Action{Action: ps.schema.actionProto(act)}}
+		if te.Action, err = ps.schema.tableAction(act); err != nil {
+			return nil, errorf(codeOf(err), "table %q default entry: %s", t.name, messageOf(err))
+		}
 		te.ControllerMetadata = ts.defaultCookie
 		if len(ts.defaultMeta) != 0 {
 			te.Metadata = clone(ts.defaultMeta)
 		}
 	} else if act, ok := ps.schema.initialDefault(t); ok {
-		te.Action = &p4v1.TableAction{Type: &p4v1.TableAction_Action{Action: ps.schema.actionProto(act)}}
+		var err error
+		if te.Action, err = ps.schema.tableAction(act); err != nil {
+			return nil, errorf(codeOf(err), "table %q default entry: %s", t.name, messageOf(err))
+		}
 	}
 	te.IsConst = t.constDefaultID != 0
 	return te, nil
@@ -281,8 +294,12 @@ func (ps *pipelineState) directEntries(q *p4v1.TableEntry, has func(*tableInfo) 
 	return ts, es, nil
 }
 
-func (ps *pipelineState) keyOnly(t *tableInfo, e *tableEntry) *p4v1.TableEntry {
-	return &p4v1.TableEntry{TableId: t.id, Match: matchProto(t, e.match), Priority: e.priority}
+func (ps *pipelineState) keyOnly(t *tableInfo, e *tableEntry) (*p4v1.TableEntry, error) {
+	match, err := matchProto(t, e.match)
+	if err != nil {
+		return nil, err
+	}
+	return &p4v1.TableEntry{TableId: t.id, Match: match, Priority: e.priority}, nil
 }
 
 func (ps *pipelineState) readDirectCounters(q *p4v1.DirectCounterEntry) ([]*p4v1.Entity, error) {
@@ -296,8 +313,12 @@ func (ps *pipelineState) readDirectCounters(q *p4v1.DirectCounterEntry) ([]*p4v1
 		if err != nil {
 			return nil, engineErr("reading the direct counter", err)
 		}
+		key, err := ps.keyOnly(ts[i], e)
+		if err != nil {
+			return nil, err
+		}
 		out = append(out, &p4v1.Entity{Entity: &p4v1.Entity_DirectCounterEntry{DirectCounterEntry: &p4v1.DirectCounterEntry{
-			TableEntry: ps.keyOnly(ts[i], e),
+			TableEntry: key,
 			Data:       &p4v1.CounterData{ByteCount: int64(v.Bytes), PacketCount: int64(v.Packets)},
 		}}})
 	}
@@ -318,8 +339,12 @@ func (ps *pipelineState) readDirectMeters(q *p4v1.DirectMeterEntry) ([]*p4v1.Ent
 		if err != nil {
 			return nil, engineErr("reading the direct meter", err)
 		}
+		key, err := ps.keyOnly(ts[i], e)
+		if err != nil {
+			return nil, err
+		}
 		out = append(out, &p4v1.Entity{Entity: &p4v1.Entity_DirectMeterEntry{DirectMeterEntry: &p4v1.DirectMeterEntry{
-			TableEntry: ps.keyOnly(ts[i], e),
+			TableEntry: key,
 			Config:     meterProto(m),
 		}}})
 	}

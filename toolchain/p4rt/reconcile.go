@@ -158,9 +158,15 @@ func sameKey(a, b *tableInfo) bool {
 	return true
 }
 
-// translateAction rebinds an action call to the new schema by names.
+// translateAction rebinds an action call to the new schema by names. The
+// values cross as the controller sees them (translated parameters
+// translated back with the old schema, and again with the new).
 func translateAction(from, to *schema, nt *tableInfo, b boundAction, asDefault bool) (boundAction, bool) {
 	oa := from.actions[b.id]
+	written, err := from.actionProto(b)
+	if err != nil {
+		return boundAction{}, false
+	}
 	for id := range nt.actionScopes {
 		na := to.actions[id]
 		if na.name != oa.name {
@@ -170,7 +176,7 @@ func translateAction(from, to *schema, nt *tableInfo, b boundAction, asDefault b
 		for i, p := range oa.params {
 			for _, np := range na.params {
 				if np.name == p.name {
-					call.Params = append(call.Params, &p4v1.Action_Param{ParamId: np.id, Value: b.params[i]})
+					call.Params = append(call.Params, &p4v1.Action_Param{ParamId: np.id, Value: written.Params[i].GetValue()})
 				}
 			}
 		}
@@ -255,8 +261,11 @@ func reconcileIndirectEntry(old, next *pipelineState, nt *tableInfo, e *tableEnt
 			if !ok {
 				return nil, false
 			}
-			set.ActionProfileActions = append(set.ActionProfileActions, &p4v1.ActionProfileAction{
-				Action: next.schema.actionProto(act), Weight: e.oneShot.weights[i]})
+			a, err := next.schema.actionProto(act)
+			if err != nil {
+				return nil, false
+			}
+			set.ActionProfileActions = append(set.ActionProfileActions, &p4v1.ActionProfileAction{Action: a, Weight: e.oneShot.weights[i]})
 		}
 		var err error
 		if os, err = next.buildOneShot(nt, set); err != nil {

@@ -3,6 +3,7 @@ package p4rt
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	p4configv1 "github.com/p4lang/p4runtime/go/p4/config/v1"
 	"google.golang.org/grpc/codes"
@@ -41,6 +42,9 @@ type schema struct {
 	valueSetIDs    []uint32
 	packetIn       *controllerHeader
 	packetOut      *controllerHeader
+	// translated are the P4Info's @p4runtime_translation types by name
+	// (translate.go).
+	translated map[string]*translation
 }
 
 type matchKind int
@@ -60,8 +64,9 @@ func (k matchKind) String() string {
 type fieldInfo struct {
 	id    uint32
 	name  string
-	width int
+	width int // on the device (the BMv2 JSON's, for a translated field)
 	kind  matchKind
+	tr    *translation // the field's type is translated; nil: not
 }
 
 type tableInfo struct {
@@ -122,8 +127,9 @@ type valueSetInfo struct {
 type paramInfo struct {
 	id    uint32
 	name  string
-	width int
+	width int // on the device
 	pos   int
+	tr    *translation // the parameter's type is translated; nil: not
 }
 
 type actionInfo struct {
@@ -146,19 +152,23 @@ type digestInfo struct {
 	id     uint32
 	name   string
 	widths []int // struct members in order, when the type is a flat struct
+	// trs are the members' translations (nil entries: not translated), or
+	// the one value's when the digest is not a struct; nil when none is.
+	trs []*translation
 }
 
 type ctrlField struct {
 	id    uint32
 	name  string
-	width int
+	width int          // on the wire: the device's width
+	tr    *translation // the field's type is translated; nil: not
 }
 
 // controllerHeader is a @controller_header header: its fields in
 // declaration order, which is the order they sit on the wire.
 type controllerHeader struct {
 	fields []ctrlField
-	bits   int
+	bits   int // on the wire
 }
 
 // constEntry is an entry from the program's "entries" table property, in
@@ -186,11 +196,16 @@ func jsonName(p4infoName string, names map[string]bool) (string, bool) {
 }
 
 // newSchema checks that info describes dev, the program the device loaded
-// from the device config, and indexes it. Any mismatch is
+// from the device config, and indexes it, with the translation file's
+// mappings (nil: none) for its translated types. Any mismatch is
 // INVALID_ARGUMENT: the config "cannot be realized" (spec §14).
-func newSchema(info *p4configv1.P4Info, dev pipeline.Schema) (*schema, error) {
+func newSchema(info *p4configv1.P4Info, dev pipeline.Schema, file *Translations) (*schema, error) {
 	if info == nil {
 		return nil, invalid("config has no p4info")
+	}
+	translated, err := newTranslations(info, file)
+	if err != nil {
+		return nil, err
 	}
 	b := &schemaBuilder{
 		schema: &schema{
@@ -206,9 +221,11 @@ func newSchema(info *p4configv1.P4Info, dev pipeline.Schema) (*schema, error) {
 			digestByName:   map[string]*digestInfo{},
 			profiles:       map[uint32]*profileInfo{},
 			valueSets:      map[uint32]*valueSetInfo{},
+			translated:     translated,
 		},
-		dev:  indexDevice(dev),
-		seen: map[uint32]string{},
+		dev:       indexDevice(dev),
+		seen:      map[uint32]string{},
+		typeWidth: map[string]int{},
 	}
 	for _, step := range schemaSteps {
 		if err := step(b); err != nil {
@@ -248,6 +265,40 @@ type schemaBuilder struct {
 	// tables that attach them.
 	directCounterIDs map[uint32]*p4configv1.DirectCounter
 	directMeterIDs   map[uint32]*p4configv1.DirectMeter
+	// typeWidth is the device width of each translated type seen so far
+	// on a table key, action parameter or controller header, for the value
+	// sets (whose fields the device config gives only as a total).
+	typeWidth map[string]int
+}
+
+// translationOf is the translation of a P4Info field, parameter or
+// metadata of type tn (nil when it has none), checked against the P4Info
+// width of what (the controller's width, unset for a string).
+func (b *schemaBuilder) translationOf(what string, tn *p4configv1.P4NamedType, width int32) (*translation, error) {
+	tr := b.translated[tn.GetName()]
+	if tr == nil {
+		return nil, nil
+	}
+	if err := translatedWidthProblem(what, width, tr); err != nil {
+		return nil, err
+	}
+	return tr, nil
+}
+
+// deviceWidthOf records the device width of a translated type found on the
+// device, or falls back (an object the device does not have: nothing is
+// ever translated for it) to the controller's width.
+func (b *schemaBuilder) deviceWidthOf(tr *translation, width int, onDevice bool) int {
+	if onDevice {
+		if _, ok := b.typeWidth[tr.typeName]; !ok {
+			b.typeWidth[tr.typeName] = width
+		}
+		return width
+	}
+	if tr.sdnWidth > 0 {
+		return tr.sdnWidth
+	}
+	return errorWidth
 }
 
 // deviceNames is the loaded program's objects by JSON name, for looking
@@ -341,18 +392,28 @@ func (b *schemaBuilder) addActions() error {
 		}
 		ai := &actionInfo{id: pre.GetId(), name: jn, paramIndex: map[uint32]int{}, missing: !ok}
 		for i, p := range a.GetParams() {
-			if p.GetBitwidth() <= 0 {
-				return invalid("action %q parameter %q has no bitwidth", pre.GetName(), p.GetName())
+			what := fmt.Sprintf("action %q parameter %q", pre.GetName(), p.GetName())
+			tr, err := b.translationOf(what, p.GetTypeName(), p.GetBitwidth())
+			if err != nil {
+				return err
+			}
+			if p.GetBitwidth() <= 0 && tr == nil {
+				return invalid("%s has no bitwidth", what)
 			}
 			if _, dup := ai.paramIndex[p.GetId()]; dup {
 				return invalid("action %q has two parameters with id %d", pre.GetName(), p.GetId())
 			}
-			if w, ok := b.dev.actionWidths[jn][p.GetName()]; ok && w != int(p.GetBitwidth()) {
-				return invalid("action %q parameter %q is %d bits in P4Info, %d in the device config",
-					pre.GetName(), p.GetName(), p.GetBitwidth(), w)
+			width := int(p.GetBitwidth())
+			w, onDevice := b.dev.actionWidths[jn][p.GetName()]
+			switch {
+			case tr != nil:
+				// P4Info gives the controller's width; the device's is the JSON's.
+				width = b.deviceWidthOf(tr, w, onDevice)
+			case onDevice && w != width:
+				return invalid("%s is %d bits in P4Info, %d in the device config", what, p.GetBitwidth(), w)
 			}
 			ai.paramIndex[p.GetId()] = i
-			ai.params = append(ai.params, paramInfo{id: p.GetId(), name: p.GetName(), width: int(p.GetBitwidth()), pos: i})
+			ai.params = append(ai.params, paramInfo{id: p.GetId(), name: p.GetName(), width: width, pos: i, tr: tr})
 		}
 		b.actions[ai.id] = ai
 	}
@@ -415,7 +476,7 @@ func (b *schemaBuilder) addTables() error {
 		if inJSON {
 			deviceKeys = jsonTableOf[jn].Keys
 		}
-		if err := addMatchFields(ti, t, deviceKeys); err != nil {
+		if err := b.addMatchFields(ti, t, deviceKeys); err != nil {
 			return err
 		}
 		for _, ref := range t.GetActionRefs() {
@@ -455,7 +516,7 @@ func (b *schemaBuilder) addTables() error {
 // takes p4c's P4Info the same way).
 const errorWidth = 32
 
-func addMatchFields(ti *tableInfo, t *p4configv1.Table, deviceKeys []pipeline.KeyFieldInfo) error {
+func (b *schemaBuilder) addMatchFields(ti *tableInfo, t *p4configv1.Table, deviceKeys []pipeline.KeyFieldInfo) error {
 	name := t.GetPreamble().GetName()
 	for i, f := range t.GetMatchFields() {
 		kind, ok := matchKindOf(f)
@@ -466,8 +527,20 @@ func addMatchFields(ti *tableInfo, t *p4configv1.Table, deviceKeys []pipeline.Ke
 		if kind != matchExact && kind != matchLPM {
 			ti.needsPriority = true
 		}
+		tr, err := b.translationOf(fmt.Sprintf("table %q field %q", name, f.GetName()), f.GetTypeName(), f.GetBitwidth())
+		if err != nil {
+			return err
+		}
 		width := int(f.GetBitwidth())
-		if width == 0 && f.GetTypeName().GetName() == "" {
+		if tr != nil {
+			// P4Info gives the controller's width; the device's is the JSON's.
+			onDevice := i < len(deviceKeys)
+			w := 0
+			if onDevice {
+				w = deviceKeys[i].Bitwidth
+			}
+			width = b.deviceWidthOf(tr, w, onDevice)
+		} else if width == 0 && f.GetTypeName().GetName() == "" {
 			switch {
 			case i < len(deviceKeys):
 				width = deviceKeys[i].Bitwidth
@@ -482,7 +555,7 @@ func addMatchFields(ti *tableInfo, t *p4configv1.Table, deviceKeys []pipeline.Ke
 			return invalid("table %q has a duplicate or zero match field id %d", name, f.GetId())
 		}
 		ti.fieldIndex[f.GetId()] = i
-		ti.fields = append(ti.fields, fieldInfo{id: f.GetId(), name: f.GetName(), width: width, kind: kind})
+		ti.fields = append(ti.fields, fieldInfo{id: f.GetId(), name: f.GetName(), width: width, kind: kind, tr: tr})
 	}
 	return nil
 }
@@ -624,10 +697,16 @@ func (b *schemaBuilder) addDigests() error {
 		di := &digestInfo{id: pre.GetId(), name: pre.GetName()}
 		if st := d.GetTypeSpec().GetStruct(); st != nil {
 			if def, ok := b.info.GetTypeInfo().GetStructs()[st.GetName()]; ok {
-				for _, m := range def.GetMembers() {
+				trs := make([]*translation, len(def.GetMembers()))
+				for i, m := range def.GetMembers() {
 					di.widths = append(di.widths, bitstringWidth(m.GetTypeSpec()))
+					if trs[i] = b.translated[m.GetTypeSpec().GetNewType().GetName()]; trs[i] != nil {
+						di.trs = trs
+					}
 				}
 			}
+		} else if tr := b.translated[d.GetTypeSpec().GetNewType().GetName()]; tr != nil {
+			di.trs = []*translation{tr}
 		}
 		b.digests[di.id] = di
 		b.digestIDs = append(b.digestIDs, di.id)
@@ -645,16 +724,32 @@ func (b *schemaBuilder) addControllerHeaders() error {
 		}
 		h := &controllerHeader{}
 		ids := map[uint32]bool{}
+		translated := false
 		for _, m := range cpm.GetMetadata() {
-			if m.GetBitwidth() <= 0 {
-				return invalid("controller header %q field %q has no bitwidth", pre.GetName(), m.GetName())
+			what := fmt.Sprintf("controller header %q field %q", pre.GetName(), m.GetName())
+			tr, err := b.translationOf(what, m.GetTypeName(), m.GetBitwidth())
+			if err != nil {
+				return err
+			}
+			if m.GetBitwidth() <= 0 && tr == nil {
+				return invalid("%s has no bitwidth", what)
 			}
 			if ids[m.GetId()] {
 				return invalid("controller header %q has two fields with id %d", pre.GetName(), m.GetId())
 			}
 			ids[m.GetId()] = true
-			h.fields = append(h.fields, ctrlField{id: m.GetId(), name: m.GetName(), width: int(m.GetBitwidth())})
-			h.bits += int(m.GetBitwidth())
+			translated = translated || tr != nil
+			h.fields = append(h.fields, ctrlField{id: m.GetId(), name: m.GetName(), width: int(m.GetBitwidth()), tr: tr})
+		}
+		if translated {
+			// The header on the wire has the device's widths, which only
+			// the device config has.
+			if err := b.deviceHeaderWidths(pre.GetName(), h); err != nil {
+				return err
+			}
+		}
+		for _, f := range h.fields {
+			h.bits += f.width
 		}
 		switch pre.GetName() {
 		case "packet_in":
@@ -664,6 +759,62 @@ func (b *schemaBuilder) addControllerHeaders() error {
 		}
 	}
 	return nil
+}
+
+// deviceHeaderWidths sets the device widths of h's translated fields from
+// the device config's header type of h's fields: the one whose fields have
+// the P4Info names, in order (p4c may pad it at the end), and the P4Info
+// widths where not translated. Header types that fit but disagree on a
+// translated width make the layout ambiguous.
+func (b *schemaBuilder) deviceHeaderWidths(name string, h *controllerHeader) error {
+	var widths []int
+	var from string
+	for _, ht := range b.dev.schema.HeaderTypes {
+		if len(ht.Fields) < len(h.fields) {
+			continue
+		}
+		fits := true
+		for i, f := range ht.Fields {
+			switch {
+			case i >= len(h.fields):
+				fits = fits && strings.HasPrefix(f.Name, "_padding")
+			case f.Name != h.fields[i].name || f.Bitwidth <= 0:
+				fits = false
+			case h.fields[i].tr == nil && f.Bitwidth != h.fields[i].width:
+				fits = false
+			}
+		}
+		if !fits {
+			continue
+		}
+		w := make([]int, len(h.fields))
+		for i := range h.fields {
+			w[i] = ht.Fields[i].Bitwidth
+		}
+		if widths != nil && !slices.Equal(w, widths) {
+			return invalid("controller header %q has translated fields, and the device config's header types %q and %q both have its fields, "+
+				"with different widths: the header's layout on the wire is ambiguous", name, from, ht.Name)
+		}
+		widths, from = w, ht.Name
+	}
+	if widths == nil {
+		return invalid("controller header %q has translated fields, whose widths on the wire only the device config has, "+
+			"but none of its header types has the fields %s", name, ctrlFieldNames(h))
+	}
+	for i := range h.fields {
+		if tr := h.fields[i].tr; tr != nil {
+			h.fields[i].width = b.deviceWidthOf(tr, widths[i], true)
+		}
+	}
+	return nil
+}
+
+func ctrlFieldNames(h *controllerHeader) string {
+	names := make([]string, len(h.fields))
+	for i, f := range h.fields {
+		names[i] = f.name
+	}
+	return strings.Join(names, ", ")
 }
 
 // addProfiles indexes the action profiles and ties each indirect table to
@@ -723,22 +874,31 @@ func (b *schemaBuilder) addValueSets() error {
 		}
 		vi := &valueSetInfo{id: pre.GetId(), name: jn, size: int(v.GetSize()),
 			match: &tableInfo{id: pre.GetId(), name: pre.GetName(), fieldIndex: map[uint32]int{}}}
-		total := 0
 		for i, f := range v.GetMatch() {
 			kind, ok := matchKindOf(f)
 			if !ok {
 				// The program still loads; only this value set is unusable.
 				vi.problem = fmt.Sprintf("value set %q field %q: match kind %q is not supported", pre.GetName(), f.GetName(), f.GetOtherMatchType())
 			}
-			if f.GetBitwidth() <= 0 {
+			tr, err := b.translationOf(fmt.Sprintf("value set %q field %q", pre.GetName(), f.GetName()), f.GetTypeName(), f.GetBitwidth())
+			if err != nil {
+				return err
+			}
+			if f.GetBitwidth() <= 0 && tr == nil {
 				return invalid("value set %q field %q has no bitwidth", pre.GetName(), f.GetName())
 			}
 			if _, dup := vi.match.fieldIndex[f.GetId()]; dup || f.GetId() == 0 {
 				return invalid("value set %q has a duplicate or zero match field id %d", pre.GetName(), f.GetId())
 			}
 			vi.match.fieldIndex[f.GetId()] = i
-			vi.match.fields = append(vi.match.fields, fieldInfo{id: f.GetId(), name: f.GetName(), width: int(f.GetBitwidth()), kind: kind})
-			total += int(f.GetBitwidth())
+			vi.match.fields = append(vi.match.fields, fieldInfo{id: f.GetId(), name: f.GetName(), width: int(f.GetBitwidth()), kind: kind, tr: tr})
+		}
+		if problem := b.valueSetDeviceWidths(vi, ok, b.dev.valueSetWidth[jn]); problem != "" && vi.problem == "" {
+			vi.problem = problem
+		}
+		total := 0
+		for _, f := range vi.match.fields {
+			total += f.width
 		}
 		switch {
 		case vi.problem != "":
@@ -752,6 +912,48 @@ func (b *schemaBuilder) addValueSets() error {
 	}
 	slices.Sort(b.valueSetIDs)
 	return nil
+}
+
+// valueSetDeviceWidths sets the device widths of a value set's translated
+// fields. The device config gives only the member's total width, so a
+// translated type's width comes from where the schema met the type on the
+// device (a table key, an action parameter, a controller header), or else
+// from the total when all such fields have one type. A non-empty result is
+// why the widths cannot be told.
+func (b *schemaBuilder) valueSetDeviceWidths(vi *valueSetInfo, onDevice bool, deviceTotal int) string {
+	rest, unknown := deviceTotal, map[string][]int{}
+	for i, f := range vi.match.fields {
+		if f.tr == nil {
+			rest -= f.width
+		} else if w, ok := b.typeWidth[f.tr.typeName]; ok {
+			vi.match.fields[i].width = w
+			rest -= w
+		} else {
+			unknown[f.tr.typeName] = append(unknown[f.tr.typeName], i)
+		}
+	}
+	if len(unknown) == 0 {
+		return ""
+	}
+	for typ, fields := range unknown {
+		w := 0
+		if onDevice && len(unknown) == 1 && rest > 0 && rest%len(fields) == 0 {
+			w = rest / len(fields)
+			b.typeWidth[typ] = w
+		}
+		for _, i := range fields {
+			f := &vi.match.fields[i]
+			if w > 0 {
+				f.width = w
+			} else {
+				f.width = b.deviceWidthOf(f.tr, 0, false)
+			}
+		}
+		if w == 0 && onDevice {
+			return fmt.Sprintf("value set %q: the device widths of its translated fields cannot be told from the device config", vi.name)
+		}
+	}
+	return ""
 }
 
 // tableActionsByJSONID maps every JSON action id whose name is one of

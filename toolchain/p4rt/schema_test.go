@@ -56,7 +56,7 @@ func TestSchemaMapsCorpus(t *testing.T) {
 			if err != nil {
 				t.Skip("no p4c JSON beside this P4Info")
 			}
-			s, err := newSchema(loadP4Info(t, p), loaded(t, js))
+			s, err := newSchema(loadP4Info(t, p), loaded(t, js), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -81,21 +81,21 @@ func TestSchemaRejectsMismatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := newSchema(info, loaded(t, js)); err != nil {
+	if _, err := newSchema(info, loaded(t, js), nil); err != nil {
 		t.Fatalf("matching pair rejected: %v", err)
 	}
 	other, err := os.ReadFile(filepath.Join(corpusDir, "arith-inline-bmv2.p4c.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := newSchema(info, loaded(t, other)); err == nil {
+	if _, err := newSchema(info, loaded(t, other), nil); err == nil {
 		t.Error("P4Info accepted with another program's JSON")
 	}
 	// Broken JSON never reaches newSchema: the device refuses to load it.
 	if _, err := engine.Load([]byte("{not json"), engine.Options{}); err == nil {
 		t.Error("broken JSON accepted")
 	}
-	if _, err := newSchema(nil, loaded(t, js)); err == nil {
+	if _, err := newSchema(nil, loaded(t, js), nil); err == nil {
 		t.Error("missing P4Info accepted")
 	}
 }
@@ -106,7 +106,7 @@ func TestSchemaConstEntryPriorities(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := newSchema(info, loaded(t, js))
+	s, err := newSchema(info, loaded(t, js), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,6 +44,11 @@ type Config struct {
 	// gNMI), as Stratum and simple_switch_grpc serve theirs beside
 	// P4Runtime on one address.
 	Also []func(grpc.ServiceRegistrar)
+	// Translations maps the values of the P4Info's @p4runtime_translation
+	// types for the URIs it names (terrapin-switch --translation-file);
+	// nil, or a URI it does not name, is the identity on the number
+	// (translate.go).
+	Translations *Translations
 }
 
 // Server is the P4Runtime service of one device.
@@ -55,8 +60,12 @@ type Server struct {
 	log      *slog.Logger
 	tls      *tls.Config
 	also     []func(grpc.ServiceRegistrar)
-	arb      *arbiter
-	digests  *digestEngine
+	trans    *Translations
+	// untranslatable limits the warnings about PacketIns and digests
+	// dropped because the translation cannot express a value.
+	untranslatable warnLimiter
+	arb            *arbiter
+	digests        *digestEngine
 
 	// mu serializes writes and pipeline changes; reads share it (the spec's
 	// §13.5 allows a single reader/writer lock).
@@ -78,7 +87,7 @@ func NewServer(cfg Config) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{deviceID: cfg.DeviceID, target: cfg.Target, log: log, tls: cfg.TLS, also: cfg.Also, arb: newArbiter(), running: cfg.Program}
+	s := &Server{deviceID: cfg.DeviceID, target: cfg.Target, log: log, tls: cfg.TLS, also: cfg.Also, trans: cfg.Translations, arb: newArbiter(), running: cfg.Program}
 	s.digests = newDigestEngine(s)
 	cfg.Target.SetControllerSink(s.toController)
 	cfg.Target.SetDigestSink(s.digests.receive)
@@ -236,7 +245,7 @@ func (s *Server) setPipeline(ctx context.Context, req *p4v1.SetForwardingPipelin
 		}
 		// The P4Info is checked against the program as the device loaded
 		// it, so the device config is parsed once.
-		sch, err := newSchema(cfg.GetP4Info(), prepared.Schema())
+		sch, err := newSchema(cfg.GetP4Info(), prepared.Schema(), s.trans)
 		if err != nil {
 			prepared.Discard()
 			return nil, err

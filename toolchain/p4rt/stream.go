@@ -2,6 +2,7 @@ package p4rt
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
@@ -185,7 +186,11 @@ func (s *Server) toController(frame []byte) {
 	}
 	pin, err := decodePacketIn(sch.packetIn, frame)
 	if err != nil {
-		s.log.Debug("dropping a CPU-port frame", "err", err)
+		if errors.As(err, new(*untranslatableError)) {
+			s.untranslatable.warn(s.log, "dropping a CPU-port frame", "err", err)
+		} else {
+			s.log.Debug("dropping a CPU-port frame", "err", err)
+		}
 		return
 	}
 	m := &p4v1.StreamMessageResponse{Update: &p4v1.StreamMessageResponse_Packet{Packet: pin}}

@@ -73,6 +73,9 @@ func parseMatch(t *tableInfo, fms []*p4v1.FieldMatch) ([]fieldValue, error) {
 }
 
 func parseField(t *tableInfo, f fieldInfo, fm *p4v1.FieldMatch) (fieldValue, error) {
+	if f.tr != nil {
+		return parseTranslatedField(t, f, fm)
+	}
 	fv := fieldValue{present: true}
 	wrongKind := func() (fieldValue, error) {
 		return fieldValue{}, invalid("table %q: field %q is %s, the request gives another match kind", t.name, f.name, f.kind)
@@ -189,7 +192,10 @@ func keyFields(t *tableInfo, match []fieldValue) []pipeline.Match {
 
 // matchProto renders a canonical match for a read response; don't-care
 // fields are omitted, as they must be in writes (read-write symmetry).
-func matchProto(t *tableInfo, match []fieldValue) []*p4v1.FieldMatch {
+// Translated fields are translated back to the controller's values, which
+// fails only when the switch's translation cannot express what the device
+// holds.
+func matchProto(t *tableInfo, match []fieldValue) ([]*p4v1.FieldMatch, error) {
 	var out []*p4v1.FieldMatch
 	for i, f := range t.fields {
 		v := match[i]
@@ -197,6 +203,13 @@ func matchProto(t *tableInfo, match []fieldValue) []*p4v1.FieldMatch {
 			continue
 		}
 		fm := &p4v1.FieldMatch{FieldId: f.id}
+		if f.tr != nil {
+			if err := sdnMatch(t, f, v, fm); err != nil {
+				return nil, err
+			}
+			out = append(out, fm)
+			continue
+		}
 		switch f.kind {
 		case matchExact:
 			fm.FieldMatchType = &p4v1.FieldMatch_Exact_{Exact: &p4v1.FieldMatch_Exact{Value: clone(v.value)}}
@@ -211,13 +224,14 @@ func matchProto(t *tableInfo, match []fieldValue) []*p4v1.FieldMatch {
 		}
 		out = append(out, fm)
 	}
-	return out
+	return out, nil
 }
 
 func clone(b []byte) []byte { return append([]byte(nil), b...) }
 
 // boundAction is a validated action call: canonical params in the order
-// of the action's declaration.
+// of the action's declaration, as the device takes them (translated
+// parameters hold the device's values).
 type boundAction struct {
 	id     uint32
 	params [][]byte
@@ -239,10 +253,15 @@ func (s *schema) parseAction(t *tableInfo, a *p4v1.Action, asDefault bool) (boun
 	if !asDefault && scope == p4configv1.ActionRef_DEFAULT_ONLY {
 		return boundAction{}, errorf(codes.PermissionDenied, "action %q is @defaultonly in table %q", ai.name, t.name)
 	}
-	return s.bindParams(ai, a.GetParams())
+	return s.bindParams(ai, a.GetParams(), false)
 }
 
-func (s *schema) bindParams(ai *actionInfo, ps []*p4v1.Action_Param) (boundAction, error) {
+// bindParams checks an action's parameters and puts them in canonical
+// order. Values are the controller's, translated for translated
+// parameters, unless deviceValues (the program's own calls, as P4Info's
+// initial_default_action gives them: a P4 program can name only the
+// device's values).
+func (s *schema) bindParams(ai *actionInfo, ps []*p4v1.Action_Param, deviceValues bool) (boundAction, error) {
 	out := boundAction{id: ai.id, params: make([][]byte, len(ai.params))}
 	for _, p := range ps {
 		if p == nil {
@@ -255,7 +274,14 @@ func (s *schema) bindParams(ai *actionInfo, ps []*p4v1.Action_Param) (boundActio
 		if out.params[i] != nil {
 			return boundAction{}, invalid("action %q: parameter %q given twice", ai.name, ai.params[i].name)
 		}
-		v, err := canonical(p.GetValue(), ai.params[i].width)
+		pi := ai.params[i]
+		var v []byte
+		var err error
+		if pi.tr != nil && !deviceValues {
+			v, err = pi.tr.toDevice(p.GetValue(), pi.width)
+		} else {
+			v, err = canonical(p.GetValue(), pi.width)
+		}
 		if err != nil {
 			return boundAction{}, errorf(codeOf(err), "action %q parameter %q: %s", ai.name, ai.params[i].name, messageOf(err))
 		}
@@ -279,13 +305,33 @@ func (s *schema) engineArgs(b boundAction) (string, [][]byte) {
 	return ai.name, args
 }
 
-func (s *schema) actionProto(b boundAction) *p4v1.Action {
+// actionProto renders a bound action for the controller, translating
+// translated parameters back (which fails only when the switch's
+// translation cannot express the device's value).
+func (s *schema) actionProto(b boundAction) (*p4v1.Action, error) {
 	ai := s.actions[b.id]
 	a := &p4v1.Action{ActionId: b.id}
 	for i, v := range b.params {
-		a.Params = append(a.Params, &p4v1.Action_Param{ParamId: ai.params[i].id, Value: clone(v)})
+		pi := ai.params[i]
+		v = clone(v)
+		if pi.tr != nil {
+			var err error
+			if v, err = pi.tr.toSDN(v); err != nil {
+				return nil, errorf(codeOf(err), "action %q parameter %q: %s", ai.name, pi.name, messageOf(err))
+			}
+		}
+		a.Params = append(a.Params, &p4v1.Action_Param{ParamId: pi.id, Value: v})
 	}
-	return a
+	return a, nil
+}
+
+// tableAction is actionProto as a direct table action.
+func (s *schema) tableAction(b boundAction) (*p4v1.TableAction, error) {
+	a, err := s.actionProto(b)
+	if err != nil {
+		return nil, err
+	}
+	return &p4v1.TableAction{Type: &p4v1.TableAction_Action{Action: a}}, nil
 }
 
 // tableEntry is an entry as a read returns it (spec §8.2 read-write

@@ -182,7 +182,11 @@ func (ps *pipelineState) readValueSets(q *p4v1.ValueSetEntry) ([]*p4v1.Entity, e
 			return nil, err
 		}
 		for _, match := range members {
-			e.Members = append(e.Members, &p4v1.ValueSetMember{Match: matchProto(vi.match, match)})
+			m, err := matchProto(vi.match, match)
+			if err != nil {
+				return nil, err
+			}
+			e.Members = append(e.Members, &p4v1.ValueSetMember{Match: m})
 		}
 		out = append(out, &p4v1.Entity{Entity: &p4v1.Entity_ValueSetEntry{ValueSetEntry: e}})
 	}

@@ -396,7 +396,7 @@ func (s *schema) initialDefault(t *tableInfo) (boundAction, bool) {
 	for _, a := range d.GetArguments() {
 		ps = append(ps, &p4v1.Action_Param{ParamId: a.GetParamId(), Value: a.GetValue()})
 	}
-	b, err := s.bindParams(ai, ps)
+	b, err := s.bindParams(ai, ps, true)
 	if err != nil {
 		return boundAction{}, false
 	}

@@ -150,6 +150,15 @@ type DigestInfo struct {
 	Fields []ParamInfo // name ("header.field") and width of each element
 }
 
+// HeaderTypeInfo describes one header type (BMv2 JSON header_types, the
+// program's headers and metadata structs alike): its fields in declaration
+// order, which for a header is their order on the wire. A variable-length
+// field has Bitwidth 0.
+type HeaderTypeInfo struct {
+	Name   string
+	Fields []ParamInfo
+}
+
 // Match is one key field of a table entry.
 type Match struct {
 	// Value: exact/optional/valid value, ternary value, lpm prefix value,
@@ -282,6 +291,11 @@ type Schema struct {
 	ValueSets      []ValueSetInfo
 	Digests        []DigestInfo
 	ActionProfiles []ActionProfileInfo
+	// HeaderTypes are the program's header types, in JSON order. A control
+	// plane finds the wire layout of its controller headers here (a
+	// P4Runtime translated field's width on the device is not in P4Info).
+	// Added after the first publication of this API.
+	HeaderTypes []HeaderTypeInfo
 	// ConstEntries are the entries of each table's "entries" property, by
 	// table name, in the order the JSON lists them (only tables that have
 	// some). Their priorities are the engine's (see ConstPriorityBase).

@@ -38,6 +38,7 @@ type options struct {
 	nice          int
 	rtPriority    int
 	ringMB        int
+	translations  string // --translation-file
 	help          bool
 	version       bool
 	ignored       []string
@@ -114,6 +115,11 @@ Terrapin options:
                                of one CPU per 100 ms, then --nice until the
                                window ends); 0: off (default 0; see
                                docs/switch.md)
+  --translation-file FILE      P4Runtime type translation (@p4runtime_translation
+                               types): per translation URI, the SDN value of
+                               each device value (JSON; see docs/switch.md).
+                               A URI it does not name, and every URI without
+                               it, maps SDN value N to device value N
 
 Accepted and ignored for compatibility: --nanolog, --notifications-addr,
 --log-flush, --debugger, --dump-packet-data, --max-port-count, --packet-in,
@@ -291,6 +297,8 @@ func parseArgs(args []string) (*options, error) {
 			if v, err = next(); err == nil {
 				o.spinPolls, err = strconv.Atoi(v)
 			}
+		case "--translation-file":
+			o.translations, err = next()
 		case "--drop-port":
 			var v string
 			if v, err = next(); err == nil && v != "511" {

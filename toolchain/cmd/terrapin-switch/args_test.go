@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -91,6 +94,16 @@ func TestParseArgs(t *testing.T) {
 				}
 			},
 		},
+		{
+			name: "translation file",
+			args: "--no-p4 -- --translation-file ports.json",
+			check: func(t *testing.T, o *options) {
+				if o.translations != "ports.json" {
+					t.Errorf("translation file %q", o.translations)
+				}
+			},
+		},
+		{name: "translation file missing its value", args: "--no-p4 --translation-file", wantErr: "--translation-file needs a value"},
 		{name: "I/O unknown", args: "--no-p4 --io dpdk", wantErr: "want afxdp, afpacket or auto"},
 		{name: "TLS file missing its value", args: "--no-p4 --grpc-server-ssl --grpc-server-key", wantErr: "--grpc-server-key needs a value"},
 		{name: "rt priority too high", args: "--no-p4 --rt-priority 99", wantErr: "0..98"},
@@ -127,9 +140,34 @@ func TestParseArgs(t *testing.T) {
 func TestHelpDocumentsEveryOption(t *testing.T) {
 	for _, opt := range []string{"--interface", "--no-p4", "--device-id", "--thrift-port", "--log-console", "--log-level",
 		"--pcap", "--grpc-server-addr", "--cpu-port", "--priority-queues", "--port-rate", "--queue-capacity", "--metrics-addr", "--nice", "--rt-priority", "--tx", "--io",
-		"--grpc-server-ssl", "--grpc-server-cert", "--grpc-server-key", "--grpc-server-cacert", "--grpc-server-with-client-auth"} {
+		"--grpc-server-ssl", "--grpc-server-cert", "--grpc-server-key", "--grpc-server-cacert", "--grpc-server-with-client-auth", "--translation-file"} {
 		if !strings.Contains(usage, opt) {
 			t.Errorf("--help does not mention %s", opt)
+		}
+	}
+}
+
+// TestTranslationFileStartUp: a translation file that cannot be read or
+// is wrong stops the switch before it starts anything, exit status 1, with
+// one line naming the file and what is wrong.
+func TestTranslationFileStartUp(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "ports.json")
+	if err := os.WriteFile(bad, []byte(`{"tna/PortId_t": [{"sdn": 1, "device": 1}, {"sdn": 2, "device": 1}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "missing.json")
+	for _, tc := range []struct{ file, want string }{
+		{bad, bad + `: "tna/PortId_t": pair 2: device value 1 is mapped twice`},
+		{missing, missing + ": no such file"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := run([]string{"--no-p4", "--translation-file", tc.file}, &stdout, &stderr); code != 1 {
+			t.Errorf("%s: exit %d, want 1", tc.file, code)
+		}
+		msg := stderr.String()
+		if strings.Count(msg, "\n") != 1 || !strings.HasPrefix(msg, "terrapin-switch: --translation-file ") || !strings.Contains(msg, tc.want) {
+			t.Errorf("%q, want one line saying %q", msg, tc.want)
 		}
 	}
 }

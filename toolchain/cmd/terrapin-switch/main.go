@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -56,7 +57,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "terrapin-switch: %v\n", err)
 		return 1
 	}
-	if err := serve(o, log, tlsServer); err != nil {
+	var translations *p4rt.Translations
+	if o.translations != "" {
+		// Read before anything starts, so a bad file stops the switch with
+		// a message naming it.
+		if translations, err = p4rt.LoadTranslationFile(o.translations); err != nil {
+			fmt.Fprintf(stderr, "terrapin-switch: --translation-file %v\n", err)
+			return 1
+		}
+	}
+	if err := serve(o, log, tlsServer, translations); err != nil {
 		fmt.Fprintf(stderr, "terrapin-switch: %v\n", err)
 		return 1
 	}
@@ -117,8 +127,9 @@ func newLogger(o *options, stderr io.Writer) (*slog.Logger, func(), error) {
 }
 
 // serve runs the device and its servers; tlsServer, when not nil, is the
-// TLS both P4Runtime and the metrics are served with.
-func serve(o *options, log *slog.Logger, tlsServer *servertls.Server) error {
+// TLS both P4Runtime and the metrics are served with; translations (nil:
+// none) the P4Runtime type translation file's mappings.
+func serve(o *options, log *slog.Logger, tlsServer *servertls.Server, translations *p4rt.Translations) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
@@ -155,6 +166,9 @@ func serve(o *options, log *slog.Logger, tlsServer *servertls.Server) error {
 		}
 		log.Info("program loaded", "json", o.jsonPath)
 	}
+	if translations != nil {
+		log.Info("P4Runtime type translation file", "file", o.translations, "uris", strings.Join(translations.URIs(), ","))
+	}
 	for _, ig := range o.ignored {
 		log.Warn("option accepted for compatibility and ignored", "option", ig)
 	}
@@ -168,7 +182,8 @@ func serve(o *options, log *slog.Logger, tlsServer *servertls.Server) error {
 	}
 	pcfg := p4rt.Config{DeviceID: o.deviceID, Target: target, Logger: log, Program: jsonBytes,
 		// The ports' link state, for controllers that follow it (finsy, ONOS).
-		Also: []func(grpc.ServiceRegistrar){gnmiports.New(dev, log).Register}}
+		Also:         []func(grpc.ServiceRegistrar){gnmiports.New(dev, log).Register},
+		Translations: translations}
 	if tlsServer != nil {
 		pcfg.TLS = tlsServer.Config
 	}
