@@ -612,7 +612,11 @@ func (e *emitter) actions() []any {
 	for i, a := range e.p.Actions {
 		rd := []any{}
 		for _, p := range a.Params {
-			rd = append(rd, obj("name", p.Name, "bitwidth", p.Width))
+			w := p.Width
+			if p.DeviceWidth != 0 {
+				w = p.DeviceWidth // the value as the data plane holds it
+			}
+			rd = append(rd, obj("name", p.Name, "bitwidth", w))
 		}
 		o := obj("name", a.Name, "id", i, "runtime_data", rd, "primitives", e.primitives(a.Body))
 		out = append(out, o)

@@ -1,6 +1,7 @@
 package compiler
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -59,5 +60,35 @@ func TestP4InfoTranslatedTypes(t *testing.T) {
 	md := info.ControllerPacketMetadata[0].Metadata[0]
 	if md.Bitwidth != 32 || md.GetTypeName().GetName() != "Port_t" {
 		t.Errorf("packet_in port: bitwidth %d type %q, want 32 Port_t", md.Bitwidth, md.GetTypeName().GetName())
+	}
+	// The BMv2 JSON describes the data plane: the action's runtime_data
+	// keeps each parameter's underlying width (the switch translates the
+	// SDN value into it), not the SDN width P4Info gives the controller.
+	var doc struct {
+		Actions []struct {
+			Name        string `json:"name"`
+			RuntimeData []struct {
+				Name     string `json:"name"`
+				Bitwidth int    `json:"bitwidth"`
+			} `json:"runtime_data"`
+		} `json:"actions"`
+	}
+	if err := json.Unmarshal(res.JSON, &doc); err != nil {
+		t.Fatal(err)
+	}
+	device := map[string]int{"port": 9, "b": 16, "nm": 8, "x": 12}
+	found := 0
+	for _, a := range doc.Actions {
+		for _, rd := range a.RuntimeData {
+			if want, ok := device[rd.Name]; ok && strings.HasSuffix(a.Name, "fwd") {
+				found++
+				if rd.Bitwidth != want {
+					t.Errorf("JSON runtime_data %s: bitwidth %d, want the device's %d", rd.Name, rd.Bitwidth, want)
+				}
+			}
+		}
+	}
+	if found != len(device) {
+		t.Errorf("JSON: %d of fwd's parameters found, want %d", found, len(device))
 	}
 }

@@ -587,8 +587,14 @@ type Deparser struct {
 
 // ActionParamDecl describes one control-plane parameter of an action.
 type ActionParamDecl struct {
-	Name        string
-	Width       int
+	Name string
+	// Width is the control plane's (P4Runtime's) width: a translated
+	// `type`'s SDN width (0 when translated to a string).
+	Width int
+	// DeviceWidth is the data plane's width where it differs from Width
+	// (a translated type's underlying bit<W>), 0 otherwise: what the BMv2
+	// JSON's runtime_data says, as the switch stores the value.
+	DeviceWidth int
 	Annotations []string
 	// TypeName is the P4 type name when it is a `type` (for P4Info).
 	TypeName string

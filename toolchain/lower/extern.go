@@ -640,8 +640,12 @@ func (l *lowerer) useAction(ad *ast.ActionDecl, inst *blockInst) *controlAction 
 			name = n
 		}
 		l.noteNamedType(t)
-		ca.params = append(ca.params, ir.ActionParamDecl{Name: name, Width: l.p4rtWidth(t),
-			Annotations: renderAnnotations(p.Annotations), TypeName: typeNameForP4Info(t), ExplicitID: explicitID(p.Annotations)})
+		param := ir.ActionParamDecl{Name: name, Width: l.p4rtWidth(t),
+			Annotations: renderAnnotations(p.Annotations), TypeName: typeNameForP4Info(t), ExplicitID: explicitID(p.Annotations)}
+		if w := types.Width(t); w != param.Width {
+			param.DeviceWidth = w
+		}
+		ca.params = append(ca.params, param)
 	}
 	l.controlByName[name] = ca
 	l.controlActions = append(l.controlActions, ca)
