@@ -144,6 +144,7 @@ class LinkWatch:
         clock: Callable[[], float] = time.monotonic,
         carrier: Callable[[str, int], bool | None] = lambda switch, port: None,
         reach: Callable[[str], Awaitable[None]] | None = None,
+        connected: Callable[[str], bool] | None = None,
     ) -> None:
         self._topology = topology
         self._macs = macs
@@ -151,6 +152,10 @@ class LinkWatch:
         self._ready = ready
         self._carrier = carrier
         self._reach = reach
+        self._connected = connected or ready
+        # Every switch this process has had a stream to (as primary or backup), kept across
+        # takeovers: one gone at a takeover died, it is not still connecting.
+        self._seen_connected: set[str] = set()
         self._config = config
         self._clock = clock
         self._states = {
@@ -378,8 +383,13 @@ class LinkWatch:
             ready = all(self._ready(name) for name in switches)
             self._seen_ready.update(name for name in switches if self._ready(name))
             dark = sorted(end for end in trunk.ends if end in self._no_carrier)
-            if not ready and in_grace and not switches <= self._seen_ready:
-                # A switch still connecting after this controller started: nothing is known.
+            self._seen_connected.update(name for name in switches if self._connected(name))
+            lost = {n for n in switches if not self._connected(n) and n in self._seen_connected}
+            if not ready and in_grace and not switches <= self._seen_ready and not lost:
+                # A switch still connecting after this controller started, or still being made
+                # this replica's after a takeover: nothing is known. One whose stream this
+                # process had and lost is gone: a switch killed as the lease changed hands kept
+                # its trunks up for the whole grace and no channel across it was moved.
                 state.ready_since = None
                 continue
             if not ready:

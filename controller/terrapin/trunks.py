@@ -29,6 +29,8 @@ class TrunkFabric(Switches, Protocol):
 
     async def round_trip(self, name: str) -> None: ...
 
+    def is_connected(self, name: str) -> bool: ...
+
 
 class TrunkKeeper:
     """Probes and restores while `acting()` (the primary, or the only controller). Without
@@ -60,6 +62,7 @@ class TrunkKeeper:
                 config.links,
                 carrier=fabric.port_carrier,
                 reach=fabric.round_trip,
+                connected=fabric.is_connected,
             )
             if config.links.enabled and topology.trunks
             else None

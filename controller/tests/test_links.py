@@ -352,3 +352,16 @@ def test_a_primary_that_steps_down_during_a_round_announces_nothing() -> None:
 
     asyncio.run(scenario())
     assert changes == [frozenset()] and not state["acting"]
+
+
+def test_a_switch_gone_at_a_takeover_takes_its_trunks_down_at_once() -> None:
+    """Found by `make chaos` (seed 7, --duration 1800, at 846 s): ucsd was killed as c1 took the
+    lease; the new primary gave every switch it had not yet seen ready the grace for connecting
+    (10 s), so ucsd's trunks stayed up, no channel across it was moved or marked down, and the
+    2.9 s outage of faith→paola raised no monitor episode. A switch whose stream this process
+    had, and lost, is gone, not connecting; one still connecting after a start keeps its grace."""
+    ring = Ring()
+    ring.run_for(100)
+    ring.watch.reset()  # a takeover
+    ring.away.add("s2")  # killed meanwhile: no stream, as primary or backup
+    assert ring.run_for(10) == [frozenset({ring.trunk("s1", "s2"), ring.trunk("s2", "s3")})]
