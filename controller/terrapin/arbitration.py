@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Container, Iterable
+from collections.abc import Callable, Container, Iterable
 
 import finsy as fy
 from finsy.grpcutil import GRPCStatusCode
@@ -109,6 +109,9 @@ class LeaseArbitrator(Arbitrator):
         super().__init__(backup_id, role_name, role_config)
         self.backup_id = backup_id
         self.announce_backup_id = announce_backup_id
+        # Whether this replica may write now by its own account (its lease, by its own clock):
+        # a write made without it carries the backup id, which every switch refuses.
+        self.may_write: Callable[[], bool] = lambda: True
         # Set once the switch answered this stream's first arbitration: a bid changed before
         # that goes out with the handshake, one changed after it goes out at once.
         self._answered = False
@@ -215,7 +218,9 @@ class LeaseArbitrator(Arbitrator):
         backup id: a switch knows a writer only by its id (§5), so a stream whose bid is refused
         as in use must not write as the stream that holds it."""
         super().complete_request(msg)
-        if not self.is_primary and isinstance(msg, p4r.WriteRequest | p4r.SetForwardingPipelineConfigRequest):
+        if isinstance(msg, p4r.WriteRequest | p4r.SetForwardingPipelineConfigRequest) and (
+            not self.is_primary or not self.may_write()
+        ):
             msg.election_id.CopyFrom(U128.encode(self.backup_id))
 
     async def wait_primary(self) -> None:
@@ -331,6 +336,14 @@ class SwitchArbitration:
 
     def is_primary(self, name: str) -> bool:
         return self._arbitrators[name].is_primary
+
+    def fence_writes(self, may_write: Callable[[], bool]) -> None:
+        """Every write is stamped with the backup id (refused) unless `may_write()` says the
+        replica still holds its lease. PI makes the highest *live* id primary: when the lease's
+        new holder steps down, a deposed replica that still bids its old term becomes primary
+        again on simple_switch_grpc, and its writes were taken (`make chaos SWITCH=bmv2`)."""
+        for arbitrator in self._arbitrators.values():
+            arbitrator.may_write = may_write
 
     def primary_for_lease(self, name: str) -> bool:
         """Whether switch `name` is primary under the claimed term, not merely primary: the test

@@ -89,6 +89,8 @@ class ReplicaFabric(Fabric, Protocol):
 
     async def step_down(self) -> None: ...
 
+    def fence_writes(self, may_write: Callable[[], bool]) -> None: ...
+
 
 class StoreProbe:
     """Looks at the store for /health, in a thread and one look at a time: a store that does not
@@ -171,6 +173,8 @@ class Controller:
             if self.identity is None
             else Replication(self.identity, self.store, self._promote, self._demote)
         )
+        if self.replication is not None:
+            cast(ReplicaFabric, self.fabric).fence_writes(self.replication.holds_lease)
         self.metrics = ControllerMetrics(self.ledger, config.monitor.channel_series)
         self.events = EventLog(
             _resolve(config_dir, _events_location(config, self.identity)), config.monitor.history

@@ -72,6 +72,9 @@ class Replication:
         self._held: int | None = None  # the lease term the claims hold (claiming thread)
         self.lease: Lease | None = None  # as last read
         self._lease_read_at = 0.0  # when (clock) it was read
+        # When (clock) the claim that last renewed this replica's own lease began: the store
+        # dated the renewal no earlier, so the lease runs out no earlier than lease_seconds after.
+        self._renewed_from: float | None = None
         self.promoted_at: float | None = None  # when this replica last became primary (clock)
         self.last_error: str | None = None
         self._changing = asyncio.Lock()
@@ -170,6 +173,7 @@ class Replication:
         """One renewal (while held) or one look at the lease (else)."""
         me = self.identity
         leases = self._leases or self._store.lease_table()
+        began = self._clock()
         try:
             lease = leases.claim(self.holder, me.url, me.lease_seconds, self._held)
         except StoreUnavailable as exc:
@@ -186,6 +190,8 @@ class Replication:
             return
         self.lease, self._lease_read_at, self.last_error = lease, self._clock(), None
         mine = lease is not None and lease.holder == self.holder and lease.valid
+        if mine:
+            self._renewed_from = began
         if self._held is not None and not (mine and lease is not None and lease.term == self._held):
             LOG.warning(
                 "replica %s: lost the lease of term %d (now %s)",
@@ -202,7 +208,25 @@ class Replication:
         self._claim()
         await self._act()
 
+    def holds_lease(self) -> bool:
+        """Whether this replica holds the lease by its own clock: primary, and its last renewal
+        began less than lease_seconds ago. A claim that hangs (the store cut off) leaves `term`
+        set until the claiming thread gives up; the switches' writes are fenced by this."""
+        renewed = self._renewed_from
+        return (
+            self.term is not None
+            and renewed is not None
+            and self._clock() - renewed < self.identity.lease_seconds
+        )
+
     async def _act(self) -> None:
+        if self.term is not None and not self.holds_lease():
+            # The claiming thread may be stuck in a call to a store that does not answer: the
+            # lease ran out by this replica's own clock, and another may hold it by now.
+            LOG.warning(
+                "replica %s: lease of term %d ran out by this replica's clock", self.identity.name, self.term
+            )
+            self._held = None
         held = self._held
         if self.term is not None and held != self.term:
             await self._step_down()

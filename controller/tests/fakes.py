@@ -86,6 +86,9 @@ class FakeFabric:
     def port_carrier(self, name: str, port: int) -> bool | None:
         return None if name in self.down else self.carrier.get((name, port))
 
+    def fence_writes(self, may_write: Callable[[], bool]) -> None:
+        self.may_write = may_write
+
     async def round_trip(self, name: str) -> None:
         if name in self.down:
             raise InjectedFault(f"{name} is down")

@@ -243,6 +243,11 @@ async def pi_follows_the_highest_live_stream() -> None:
             # Term 2 is forgotten once no stream bids it: the stale term 1 is primary again.
             assert await eventually(lambda: a.is_primary)
             assert await write_refusal(a) is None
+            # Which is why a replica fences its own writes by its lease (Replication.holds_lease):
+            # A's lease ran out by its clock, so its writes carry its backup id, and are refused
+            # though the switch calls it primary (`make chaos SWITCH=bmv2`, seed 7, at 733 s).
+            a.arbitration.fence_writes(lambda: False)
+            assert a.is_primary and await write_refusal(a) == DENIED
 
 
 # simple_switch_grpc (p4lang/PI) makes the highest *live* election id primary and keeps no highest

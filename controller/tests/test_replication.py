@@ -143,6 +143,40 @@ def test_a_primary_that_cannot_renew_for_a_lease_period_steps_down(tmp_path: Pat
     asyncio.run(run())
 
 
+def test_a_primary_whose_claim_hangs_stops_writing_and_steps_down_by_its_own_clock(tmp_path: Path) -> None:
+    """Found by `make chaos SWITCH=bmv2` (seed 7, --duration 1800, at 733 s): c0, cut off from
+    the store, hung in its claim (a call to a database that does not answer), so it never
+    learnt that its lease had run out and acted in term 26 for 4 s more. When c1, primary in
+    term 27, stepped down (the database killed), simple_switch_grpc made the highest live id,
+    c0's, primary again, took c0's writes, and every measured channel lost 0.4 s of packets.
+    The lease is now judged by the replica's own clock too: its writes are fenced the moment
+    it runs out (holds_lease), and the lease loop steps it down, whatever the claim is doing."""
+    store = ReservationStore(tmp_path / "s.sqlite")
+    now = [100.0]
+    roles = Roles()
+    primary = Replication(
+        ReplicaIdentity("c0", 0, "http://c0", LEASE_S, LEASE_S / 4),
+        store,
+        roles.promote,
+        roles.demote,
+        clock=lambda: now[0],
+    )
+
+    async def run() -> None:
+        await primary.step()
+        assert primary.is_primary and primary.holds_lease()
+        # the claiming thread is stuck in the store: no claim returns, nothing is set
+        now[0] += LEASE_S / 2
+        await primary._act()
+        assert primary.is_primary and primary.holds_lease()
+        now[0] += LEASE_S / 2
+        assert not primary.holds_lease()  # the switches' writes are fenced from now
+        await primary._act()
+        assert not primary.is_primary and roles.events == ["promote 1", "demote"]
+
+    asyncio.run(run())
+
+
 def test_what_keeps_the_replicas_from_serving_is_read_from_the_store_as_it_is_now(tmp_path: Path) -> None:
     """/health's view of the lease (issue 28): read now, not as last read by the lease loop."""
     store = ReservationStore(tmp_path / "s.sqlite")

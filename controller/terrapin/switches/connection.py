@@ -256,6 +256,11 @@ class SwitchConnections:
         assert self._arbitration is not None, "claim() is for replicas"
         return await self._arbitration.claim(term, timeout=5.0)
 
+    def fence_writes(self, may_write: Callable[[], bool]) -> None:
+        """Writes go out as a backup's (refused) unless `may_write()` (replicas only)."""
+        assert self._arbitration is not None, "fence_writes() is for replicas"
+        self._arbitration.fence_writes(may_write)
+
     async def step_down(self) -> None:
         """Back to backup on every switch (this replica lost the lease): nothing more is written."""
         assert self._arbitration is not None, "step_down() is for replicas"

@@ -10,7 +10,7 @@ itself: each concern is a module of its own, and this facade wires them together
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +99,9 @@ class SwitchFabric:
 
     async def claim(self, term: int) -> dict[str, bool]:
         return await self._connections.claim(term)
+
+    def fence_writes(self, may_write: Callable[[], bool]) -> None:
+        self._connections.fence_writes(may_write)
 
     async def step_down(self) -> None:
         await self._connections.step_down()
