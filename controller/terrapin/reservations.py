@@ -62,7 +62,7 @@ from terrapin.store import (
     StoreUnavailable,
     Transaction,
 )
-from terrapin.switches import SwitchUnavailable, entry_for_hop
+from terrapin.switches import SwitchUnavailable, entry_for_hop, not_primary
 
 LOG = logging.getLogger("terrapin.reservations")
 
@@ -422,6 +422,16 @@ class ReservationService:
             port = next(h.port for h in allocation.hops if h.port.switch == exc.switch)
             outage = isinstance(exc.cause, SwitchUnavailable) or not self.programmer.is_ready(exc.switch)
             cause = str(exc.cause) or type(exc.cause).__name__
+            if not_primary(exc.cause):
+                # The switch has another primary: the lease is changing hands (this replica's
+                # ran out, or another took it). Not a refusal of the write: retry (503), as
+                # for a store that fences this replica out (`make chaos SWITCH=bmv2` saw a 502).
+                return simple_denial(
+                    key,
+                    DenialReason.SWITCH_ERROR,
+                    STORE_UNAVAILABLE,
+                    f"{exc.switch} has another primary controller ({cause}); every hop was rolled back",
+                )
             return simple_denial(
                 key,
                 DenialReason.SWITCH_ERROR,
@@ -593,3 +603,4 @@ class ReservationService:
         context = max(self.store.largest_context(initiator) + 1, 1 << 31, self._handed.get(initiator, 0) + 1)
         self._handed[initiator] = context
         return context
+

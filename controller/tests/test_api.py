@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import finsy as fy
 import pytest
 from fakes import RESERVATION, FakeFabric, chain_config
 from fastapi.testclient import TestClient
@@ -14,6 +15,7 @@ from terrapin.admission.model import ChannelKey
 from terrapin.config import Config
 from terrapin.main import Controller
 from terrapin.store import StoreUnavailable
+from terrapin.switches.batcher import SwitchWriteError
 
 TOKEN = {"Authorization": "Bearer secret-token"}
 BODY = RESERVATION
@@ -290,6 +292,26 @@ def test_a_write_the_switch_refuses_is_502_rolled_back_and_says_which(api: Api) 
     assert_nothing_reserved(fab, ctl)
     fab.fail_install_on.clear()
     assert client.post("/reservations", json=BODY, headers=TOKEN).status_code == 201
+
+
+def test_a_write_refused_for_want_of_primacy_is_503(api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by `make chaos SWITCH=bmv2` (seed 7, --duration 1800, at 1449 s): a set-up on c1,
+    whose switches had meanwhile made another replica primary, was refused PERMISSION_DENIED
+    ("Not primary") and answered 502, as if the switch had refused the write itself. It is the
+    lease changing hands: 503 with Retry-After, nothing reserved."""
+    client, fab, ctl = api
+    write = fab.install_channel
+
+    async def refused_as_backup(entry: Any) -> None:
+        if entry.switch == "s2":
+            raise SwitchWriteError("PERMISSION_DENIED: Not primary", [fy.GRPCStatusCode.PERMISSION_DENIED])
+        await write(entry)
+
+    monkeypatch.setattr(fab, "install_channel", refused_as_backup)
+    r = client.post("/reservations", json=BODY, headers=TOKEN)
+    assert r.status_code == 503 and r.headers["retry-after"], r.text
+    assert "another primary" in r.json()["message"]
+    assert_nothing_reserved(fab, ctl)
 
 
 def test_a_setup_rolled_back_by_a_promotion_mid_write_leaves_no_hop(

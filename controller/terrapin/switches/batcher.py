@@ -214,3 +214,12 @@ async def _write_updates(sw: fy.Switch, updates: list[p4r.Update]) -> None:
 async def _collect(replies: AsyncIterator[p4r.ReadResponse]) -> list[p4r.ReadResponse]:
     return [reply async for reply in replies]
 
+
+def not_primary(cause: BaseException | None) -> bool:
+    """Whether a switch refused a write because this replica is not its primary (P4Runtime
+    PERMISSION_DENIED, spec §5.3), for the whole request or for every update of it."""
+    if isinstance(cause, fy.P4ClientError):
+        return cause.code == fy.GRPCStatusCode.PERMISSION_DENIED
+    if isinstance(cause, SwitchWriteError):
+        return bool(cause.codes) and all(c == fy.GRPCStatusCode.PERMISSION_DENIED for c in cause.codes)
+    return False
