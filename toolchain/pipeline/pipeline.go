@@ -219,6 +219,10 @@ type TableEntry struct {
 	// selector) runs: a member or a group; Action is then unused. Added
 	// after the first publication of this API.
 	Indirect IndirectRef
+	// Handle is the entry's BMv2 entry handle (read back only; the engine
+	// gives it when the entry is added, whoever adds it). Added after the
+	// first publication of this API.
+	Handle uint32
 }
 
 // Replica is one copy made by a multicast group or clone session.
