@@ -361,10 +361,8 @@ func (h *pre) BmMcGetEntries(_ context.Context, _ int32) (string, error) {
 		return "", err
 	}
 	var out mcJSON
-	out.Mgrps = out.Mgrps[:0]
-	out.L1Handles = out.L1Handles[:0]
-	out.L2Handles = out.L2Handles[:0]
-	out.Lags = out.Lags[:0]
+	// empty lists, not null: the CLI iterates them
+	_ = json.Unmarshal([]byte(`{"mgrps":[],"l1_handles":[],"l2_handles":[],"lags":[]}`), &out)
 	nz := func(s []uint32) []uint32 {
 		if s == nil {
 			return []uint32{}

@@ -463,6 +463,9 @@ func (h *std) BmMtSetDefaultAction(_ context.Context, _ int32, table string, act
 	if err != nil {
 		return err
 	}
+	if t.info.ConstDefaultEntry {
+		return tableErr(standard.TableOperationErrorCode_DEFAULT_ENTRY_IS_CONST)
+	}
 	if err := t.v.pl.SetDefaultAction(t.id, pipeline.ActionCall{ActionID: a.ID, Params: args}); err != nil {
 		if engine.ErrorCodeOf(err) == engine.CodePermissionDenied {
 			return tableErr(standard.TableOperationErrorCode_DEFAULT_ACTION_IS_CONST)
@@ -613,7 +616,8 @@ func (h *std) BmMtGetEntryFromKey(_ context.Context, _ int32, table string, para
 	}
 	got, err := t.v.pl.ReadEntry(t.id, e.Match, e.Priority)
 	if err != nil {
-		return nil, tableErrOf(err, standard.TableOperationErrorCode_BAD_MATCH_KEY)
+		// BMv2 answers a key with no entry as a bad key
+		return nil, tableErr(standard.TableOperationErrorCode_BAD_MATCH_KEY)
 	}
 	return t.entry(got)
 }

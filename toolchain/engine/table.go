@@ -370,6 +370,7 @@ func (c *closureBuilder) compileTable(jt *jTable) (*table, error) {
 		t.progDefAct, t.progDefData = a, ad
 		t.info.ConstDefault = jt.DefaultEntry.ActionConst
 		t.defEntryConst = jt.DefaultEntry.ActionEntryConst
+		t.info.ConstDefaultEntry = t.defEntryConst
 	}
 	if t.kind == tkLPM64 {
 		lw := t.keys[t.lpmIdx].info.Bitwidth

@@ -84,6 +84,10 @@ type TableInfo struct {
 	// ConstDefault is true when the control plane may not change the default
 	// action (P4 "const default_action").
 	ConstDefault bool
+	// ConstDefaultEntry is true when not even the default action's data may
+	// change (BMv2 JSON action_entry_const). Added after the first
+	// publication of this API.
+	ConstDefaultEntry bool
 	// Immutable is true when the program gives the entries ("const entries"):
 	// the control plane may read them but not add, modify or delete.
 	Immutable bool
