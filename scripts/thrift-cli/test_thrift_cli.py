@@ -37,10 +37,17 @@ BMV2_SRC = ROOT / "build" / "oracle" / "src" / "behavioral-model"
 CLI_TESTS = BMV2_SRC / "targets" / "simple_switch" / "tests" / "CLI_tests"
 COMMANDS = sorted((HERE / "commands").glob("*.txt"))
 
-# Ports and device ids of this suite's switches (loopback only).
-THRIFT_PORT = {"terrapin": 39091, "bmv2": 39092}
-GRPC_PORT = {"terrapin": 39561, "bmv2": 39562}
+# Device ids of this suite's switches. Their ports (loopback only) are free ones the kernel picks
+# (free_port), fresh for each switch: a fixed port in the ephemeral range can be taken by any
+# client connection of the machine.
 DEVICE_ID = {"terrapin": 91, "bmv2": 92}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
 
 # Known differences between the two switches' outputs, each (pattern, replacement, why); applied
 # to both outputs before they are compared.
@@ -95,7 +102,7 @@ def switch(kind: str, json_path: Path, logdir: Path, command: str = "") -> Itera
     """Runs a switch of `kind` ("terrapin", "bmv2", or "simple_switch": BMv2 without P4Runtime) on
     json_path; yields its Thrift port."""
     key = "bmv2" if kind == "simple_switch" else kind
-    port = THRIFT_PORT[key]
+    port = free_port()
     if kind == "terrapin":
         argv = [str(BIN / "terrapin-switch"), str(json_path)]
     elif kind == "bmv2":
@@ -104,7 +111,7 @@ def switch(kind: str, json_path: Path, logdir: Path, command: str = "") -> Itera
         argv = [str(bmv2_bin("simple_switch")), str(json_path)]
     argv += ["--device-id", str(DEVICE_ID[key]), "--thrift-port", str(port)]
     if kind != "simple_switch":
-        argv += ["--", "--grpc-server-addr", f"127.0.0.1:{GRPC_PORT[key]}"]
+        argv += ["--", "--grpc-server-addr", f"127.0.0.1:{free_port()}"]
     log = logdir / f"{kind}-{command or json_path.stem}.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
