@@ -38,11 +38,15 @@ type mcState struct {
 	nodes  map[uint32]*mcNode
 	lags   map[uint32][]uint32           // LAG index -> ports
 	wrote  map[uint32][]pipeline.Replica // what was last written for each group
+	// mirrors: mirroring sessions to a group (mirroring_add_mc), by
+	// session id; rewritten with the group's replicas when this server
+	// changes the group.
+	mirrors map[uint32]uint32
 }
 
 func newMCState() *mcState {
 	return &mcState{groups: map[uint32][]uint32{}, nodes: map[uint32]*mcNode{}, lags: map[uint32][]uint32{},
-		wrote: map[uint32][]pipeline.Replica{}}
+		wrote: map[uint32][]pipeline.Replica{}, mirrors: map[uint32]uint32{}}
 }
 
 // pre implements simple_pre_lag.thrift's SimplePreLAG service.
@@ -151,6 +155,14 @@ func (mc *mcState) write(pl *engine.Pipeline, g uint32) error {
 		return mcErr(simple_pre_lag.McOperationErrorCode_ERROR)
 	}
 	mc.wrote[g] = reps
+	for id, mg := range mc.mirrors {
+		if mg == g {
+			if cs, ok := pl.CloneSessionConfig(id); ok {
+				cs.Replicas = append([]pipeline.Replica(nil), reps...)
+				_ = pl.SetCloneSession(id, cs)
+			}
+		}
+	}
 	return nil
 }
 

@@ -2,6 +2,7 @@ package bmthrift
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/terrapin/terrapin/toolchain/bmthrift/gen/simple_switch"
@@ -27,6 +28,15 @@ func (h *sswitch) pipeline() (*engine.Pipeline, bool) {
 	return v.pl, true
 }
 
+// mirrorsToGroups is the view's sessions to multicast groups.
+func (h *sswitch) mirrorsToGroups() map[uint32]uint32 {
+	v, err := h.s.current()
+	if err != nil {
+		return map[uint32]uint32{}
+	}
+	return v.mc.mirrors
+}
+
 // ---- mirroring: BMv2's mirroring sessions are the engine's clone
 // sessions, which P4Runtime's CloneSessionEntry writes too. ----
 
@@ -35,9 +45,9 @@ func notFound() error {
 }
 
 // MirroringSessionAdd adds or replaces a session. A session to a multicast
-// group (mgid) clones to the group's replicas as they are now: the
-// engine's sessions list replicas, and do not follow later changes of the
-// group as BMv2's do (docs/bmv2.md).
+// group (mgid) clones to the group's replicas: the engine's sessions list
+// replicas, so the session is rewritten when the group is changed over
+// Thrift, not when P4Runtime changes it (docs/bmv2.md).
 func (h *sswitch) MirroringSessionAdd(_ context.Context, id int32, cfg *simple_switch.MirroringSessionConfig) error {
 	defer h.lock()()
 	pl, ok := h.pipeline()
@@ -56,6 +66,11 @@ func (h *sswitch) MirroringSessionAdd(_ context.Context, id int32, cfg *simple_s
 		h.s.log.Warn("mirroring_session_add", "id", id, "err", err)
 		return notFound()
 	}
+	mirrors := h.mirrorsToGroups()
+	delete(mirrors, uint32(id))
+	if cfg.Port == nil && cfg.Mgid != nil {
+		mirrors[uint32(id)] = uint32(*cfg.Mgid)
+	}
 	return nil
 }
 
@@ -71,12 +86,13 @@ func (h *sswitch) MirroringSessionDelete(_ context.Context, id int32) error {
 	if err := pl.DeleteCloneSession(uint32(id)); err != nil {
 		return notFound()
 	}
+	delete(h.mirrorsToGroups(), uint32(id))
 	return nil
 }
 
-// MirroringSessionGet reads a session back: a session of one replica as
-// its port; one of several (P4Runtime's, or a group's) as neither port
-// nor mgid, since the engine keeps no group for it.
+// MirroringSessionGet reads a session back: one added to a group as its
+// mgid; one of one replica as its port; one of several that P4Runtime
+// wrote as neither.
 func (h *sswitch) MirroringSessionGet(_ context.Context, id int32) (*simple_switch.MirroringSessionConfig, error) {
 	defer h.lock()()
 	pl, ok := h.pipeline()
@@ -88,7 +104,16 @@ func (h *sswitch) MirroringSessionGet(_ context.Context, id int32) (*simple_swit
 		return nil, notFound()
 	}
 	out := &simple_switch.MirroringSessionConfig{}
-	if len(cs.Replicas) == 1 {
+	g, toGroup := h.mirrorsToGroups()[uint32(id)]
+	if toGroup {
+		// unless P4Runtime rewrote the session since
+		reps, _ := pl.MulticastGroup(g)
+		toGroup = slices.Equal(reps, cs.Replicas)
+	}
+	if toGroup {
+		mg := int32(g)
+		out.Mgid = &mg
+	} else if len(cs.Replicas) == 1 {
 		p := int32(cs.Replicas[0].Port)
 		out.Port = &p
 	}
