@@ -3,6 +3,7 @@
 #   make run      bring up the christie topology, the controller and its REST API
 #   make shell [DEVICE=<switch>]   p4runtime-shell on a switch of that network, beside the controller
 #   make test     every test suite, ending with one "N passed, M failed" line
+#   make thrift-cli   simple_switch_CLI on terrapin-switch: BMv2's CLI tests, outputs compared with simple_switch_grpc
 #   make conformance-compile   p4c's compile corpus: what p4c refuses refused, what it compiles loaded
 #   make experiments [ONLY=E3] [SHORT=1] [ATTEMPTS=3]   E1-E11 (the seeds' results and the cut) and build/results/report.html
 #   make jitter [SWITCH=bmv2]   how much the switch's delay outside its queues varies (its jitter_us)
@@ -45,7 +46,7 @@ P4_JSON  := $(P4_OUT)/terrapin.json
 P4_INFO  := $(P4_OUT)/terrapin.p4info.txtpb
 
 .PHONY: help setup toolchain p4 controller conformance conformance-compile ptf shell test test-go \
-        bench bench-engine bench-switch bench-controller run stop demo experiments chaos clean bmv2 bmv2-sources
+        bench bench-engine bench-switch bench-controller run stop demo experiments chaos clean bmv2 bmv2-sources thrift-cli
 
 help:
 	@sed '/^$$/q' Makefile | sed 's/^# \{0,1\}//'
@@ -105,6 +106,11 @@ ptf: toolchain p4
 # p4runtime-shell on a switch of the running make run network, beside its controller:
 # DEVICE=<name or device id> picks one of several (SWITCH names the switch program elsewhere),
 # PUSH=1 pushes build/p4's pipeline (refused while a controller is primary); scripts/p4rt-shell.sh.
+# BMv2's Thrift runtime on terrapin-switch: BMv2's CLI tests on both switches, then simple_switch_CLI
+# against simple_switch_grpc and terrapin-switch with the outputs compared (needs make bmv2; seconds).
+thrift-cli: toolchain
+	$(PY) -m pytest -q -p no:cacheprovider scripts/thrift-cli
+
 shell:
 	@SWITCH="$(SWITCH)" DEVICE="$(DEVICE)" PUSH="$(PUSH)" bash scripts/p4rt-shell.sh
 

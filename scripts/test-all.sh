@@ -141,6 +141,9 @@ go_device_afxdp() {
     (cd toolchain && TERRAPIN_TEST_IO=auto "$GO" test -json -count=1 ./device/ 2>&1) |
         "$PY" scripts/count_go_tests.py
 }
+thrift_cli() {
+    make --no-print-directory toolchain >/dev/null && pytest_suite scripts/thrift-cli
+}
 want go            && run_counted go go_unit
 want go-afxdp      && run_counted go-afxdp go_device_afxdp
 want fuzz          && run_counted fuzz go_fuzz
@@ -176,6 +179,10 @@ want_bmv2 controller-bmv2  && run_counted controller-bmv2 on_bmv2 \
 want_bmv2 topo-bmv2        && run_counted topo-bmv2 on_bmv2 pytest_suite topo/tests/test_christie_e2e.py \
     topo/tests/test_cli_session.py topo/tests/test_switch_tls.py topo/tests/test_controller_tls.py \
     topo/tests/test_ring_e2e.py -m bmv2
+# BMv2's Thrift runtime on terrapin-switch (docs/switch.md): BMv2's own CLI tests on both switches,
+# and simple_switch_CLI's commands against simple_switch_grpc and terrapin-switch, outputs
+# compared: ~10 s.
+want_bmv2 thrift-cli       && run_counted thrift-cli on_bmv2 thrift_cli
 # The seeds' experiments on simple_switch_grpc, scaled to what it forwards (docs/bmv2.md): ~5 min.
 want_bmv2 experiments-bmv2 && run_counted experiments-bmv2 on_bmv2 env TERRAPIN_INTF_PREFIX=trptex \
     make --no-print-directory experiments SHORT=1 SWITCH=bmv2 ATTEMPTS=2

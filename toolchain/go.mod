@@ -13,6 +13,7 @@ require (
 )
 
 require (
+	github.com/apache/thrift v0.17.0 // indirect
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 )

@@ -23,7 +23,9 @@ const module = "github.com/terrapin/terrapin/toolchain/"
 // P4Runtime server, with the adapters that join them and the commands on
 // top; difftest (terrapin-p4c against p4c's JSON) drives the compiler, the
 // engine and the STF runner together; the servers' TLS set-up (and its test PKI)
-// sits beside the device, needing nothing of the module. Non-test files only: a test may drive a package from above (the
+// sits beside the device, needing nothing of the module, and so do BMv2's
+// Thrift services generated from its IDL; the Thrift runtime server
+// (bmthrift) drives the engine and the device through the switch target. Non-test files only: a test may drive a package from above (the
 // engine's differential tests run the STF corpus).
 var layers = [][]string{
 	{"p4/scanner", "p4include"},
@@ -36,10 +38,10 @@ var layers = [][]string{
 	{"compiler"},
 	{"pipeline"},
 	{"engine"},
-	{"device", "p4rt", "servertls", "servertls/testpki"},
+	{"device", "p4rt", "servertls", "servertls/testpki", "bmthrift/gen/standard", "bmthrift/gen/simple_pre_lag", "bmthrift/gen/simple_switch"},
 	{"p4rt/enginetarget"},
 	{"device/switchtarget", "stf", "gnmiports"},
-	{"stf/viap4rt", "difftest"},
+	{"stf/viap4rt", "difftest", "bmthrift"},
 	{"cmd/terrapin-p4c", "cmd/terrapin-stf", "cmd/terrapin-switch", "cmd/terrapin-trafgen", "cmd/terrapin-cut", "cmd/terrapin-partition"},
 }
 
@@ -59,6 +61,10 @@ var readsOnly = map[string][]string{
 	"gnmiports":         {"device"}, // the ports' state, served; nothing of the pipeline
 	"servertls":         {},
 	"servertls/testpki": {},
+	// BMv2's Thrift services, generated from its IDL: the Thrift library only
+	"bmthrift/gen/standard":       {},
+	"bmthrift/gen/simple_pre_lag": {},
+	"bmthrift/gen/simple_switch":  {},
 }
 
 func TestImportsFollowLayers(t *testing.T) {

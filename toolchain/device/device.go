@@ -172,6 +172,7 @@ type queued struct {
 type queue struct {
 	ring     []queued
 	head, n  int
+	limit    int // packets it takes (set_queue_depth); len(ring) >= limit
 	enq      atomic.Uint64
 	drops    atomic.Uint64
 	depth    atomic.Int64
@@ -323,6 +324,7 @@ func (d *Device) newEgressPort(num uint16, iface string, rate uint64) *egressPor
 	p.queues = make([]queue, d.nq)
 	for i := range p.queues {
 		p.queues[i].ring = make([]queued, d.cfg.QueueCapacity)
+		p.queues[i].limit = d.cfg.QueueCapacity
 	}
 	p.outv = make([][]byte, 0, txBatch)
 	p.outq = make([]queued, 0, txBatch)
@@ -760,6 +762,71 @@ func (eg *egressPort) advance(n int) {
 	eg.nextFree += int64(bits / eg.rateBps)
 	eg.remBits = bits % eg.rateBps
 }
+
+// setLimit makes the queue take n packets; packets already queued beyond
+// a smaller n stay (BMv2's set_queue_depth). Caller holds the port's lock.
+func (q *queue) setLimit(n int) {
+	if n > len(q.ring) {
+		ring := make([]queued, n)
+		for i := 0; i < q.n; i++ {
+			j := q.head + i
+			if j >= len(q.ring) {
+				j -= len(q.ring)
+			}
+			ring[i] = q.ring[j]
+		}
+		q.ring, q.head = ring, 0
+	}
+	q.limit = n
+}
+
+// SetQueueDepth sets how many packets the egress queue of port at priority
+// takes (BMv2's set_queue_depth): port -1 is every port, priority -1 every
+// priority of the port. A port the switch does not have is an error.
+func (d *Device) SetQueueDepth(port, priority, packets int) error {
+	if packets < 0 {
+		return fmt.Errorf("queue depth %d: negative", packets)
+	}
+	if priority >= d.nq {
+		return fmt.Errorf("priority %d: the ports have %d priority queues", priority, d.nq)
+	}
+	var ports []*egressPort
+	if port < 0 {
+		for _, eg := range d.ports {
+			if eg != nil {
+				ports = append(ports, eg)
+			}
+		}
+	} else if port < len(d.ports) && d.ports[port] != nil {
+		ports = []*egressPort{d.ports[port]}
+	} else {
+		return fmt.Errorf("port %d: no such port", port)
+	}
+	for _, eg := range ports {
+		eg.mu.Lock()
+		for i := range eg.queues {
+			if priority < 0 || i == priority {
+				eg.queues[i].setLimit(packets)
+			}
+		}
+		eg.mu.Unlock()
+	}
+	return nil
+}
+
+// QueueDepth returns the depth set for port's queue at priority.
+func (d *Device) QueueDepth(port, priority int) (int, bool) {
+	if port < 0 || port >= len(d.ports) || d.ports[port] == nil || priority < 0 || priority >= d.nq {
+		return 0, false
+	}
+	eg := d.ports[port]
+	eg.mu.Lock()
+	defer eg.mu.Unlock()
+	return eg.queues[priority].limit, true
+}
+
+// PriorityQueues is the number of priority queues per port.
+func (d *Device) PriorityQueues() int { return d.nq }
 
 func (q *queue) push(pk queued) {
 	i := q.head + q.n

@@ -181,7 +181,7 @@ func (w *worker) enqueuePending() {
 // when its queue is full.
 func (w *worker) enqueueLocked(eg *egressPort, job engine.Job, pipe Pipeline) {
 	q := &eg.queues[job.Priority]
-	if q.n == len(q.ring) {
+	if q.n >= q.limit {
 		q.drops.Add(1)
 		pipe.Release(job.Pkt)
 		return

@@ -183,13 +183,15 @@ type jPipeline struct {
 }
 
 type jActionProfile struct {
-	Name     string `json:"name"`
-	ID       int    `json:"id"`
-	MaxSize  int    `json:"max_size"`
-	Selector *struct {
-		Algo  string            `json:"algo"`
-		Input []json.RawMessage `json:"input"`
-	} `json:"selector"`
+	Name     string     `json:"name"`
+	ID       int        `json:"id"`
+	MaxSize  int        `json:"max_size"`
+	Selector *jSelector `json:"selector"`
+}
+
+type jSelector struct {
+	Algo  string            `json:"algo"`
+	Input []json.RawMessage `json:"input"`
 }
 
 type jTable struct {
@@ -198,6 +200,8 @@ type jTable struct {
 	MatchType       string             `json:"match_type"`
 	Type            string             `json:"type"`
 	ActionProfile   string             `json:"action_profile"`
+	ActProfName     string             `json:"act_prof_name"` // older JSON's, with Selector
+	Selector        *jSelector         `json:"selector"`
 	MaxSize         int                `json:"max_size"`
 	WithCounters    bool               `json:"with_counters"`
 	Key             []jKey             `json:"key"`
@@ -519,4 +523,46 @@ func parseTVs(raws []json.RawMessage) ([]*jsonExpr, error) {
 		out[i] = a
 	}
 	return out, nil
+}
+
+// upgradeLegacy brings BMv2 JSON of the older format (p4c-bm's, for P4_14
+// programs; BMv2 still loads it, and its own CLI tests use it) to the
+// current one: a table's actions named without "action_ids", and an
+// indirect table's action profile declared in the table ("act_prof_name",
+// "selector") instead of in the pipeline's "action_profiles".
+func upgradeLegacy(jp *jProgram) {
+	actionIDs := map[string]int{}
+	for _, a := range jp.Actions {
+		if _, dup := actionIDs[a.Name]; !dup {
+			actionIDs[a.Name] = a.ID
+		}
+	}
+	for pi := range jp.Pipelines {
+		jpp := &jp.Pipelines[pi]
+		nextID := 0
+		have := map[string]bool{}
+		for _, ap := range jpp.ActionProfiles {
+			have[ap.Name] = true
+			nextID = max(nextID, ap.ID+1)
+		}
+		for ti := range jpp.Tables {
+			jt := &jpp.Tables[ti]
+			if len(jt.ActionIDs) == 0 {
+				for _, name := range jt.Actions {
+					if id, ok := actionIDs[name]; ok {
+						jt.ActionIDs = append(jt.ActionIDs, id)
+					}
+				}
+			}
+			if jt.ActionProfile == "" && jt.ActProfName != "" && (jt.Type == "indirect" || jt.Type == "indirect_ws") {
+				jt.ActionProfile = jt.ActProfName
+				if !have[jt.ActProfName] {
+					have[jt.ActProfName] = true
+					jpp.ActionProfiles = append(jpp.ActionProfiles, jActionProfile{Name: jt.ActProfName, ID: nextID,
+						MaxSize: jt.MaxSize, Selector: jt.Selector})
+					nextID++
+				}
+			}
+		}
+	}
 }

@@ -66,6 +66,7 @@ func decodeProgram(jsonText []byte) (*jProgram, error) {
 	if len(jp.Meta.Version) >= 1 && jp.Meta.Version[0] != 2 {
 		return nil, fmt.Errorf("unsupported BMv2 JSON version %v (want 2.x)", jp.Meta.Version)
 	}
+	upgradeLegacy(&jp)
 	return &jp, nil
 }
 

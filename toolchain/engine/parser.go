@@ -127,7 +127,18 @@ func (c *closureBuilder) compileParser(jp *jParser, errs [][]any) (*parser, erro
 				}
 				next = n
 			}
-			switch tr.Type {
+			typ := tr.Type
+			if typ == "" {
+				// BMv2's older JSON (p4c-bm, P4_14): no type, the
+				// value "default" or a hexstr, as BMv2 still reads it.
+				var v string
+				if json.Unmarshal(tr.Value, &v) == nil && v == "default" {
+					typ = "default"
+				} else {
+					typ = "hexstr"
+				}
+			}
+			switch typ {
 			case "default":
 				st.def = next
 				// Cases after a default can never match.
@@ -149,7 +160,7 @@ func (c *closureBuilder) compileParser(jp *jParser, errs [][]any) (*parser, erro
 				} else {
 					mask = new(big.Int).Sub(bigPow2(st.keyBits), big.NewInt(1))
 				}
-				if tr.Type == "parse_vset" {
+				if typ == "parse_vset" {
 					var name string
 					if err := json.Unmarshal(tr.Value, &name); err != nil {
 						return nil, c.errorf("bad value set reference %s", string(tr.Value))
@@ -185,7 +196,7 @@ func (c *closureBuilder) compileParser(jp *jParser, errs [][]any) (*parser, erro
 				}
 				st.cases = append(st.cases, sc)
 			default:
-				return nil, c.errorf("unsupported transition type %q", tr.Type)
+				return nil, c.errorf("unsupported transition type %q", typ)
 			}
 		}
 	doneTransitions:

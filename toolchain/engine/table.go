@@ -118,6 +118,7 @@ type entry struct {
 	ref     pipeline.IndirectRef // indirect tables: member or group (act is nil)
 	seq     uint64
 	isConst bool
+	handle  uint32 // BMv2's entry handle (handles.go)
 
 	k64    uint64   // exact64 / lpm64 combined key (masked)
 	kbytes string   // exactBytes key
@@ -156,6 +157,7 @@ type table struct {
 	seed    maphash.Seed // shard hashing of string keys
 	lpmMask []uint64     // combined key mask per prefix length (lpm64)
 	seq     uint64       // insertion counter (writers hold pl.mu)
+	hnd     handles      // entry handles (writers hold pl.mu)
 
 	progDefAct    *action
 	progDefData   *actionData
@@ -368,6 +370,7 @@ func (c *closureBuilder) compileTable(jt *jTable) (*table, error) {
 		t.progDefAct, t.progDefData = a, ad
 		t.info.ConstDefault = jt.DefaultEntry.ActionConst
 		t.defEntryConst = jt.DefaultEntry.ActionEntryConst
+		t.info.ConstDefaultEntry = t.defEntryConst
 	}
 	if t.kind == tkLPM64 {
 		lw := t.keys[t.lpmIdx].info.Bitwidth
@@ -721,6 +724,7 @@ func (t *table) insert(st *tableState, e pipeline.TableEntry, isConst bool) erro
 		}
 	}
 	t.compileEntry(en)
+	en.handle = t.hnd.alloc(id)
 	st.byID.put(ids, id, en)
 	t.index(st, en)
 	return nil
@@ -939,6 +943,7 @@ func (t *table) remove(st *tableState, match []pipeline.Match, prio int32) error
 	}
 	st.byID.del(ids, id)
 	t.unindex(st, en)
+	t.hnd.release(en.handle)
 	return nil
 }
 
@@ -946,11 +951,16 @@ func (t *table) remove(st *tableState, match []pipeline.Match, prio int32) error
 // default action.
 func (t *table) cleared(st *tableState) *tableState {
 	n := t.emptyState()
+	// BMv2 forgets every handle and version of a cleared table; the
+	// program's own entries keep theirs.
+	t.hnd = handles{}
 	for _, en := range st.ordered() {
 		if en.isConst {
 			_, id, _ := t.identity(en.match, en.prio)
-			n.byID.put(shardOfString(t.seed, id), id, en)
-			t.index(n, en)
+			c := *en
+			c.handle = t.hnd.alloc(id)
+			n.byID.put(shardOfString(t.seed, id), id, &c)
+			t.index(n, &c)
 		}
 	}
 	n.defAct, n.defData = t.progDefAct, t.progDefData
@@ -964,6 +974,7 @@ func (t *table) export(en *entry) pipeline.TableEntry {
 		Counter:  en.counter.load(),
 		Const:    en.isConst,
 		Indirect: en.ref,
+		Handle:   en.handle,
 	}
 	if en.act != nil {
 		e.Action = pipeline.ActionCall{ActionID: en.act.id, Params: exportActionData(en.act.params, en.data)}

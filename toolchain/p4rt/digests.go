@@ -62,6 +62,15 @@ func cloneFields(fs [][]byte) [][]byte {
 	return out
 }
 
+// forget drops the configuration and what is buffered: the pipeline was
+// replaced by one the server has no P4Info for (Server.PipelineReplaced).
+func (d *digestEngine) forget() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.sch, d.pending, d.cache = nil, nil, nil
+	d.cfg = map[uint32]*p4v1.DigestEntry_Config{}
+}
+
 // reset adopts ps's digest configuration; buffers and caches of digests
 // no longer enabled are dropped.
 func (d *digestEngine) reset(ps *pipelineState) {

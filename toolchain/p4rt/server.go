@@ -357,6 +357,24 @@ func (s *Server) install(ps *pipelineState) {
 	s.digests.reset(ps)
 }
 
+// PipelineReplaced tells the server that the device now forwards with
+// program, a pipeline pushed by another control plane (BMv2's Thrift
+// runtime: load_new_config and swap_configs), whose P4Info the server does
+// not have. The server forgets its pipeline: reads, writes and PacketOut
+// answer as before any SetForwardingPipelineConfig (FAILED_PRECONDITION)
+// until a controller pushes one, which may keep the device's program
+// (a P4DeviceConfig without device_data) now that it is program.
+func (s *Server) PipelineReplaced(program []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur != nil && !s.committed {
+		s.cur.prepared.Discard()
+	}
+	s.cur, s.committed, s.running = nil, false, program
+	s.io.Store(nil)
+	s.digests.forget()
+}
+
 // GetForwardingPipelineConfig returns the config as set (spec §15).
 func (s *Server) GetForwardingPipelineConfig(_ context.Context, req *p4v1.GetForwardingPipelineConfigRequest) (*p4v1.GetForwardingPipelineConfigResponse, error) {
 	if err := s.checkDevice(req.GetDeviceId()); err != nil {

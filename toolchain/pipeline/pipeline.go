@@ -84,6 +84,10 @@ type TableInfo struct {
 	// ConstDefault is true when the control plane may not change the default
 	// action (P4 "const default_action").
 	ConstDefault bool
+	// ConstDefaultEntry is true when not even the default action's data may
+	// change (BMv2 JSON action_entry_const). Added after the first
+	// publication of this API.
+	ConstDefaultEntry bool
 	// Immutable is true when the program gives the entries ("const entries"):
 	// the control plane may read them but not add, modify or delete.
 	Immutable bool
@@ -219,6 +223,10 @@ type TableEntry struct {
 	// selector) runs: a member or a group; Action is then unused. Added
 	// after the first publication of this API.
 	Indirect IndirectRef
+	// Handle is the entry's BMv2 entry handle (read back only; the engine
+	// gives it when the entry is added, whoever adds it). Added after the
+	// first publication of this API.
+	Handle uint32
 }
 
 // Replica is one copy made by a multicast group or clone session.

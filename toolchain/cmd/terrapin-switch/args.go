@@ -18,7 +18,9 @@ type options struct {
 	noP4          bool
 	ports         []device.PortConfig
 	deviceID      uint64
-	thriftPort    int
+	thriftPort    int  // 0: not served
+	thriftPortSet bool // given on the command line (a port in use is then an error)
+	thriftIP      string
 	logConsole    bool
 	logLevel      string
 	logFile       string
@@ -59,8 +61,13 @@ Options (as simple_switch_grpc):
                                SetForwardingPipelineConfig (frames are dropped
                                until then)
   --device-id N                P4Runtime device id (default 0)
-  --thrift-port N              accepted for compatibility; the Thrift runtime
-                               (simple_switch_CLI) is NOT served: use P4Runtime
+  --thrift-port N              serve BMv2's Thrift runtime (simple_switch_CLI)
+                               on port N (default 9090, as BMv2; 0: not served;
+                               the default port in use is a warning, a port
+                               given here in use an error)
+  --thrift-ip ADDR             address the Thrift runtime listens on (default
+                               127.0.0.1; BMv2 listens on every interface:
+                               give 0.0.0.0 for that)
   --log-console                log to stderr
   -L, --log-level LEVEL        trace, debug, info, warn, error, off (default info)
   --log-file FILE              log to FILE instead
@@ -136,7 +143,7 @@ var ignoredWithValue = map[string]bool{
 var ignoredFlags = map[string]bool{"--log-flush": true, "--debugger": true, "--enable-swap": true}
 
 func parseArgs(args []string) (*options, error) {
-	o := &options{grpcAddr: "127.0.0.1:9559", cpuPort: -1, logLevel: "info", rates: map[uint16]uint64{}, ring: device.RingV2, nice: -10, io: device.IOAuto}
+	o := &options{grpcAddr: "127.0.0.1:9559", thriftPort: 9090, thriftIP: "127.0.0.1", cpuPort: -1, logLevel: "info", rates: map[uint16]uint64{}, ring: device.RingV2, nice: -10, io: device.IOAuto}
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if a == "--" {
@@ -181,7 +188,14 @@ func parseArgs(args []string) (*options, error) {
 		case "--thrift-port":
 			var v string
 			if v, err = next(); err == nil {
-				o.thriftPort, err = strconv.Atoi(v)
+				o.thriftPortSet = true
+				if o.thriftPort, err = strconv.Atoi(v); err == nil && (o.thriftPort < 0 || o.thriftPort > 65535) {
+					err = fmt.Errorf("--thrift-port %d: not a port", o.thriftPort)
+				}
+			}
+		case "--thrift-ip":
+			if o.thriftIP, err = next(); err == nil && net.ParseIP(o.thriftIP) == nil {
+				err = fmt.Errorf("--thrift-ip %q: not an IP address", o.thriftIP)
 			}
 		case "--log-console":
 			o.logConsole = true

@@ -40,8 +40,31 @@ func TestParseArgs(t *testing.T) {
 				if o.grpcAddr != "127.0.0.1:9559" || o.cpuPort != -1 || o.priorityQs != 0 || !o.noP4 || o.io != device.IOAuto {
 					t.Errorf("got %+v", o)
 				}
+				if o.thriftPort != 9090 || o.thriftPortSet || o.thriftIP != "127.0.0.1" {
+					t.Errorf("Thrift: port %d (set %v) ip %s, want 9090 on 127.0.0.1, not set", o.thriftPort, o.thriftPortSet, o.thriftIP)
+				}
 			},
 		},
+		{
+			name: "Thrift runtime address",
+			args: "--no-p4 --thrift-port 39090 --thrift-ip 0.0.0.0",
+			check: func(t *testing.T, o *options) {
+				if o.thriftPort != 39090 || !o.thriftPortSet || o.thriftIP != "0.0.0.0" {
+					t.Errorf("got port %d set %v ip %s", o.thriftPort, o.thriftPortSet, o.thriftIP)
+				}
+			},
+		},
+		{
+			name: "Thrift runtime off",
+			args: "--no-p4 --thrift-port 0",
+			check: func(t *testing.T, o *options) {
+				if o.thriftPort != 0 {
+					t.Errorf("got port %d", o.thriftPort)
+				}
+			},
+		},
+		{name: "bad Thrift port", args: "--no-p4 --thrift-port 70000", wantErr: "--thrift-port 70000: not a port"},
+		{name: "bad Thrift address", args: "--no-p4 --thrift-ip localhost", wantErr: `--thrift-ip "localhost": not an IP address`},
 		{
 			name: "ours, = forms, attached short values",
 			args: "-i1@veth0 --interface=2@veth1 --port-rate 2:1.5M --port-rate=1:10000000 --queue-capacity=100 --priority-queues 4 -Ldebug --metrics-addr 127.0.0.1:19500 --pcap prog.json",
@@ -138,7 +161,7 @@ func TestParseArgs(t *testing.T) {
 }
 
 func TestHelpDocumentsEveryOption(t *testing.T) {
-	for _, opt := range []string{"--interface", "--no-p4", "--device-id", "--thrift-port", "--log-console", "--log-level",
+	for _, opt := range []string{"--interface", "--no-p4", "--device-id", "--thrift-port", "--thrift-ip", "--log-console", "--log-level",
 		"--pcap", "--grpc-server-addr", "--cpu-port", "--priority-queues", "--port-rate", "--queue-capacity", "--metrics-addr", "--nice", "--rt-priority", "--tx", "--io",
 		"--grpc-server-ssl", "--grpc-server-cert", "--grpc-server-key", "--grpc-server-cacert", "--grpc-server-with-client-auth", "--translation-file"} {
 		if !strings.Contains(usage, opt) {

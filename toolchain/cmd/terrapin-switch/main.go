@@ -13,12 +13,15 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/apache/thrift/lib/go/thrift"
 	"google.golang.org/grpc"
 
+	"github.com/terrapin/terrapin/toolchain/bmthrift"
 	"github.com/terrapin/terrapin/toolchain/device"
 	"github.com/terrapin/terrapin/toolchain/device/switchtarget"
 	"github.com/terrapin/terrapin/toolchain/gnmiports"
@@ -172,8 +175,17 @@ func serve(o *options, log *slog.Logger, tlsServer *servertls.Server, translatio
 	for _, ig := range o.ignored {
 		log.Warn("option accepted for compatibility and ignored", "option", ig)
 	}
+	// BMv2's Thrift runtime: opened before anything serves, so a port
+	// given on the command line and in use stops the switch.
+	var thriftSock *thrift.TServerSocket
 	if o.thriftPort != 0 {
-		log.Warn("the Thrift runtime is not served; use P4Runtime", "thrift-port", o.thriftPort)
+		addr := net.JoinHostPort(o.thriftIP, strconv.Itoa(o.thriftPort))
+		if thriftSock, err = bmthrift.Listen(addr); err != nil {
+			if o.thriftPortSet {
+				return fmt.Errorf("--thrift-port: %w", err)
+			}
+			log.Warn("the Thrift runtime is not served: its default port is taken (give --thrift-port)", "addr", addr, "err", err)
+		}
 	}
 
 	lis, err := net.Listen("tcp", o.grpcAddr)
@@ -189,10 +201,17 @@ func serve(o *options, log *slog.Logger, tlsServer *servertls.Server, translatio
 	}
 	srv := p4rt.NewServer(pcfg)
 
-	errc := make(chan error, 3)
+	errc := make(chan error, 4)
 	go func() { errc <- dev.Run(ctx) }()
 	go func() { errc <- srv.Serve(ctx, lis) }()
 	running := 2
+	if thriftSock != nil {
+		tsrv := bmthrift.New(bmthrift.Config{Target: target, Device: dev, DeviceID: o.deviceID, ThriftPort: o.thriftPort,
+			Logger: log, PipelineReplaced: srv.PipelineReplaced})
+		go func() { errc <- tsrv.Serve(ctx, thriftSock) }()
+		running++
+		log.Info("Thrift runtime", "addr", bmthrift.Addr(thriftSock).String())
+	}
 	var httpSrv *http.Server
 	if o.metricsAddr != "" {
 		mux := http.NewServeMux()

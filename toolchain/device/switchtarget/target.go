@@ -29,6 +29,9 @@ type Compiled struct {
 	Digests <-chan pipeline.Digest
 	// Close releases the pipeline (optional).
 	Close func()
+	// Engine is the engine pipeline, when the compiler is the engine's
+	// (BMv2's Thrift runtime drives it directly; toolchain/bmthrift).
+	Engine *engine.Pipeline
 }
 
 // Compiler turns BMv2 JSON bytes into a pipeline.
@@ -47,6 +50,7 @@ func EngineCompiler(dev *device.Device, log func(string)) Compiler {
 			Control:  enginetarget.Control(pl),
 			Schema:   pl.Schema(),
 			Digests:  pl.Digests(),
+			Engine:   pl,
 		}, nil
 	}
 }
@@ -72,6 +76,7 @@ var _ p4rt.Target = (*Target)(nil)
 type prepared struct {
 	t         *Target
 	c         Compiled
+	json      []byte
 	committed bool
 	stop      chan struct{}
 	done      chan struct{}
@@ -89,12 +94,29 @@ func (t *Target) PreparePipeline(ctx context.Context, deviceConfig []byte) (p4rt
 	if err != nil {
 		return nil, err
 	}
-	return &prepared{t: t, c: c}, nil
+	return &prepared{t: t, c: c, json: deviceConfig}, nil
 }
+
+// Current returns the pipeline the device forwards with and the BMv2 JSON
+// it was compiled from; ok is false when there is none.
+func (t *Target) Current() (c Compiled, json []byte, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.current == nil {
+		return Compiled{}, nil, false
+	}
+	return t.current.c, t.current.json, true
+}
+
+// Device returns the device the target drives.
+func (t *Target) Device() *device.Device { return t.dev }
 
 func (p *prepared) Control() p4rt.PipelineControl { return p.c.Control }
 
 func (p *prepared) Schema() pipeline.Schema { return p.c.Schema }
+
+// Engine is the engine pipeline (nil when the compiler is not the engine).
+func (p *prepared) Engine() *engine.Pipeline { return p.c.Engine }
 
 // Commit swaps the pipeline into the device; packets already queued finish
 // on the old one.

@@ -1,0 +1,121 @@
+package engine
+
+// Entry handles: every table entry, whoever added it (P4Runtime, BMv2's
+// Thrift runtime, the program's own entries), has a handle as BMv2's
+// match units give them, so both control planes name the same entry the
+// same way. A handle is an index (the lowest free one, as BMv2's
+// HandleMgr hands them out) in its low 24 bits and the index's version in
+// the high 8: deleting an entry bumps the version, so a stale handle is
+// told apart from the entry that took its index later. Clearing a table
+// forgets every index and version, as BMv2's reset does.
+
+import (
+	"container/heap"
+	"errors"
+	"sort"
+
+	"github.com/terrapin/terrapin/toolchain/pipeline"
+)
+
+// Handle errors, matched with errors.Is: an index that holds no entry, and
+// an index whose entry was deleted since the handle was given out.
+var (
+	ErrInvalidHandle = errors.New("invalid entry handle")
+	ErrExpiredHandle = errors.New("expired entry handle")
+)
+
+func handleOf(version uint8, index uint32) uint32 { return uint32(version)<<24 | index }
+
+func handleIndex(h uint32) uint32 { return h & 0x00ffffff }
+
+// handles allocates a table's entry handles. Writers hold pl.mu.
+type handles struct {
+	versions []uint8
+	ids      map[uint32]string // index -> the entry's identity (byID key)
+	free     indexHeap         // released indexes below next
+	next     uint32
+}
+
+type indexHeap []uint32
+
+func (h indexHeap) Len() int           { return len(h) }
+func (h indexHeap) Less(i, j int) bool { return h[i] < h[j] }
+func (h indexHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *indexHeap) Push(x any)        { *h = append(*h, x.(uint32)) }
+func (h *indexHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// alloc gives the entry of identity id the lowest free index.
+func (hs *handles) alloc(id string) uint32 {
+	if hs.ids == nil {
+		hs.ids = map[uint32]string{}
+	}
+	var i uint32
+	if hs.free.Len() > 0 {
+		i = heap.Pop(&hs.free).(uint32)
+	} else {
+		i = hs.next
+		hs.next++
+		hs.versions = append(hs.versions, 0)
+	}
+	hs.ids[i] = id
+	return handleOf(hs.versions[i], i)
+}
+
+// release frees h's index and bumps its version.
+func (hs *handles) release(h uint32) {
+	i := handleIndex(h)
+	if _, ok := hs.ids[i]; !ok {
+		return
+	}
+	delete(hs.ids, i)
+	hs.versions[i]++
+	heap.Push(&hs.free, i)
+}
+
+// lookup returns the identity of the entry h names.
+func (hs *handles) lookup(h uint32) (string, error) {
+	i := handleIndex(h)
+	id, ok := hs.ids[i]
+	if !ok {
+		return "", ErrInvalidHandle
+	}
+	if hs.versions[i] != uint8(h>>24) {
+		return "", ErrExpiredHandle
+	}
+	return id, nil
+}
+
+// EntryByHandle returns the entry that handle h names in the table.
+func (pl *Pipeline) EntryByHandle(tableID int, h uint32) (pipeline.TableEntry, error) {
+	t, err := pl.table(tableID)
+	if err != nil {
+		return pipeline.TableEntry{}, err
+	}
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	id, err := t.hnd.lookup(h)
+	if err != nil {
+		return pipeline.TableEntry{}, err
+	}
+	en := t.state.Load().byID.get(shardOfString(t.seed, id), id)
+	if en == nil {
+		return pipeline.TableEntry{}, ErrInvalidHandle
+	}
+	return t.export(en), nil
+}
+
+// EntriesByHandle returns the table's entries in the order of their
+// handles' indexes, the order BMv2 dumps a table in.
+func (pl *Pipeline) EntriesByHandle(tableID int) ([]pipeline.TableEntry, error) {
+	es, err := pl.ReadEntries(tableID)
+	if err != nil {
+		return nil, err
+	}
+	sort.SliceStable(es, func(i, j int) bool { return handleIndex(es[i].Handle) < handleIndex(es[j].Handle) })
+	return es, nil
+}
