@@ -40,13 +40,13 @@ from terrapin.paths import (
     ChannelProgrammer,
     ChannelSelector,
     NoRoute,
-    PathPair,
     PathSetupError,
     Topology,
     install_path,
     remove_path,
 )
-from terrapin.protection import disjoint_pair, protected_entries, readmit_protected
+from terrapin.protection import protected_entries, readmit_protected
+from terrapin.request_routes import request_route
 from terrapin.store import (
     ACTIVE,
     DOWN,
@@ -211,74 +211,13 @@ class ReservationService:
 
     # ---- admission ----------------------------------------------------------------------------
 
-    def path_for(self, request: ChannelRequest, first_switch: str | None = None) -> list[PortId]:
-        return self.topology.path(request.selector.src, request.selector.dst, first_switch)
-
-    def _route(
-        self, request: ChannelRequest, first_switch: str | None
-    ) -> tuple[list[PortId], list[PortId] | None] | Denial:
-        """The path (and a protected channel's second path), or why there is none to admit on
-        (checked before the store is touched)."""
-        if request.selector.src == request.selector.dst:
-            # The path would be the host's own port: capacity reserved for nothing.
-            return simple_denial(
-                request.key, DenialReason.INVALID_REQUEST, "invalid.dst", "destination is the source itself"
-            )
-        second: list[PortId] | None = None
-        try:
-            if request.protected:
-                pair = disjoint_pair(self.topology, request.selector, first_switch)
-                if isinstance(pair, PathPair):
-                    path, second = list(pair.first), list(pair.second)
-                elif request.protection_optional:
-                    path = self.path_for(request, first_switch)
-                else:
-                    return simple_denial(
-                        request.key, DenialReason.NO_DISJOINT_PATHS, "no_disjoint_paths", str(pair)
-                    )
-            else:
-                path = self.path_for(request, first_switch)
-        except NoRoute as exc:
-            return self._no_route(request, str(exc))
-        down = [hop for hop in path + (second or []) if not self.programmer.is_ready(hop.switch)]
-        if down:
-            # Checked before admission, so an outage answers at once and holds nothing.
-            return simple_denial(
-                request.key,
-                DenialReason.SWITCH_ERROR,
-                SWITCH_UNAVAILABLE,
-                f"switch {down[0].switch} is not connected; nothing was reserved",
-                port=down[0],
-            )
-        return path, second
-
-    def _no_route(self, request: ChannelRequest, why: str) -> Denial:
-        """No path: if trunks are down because a switch is not connected, the switch is
-        unavailable (503, as on a path that still crosses it: try again later); otherwise no
-        route, naming the trunks found down."""
-        ends = sorted({end for trunk in self.topology.down for end in trunk.ends})
-        gone = [end for end in ends if not self.programmer.is_ready(end.switch)]
-        if gone:
-            return simple_denial(
-                request.key,
-                DenialReason.SWITCH_ERROR,
-                SWITCH_UNAVAILABLE,
-                f"switch {gone[0].switch} is not connected and no other path exists; nothing was reserved",
-                port=gone[0],
-            )
-        if self.topology.down:
-            names = ", ".join(str(t) for t in sorted(self.topology.down))
-            many = len(self.topology.down) > 1
-            why += f" while trunks {names} are down" if many else f" while trunk {names} is down"
-        return simple_denial(request.key, DenialReason.NO_ROUTE, "no_route", why)
-
     def hold(
         self, request: ChannelRequest, hold_seconds: float | None, first_switch: str | None = None
     ) -> Allocation | Denial:
         """Admission only: resources held (tentatively with `hold_seconds`: recorded in the
         store as a hold, so a replica taking over finds it), nothing written to a switch.
         Without `hold_seconds` the allocation stays in the ledger only until install()."""
-        route = self._route(request, first_switch)
+        route = request_route(self.topology, self.programmer, request, first_switch)
         if isinstance(route, Denial):
             return route
         with self.store.transaction(self.fence()) as txn:
@@ -334,7 +273,7 @@ class ReservationService:
 
     async def create(self, request: ChannelRequest) -> Reservation | Denial:
         """REST: admit and record in one transaction, then write every hop."""
-        route = self._route(request, None)
+        route = request_route(self.topology, self.programmer, request, None)
         if isinstance(route, Denial):
             return route
         took = 0.0  # the admission test's own time (the metric), without the store's
@@ -603,4 +542,3 @@ class ReservationService:
         context = max(self.store.largest_context(initiator) + 1, 1 << 31, self._handed.get(initiator, 0) + 1)
         self._handed[initiator] = context
         return context
-
