@@ -106,12 +106,14 @@ ptf: toolchain p4
 
 # SD-Fabric's PTF suite, unmodified, on SD-Fabric's program compiled by terrapin-p4c
 # (fabric-ptf/run.sh, docs/fabric-ptf.md): PROFILE=fabric (default), fabric-int, fabric-upf,
-# fabric-upf-int or all; SWITCH=terrapin (default), bmv2 or both. fabric-ptf/setup.sh builds the
-# tester's venv (build/venv-fabric-ptf) first.
+# fabric-upf-int or all; SWITCH=terrapin (default), bmv2 or both; TEST="test.X ..." instead of
+# the profile's selection; PTF_ARGS, TERRAPIN_SWITCH_ARGS: more flags. fabric-ptf/setup.sh builds
+# the tester's venv (build/venv-fabric-ptf) first.
 PROFILE ?= fabric
 fabric-ptf: toolchain
 	@bash fabric-ptf/setup.sh
-	@PROFILE="$(PROFILE)" SWITCH="$(SWITCH)" bash fabric-ptf/run.sh
+	@PROFILE="$(PROFILE)" SWITCH="$(SWITCH)" TEST="$(TEST)" PTF_ARGS="$(PTF_ARGS)" \
+	  TERRAPIN_SWITCH_ARGS="$(TERRAPIN_SWITCH_ARGS)" bash fabric-ptf/run.sh
 
 # p4runtime-shell on a switch of the running make run network, beside its controller:
 # DEVICE=<name or device id> picks one of several (SWITCH names the switch program elsewhere),

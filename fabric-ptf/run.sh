@@ -49,9 +49,13 @@ runner_pid=""
 
 say() { printf '\033[1m[fabric-ptf]\033[0m %s\n' "$*"; }
 
+made_veths=0
+
 cleanup() {
     stop_runner
     stop_switch
+    # Only veths this run made: a run refused by the lock leaves the other run's alone.
+    ((made_veths)) || return 0
     for p in "${PORTS[@]}"; do
         ip link del "${IFP}${p}s" 2>/dev/null
     done
@@ -60,6 +64,7 @@ trap cleanup EXIT
 trap 'echo "fabric-ptf: interrupted" >&2; exit 130' INT TERM
 
 make_veths() {
+    made_veths=1
     for p in "${PORTS[@]}"; do
         ip link del "${IFP}${p}s" 2>/dev/null
         ip link add "${IFP}${p}s" type veth peer name "${IFP}${p}t" || return 1
@@ -280,6 +285,14 @@ main() {
             exit 1
         fi
     done
+    # One run at a time: a second would take the first's veths and ports.
+    mkdir -p "$OUT"
+    exec 9>"$OUT/.lock"
+    if ! flock -n 9; then
+        echo "fabric-ptf: another make fabric-ptf is running (lock: ${OUT#"$ROOT"/}/.lock)" >&2
+        echo "0 passed, 1 failed"
+        exit 1
+    fi
     # A malformed exclusion list stops the run before anything starts.
     "${HELPER[@]}" exclude terrapin fabric >/dev/null || { echo "0 passed, 1 failed"; exit 1; }
     if ! make_veths; then
