@@ -13,8 +13,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from google.protobuf import descriptor_pb2
-from google.protobuf.descriptor import FileDescriptor
+from google.protobuf import descriptor_pb2  # type: ignore[import-untyped]
+from google.protobuf.descriptor import FileDescriptor  # type: ignore[import-untyped]
 
 # The roots: everything they import, transitively, is written too.
 ROOTS = ("p4.v1.p4runtime_pb2", "p4.config.v1.p4info_pb2")
