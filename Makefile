@@ -7,6 +7,7 @@
 #   make conformance-compile   p4c's compile corpus: what p4c refuses refused, what it compiles loaded
 #   make experiments [ONLY=E3] [SHORT=1] [ATTEMPTS=3]   E1-E11 (the seeds' results and the cut) and build/results/report.html
 #   make jitter [SWITCH=bmv2]   how much the switch's delay outside its queues varies (its jitter_us)
+#   make fabric-ptf [PROFILE=fabric|...|all] [SWITCH=terrapin|bmv2|both]   SD-Fabric's own PTF suite (docs/fabric-ptf.md)
 #   make chaos [DURATION=300] [SEED=1] [FAULTS=a,b] [TOPO=sequoia-ring] [SWITCH=bmv2]   random faults under load, every promise checked
 #
 # make run and make test run `make setup` first, which installs what a fresh Debian machine lacks.
@@ -45,7 +46,7 @@ P4_OUT   := $(BUILD)/p4
 P4_JSON  := $(P4_OUT)/terrapin.json
 P4_INFO  := $(P4_OUT)/terrapin.p4info.txtpb
 
-.PHONY: help setup toolchain p4 controller conformance conformance-compile ptf shell test test-go \
+.PHONY: help setup toolchain p4 controller conformance conformance-compile ptf fabric-ptf shell test test-go \
         bench bench-engine bench-switch bench-controller run stop demo experiments chaos clean bmv2 bmv2-sources thrift-cli
 
 help:
@@ -102,6 +103,17 @@ conformance-compile:
 
 ptf: toolchain p4
 	PTF_SWITCHES="$(PTF_SWITCHES)" bash ptf-tests/run.sh
+
+# SD-Fabric's PTF suite, unmodified, on SD-Fabric's program compiled by terrapin-p4c
+# (fabric-ptf/run.sh, docs/fabric-ptf.md): PROFILE=fabric (default), fabric-int, fabric-upf,
+# fabric-upf-int or all; SWITCH=terrapin (default), bmv2 or both; TEST="test.X ..." instead of
+# the profile's selection; PTF_ARGS, TERRAPIN_SWITCH_ARGS: more flags. fabric-ptf/setup.sh builds
+# the tester's venv (build/venv-fabric-ptf) first.
+PROFILE ?= fabric
+fabric-ptf: toolchain
+	@bash fabric-ptf/setup.sh
+	@PROFILE="$(PROFILE)" SWITCH="$(SWITCH)" TEST="$(TEST)" PTF_ARGS="$(PTF_ARGS)" \
+	  TERRAPIN_SWITCH_ARGS="$(TERRAPIN_SWITCH_ARGS)" bash fabric-ptf/run.sh
 
 # p4runtime-shell on a switch of the running make run network, beside its controller:
 # DEVICE=<name or device id> picks one of several (SWITCH names the switch program elsewhere),

@@ -3,7 +3,9 @@
 Everything the suites create on the host carries the prefix PREFIX ("trpt", Terrapin test):
 the Go device tests' namespaces (trptdev…, trptperf…), the STF-through-P4Runtime and p4rt
 tests' namespaces (trptp4rt…), the PTF veths (trptptf…), the controller's integration lab
-(trptctl…), the topology tests' switch interfaces (trptmn…) and the experiments' (trptex…).
+(trptctl…), the topology tests' switch interfaces (trptmn…) and the experiments' (trptex…);
+SD-Fabric's PTF suite (fabric-ptf/run.sh) names its veths fptf…, apart from the rest, so that it
+can run beside another suite or network without touching their interfaces. PREFIXES are both.
 Only those are judged, so a namespace or switch that someone else creates or deletes beside
 the run (another experiment, `ip netns add tzzprobe`, Mininet's own) is never taken for a
 leftover, and one that disappears during the run is never reported either.
@@ -28,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PREFIX = "trpt"
+PREFIXES = (PREFIX, "fptf")
 SWITCH_PROGRAMS = ("terrapin-switch", "simple_switch_grpc", "simple_switch")
 NETNS_DIR = Path("/run/netns")
 
@@ -68,11 +71,13 @@ def link_names(ip_o_link: str) -> set[str]:
     return names
 
 
-def ours(names: Iterable[str], prefix: str = PREFIX) -> frozenset[str]:
+def ours(names: Iterable[str], prefix: str | tuple[str, ...] = PREFIXES) -> frozenset[str]:
     return frozenset(n for n in names if n.startswith(prefix))
 
 
-def is_test_switch(cmdline: list[str], namespace: str | None, prefix: str = PREFIX) -> bool:
+def is_test_switch(
+    cmdline: list[str], namespace: str | None, prefix: str | tuple[str, ...] = PREFIXES
+) -> bool:
     """A switch process the suites started: one of the switch programs, on prefixed interfaces
     (`-i 1@trptptf1s`) or inside a prefixed namespace."""
     if not cmdline or os.path.basename(cmdline[0]) not in SWITCH_PROGRAMS:

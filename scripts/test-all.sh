@@ -109,8 +109,9 @@ go_fuzz() {
 
 python_checks() {
     local pass=0 fail=0
-    for check in "ruff check controller topo ptf-tests scripts experiments" "mypy --strict controller/terrapin controller/terrapin_tools" \
-                 "mypy --config-file mypy.ini topo experiments"; do
+    for check in "ruff check controller topo ptf-tests scripts experiments fabric-ptf" \
+                 "mypy --strict controller/terrapin controller/terrapin_tools" \
+                 "mypy --config-file mypy.ini topo experiments fabric-ptf"; do
         if (cd "$root" && "$root/build/venv/bin/"$check); then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $check"; fi
     done
     echo "$pass passed, $fail failed"
@@ -154,7 +155,7 @@ want conformance   && run_counted conformance-p4rt make --no-print-directory con
 # when BMv2 is built); seconds.
 want conformance-compile && run_counted conformance-compile make --no-print-directory conformance-compile
 want python-lint   && run_counted python-lint python_checks
-want scripts       && run_counted scripts pytest_suite scripts/tests
+want scripts       && run_counted scripts pytest_suite scripts/tests fabric-ptf/tests
 want controller    && run_counted controller pytest_suite controller/tests -m "not bmv2"
 # PTF on AF_XDP (--io afxdp: the switch refuses to start rather than fall back, so the suite
 # cannot pass on AF_PACKET unnoticed), then its I/O-facing tests (packet-in/out, queues and
@@ -168,6 +169,9 @@ want ptf-afpacket  && run_counted ptf-afpacket env TERRAPIN_SWITCH_ARGS="--io af
 # some runs: twice in three on 2026-12-02 (a false trunk-down at a partition's onset, a loss
 # after a takeover not yet explained; issue 37). `make chaos DURATION=120 SEED=4` runs it.
 want topo          && run_counted topo pytest_suite topo/tests -m "not bmv2" --ignore=topo/tests/test_chaos_e2e.py
+# SD-Fabric's own PTF suite, unmodified, on its program compiled by terrapin-p4c (docs/fabric-ptf.md):
+# the fabric profile here (~3 min); `make fabric-ptf PROFILE=all SWITCH=both` is the whole run.
+want fabric-ptf    && run_counted fabric-ptf make --no-print-directory fabric-ptf PROFILE=fabric SWITCH=terrapin
 # The seeds' experiments, shortened (docs/experiments.md): each verdict is a guarantee the system
 # makes, so a regression in one fails here. They run on BMv2 too, last (experiments-bmv2).
 want experiments   && run_counted experiments env TERRAPIN_INTF_PREFIX=trptex \
@@ -186,6 +190,8 @@ want_bmv2 topo-bmv2        && run_counted topo-bmv2 on_bmv2 pytest_suite topo/te
 # and simple_switch_CLI's commands against simple_switch_grpc and terrapin-switch, outputs
 # compared: ~10 s.
 want_bmv2 thrift-cli       && run_counted thrift-cli on_bmv2 thrift_cli
+want_bmv2 fabric-ptf-bmv2  && run_counted fabric-ptf-bmv2 on_bmv2 \
+    make --no-print-directory fabric-ptf PROFILE=fabric SWITCH=bmv2
 # The seeds' experiments on simple_switch_grpc, scaled to what it forwards (docs/bmv2.md): ~5 min.
 want_bmv2 experiments-bmv2 && run_counted experiments-bmv2 on_bmv2 env TERRAPIN_INTF_PREFIX=trptex \
     make --no-print-directory experiments SHORT=1 SWITCH=bmv2 ATTEMPTS=2

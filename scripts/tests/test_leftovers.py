@@ -12,7 +12,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
 
-from leftovers import PREFIX, Footprint, is_test_switch, leftovers, link_names, namespace_names, ours  # noqa: E402
+from leftovers import PREFIXES, Footprint, is_test_switch, leftovers, link_names, namespace_names, ours  # noqa: E402
 
 
 def footprint(namespaces: str = "", links: str = "", switches: frozenset[int] = frozenset()) -> Footprint:
@@ -36,10 +36,16 @@ def test_what_the_suites_left_is_named() -> None:
     before = footprint("trptdev1x1\n", "1: lo: <LOOPBACK>\n")
     after = footprint(
         "trptdev1x1\ntrptctl-h1 (id: 2)\n",
-        "1: lo: <LOOPBACK>\n7: trptptf1s@trptptf1t: <BROADCAST> mtu 1500\n9: eth0: <BROADCAST>\n",
+        "1: lo: <LOOPBACK>\n7: trptptf1s@trptptf1t: <BROADCAST> mtu 1500\n9: eth0: <BROADCAST>\n"
+        "11: fptf2t@fptf2s: <BROADCAST> mtu 1500\n",
         frozenset({4242}),
     )
-    assert leftovers(before, after) == ["namespace trptctl-h1", "link trptptf1s", "switch process 4242"]
+    assert leftovers(before, after) == [
+        "namespace trptctl-h1",
+        "link fptf2t",
+        "link trptptf1s",
+        "switch process 4242",
+    ]
 
 
 def test_a_footprint_survives_its_file() -> None:
@@ -52,6 +58,7 @@ def test_a_footprint_survives_its_file() -> None:
     [
         (["/r/build/bin/terrapin-switch", "-i", "1@trptptf1s", "--no-p4"], None, True),
         (["simple_switch_grpc", "-i", "2@trptctl12", "--"], None, True),
+        (["/r/build/oracle/bin/simple_switch_grpc", "--device-id", "1", "-i", "1@fptf1s"], None, True),
         (["/tmp/x/terrapin-switch", "--no-p4", "--device-id", "0"], "trptp4rt99", True),
         # make run's own switch, or anyone else's, is not the suites'
         (["/r/build/bin/terrapin-switch", "-i", "1@terrapin-eth1"], None, False),
@@ -74,6 +81,7 @@ SOURCES = [
     *sorted((REPO / "controller" / "tests").glob("*.py")),
     *sorted((REPO / "topo" / "tests").glob("*.py")),
     REPO / "ptf-tests" / "run.sh",
+    REPO / "fabric-ptf" / "run.sh",
 ]
 
 
@@ -89,5 +97,8 @@ def test_test_code_that_creates_host_objects_uses_the_prefix() -> None:
         "run.sh",
         "test_christie_e2e.py",
     } <= names
-    without = [str(p.relative_to(REPO)) for p in creators if PREFIX not in p.read_text()]
-    assert without == [], f"these create namespaces or links without the {PREFIX} prefix"
+    assert REPO / "fabric-ptf" / "run.sh" in creators
+    without = [
+        str(p.relative_to(REPO)) for p in creators if not any(prefix in p.read_text() for prefix in PREFIXES)
+    ]
+    assert without == [], f"these create namespaces or links without a prefix of {PREFIXES}"

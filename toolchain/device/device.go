@@ -115,11 +115,19 @@ type Device struct {
 	pipeMu sync.RWMutex
 	pipe   Pipeline
 
-	ports  [512]*egressPort
-	inputs []*inputPort
-	cpu    *egressPort
-	cpuIn  *inputPort
-	injMu  sync.Mutex
+	ports [512]*egressPort
+	// noIface holds the egress ports of port numbers below the drop port
+	// that have no interface (nor are the CPU port), each made the first
+	// time a packet is sent to it. BMv2 queues a packet for any such port
+	// and runs egress on it, which may recirculate or clone it: SD-Fabric
+	// recirculates UE-to-UE traffic by sending it to port 510, which no
+	// interface has. What egress leaves to transmit there is dropped and
+	// counted as no_such_port.
+	noIface [DropPort]atomic.Pointer[egressPort]
+	inputs  []*inputPort
+	cpu     *egressPort
+	cpuIn   *inputPort
+	injMu   sync.Mutex
 	// Set under injMu when the ports close: a packet-out that comes later
 	// (the P4Runtime server outlives Run) must not touch unmapped rings.
 	portsClosed bool
@@ -184,9 +192,12 @@ type queue struct {
 type egressPort struct {
 	num   uint16
 	iface string
-	sock  portIO // nil for the CPU port
+	sock  portIO // nil for the CPU port and ports without an interface
 	pcap  *pcapWriter
 	cpu   bool
+	// noIface: a port number without an interface (Device.noIface); its
+	// egress runs, and the frames it would transmit are dropped.
+	noIface bool
 
 	mu       sync.Mutex
 	queues   []queue
@@ -317,6 +328,28 @@ func New(cfg Config) (*Device, error) {
 	}
 	ok = true
 	return d, nil
+}
+
+// egressPortFor returns the egress port a job for port num is queued on:
+// the interface's, the CPU port, or one without an interface, made on first
+// use (Device.noIface); nil for the drop port and above, whose jobs are
+// dropped.
+func (d *Device) egressPortFor(num uint32) *egressPort {
+	if num >= DropPort {
+		return nil
+	}
+	if eg := d.ports[num]; eg != nil {
+		return eg
+	}
+	if eg := d.noIface[num].Load(); eg != nil {
+		return eg
+	}
+	eg := d.newEgressPort(uint16(num), "", 0)
+	eg.noIface = true
+	if !d.noIface[num].CompareAndSwap(nil, eg) {
+		return d.noIface[num].Load()
+	}
+	return eg
 }
 
 func (d *Device) newEgressPort(num uint16, iface string, rate uint64) *egressPort {
@@ -882,6 +915,10 @@ func (d *Device) transmit(eg *egressPort) {
 				s.fn(f)
 			}
 		}
+	} else if eg.noIface {
+		// Nowhere to send it, as BMv2 drops what egress leaves for a port
+		// it has no interface for.
+		d.dropNoPort.Add(uint64(len(frames)))
 	} else if eg.noCarrier.Load() {
 		// No link: dropped, as a NIC drops (carrier_linux.go).
 		eg.txNoCarrier.Add(uint64(len(frames)))

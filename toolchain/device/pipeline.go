@@ -21,7 +21,9 @@ const DropPort = 511
 //
 // A job (engine.Job) is a packet waiting for egress on Port in the queue of
 // its Priority (standard_metadata.priority when it left ingress, 0 lowest);
-// a Port the device has not got (512 and above included) drops it.
+// a Port below the drop port that has no interface still gets egress, as on
+// BMv2 (what egress leaves to send there is dropped), and the drop port and
+// above drop it.
 // engine.QueueMeta is the queueing metadata egress sees, in BMv2's units
 // (µs of the device clock, depths in packets, Qid equal to the priority).
 type Pipeline interface {

@@ -112,11 +112,11 @@ func (w *worker) ingress(frame []byte, port uint16, arrivalNs int64) {
 }
 
 // egressPortOf returns the port a job goes to, or nil after dropping the
-// job (no such port, or a priority without a queue).
+// job (the drop port or beyond, or a priority without a queue).
 func (w *worker) egressPortOf(job engine.Job, pipe Pipeline) *egressPort {
 	d := w.d
-	eg := d.ports[job.Port&511]
-	if eg == nil || job.Port >= 512 {
+	eg := d.egressPortFor(job.Port)
+	if eg == nil {
 		d.dropNoPort.Add(1)
 		pipe.Release(job.Pkt)
 		return nil
@@ -160,7 +160,7 @@ func (w *worker) enqueuePending() {
 		*pj = pendingJob{}
 		for j := i + 1; j < len(w.pend); j++ {
 			o := &w.pend[j]
-			if o.pipe == nil || w.d.ports[o.job.Port&511] != eg || o.job.Port >= 512 {
+			if o.pipe == nil || o.job.Port != uint32(eg.num) {
 				continue
 			}
 			if int(o.job.Priority) < w.d.nq {
