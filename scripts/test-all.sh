@@ -38,10 +38,14 @@ record() {
 # run_counted SUITE CMD...: the command's last "N passed, M failed" line gives the counts; a
 # non-zero exit adds a failure unless the counts already show one.
 run_counted() {
-    local name=$1; shift
-    local log=$logs/$name.log start=$SECONDS rc p f line
-    "$@" >"$log" 2>&1
+    local name=$1 start=$SECONDS rc; shift
+    "$@" >"$logs/$name.log" 2>&1
     rc=$?
+    count_suite "$name" "$rc" "$start"
+}
+
+count_suite() { # SUITE EXIT-CODE START-SECONDS
+    local name=$1 rc=$2 start=$3 log=$logs/$1.log p f line
     line=$(grep -aoE '[0-9]+ passed, [0-9]+ failed' "$log" | tail -n1)
     if [[ -n "$line" ]]; then
         read -r p _ f _ <<<"${line//,/}"
@@ -51,6 +55,23 @@ run_counted() {
     if ((rc != 0 && f == 0)); then f=1; fi
     if ((rc != 0)); then echo "  $name failed (exit $rc); log: $log"; tail -n 15 "$log" | sed 's/^/    /'; fi
     record "$name" "$p" "$f" $((SECONDS - start))
+}
+
+# start_beside SUITE CMD... / finish_beside SUITE: a suite whose time is mostly waiting (SD-Fabric's
+# PTF: packets that must not come, packet-in timeouts) runs in the background beside suites that
+# only compute and measure no time (fuzzing, conformance, lint), and is counted when it ends.
+declare -A beside_pid beside_start
+start_beside() {
+    local name=$1; shift
+    beside_start[$name]=$SECONDS
+    "$@" >"$logs/$name.log" 2>&1 &
+    beside_pid[$name]=$!
+}
+finish_beside() {
+    local name=$1 rc
+    wait "${beside_pid[$name]}"
+    rc=$?
+    count_suite "$name" "$rc" "${beside_start[$name]}"
 }
 
 # go test -json → one result per top-level test (fuzz seed corpora included); go vet and gofmt
@@ -147,6 +168,10 @@ thrift_cli() {
 }
 want go            && run_counted go go_unit
 want go-afxdp      && run_counted go-afxdp go_device_afxdp
+# SD-Fabric's own PTF suite, unmodified, on its program compiled by terrapin-p4c (docs/fabric-ptf.md):
+# the fabric profile here (~3 min, beside fuzzing, conformance and lint; counted before the
+# controller suite); `make fabric-ptf PROFILE=all SWITCH=both` is the whole run.
+want fabric-ptf    && start_beside fabric-ptf make --no-print-directory fabric-ptf PROFILE=fabric SWITCH=terrapin
 want fuzz          && run_counted fuzz go_fuzz
 want conformance   && run_counted conformance make --no-print-directory conformance JSON=ours VIA=engine
 want conformance   && run_counted conformance-p4c make --no-print-directory conformance JSON=p4c VIA=engine
@@ -156,6 +181,7 @@ want conformance   && run_counted conformance-p4rt make --no-print-directory con
 want conformance-compile && run_counted conformance-compile make --no-print-directory conformance-compile
 want python-lint   && run_counted python-lint python_checks
 want scripts       && run_counted scripts pytest_suite scripts/tests fabric-ptf/tests
+want fabric-ptf    && finish_beside fabric-ptf
 want controller    && run_counted controller pytest_suite controller/tests -m "not bmv2"
 # PTF on AF_XDP (--io afxdp: the switch refuses to start rather than fall back, so the suite
 # cannot pass on AF_PACKET unnoticed), then its I/O-facing tests (packet-in/out, queues and
@@ -169,29 +195,28 @@ want ptf-afpacket  && run_counted ptf-afpacket env TERRAPIN_SWITCH_ARGS="--io af
 # some runs: twice in three on 2026-12-02 (a false trunk-down at a partition's onset, a loss
 # after a takeover not yet explained; issue 37). `make chaos DURATION=120 SEED=4` runs it.
 want topo          && run_counted topo pytest_suite topo/tests -m "not bmv2" --ignore=topo/tests/test_chaos_e2e.py
-# SD-Fabric's own PTF suite, unmodified, on its program compiled by terrapin-p4c (docs/fabric-ptf.md):
-# the fabric profile here (~3 min); `make fabric-ptf PROFILE=all SWITCH=both` is the whole run.
-want fabric-ptf    && run_counted fabric-ptf make --no-print-directory fabric-ptf PROFILE=fabric SWITCH=terrapin
 # The seeds' experiments, shortened (docs/experiments.md): each verdict is a guarantee the system
 # makes, so a regression in one fails here. They run on BMv2 too, last (experiments-bmv2).
 want experiments   && run_counted experiments env TERRAPIN_INTF_PREFIX=trptex \
     make --no-print-directory experiments SHORT=1 SWITCH=terrapin ATTEMPTS=2
 # The same suites on p4lang's simple_switch_grpc (docs/bmv2.md).
 want_bmv2 ptf-bmv2         && run_counted ptf-bmv2 on_bmv2 make --no-print-directory ptf SWITCH=bmv2
+# SD-Fabric's fabric profile on simple_switch_grpc, beside the conformance and CLI comparisons.
+want_bmv2 fabric-ptf-bmv2  && start_beside fabric-ptf-bmv2 on_bmv2 \
+    make --no-print-directory fabric-ptf PROFILE=fabric SWITCH=bmv2
 want_bmv2 conformance-bmv2 && run_counted conformance-bmv2 on_bmv2 \
     make --no-print-directory conformance JSON=ours VIA=p4runtime SWITCH=bmv2
+# BMv2's Thrift runtime on terrapin-switch (docs/switch.md): BMv2's own CLI tests on both switches,
+# and simple_switch_CLI's commands against simple_switch_grpc and terrapin-switch, outputs
+# compared: ~10 s.
+want_bmv2 thrift-cli       && run_counted thrift-cli on_bmv2 thrift_cli
+want_bmv2 fabric-ptf-bmv2  && finish_beside fabric-ptf-bmv2
 want_bmv2 controller-bmv2  && run_counted controller-bmv2 on_bmv2 \
     pytest_suite controller/tests/test_integration.py controller/tests/test_failover.py \
     controller/tests/test_arbitration.py controller/tests/test_monitor_integration.py -m bmv2
 want_bmv2 topo-bmv2        && run_counted topo-bmv2 on_bmv2 pytest_suite topo/tests/test_christie_e2e.py \
     topo/tests/test_cli_session.py topo/tests/test_switch_tls.py topo/tests/test_controller_tls.py \
     topo/tests/test_ring_e2e.py -m bmv2
-# BMv2's Thrift runtime on terrapin-switch (docs/switch.md): BMv2's own CLI tests on both switches,
-# and simple_switch_CLI's commands against simple_switch_grpc and terrapin-switch, outputs
-# compared: ~10 s.
-want_bmv2 thrift-cli       && run_counted thrift-cli on_bmv2 thrift_cli
-want_bmv2 fabric-ptf-bmv2  && run_counted fabric-ptf-bmv2 on_bmv2 \
-    make --no-print-directory fabric-ptf PROFILE=fabric SWITCH=bmv2
 # The seeds' experiments on simple_switch_grpc, scaled to what it forwards (docs/bmv2.md): ~5 min.
 want_bmv2 experiments-bmv2 && run_counted experiments-bmv2 on_bmv2 env TERRAPIN_INTF_PREFIX=trptex \
     make --no-print-directory experiments SHORT=1 SWITCH=bmv2 ATTEMPTS=2

@@ -416,10 +416,11 @@ class LinkWatch:
                         # judged from when its probes began to arrive again (a partition that
                         # heals frees each connection's held writes at its own retransmission)
                         sent_since = self._delivered_since[sender.switch]
+                        sent_until = self._delivered[sender.switch]
                     elif self._reach is None:
-                        sent_since = 0.0
+                        sent_since, sent_until = 0.0, now
                     elif sender.switch in self._reached_since:
-                        sent_since = self._reached_since[sender.switch]
+                        sent_since, sent_until = self._reached_since[sender.switch], now
                     else:
                         # None of the sender's probes arrive anywhere and it has not been shown
                         # reachable: its PacketOuts may be waiting in its connection (a
@@ -432,8 +433,16 @@ class LinkWatch:
                         self._heard_since[end.switch],
                         sent_since,
                     )
-                    if now - since > down_after:
-                        why = f"no probe has reached {end} for {round((now - since) * 1000)} ms"
+                    # Silent for as long as both its switches were otherwise heard: probes kept
+                    # reaching the receiver on its other trunks, and the sender's kept reaching
+                    # the others. A stall of one switch's stream (or its pipeline) silences all
+                    # of its directions, each a few milliseconds after the last, and says
+                    # nothing of a trunk (make chaos: 106 ms stalls at a switch took a trunk
+                    # down while its other trunk's probes, last heard 6 ms later, kept it
+                    # "heard"). A real cut costs a probe interval more than down_after.
+                    silent = min(heard, sent_until) - since
+                    if silent > down_after:
+                        why = f"no probe has reached {end} for {round(silent * 1000)} ms"
                         break
             if state.up and why:
                 # Not before both switches have been ready for down_after (a switch that just
