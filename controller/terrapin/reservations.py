@@ -92,6 +92,9 @@ class ReservationService:
     # A protected channel's sequence recovery window, in numbers (docs/controller.md
     # "Protection"): a copy that arrives this many numbers late is dropped as rogue.
     history_length: int = FRER_HISTORY_MAX
+    # Called when a channel or a hold gave its capacity back (closed, released, expired): the
+    # restoration tries the down channels again (restoration.py, Restoration.capacity_freed).
+    capacity_freed: Callable[[], None] = lambda: None
 
     def __post_init__(self) -> None:
         # Reservations whose rollback or activation could not be written (the store was away):
@@ -155,7 +158,10 @@ class ReservationService:
         if not self.store.holds():
             return 0
         with self.store.transaction(self.fence()) as txn:
-            return len(txn.expired)
+            expired = len(txn.expired)
+        if expired:
+            self.capacity_freed()
+        return expired
 
     def desired_entries(self, switch: str) -> list[ChannelEntry]:
         """Every stored channel's entry on `switch` (what its reconciliation makes it hold)."""
@@ -494,6 +500,8 @@ class ReservationService:
         if not isinstance(removed, Reservation):
             return None  # nothing, or a tentative hold
         self._unfinished.pop(key, None)
+        if removed.state != DOWN:
+            self.capacity_freed()
         failed = await remove_path(self.programmer, self.entries(removed))
         if failed:
             LOG.warning("channel %s: removal deferred on %s", key, ", ".join(failed))
@@ -506,7 +514,10 @@ class ReservationService:
         with self.store.transaction(self.fence()) as txn:
             if self.store.get(key) is not None:
                 return False
-            return isinstance(txn.release(key), Hold)
+            released = isinstance(txn.release(key), Hold)
+        if released:
+            self.capacity_freed()
+        return released
 
     def refresh_hold(self, key: ChannelKey, hold_seconds: float) -> bool:
         """Extend a tentative hold (a retransmitted REQUEST_ADMIT); False if it is gone."""

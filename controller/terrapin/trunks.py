@@ -68,6 +68,11 @@ class TrunkKeeper:
             else None
         )
         self.restoration = Restoration(service, topology, fabric, notify=notify, on_report=self._restored)
+        service.capacity_freed = self._capacity_freed
+
+    def _capacity_freed(self) -> None:
+        if self._acting():
+            self.restoration.capacity_freed()
 
     def take_over(self) -> None:
         """This replica takes the lease: it routes as if every trunk were up, as its link watch

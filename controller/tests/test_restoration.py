@@ -143,6 +143,40 @@ def test_a_channel_no_path_admits_is_down_holds_nothing_and_comes_back_with_its_
     asyncio.run(run())
 
 
+def test_a_down_channel_comes_back_when_a_close_frees_capacity_on_its_way_round() -> None:
+    """Found by `make chaos SWITCH=bmv2` (seed 7, --duration 1800): a 1+1 channel that a switch's
+    one-second kill took down stayed down for the last 400 s of the run, tried again only when a
+    trunk changed while the workload's closes freed capacity a hundred times. Here the third
+    h1 → h2 channel is down (s1-s2 cut, no room on s4:3); h4 → h3 closes and, with s1-s2 still
+    down, the third is admitted the other way round, its initiator told, its new hops written."""
+    lab = Lab(ring_config())
+
+    async def run() -> None:
+        await lab.reserve(1, 2, 40 * MBIT, context=1)
+        await lab.reserve(1, 2, 10 * MBIT, context=2)
+        third = await lab.reserve(1, 2, 20 * MBIT, context=3, origin="inband")
+        blocker = await lab.reserve(4, 3, 30 * MBIT, context=4)
+        lab.service.capacity_freed = lab.restoration.capacity_freed
+        cut = lab.trunk("s1", "s2")
+        lab.restoration.trunks_changed(frozenset({cut}))
+        await lab.restoration.idle.wait()
+        await asyncio.sleep(0)
+        assert lab.record(third).state == DOWN and lab.restoration.waiting == 1
+        lab.fabric.reconciliations.clear()
+        await lab.service.close(blocker.key)  # frees 30 Mbit/s on s4:3
+        await asyncio.sleep(0)
+        await lab.restoration.idle.wait()
+        back = lab.record(third)
+        assert back.state == ACTIVE and ports(back) == ["s1:3", "s4:3", "s3:3", "s2:1"]
+        assert lab.told == [(third.reservation_id, False), (third.reservation_id, True)]
+        assert lab.restoration.waiting == 0 and lab.topology.down == frozenset({cut})
+        assert sorted(lab.fabric.reconciliations) == ["s1", "s2", "s3", "s4"]  # its new path's
+        assert lab.restoration.last is not None
+        assert [c.kind for c in lab.restoration.last.changes] == ["restored"]
+
+    asyncio.run(run())
+
+
 def test_the_monitor_names_a_channel_on_a_dead_trunk_until_it_is_moved() -> None:
     lab = Lab(ring_config())
 

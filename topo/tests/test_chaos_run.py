@@ -269,8 +269,8 @@ def test_a_packet_still_in_the_network_when_its_switch_dies_is_lost_to_the_fault
     assert judged.lost_outside == 2
 
 
-def moved(at: float, rid: int, *path: str) -> JournalEntry:
-    body = {"reservation_id": rid, "allocation": {"hops": [{"port": [s, 1]} for s in path]}}
+def moved(at: float, rid: int, *path: str, state: str = "active") -> JournalEntry:
+    body = {"reservation_id": rid, "state": state, "allocation": {"hops": [{"port": [s, 1]} for s in path]}}
     return JournalEntry(int(at * 1000), "move", ChannelKey("10.1.1.1", 1), json.dumps(body), 1000.0 + at)
 
 
@@ -301,3 +301,30 @@ def test_a_packet_through_in_the_moment_a_fault_takes_to_bite_does_not_end_its_w
     run = flow_run([(1.03, 1.6)])  # the packet sent at 1.0 s got through; then 0.6 s of losses
     judged = traffic.judge(c, run, [killed], None)
     assert judged.lost_outside == 0 and judged.outages_s["kill_switch"] == [pytest.approx(0.6, abs=0.03)]
+
+
+def test_a_channel_down_after_a_fault_of_its_path_is_promised_nothing_until_active_again() -> None:
+    """Found by `make chaos SWITCH=bmv2` (seed 7, --duration 1800, at 1431 s): a cut of its
+    trunk left transit down (the ring's other path full: nothing promised, its packets best effort
+    along the routes, through ucsb); 16 s later the kill of ucsb, which its allocation did not
+    cross, lost 19 of them, counted outside every window. The cut's window lasts until the
+    channel is active again and its packets get through from then."""
+    c = measured(False, ["ucla", "ucsd", "ucb"])
+    c.follow([moved(1.2, 1, "ucla", "ucsd", "ucb", state="down"), moved(3.0, 1, "ucla", "ucsb", "ucb")])
+    assert c.down_spans == [(1001.2, 1003.0)]
+    cut = fault("cut_trunk", "ucsd-ucb", 1.0, 0.5)
+    killed = fault("kill_switch", "ucsb", 2.0, 0.5)
+    # lost at the cut until the restoration gave up (1.2 s), then best effort through ucsb until
+    # its kill; through again before the channel is active on its new path
+    run = flow_run([(1.0, 1.2), (2.0, 2.5)])
+    judged = traffic.judge(c, run, [cut, killed], None)
+    assert judged.lost_outside == 0 and judged.problems == []
+    assert judged.outages_s["cut_trunk"] == [pytest.approx(2.0, abs=0.03)]  # until active again
+    # a channel never marked down is promised all along: the same losses at ucsb are the system's
+    c = measured(False, ["ucla", "ucsd", "ucb"])
+    assert traffic.judge(c, run, [cut, killed], None).lost_outside == 20
+    # one still down at the end never had its promise back
+    c = measured(False, ["ucla", "ucsd", "ucb"])
+    c.follow([moved(1.2, 1, "ucla", "ucsd", "ucb", state="down")])
+    judged = traffic.judge(c, flow_run([(1.0, 1.2)]), [cut], None)
+    assert any("no packet got through again" in p for p in judged.problems)
