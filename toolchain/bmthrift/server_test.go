@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -496,6 +497,62 @@ func TestQueueRate(t *testing.T) {
 			if g, ok := r.dev.QueueRate(64, q.prio); !ok || g != q.gap {
 				t.Errorf("%s: priority %d gap %d ns, want %d", tc.name, q.prio, g, q.gap)
 			}
+		}
+	}
+}
+
+// TestIndirectSetDefault: table_indirect_set_default and
+// ..._with_group set an indirect table's default entry to a member or a
+// group, read back as BMv2 reads it, with BMv2's error codes.
+func TestIndirectSetDefault(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	if _, err := r.std.BmMtActProfAddMember(ctx, 0, "CliIngress.src_selector", "CliIngress.set_tag", standard.BmActionData{{5}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.std.BmMtActProfCreateGroup(ctx, 0, "CliIngress.src_selector"); err != nil {
+		t.Fatal(err)
+	}
+	code := func(err error) standard.TableOperationErrorCode {
+		if e, ok := err.(*standard.InvalidTableOperation); ok {
+			return e.Code
+		}
+		return 0
+	}
+	for _, tc := range []struct {
+		name string
+		set  func() error
+		code standard.TableOperationErrorCode // 0: success
+		want string                           // default entry read back
+	}{
+		{"member", func() error { return r.std.BmMtIndirectSetDefaultMember(ctx, 0, "CliIngress.by_src", 0) }, 0, "member 0"},
+		{"group", func() error { return r.std.BmMtIndirectWsSetDefaultGroup(ctx, 0, "CliIngress.by_src", 0) }, 0, "group 0"},
+		{"no such member", func() error { return r.std.BmMtIndirectSetDefaultMember(ctx, 0, "CliIngress.by_src", 4) },
+			standard.TableOperationErrorCode_INVALID_MBR_HANDLE, "group 0"},
+		{"no such group", func() error { return r.std.BmMtIndirectWsSetDefaultGroup(ctx, 0, "CliIngress.by_src", 4) },
+			standard.TableOperationErrorCode_INVALID_GRP_HANDLE, "group 0"},
+		{"group on a table without a selector", func() error { return r.std.BmMtIndirectWsSetDefaultGroup(ctx, 0, "CliIngress.by_dst", 0) },
+			standard.TableOperationErrorCode_WRONG_TABLE_TYPE, "group 0"},
+		{"member on a direct table", func() error { return r.std.BmMtIndirectSetDefaultMember(ctx, 0, "CliIngress.l2", 0) },
+			standard.TableOperationErrorCode_WRONG_TABLE_TYPE, "group 0"},
+		{"reset", func() error { return r.std.BmMtIndirectResetDefaultEntry(ctx, 0, "CliIngress.by_src") }, 0, "none"},
+	} {
+		if err := tc.set(); code(err) != tc.code || (tc.code == 0 && err != nil) {
+			t.Errorf("%s: %v, want code %v", tc.name, err, tc.code)
+		}
+		e, err := r.std.BmMtGetDefaultEntry(ctx, 0, "CliIngress.by_src")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := "none"
+		switch {
+		case e.MbrHandle != nil:
+			got = fmt.Sprintf("member %d", *e.MbrHandle)
+		case e.GrpHandle != nil:
+			got = fmt.Sprintf("group %d", *e.GrpHandle)
+		}
+		if got != tc.want {
+			t.Errorf("%s: default entry %s, want %s", tc.name, got, tc.want)
 		}
 	}
 }
