@@ -272,6 +272,43 @@ def test_same_output(path: Path, program: Path, logdir: Path) -> None:
     )
 
 
+# The queue calls' return codes, which simple_switch_CLI does not print: each form of
+# set_queue_rate and set_queue_depth, on a port with an interface-less number and on the CPU port.
+QUEUE_CALLS = """
+import sys
+from thrift.protocol import TBinaryProtocol, TMultiplexedProtocol
+from thrift.transport import TSocket, TTransport
+from sswitch_runtime import SimpleSwitch
+t = TTransport.TBufferedTransport(TSocket.TSocket("127.0.0.1", int(sys.argv[1])))
+t.open()
+c = SimpleSwitch.Client(TMultiplexedProtocol.TMultiplexedProtocol(
+    TBinaryProtocol.TBinaryProtocol(t), "simple_switch"))
+for call, args in [
+    ("set_all_egress_queue_rates", (1000,)),
+    ("set_egress_queue_rate", (3, 500)),
+    ("set_egress_priority_queue_rate", (3, 0, 200)),
+    ("set_egress_queue_rate", (64, 100)),
+    ("set_all_egress_queue_rates", (0,)),
+    ("set_all_egress_queue_depths", (100,)),
+    ("set_egress_queue_depth", (3, 50)),
+    ("set_egress_priority_queue_depth", (3, 0, 20)),
+]:
+    print(call, args, getattr(c, call)(*args))
+"""
+
+
+def test_queue_call_codes(program: Path, logdir: Path) -> None:
+    """set_queue_rate / set_queue_depth answer what BMv2 answers (0), which the CLI hides."""
+    _script, pydir = runtime_cli()
+    env = dict(os.environ, PYTHONPATH=str(pydir))
+    got = {}
+    for kind in ("bmv2", "terrapin"):
+        with switch(kind, program, logdir, "queue-codes") as port:
+            got[kind] = run_cli(["/usr/bin/python3", "-c", QUEUE_CALLS, str(port)], "", env)
+    assert got["terrapin"] == got["bmv2"], got
+    assert got["bmv2"].count(" 0\n") == 8, got["bmv2"]
+
+
 def test_time_elapsed(program: Path, logdir: Path) -> None:
     """get_time_elapsed: microseconds since the switch started, growing; get_time_since_epoch:
     the wall clock in microseconds (values differ between runs, so compared to bounds, not to BMv2)."""

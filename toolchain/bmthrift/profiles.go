@@ -378,23 +378,47 @@ func (h *std) BmMtIndirectDeleteEntry(_ context.Context, _ int32, table string, 
 	return h.delete(t, hd)
 }
 
-// The engine's default action of a table is an action, never a member or
-// group: an indirect table's default entry cannot be set to one (p4c
-// gives such tables no default entry; docs/bmv2.md).
-func (h *std) BmMtIndirectSetDefaultMember(_ context.Context, _ int32, table string, _ standard.BmMemberHandle) error {
-	defer h.lock()()
-	if _, err := h.table(table); err != nil {
+// indirectSetDefault makes a member or group of an indirect table's
+// profile its default entry, as BMv2's set_default_member and
+// set_default_group: the member or group must exist (an empty group is
+// taken; a miss then runs nothing), and is then in use (not deletable)
+// until the default is reset or set again.
+func (h *std) indirectSetDefault(table string, ref pipeline.IndirectRef) error {
+	t, err := h.table(table)
+	if err != nil {
 		return err
 	}
-	return tableErr(standard.TableOperationErrorCode_ERROR)
+	if !t.indirect() || (ref.Kind == pipeline.IndirectGroup && !t.withGroups()) {
+		return tableErr(standard.TableOperationErrorCode_WRONG_TABLE_TYPE)
+	}
+	if t.info.ConstDefaultEntry {
+		return tableErr(standard.TableOperationErrorCode_DEFAULT_ENTRY_IS_CONST)
+	}
+	p := &prof{v: t.v, info: *t.prof, id: t.prof.ID}
+	if ref.Kind == pipeline.IndirectMember {
+		if _, ok := p.members()[ref.ID]; !ok {
+			return tableErr(standard.TableOperationErrorCode_INVALID_MBR_HANDLE)
+		}
+	} else if _, ok := p.groups()[ref.ID]; !ok {
+		return tableErr(standard.TableOperationErrorCode_INVALID_GRP_HANDLE)
+	}
+	if err := t.v.pl.SetDefaultIndirect(t.id, ref); err != nil {
+		if engine.ErrorCodeOf(err) == engine.CodePermissionDenied {
+			return tableErr(standard.TableOperationErrorCode_DEFAULT_ENTRY_IS_CONST)
+		}
+		return tableErrOf(err, standard.TableOperationErrorCode_ERROR)
+	}
+	return nil
 }
 
-func (h *std) BmMtIndirectWsSetDefaultGroup(_ context.Context, _ int32, table string, _ standard.BmGroupHandle) error {
+func (h *std) BmMtIndirectSetDefaultMember(_ context.Context, _ int32, table string, mbr standard.BmMemberHandle) error {
 	defer h.lock()()
-	if _, err := h.table(table); err != nil {
-		return err
-	}
-	return tableErr(standard.TableOperationErrorCode_ERROR)
+	return h.indirectSetDefault(table, pipeline.IndirectRef{Kind: pipeline.IndirectMember, ID: uint32(mbr)})
+}
+
+func (h *std) BmMtIndirectWsSetDefaultGroup(_ context.Context, _ int32, table string, grp standard.BmGroupHandle) error {
+	defer h.lock()()
+	return h.indirectSetDefault(table, pipeline.IndirectRef{Kind: pipeline.IndirectGroup, ID: uint32(grp)})
 }
 
 func (h *std) BmMtIndirectResetDefaultEntry(_ context.Context, _ int32, table string) error {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -138,8 +139,15 @@ func program(t *testing.T) *compiler.Result {
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
+	return newRigCPU(t, -1)
+}
+
+// newRigCPU is newRig with a CPU port (-1: none), the one port a device
+// without interfaces has.
+func newRigCPU(t *testing.T, cpuPort int) *rig {
+	t.Helper()
 	prog := program(t)
-	dev, err := device.New(device.Config{CPUPort: -1})
+	dev, err := device.New(device.Config{CPUPort: cpuPort})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,9 +415,16 @@ func TestQueueDepthAndMulticast(t *testing.T) {
 	if _, err := r.sw.SetAllEgressQueueDepths(ctx, 100); err != nil {
 		t.Fatal(err)
 	}
-	// no data port: only whole-switch calls reach a port (the CPU port is off)
-	if rc, _ := r.sw.SetEgressQueueDepth(ctx, 3, 10); rc != 1 {
-		t.Errorf("a port the switch lacks: rc %d, want 1", rc)
+	// no data port: a port number without an interface has queues, as in
+	// BMv2; the drop port has none
+	if rc, _ := r.sw.SetEgressQueueDepth(ctx, 3, 10); rc != 0 {
+		t.Errorf("a port without an interface: rc %d, want 0", rc)
+	}
+	if n, ok := r.dev.QueueDepth(3, 0); !ok || n != 10 {
+		t.Errorf("port 3: depth %d %v, want 10", n, ok)
+	}
+	if rc, _ := r.sw.SetEgressQueueDepth(ctx, 511, 10); rc != 1 {
+		t.Errorf("the drop port: rc %d, want 1", rc)
 	}
 	if _, err := r.pre.BmMcMgrpCreate(ctx, 0, 5); err != nil {
 		t.Fatal(err)
@@ -443,5 +458,101 @@ func TestQueueDepthAndMulticast(t *testing.T) {
 	}
 	if reps, _ := c.Engine.MulticastGroup(5); len(reps) != 2 {
 		t.Errorf("after destroying a node: %v", reps)
+	}
+}
+
+// TestQueueRate: set_queue_rate in the three forms of sswitch_CLI.py
+// reaches the device's queues as the time between packets, and answers 0
+// as BMv2 does (for a port number without an interface too); the drop port
+// answers 1.
+func TestQueueRate(t *testing.T) {
+	r := newRigCPU(t, 64)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name       string
+		call       func() (int32, error)
+		rc         int32
+		prio       int   // priority read back on port 64
+		wantGapNs  int64 // after the call
+		otherPrio  int
+		otherGapNs int64
+	}{
+		{"all", func() (int32, error) { return r.sw.SetAllEgressQueueRates(ctx, 1000) }, 0, 0, 1_000_000, 7, 1_000_000},
+		{"port", func() (int32, error) { return r.sw.SetEgressQueueRate(ctx, 64, 500) }, 0, 3, 2_000_000, 7, 2_000_000},
+		{"port and priority", func() (int32, error) { return r.sw.SetEgressPriorityQueueRate(ctx, 64, 7, 100) }, 0, 7, 10_000_000, 6, 2_000_000},
+		{"priority 0 off", func() (int32, error) { return r.sw.SetEgressPriorityQueueRate(ctx, 64, 0, 0) }, 0, 0, 0, 7, 10_000_000},
+		{"port without an interface", func() (int32, error) { return r.sw.SetEgressQueueRate(ctx, 3, 10) }, 0, 7, 10_000_000, 1, 2_000_000},
+		{"drop port", func() (int32, error) { return r.sw.SetEgressQueueRate(ctx, 511, 10) }, 1, 7, 10_000_000, 1, 2_000_000},
+		{"no such priority", func() (int32, error) { return r.sw.SetEgressPriorityQueueRate(ctx, 64, 8, 10) }, 1, 7, 10_000_000, 1, 2_000_000},
+		{"negative port", func() (int32, error) { return r.sw.SetEgressQueueRate(ctx, -1, 10) }, 1, 7, 10_000_000, 1, 2_000_000},
+	} {
+		rc, err := tc.call()
+		if err != nil || rc != tc.rc {
+			t.Errorf("%s: rc %d err %v, want %d", tc.name, rc, err, tc.rc)
+		}
+		for _, q := range []struct {
+			prio int
+			gap  int64
+		}{{tc.prio, tc.wantGapNs}, {tc.otherPrio, tc.otherGapNs}} {
+			if g, ok := r.dev.QueueRate(64, q.prio); !ok || g != q.gap {
+				t.Errorf("%s: priority %d gap %d ns, want %d", tc.name, q.prio, g, q.gap)
+			}
+		}
+	}
+}
+
+// TestIndirectSetDefault: table_indirect_set_default and
+// ..._with_group set an indirect table's default entry to a member or a
+// group, read back as BMv2 reads it, with BMv2's error codes.
+func TestIndirectSetDefault(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	if _, err := r.std.BmMtActProfAddMember(ctx, 0, "CliIngress.src_selector", "CliIngress.set_tag", standard.BmActionData{{5}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.std.BmMtActProfCreateGroup(ctx, 0, "CliIngress.src_selector"); err != nil {
+		t.Fatal(err)
+	}
+	code := func(err error) standard.TableOperationErrorCode {
+		if e, ok := err.(*standard.InvalidTableOperation); ok {
+			return e.Code
+		}
+		return 0
+	}
+	for _, tc := range []struct {
+		name string
+		set  func() error
+		code standard.TableOperationErrorCode // 0: success
+		want string                           // default entry read back
+	}{
+		{"member", func() error { return r.std.BmMtIndirectSetDefaultMember(ctx, 0, "CliIngress.by_src", 0) }, 0, "member 0"},
+		{"group", func() error { return r.std.BmMtIndirectWsSetDefaultGroup(ctx, 0, "CliIngress.by_src", 0) }, 0, "group 0"},
+		{"no such member", func() error { return r.std.BmMtIndirectSetDefaultMember(ctx, 0, "CliIngress.by_src", 4) },
+			standard.TableOperationErrorCode_INVALID_MBR_HANDLE, "group 0"},
+		{"no such group", func() error { return r.std.BmMtIndirectWsSetDefaultGroup(ctx, 0, "CliIngress.by_src", 4) },
+			standard.TableOperationErrorCode_INVALID_GRP_HANDLE, "group 0"},
+		{"group on a table without a selector", func() error { return r.std.BmMtIndirectWsSetDefaultGroup(ctx, 0, "CliIngress.by_dst", 0) },
+			standard.TableOperationErrorCode_WRONG_TABLE_TYPE, "group 0"},
+		{"member on a direct table", func() error { return r.std.BmMtIndirectSetDefaultMember(ctx, 0, "CliIngress.l2", 0) },
+			standard.TableOperationErrorCode_WRONG_TABLE_TYPE, "group 0"},
+		{"reset", func() error { return r.std.BmMtIndirectResetDefaultEntry(ctx, 0, "CliIngress.by_src") }, 0, "none"},
+	} {
+		if err := tc.set(); code(err) != tc.code || (tc.code == 0 && err != nil) {
+			t.Errorf("%s: %v, want code %v", tc.name, err, tc.code)
+		}
+		e, err := r.std.BmMtGetDefaultEntry(ctx, 0, "CliIngress.by_src")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := "none"
+		switch {
+		case e.MbrHandle != nil:
+			got = fmt.Sprintf("member %d", *e.MbrHandle)
+		case e.GrpHandle != nil:
+			got = fmt.Sprintf("group %d", *e.GrpHandle)
+		}
+		if got != tc.want {
+			t.Errorf("%s: default entry %s, want %s", tc.name, got, tc.want)
+		}
 	}
 }

@@ -175,27 +175,38 @@ func (h *sswitch) SetAllEgressQueueDepths(_ context.Context, depth int32) (int32
 	return h.setDepth(-1, -1, int(depth)), nil
 }
 
-// Queue rates: BMv2 limits each priority queue to a number of packets
-// per second; terrapin-switch paces a port at a line rate in bits per
-// second (--port-rate) and serves its queues in strict priority. A
-// packet rate per queue is not implemented: these answer 1 (BMv2 answers
-// 0) and log why; the CLI prints nothing either way (docs/bmv2.md).
-func (h *sswitch) rateRefused(port, priority int32, rate int64) (int32, error) {
-	h.s.log.Warn("set_queue_rate is not implemented by terrapin-switch (packets/s per queue); use --port-rate (bits/s per port)",
-		"port", port, "priority", priority, "rate_pps", rate)
-	return 1, nil
+// Queue rates: BMv2 limits each priority queue of a port to a number of
+// packets per second (0: no limit); so does the device (Device.SetQueueRate),
+// beside a port's line rate in bits per second (--port-rate). 0 is success,
+// as BMv2 answers, also for a port number without an interface (BMv2
+// keeps queues for any); the drop port and beyond answer 1.
+func (h *sswitch) setRate(port, priority int, rate int64) int32 {
+	if h.s.cfg.Device == nil {
+		return 1
+	}
+	if err := h.s.cfg.Device.SetQueueRate(port, priority, rate); err != nil {
+		h.s.log.Warn("set_queue_rate", "err", err)
+		return 1
+	}
+	return 0
 }
 
 func (h *sswitch) SetEgressPriorityQueueRate(_ context.Context, port, priority int32, rate int64) (int32, error) {
-	return h.rateRefused(port, priority, rate)
+	if port < 0 || priority < 0 {
+		return 1, nil
+	}
+	return h.setRate(int(port), int(priority), rate), nil
 }
 
 func (h *sswitch) SetEgressQueueRate(_ context.Context, port int32, rate int64) (int32, error) {
-	return h.rateRefused(port, -1, rate)
+	if port < 0 {
+		return 1, nil
+	}
+	return h.setRate(int(port), -1, rate), nil
 }
 
 func (h *sswitch) SetAllEgressQueueRates(_ context.Context, rate int64) (int32, error) {
-	return h.rateRefused(-1, -1, rate)
+	return h.setRate(-1, -1, rate), nil
 }
 
 // ---- the clock ----

@@ -601,7 +601,15 @@ func (h *std) BmMtGetDefaultEntry(_ context.Context, _ int32, table string) (*st
 	if err != nil {
 		return nil, tableErrOf(err, standard.TableOperationErrorCode_ERROR)
 	}
-	return t.actionEntry(a, pipeline.IndirectRef{}, ok)
+	// an indirect table's default member or group (table_indirect_set_default)
+	ref, err := t.v.pl.DefaultIndirect(t.id)
+	if err != nil {
+		return nil, tableErrOf(err, standard.TableOperationErrorCode_ERROR)
+	}
+	if ref.Kind != pipeline.IndirectNone {
+		ok = true
+	}
+	return t.actionEntry(a, ref, ok)
 }
 
 func (h *std) BmMtGetEntryFromKey(_ context.Context, _ int32, table string, params standard.BmMatchParams, opts *standard.BmAddEntryOptions) (*standard.BmMtEntry, error) {

@@ -136,7 +136,14 @@ type Device struct {
 	subMu       sync.Mutex
 	running     atomic.Bool
 	rt          *rtBudget
-	linkFd      int // rtnetlink socket following the ports' links; -1: none
+	// runMu guards starting pacers after Run began (set_queue_rate on a
+	// port without one): runCtx and runWG are Run's, runDone is set when
+	// it stops them.
+	runMu   sync.Mutex
+	runCtx  context.Context
+	runWG   *sync.WaitGroup
+	runDone bool
+	linkFd  int // rtnetlink socket following the ports' links; -1: none
 	// told when a port's link changes (gNMI's subscriptions)
 	portWatchers portWatchers
 
@@ -174,13 +181,22 @@ type queued struct {
 	pipe     Pipeline // the pipeline that made the job (pipelines can change)
 	enqNs    int64
 	enqDepth uint32
+	// sendNs is when a rate-limited queue lets the packet go (stamped at
+	// enqueue, as BMv2's QueueingLogicPriRL stamps it); 0 for a queue
+	// without a rate.
+	sendNs int64
 }
 
 // queue is one strict-priority FIFO of an egress port.
 type queue struct {
-	ring     []queued
-	head, n  int
-	limit    int // packets it takes (set_queue_depth); len(ring) >= limit
+	ring    []queued
+	head, n int
+	limit   int // packets it takes (set_queue_depth); len(ring) >= limit
+	// gapNs is the queue's rate limit (set_queue_rate) as the time between
+	// two packets, 0 for none; lastSend is the send time given to the
+	// packet last queued.
+	gapNs    int64
+	lastSend int64
 	enq      atomic.Uint64
 	drops    atomic.Uint64
 	depth    atomic.Int64
@@ -204,6 +220,13 @@ type egressPort struct {
 	depth    int
 	maxDepth atomic.Int64
 	rateBps  uint64
+	// shaped: the port is served by a pacer (a line rate, or a queue with
+	// a rate limit); otherwise the enqueuing worker drains it. limited
+	// counts its queues with a rate limit. pacerOn: its pacer runs or is
+	// to run. Set under Device.runMu; shaped is read without the lock.
+	shaped   atomic.Bool
+	limited  int
+	pacerOn  bool
 	nextFree int64 // ns since start, when the link is free again
 	idle     bool  // queues ran empty since the last transmission
 	remBits  uint64
@@ -231,6 +254,9 @@ type egressPort struct {
 	wakeBuf   [8]byte
 	pacerPfd  [1]unix.PollFd
 	pacerIdle atomic.Bool
+	// pacerWake is when the pacer's timed sleep ends (device clock): a
+	// worker that queues a packet due sooner wakes it.
+	pacerWake atomic.Int64
 	// spinning: a thread is busy-waiting for this link (one at a time).
 	spinning atomic.Bool
 }
@@ -293,11 +319,12 @@ func New(cfg Config) (*Device, error) {
 		eg := d.newEgressPort(pc.Num, pc.Iface, pc.RateBps)
 		eg.sock = sock
 		if pc.RateBps > 0 {
-			if eg.wakeFd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC); err != nil {
+			if err := eg.openWake(); err != nil {
 				sock.close()
-				return nil, fmt.Errorf("eventfd: %w", err)
+				return nil, err
 			}
-			eg.pacerPfd[0] = unix.PollFd{Fd: int32(eg.wakeFd), Events: unix.POLLIN}
+			eg.shaped.Store(true)
+			eg.pacerOn = true
 		}
 		if cfg.PcapDir != "" {
 			if in.pcap, err = createPcap(cfg.PcapDir, pc.Iface+"_in.pcap"); err != nil {
@@ -330,6 +357,17 @@ func New(cfg Config) (*Device, error) {
 	return d, nil
 }
 
+// openWake makes the eventfd the port's pacer sleeps on.
+func (eg *egressPort) openWake() error {
+	fd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("eventfd: %w", err)
+	}
+	eg.wakeFd = fd
+	eg.pacerPfd[0] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
+	return nil
+}
+
 // egressPortFor returns the egress port a job for port num is queued on:
 // the interface's, the CPU port, or one without an interface, made on first
 // use (Device.noIface); nil for the drop port and above, whose jobs are
@@ -350,6 +388,34 @@ func (d *Device) egressPortFor(num uint32) *egressPort {
 		return d.noIface[num].Load()
 	}
 	return eg
+}
+
+// egressPorts lists the egress ports: the interfaces', the CPU port, and
+// the ports without an interface made so far (not on the forwarding path:
+// it allocates).
+func (d *Device) egressPorts() []*egressPort {
+	var out []*egressPort
+	for i, eg := range d.ports {
+		if eg != nil {
+			out = append(out, eg)
+		} else if i < DropPort {
+			if eg := d.noIface[i].Load(); eg != nil {
+				out = append(out, eg)
+			}
+		}
+	}
+	return out
+}
+
+// lookupEgress is the egress port of num if it exists yet, or nil.
+func (d *Device) lookupEgress(num int) *egressPort {
+	if num < 0 || num >= DropPort {
+		return nil
+	}
+	if eg := d.ports[num]; eg != nil {
+		return eg
+	}
+	return d.noIface[num].Load()
 }
 
 func (d *Device) newEgressPort(num uint16, iface string, rate uint64) *egressPort {
@@ -383,10 +449,7 @@ func (d *Device) SetPipeline(p Pipeline) {
 
 // flushQueues drops everything queued (at shutdown).
 func (d *Device) flushQueues() {
-	for _, eg := range d.ports {
-		if eg == nil {
-			continue
-		}
+	for _, eg := range d.egressPorts() {
 		eg.mu.Lock()
 		for qi := range eg.queues {
 			q := &eg.queues[qi]
@@ -480,6 +543,9 @@ func (d *Device) Run(ctx context.Context) error {
 	}
 	d.reserveProcs()
 	var wg sync.WaitGroup
+	d.runMu.Lock()
+	d.runCtx, d.runWG = ctx, &wg
+	d.runMu.Unlock()
 	errc := make(chan error, len(d.inputs))
 	for _, in := range d.inputs {
 		wg.Add(1)
@@ -490,15 +556,13 @@ func (d *Device) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	for _, eg := range d.ports {
-		if eg != nil && eg.rateBps > 0 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				d.pacerLoop(ctx, eg)
-			}()
+	d.runMu.Lock()
+	for _, eg := range d.egressPorts() {
+		if eg.pacerOn {
+			d.goPacer(eg)
 		}
 	}
+	d.runMu.Unlock()
 	if d.linkFd >= 0 {
 		wg.Add(1)
 		go func() {
@@ -514,11 +578,14 @@ func (d *Device) Run(ctx context.Context) error {
 	for _, in := range d.inputs {
 		in.sock.wakeUp()
 	}
-	for _, eg := range d.ports {
-		if eg != nil && eg.wakeFd >= 0 {
+	d.runMu.Lock()
+	d.runDone = true
+	for _, eg := range d.egressPorts() {
+		if eg.wakeFd >= 0 {
 			eg.wakePacer()
 		}
 	}
+	d.runMu.Unlock()
 	wg.Wait()
 	d.flushQueues()
 	if cerr := d.closePorts(); err == nil {
@@ -527,12 +594,29 @@ func (d *Device) Run(ctx context.Context) error {
 	return err
 }
 
+// goPacer starts eg's pacer under Run's wait group. Caller holds runMu,
+// Run has begun and not ended.
+func (d *Device) goPacer(eg *egressPort) {
+	ctx, wg := d.runCtx, d.runWG
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		d.pacerLoop(ctx, eg)
+	}()
+}
+
 // forwardingThreads is how many OS threads Run locks to its loops: one
-// receive loop per port and one pacer per rate-limited port.
+// receive loop per port and one pacer per shaped port.
 func (d *Device) forwardingThreads() int {
+	d.runMu.Lock()
+	defer d.runMu.Unlock()
+	return d.forwardingThreadsLocked()
+}
+
+func (d *Device) forwardingThreadsLocked() int {
 	n := len(d.inputs)
-	for _, eg := range d.ports {
-		if eg != nil && eg.rateBps > 0 {
+	for _, eg := range d.egressPorts() {
+		if eg.pacerOn {
 			n++
 		}
 	}
@@ -576,10 +660,7 @@ func (d *Device) closePorts() error {
 			in.sock.close()
 		}
 	}
-	for _, eg := range d.ports {
-		if eg == nil {
-			continue
-		}
+	for _, eg := range d.egressPorts() {
 		if err := eg.pcap.close(); err != nil && first == nil {
 			first = err
 		}
@@ -665,7 +746,7 @@ func (d *Device) pacerLoop(ctx context.Context, eg *egressPort) {
 	w.thread = t
 	for ctx.Err() == nil {
 		d.pipeMu.RLock()
-		wait, urgent := w.serveDue(eg)
+		wait, urgent := w.serveDue(eg, true)
 		if len(w.deferred) > 0 {
 			w.flush()
 		}
@@ -725,56 +806,115 @@ func (eg *egressPort) wakePacer() {
 	_, _ = unix.Write(eg.wakeFd, eg.wakeOne[:])
 }
 
-// serveDue sends the frames of a paced port whose time has come (strict
-// priority at each dequeue) and returns how long until the next one may
-// go, or 0 when the queues are empty; urgent reports that the next one is
-// from a queue above the lowest. Both the pacer and an enqueuing worker
+// serveDue sends the frames of a shaped port whose time has come and
+// returns how long until the next one may go, or 0 when the queues are
+// empty; urgent reports that the next one is from a queue above the lowest
+// and waits only for the link. A frame may go when the link is free (a
+// port with a line rate: the previous frame's wire time has passed) and
+// its queue's rate limit lets it (its sendNs has come); among the queues
+// whose head may go, the highest priority goes first, as in BMv2's
+// QueueingLogicPriRL. Both the pacer (pacer true) and an enqueuing worker
 // call it, so a frame reaching an idle link leaves at once instead of
 // waiting for the pacer thread to wake. When the next frame is urgent and
 // the link comes free within spinLead, the caller busy-waits for it (one
 // thread at a time, within the real-time budget) rather than sleeping:
 // this is the path of admitted traffic, whose delay bound a late wake-up
 // would break.
-func (w *worker) serveDue(eg *egressPort) (wait int64, urgent bool) {
+func (w *worker) serveDue(eg *egressPort, pacer bool) (wait int64, urgent bool) {
 	d := w.d
 	eg.mu.Lock()
 	for eg.depth > 0 {
 		now := d.nowNs()
-		if eg.idle {
-			// The link sat idle: no credit was earned meanwhile.
-			if eg.nextFree < now {
-				eg.nextFree = now
+		if eg.rateBps > 0 {
+			if eg.idle {
+				// The link sat idle: no credit was earned meanwhile.
+				if eg.nextFree < now {
+					eg.nextFree = now
+				}
+				eg.idle = false
 			}
-			eg.idle = false
-		}
-		if wt := eg.nextFree - now; wt > 0 {
-			urgent = eg.urgentHead()
-			if !urgent || wt > spinLead || !w.thread.mayBusyWait(now) || !eg.spinning.CompareAndSwap(false, true) {
+			if wt := eg.nextFree - now; wt > 0 {
+				urgent = eg.urgentHead()
+				if !urgent || wt > spinLead || !w.thread.mayBusyWait(now) || !eg.spinning.CompareAndSwap(false, true) {
+					if pacer {
+						eg.pacerWake.Store(now + wt)
+					}
+					eg.mu.Unlock()
+					return wt, urgent
+				}
+				free := eg.nextFree
 				eg.mu.Unlock()
-				return wt, urgent
+				for d.nowNs() < free {
+				}
+				w.thread.charge(d.nowNs())
+				eg.mu.Lock()
+				eg.spinning.Store(false)
+				continue
 			}
-			free := eg.nextFree
+			if now-eg.nextFree > int64(paceSlack) {
+				eg.nextFree = now - int64(paceSlack)
+			}
+		}
+		qi, wt := eg.eligible(now)
+		if qi < 0 {
+			// Every queued frame waits for its queue's rate: the link
+			// idles meanwhile and earns no credit.
+			eg.idle = true
+			if len(eg.outv) > 0 {
+				d.transmit(eg)
+			}
+			if pacer {
+				eg.pacerWake.Store(now + wt)
+			}
 			eg.mu.Unlock()
-			for d.nowNs() < free {
+			return wt, false
+		}
+		e := eg.dequeueFrom(qi)
+		if eg.rateBps == 0 {
+			// No line to pace: gather what may go into one send.
+			w.egress(eg, e, now)
+			if len(eg.outv) < txBatch && eg.depth > 0 {
+				continue
 			}
-			w.thread.charge(d.nowNs())
-			eg.mu.Lock()
-			eg.spinning.Store(false)
+			d.transmit(eg)
 			continue
 		}
-		if now-eg.nextFree > int64(paceSlack) {
-			eg.nextFree = now - int64(paceSlack)
-		}
-		e := eg.dequeue()
 		eg.outv, eg.outq = eg.outv[:0], eg.outq[:0]
 		if l := w.egress(eg, e, now); l > 0 {
 			d.transmit(eg)
 			eg.advance(l)
 		}
 	}
+	if len(eg.outv) > 0 {
+		d.transmit(eg)
+	}
 	eg.idle = true
 	eg.mu.Unlock()
 	return 0, false
+}
+
+// eligible returns the highest-priority queue whose head may leave at now
+// (its queue's rate limit lets it), or -1 and how long until the first
+// may. Caller holds eg.mu and knows eg.depth > 0.
+func (eg *egressPort) eligible(now int64) (int, int64) {
+	if eg.limited == 0 {
+		return eg.headQueue(), 0
+	}
+	next := int64(-1)
+	for i := len(eg.queues) - 1; i >= 0; i-- {
+		q := &eg.queues[i]
+		if q.n == 0 {
+			continue
+		}
+		s := q.ring[q.head].sendNs
+		if s <= now {
+			return i, 0
+		}
+		if next < 0 || s < next {
+			next = s
+		}
+	}
+	return -1, next - now
 }
 
 // urgentHead reports whether a queue above the lowest holds a packet (so
@@ -813,27 +953,35 @@ func (q *queue) setLimit(n int) {
 	q.limit = n
 }
 
+// queuePorts returns the ports set_queue_depth or set_queue_rate address:
+// port -1 is every port; a priority past the ports' queues is an error.
+func (d *Device) queuePorts(port, priority int) ([]*egressPort, error) {
+	if priority >= d.nq {
+		return nil, fmt.Errorf("priority %d: the ports have %d priority queues", priority, d.nq)
+	}
+	if port < 0 {
+		return d.egressPorts(), nil
+	}
+	if port >= DropPort {
+		return nil, fmt.Errorf("port %d: no such port (%d is the drop port)", port, DropPort)
+	}
+	// BMv2 keeps queues for any port number; so does the device, for a
+	// port without an interface (what egress leaves there is dropped).
+	return []*egressPort{d.egressPortFor(uint32(port))}, nil
+}
+
 // SetQueueDepth sets how many packets the egress queue of port at priority
 // takes (BMv2's set_queue_depth): port -1 is every port, priority -1 every
-// priority of the port. A port the switch does not have is an error.
+// priority of the port. A port number without an interface has queues
+// too, as in BMv2; -1 reaches the ports that exist so far (the interfaces',
+// the CPU port, and numbers without an interface already used).
 func (d *Device) SetQueueDepth(port, priority, packets int) error {
 	if packets < 0 {
 		return fmt.Errorf("queue depth %d: negative", packets)
 	}
-	if priority >= d.nq {
-		return fmt.Errorf("priority %d: the ports have %d priority queues", priority, d.nq)
-	}
-	var ports []*egressPort
-	if port < 0 {
-		for _, eg := range d.ports {
-			if eg != nil {
-				ports = append(ports, eg)
-			}
-		}
-	} else if port < len(d.ports) && d.ports[port] != nil {
-		ports = []*egressPort{d.ports[port]}
-	} else {
-		return fmt.Errorf("port %d: no such port", port)
+	ports, err := d.queuePorts(port, priority)
+	if err != nil {
+		return err
 	}
 	for _, eg := range ports {
 		eg.mu.Lock()
@@ -847,12 +995,81 @@ func (d *Device) SetQueueDepth(port, priority, packets int) error {
 	return nil
 }
 
-// QueueDepth returns the depth set for port's queue at priority.
-func (d *Device) QueueDepth(port, priority int) (int, bool) {
-	if port < 0 || port >= len(d.ports) || d.ports[port] == nil || priority < 0 || priority >= d.nq {
+// SetQueueRate limits the egress queue of port at priority to pps packets
+// per second (BMv2's set_queue_rate; 0 removes the limit): port -1 is every
+// port, priority -1 every priority of the port. A queue's packets are
+// given their times to leave as they are queued, each 1/pps after the one
+// before; among the queues whose head may leave, the highest priority goes
+// first. A port with a limited queue is served by a pacer thread, started
+// here if it has none (a port with --port-rate has one); its line rate
+// still applies. Ports are addressed as by SetQueueDepth.
+func (d *Device) SetQueueRate(port, priority int, pps int64) error {
+	if pps < 0 {
+		return fmt.Errorf("queue rate %d: negative", pps)
+	}
+	ports, err := d.queuePorts(port, priority)
+	if err != nil {
+		return err
+	}
+	var gap int64
+	if pps > 0 {
+		gap = max(int64(time.Second)/pps, 1)
+	}
+	d.runMu.Lock()
+	defer d.runMu.Unlock()
+	for _, eg := range ports {
+		if gap > 0 && !eg.pacerOn && !d.runDone {
+			if eg.wakeFd < 0 {
+				if err := eg.openWake(); err != nil {
+					return err
+				}
+			}
+			eg.pacerOn = true
+			if d.runCtx != nil {
+				d.goPacer(eg)
+				if want := d.forwardingThreadsLocked() + runtime.NumCPU(); runtime.GOMAXPROCS(0) < want {
+					runtime.GOMAXPROCS(want)
+				}
+			}
+		}
+		eg.mu.Lock()
+		for i := range eg.queues {
+			if priority < 0 || i == priority {
+				q := &eg.queues[i]
+				if (q.gapNs > 0) != (gap > 0) {
+					if gap > 0 {
+						eg.limited++
+					} else {
+						eg.limited--
+					}
+				}
+				q.gapNs = gap
+			}
+		}
+		eg.shaped.Store(eg.rateBps > 0 || (eg.limited > 0 && eg.pacerOn))
+		eg.mu.Unlock()
+	}
+	return nil
+}
+
+// QueueRate returns the rate limit set for port's queue at priority in
+// packets per second (0: none), as the time between packets it keeps.
+func (d *Device) QueueRate(port, priority int) (gapNs int64, ok bool) {
+	eg := d.lookupEgress(port)
+	if eg == nil || priority < 0 || priority >= d.nq {
 		return 0, false
 	}
-	eg := d.ports[port]
+	eg.mu.Lock()
+	defer eg.mu.Unlock()
+	return eg.queues[priority].gapNs, true
+}
+
+// QueueDepth returns the depth set for port's queue at priority.
+func (d *Device) QueueDepth(port, priority int) (int, bool) {
+	eg := d.lookupEgress(port)
+	if eg == nil || priority < 0 || priority >= d.nq {
+		return 0, false
+	}
 	eg.mu.Lock()
 	defer eg.mu.Unlock()
 	return eg.queues[priority].limit, true
@@ -881,19 +1098,31 @@ func (q *queue) pop() queued {
 	return pk
 }
 
+// headQueue is the highest non-empty priority queue. Caller holds eg.mu
+// and knows eg.depth > 0.
+func (eg *egressPort) headQueue() int {
+	for i := len(eg.queues) - 1; i >= 0; i-- {
+		if eg.queues[i].n > 0 {
+			return i
+		}
+	}
+	return 0
+}
+
 // dequeue takes the head of the highest non-empty priority queue.
 // Caller holds eg.mu and knows eg.depth > 0.
 func (eg *egressPort) dequeue() queued {
-	for i := len(eg.queues) - 1; i >= 0; i-- {
-		q := &eg.queues[i]
-		if q.n > 0 {
-			pk := q.pop()
-			q.depth.Store(int64(q.n))
-			eg.depth--
-			return pk
-		}
-	}
-	return queued{}
+	return eg.dequeueFrom(eg.headQueue())
+}
+
+// dequeueFrom takes the head of queue i, which is not empty. Caller holds
+// eg.mu.
+func (eg *egressPort) dequeueFrom(i int) queued {
+	q := &eg.queues[i]
+	pk := q.pop()
+	q.depth.Store(int64(q.n))
+	eg.depth--
+	return pk
 }
 
 // transmit sends the frames collected in eg.outv, then releases their

@@ -47,7 +47,8 @@ func TestSetQueueDepthChecks(t *testing.T) {
 	}{
 		{-1, -1, 100, true},
 		{255, 2, 10, true},
-		{3, -1, 10, false},
+		{3, -1, 10, true}, // no interface: queues all the same, as BMv2's
+		{511, -1, 10, false},
 		{255, 4, 10, false},
 		{255, 0, -1, false},
 	} {

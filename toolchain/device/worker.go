@@ -187,14 +187,21 @@ func (w *worker) enqueueLocked(eg *egressPort, job engine.Job, pipe Pipeline) {
 		return
 	}
 	enqNs := w.now
-	if enqNs == 0 || eg.rateBps > 0 {
+	if enqNs == 0 || eg.rateBps > 0 || q.gapNs > 0 {
 		// A paced port's queueing delay is what its metadata reports;
 		// stamp it exactly.
 		enqNs = w.d.nowNs()
 	}
+	var sendNs int64
+	if q.gapNs > 0 {
+		// BMv2's rate limiter: a packet may leave a gap after the one
+		// queued before it, and not before it arrived.
+		sendNs = max(enqNs, q.lastSend+q.gapNs)
+		q.lastSend = sendNs
+	}
 	// enq_qdepth is the depth of the packet's own priority queue, as in
 	// p4lang's simple_switch (egress_buffers.size(port, priority)).
-	q.push(queued{job: job, pipe: pipe, enqNs: enqNs, enqDepth: uint32(q.n)})
+	q.push(queued{job: job, pipe: pipe, enqNs: enqNs, enqDepth: uint32(q.n), sendNs: sendNs})
 	eg.depth++
 	q.enq.Add(1)
 	q.depth.Store(int64(q.n))
@@ -225,9 +232,12 @@ func (w *worker) flush() {
 		for len(w.touched) > 0 {
 			eg := w.touched[len(w.touched)-1]
 			w.touched = w.touched[:len(w.touched)-1]
-			if eg.rateBps == 0 {
+			if !eg.shaped.Load() {
 				w.drain(eg)
-			} else if wait, _ := w.serveDue(eg); wait > 0 && eg.pacerIdle.Load() {
+			} else if wait, _ := w.serveDue(eg, false); wait > 0 && (eg.pacerIdle.Load() || w.d.nowNs()+wait < eg.pacerWake.Load()) {
+				// The pacer sleeps without a deadline, or past when
+				// what is queued now may go (a rate-limited queue's
+				// frame can be due before the one it sleeps for).
 				eg.wakePacer()
 			}
 		}

@@ -259,7 +259,20 @@ func (tx *Txn) ResetDefaultAction(tableID int) error {
 	}
 	st := tx.state(t)
 	st.defAct, st.defData = t.progDefAct, t.progDefData
+	st.defRef = pipeline.IndirectRef{}
 	return nil
+}
+
+// SetDefaultIndirect makes a member or group of an indirect table's
+// profile the entry run on a miss (BMv2's table_indirect_set_default and
+// table_indirect_set_default_with_group); ResetDefaultAction and
+// SetDefaultAction undo it.
+func (tx *Txn) SetDefaultIndirect(tableID int, ref pipeline.IndirectRef) error {
+	t, err := tx.pl.table(tableID)
+	if err != nil {
+		return err
+	}
+	return t.setDefaultRef(tx.state(t), ref)
 }
 
 // AddEntry inserts an entry (see Txn.AddEntry).
@@ -291,6 +304,22 @@ func (pl *Pipeline) SetDefaultAction(tableID int, a pipeline.ActionCall) error {
 // ResetDefaultAction restores the program's default action.
 func (pl *Pipeline) ResetDefaultAction(tableID int) error {
 	return pl.Batch(func(tx *Txn) error { return tx.ResetDefaultAction(tableID) })
+}
+
+// SetDefaultIndirect makes a member or group the default entry of an
+// indirect table (see Txn.SetDefaultIndirect).
+func (pl *Pipeline) SetDefaultIndirect(tableID int, ref pipeline.IndirectRef) error {
+	return pl.Batch(func(tx *Txn) error { return tx.SetDefaultIndirect(tableID, ref) })
+}
+
+// DefaultIndirect returns the member or group an indirect table runs on a
+// miss; Kind is IndirectNone when none is set.
+func (pl *Pipeline) DefaultIndirect(tableID int) (pipeline.IndirectRef, error) {
+	t, err := pl.table(tableID)
+	if err != nil {
+		return pipeline.IndirectRef{}, err
+	}
+	return t.state.Load().defRef, nil
 }
 
 // ReadEntries returns a copy of every entry of the table (const entries

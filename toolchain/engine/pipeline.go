@@ -370,6 +370,21 @@ func (n *tableNode) exec(p *Packet) cfNode {
 		return t.nextByIdx[act.idx]
 	}
 	act := st.defAct
+	if st.defRef.Kind != pipeline.IndirectNone {
+		// an indirect table's default member or group
+		m := t.profile.resolve(p, st.defRef)
+		if m == nil {
+			if t.hasHitMiss {
+				return t.missNext
+			}
+			return t.baseNext
+		}
+		m.act.run(p, m.data)
+		if t.hasHitMiss {
+			return t.missNext
+		}
+		return t.nextByIdx[m.act.idx]
+	}
 	if act != nil {
 		act.run(p, st.defData)
 	}

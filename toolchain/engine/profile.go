@@ -229,7 +229,11 @@ func (pl *Pipeline) ProfileGroups(profileID int) (map[uint32][]uint32, error) {
 
 func (ap *actionProfile) referenced(ref pipeline.IndirectRef) bool {
 	for _, t := range ap.tables {
-		for _, en := range t.state.Load().ordered() {
+		st := t.state.Load()
+		if st.defRef == ref {
+			return true
+		}
+		for _, en := range st.ordered() {
 			if en.ref == ref {
 				return true
 			}

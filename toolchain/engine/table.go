@@ -63,6 +63,10 @@ type tableState struct {
 	sorted  []*entry
 	defAct  *action
 	defData *actionData
+	// defRef, when set, is an indirect table's default entry: a member or
+	// group of its profile, run on a miss in place of defAct (BMv2's
+	// set_default_member / set_default_group).
+	defRef pipeline.IndirectRef
 }
 
 func (t *table) emptyState() *tableState {
@@ -87,6 +91,7 @@ func (st *tableState) clone() *tableState {
 		sorted:  append([]*entry(nil), st.sorted...),
 		defAct:  st.defAct,
 		defData: st.defData,
+		defRef:  st.defRef,
 	}
 	if st.lpmMaps != nil {
 		n.lpmMaps = append([]*shardMap[uint64](nil), st.lpmMaps...)
@@ -1021,6 +1026,23 @@ func (t *table) setDefault(st *tableState, a pipeline.ActionCall) error {
 		return errf(CodePermissionDenied, "table %s has a const default entry", t.info.Name)
 	}
 	st.defAct, st.defData = act, ad
+	st.defRef = pipeline.IndirectRef{}
+	return nil
+}
+
+// setDefaultRef makes a member or group of an indirect table's profile
+// its default entry.
+func (t *table) setDefaultRef(st *tableState, ref pipeline.IndirectRef) error {
+	if t.profile == nil {
+		return errf(CodeInvalidArgument, "table %s is not indirect", t.info.Name)
+	}
+	if t.info.ConstDefault || t.defEntryConst {
+		return errf(CodePermissionDenied, "table %s has a const default action", t.info.Name)
+	}
+	if err := t.checkRef(ref); err != nil {
+		return err
+	}
+	st.defRef = ref
 	return nil
 }
 

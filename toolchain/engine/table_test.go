@@ -263,3 +263,105 @@ func TestActionSelector(t *testing.T) {
 		t.Errorf("entries read back: %+v", es)
 	}
 }
+
+// TestIndirectDefault: an indirect table's default entry can be a member
+// or a group of its profile (BMv2's table_indirect_set_default and
+// ..._with_group): a miss runs it, the member or group is then in use, and
+// resetting the default (or setting an action) undoes it.
+func TestIndirectDefault(t *testing.T) {
+	tp := testProg{
+		fields:    [][]any{u("k", 16), u("k2", 16), u("c", 8)},
+		keys:      []any{keyDef("exact", "k2")},
+		actions:   []map[string]any{setAction},
+		tableType: "indirect_ws",
+		tableMore: map[string]any{"action_profile": "ap"},
+		profiles: []any{map[string]any{"name": "ap", "id": 0, "max_size": 16,
+			"selector": map[string]any{"algo": "identity", "input": []any{tF("h", "k")}}}},
+	}
+	pl := tp.load(t, Options{})
+	tid, _ := pl.Lookup(KindTable, "ingress.t")
+	ap, _ := pl.Lookup(KindActionProfile, "ap")
+	for m := uint32(1); m <= 2; m++ {
+		if err := pl.SetProfileMember(ap, m, pipeline.ActionCall{ActionID: 1, Params: [][]byte{{byte(m * 10)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pl.SetProfileGroup(ap, 5, []uint32{1, 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := pl.SetProfileGroup(ap, 6, nil); err != nil {
+		t.Fatal(err)
+	}
+	member := func(id uint32) pipeline.IndirectRef {
+		return pipeline.IndirectRef{Kind: pipeline.IndirectMember, ID: id}
+	}
+	group := func(id uint32) pipeline.IndirectRef {
+		return pipeline.IndirectRef{Kind: pipeline.IndirectGroup, ID: id}
+	}
+	miss := func(k uint16) byte { return run1(t, pl, append(append(b16(k), b16(99)...), 0))[4] }
+	for _, tc := range []struct {
+		name string
+		ref  pipeline.IndirectRef
+		code ErrorCode // of the set; 0: it succeeds
+		runs [2]byte
+	}{
+		{"member", member(2), 0, [2]byte{20, 20}},
+		{"group: the selector picks", group(5), 0, [2]byte{10, 20}},
+		{"empty group: nothing runs", group(6), 0, [2]byte{0, 0}},
+		{"no such member", member(9), CodeNotFound, [2]byte{0, 0}},
+		{"no such group", group(9), CodeNotFound, [2]byte{0, 0}},
+		{"no kind", pipeline.IndirectRef{}, CodeInvalidArgument, [2]byte{0, 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := pl.ResetDefaultAction(tid); err != nil {
+				t.Fatal(err)
+			}
+			err := pl.SetDefaultIndirect(tid, tc.ref)
+			if tc.code != 0 {
+				if ErrorCodeOf(err) != tc.code {
+					t.Fatalf("set: %v, want code %v", err, tc.code)
+				}
+				if ref, _ := pl.DefaultIndirect(tid); ref.Kind != pipeline.IndirectNone {
+					t.Errorf("a refused default was kept: %+v", ref)
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			} else if ref, _ := pl.DefaultIndirect(tid); ref != tc.ref {
+				t.Errorf("read back %+v", ref)
+			}
+			for k, want := range tc.runs {
+				if got := miss(uint16(k)); got != want {
+					t.Errorf("miss, k=%d: ran %d, want %d", k, got, want)
+				}
+			}
+		})
+	}
+	// In use while it is the default; free again once reset.
+	if err := pl.SetDefaultIndirect(tid, member(1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := pl.SetProfileGroup(ap, 5, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := pl.DeleteProfileMember(ap, 1); ErrorCodeOf(err) != CodeFailedPrecondition {
+		t.Errorf("deleting the default member: %v", err)
+	}
+	if err := pl.SetDefaultIndirect(tid, group(6)); err != nil {
+		t.Fatal(err)
+	}
+	if err := pl.DeleteProfileGroup(ap, 6); ErrorCodeOf(err) != CodeFailedPrecondition {
+		t.Errorf("deleting the default group: %v", err)
+	}
+	if err := pl.DeleteProfileMember(ap, 1); err != nil {
+		t.Errorf("member 1 no longer the default: %v", err)
+	}
+	if err := pl.ResetDefaultAction(tid); err != nil {
+		t.Fatal(err)
+	}
+	if err := pl.DeleteProfileGroup(ap, 6); err != nil {
+		t.Errorf("after the reset: %v", err)
+	}
+	if ref, _ := pl.DefaultIndirect(tid); ref.Kind != pipeline.IndirectNone {
+		t.Errorf("after the reset: %+v", ref)
+	}
+}
