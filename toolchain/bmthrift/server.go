@@ -23,6 +23,7 @@ import (
 
 	"github.com/apache/thrift/lib/go/thrift"
 
+	"github.com/terrapin/terrapin/toolchain/bmthrift/bmstate"
 	"github.com/terrapin/terrapin/toolchain/bmthrift/gen/simple_pre_lag"
 	"github.com/terrapin/terrapin/toolchain/bmthrift/gen/simple_switch"
 	"github.com/terrapin/terrapin/toolchain/bmthrift/gen/standard"
@@ -155,6 +156,9 @@ type view struct {
 	// value with bits past its prefix: BMv2 keeps them and dumps them).
 	written map[int]map[uint32]writtenKey
 	mc      *mcState
+	// the program's state dump layout (state.go), read when first needed
+	lay    *bmstate.Layout
+	layErr error
 }
 
 type writtenKey struct {

@@ -71,6 +71,11 @@ func (h *std) table(name string) (*tbl, error) {
 	if err != nil {
 		return nil, tableErr(standard.TableOperationErrorCode_INVALID_TABLE_NAME)
 	}
+	return v.table(name)
+}
+
+// table resolves a table of v by name.
+func (v *view) table(name string) (*tbl, error) {
 	id, ok := v.pl.Lookup(engine.KindTable, name)
 	if !ok {
 		return nil, tableErr(standard.TableOperationErrorCode_INVALID_TABLE_NAME)
@@ -378,10 +383,22 @@ func (h *std) BmMtClearEntries(_ context.Context, _ int32, table string, resetDe
 
 // add adds e to t and remembers the key as written.
 func (h *std) add(t *tbl, params standard.BmMatchParams, e pipeline.TableEntry) (standard.BmEntryHandle, error) {
+	return t.addAt(params, e, nil)
+}
+
+// addAt adds e to t, with the handle *at when at is not nil, and
+// remembers the key as written.
+func (t *tbl) addAt(params standard.BmMatchParams, e pipeline.TableEntry, at *uint32) (standard.BmEntryHandle, error) {
 	if len(t.info.Keys) == 0 {
 		return 0, tableErr(standard.TableOperationErrorCode_NO_TABLE_KEY)
 	}
-	if err := t.v.pl.AddEntry(t.id, e); err != nil {
+	var err error
+	if at != nil {
+		err = t.v.pl.AddEntryAt(t.id, e, *at)
+	} else {
+		err = t.v.pl.AddEntry(t.id, e)
+	}
+	if err != nil {
 		return 0, tableErrOf(err, standard.TableOperationErrorCode_BAD_MATCH_KEY)
 	}
 	got, err := t.v.pl.ReadEntry(t.id, e.Match, e.Priority)

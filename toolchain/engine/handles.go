@@ -22,6 +22,7 @@ import (
 var (
 	ErrInvalidHandle = errors.New("invalid entry handle")
 	ErrExpiredHandle = errors.New("expired entry handle")
+	ErrHandleInUse   = errors.New("entry handle in use")
 )
 
 func handleOf(version uint8, index uint32) uint32 { return uint32(version)<<24 | index }
@@ -64,6 +65,36 @@ func (hs *handles) alloc(id string) uint32 {
 	}
 	hs.ids[i] = id
 	return handleOf(hs.versions[i], i)
+}
+
+// allocAt gives the entry of identity id the handle h (index and version),
+// as BMv2 does when it restores a state dump: the indexes below h's that
+// were never given out become free, with version 0.
+func (hs *handles) allocAt(id string, h uint32) error {
+	if hs.ids == nil {
+		hs.ids = map[uint32]string{}
+	}
+	i := handleIndex(h)
+	if _, used := hs.ids[i]; used {
+		return ErrHandleInUse
+	}
+	if i < hs.next {
+		for k, f := range hs.free {
+			if f == i {
+				heap.Remove(&hs.free, k)
+				break
+			}
+		}
+	}
+	for ; hs.next <= i; hs.next++ {
+		hs.versions = append(hs.versions, 0)
+		if hs.next < i {
+			heap.Push(&hs.free, hs.next)
+		}
+	}
+	hs.versions[i] = uint8(h >> 24)
+	hs.ids[i] = id
+	return nil
 }
 
 // release frees h's index and bumps its version.

@@ -677,17 +677,23 @@ func (t *table) checkAction(a pipeline.ActionCall) (*action, *actionData, error)
 // Writers hold pl.mu and work on a private clone of the state (st), which
 // the caller publishes.
 
-func (t *table) add(st *tableState, e pipeline.TableEntry) error {
+// add inserts e; at, when not nil, is the handle it must have (a state
+// being restored), else it gets the lowest free one.
+func (t *table) add(st *tableState, e pipeline.TableEntry, at *uint32) error {
 	if t.info.Immutable {
 		return errf(CodePermissionDenied, "table %s has const entries", t.info.Name)
 	}
 	if len(t.keys) == 0 {
 		return errf(CodeInvalidArgument, "table %s has no key; set its default action instead", t.info.Name)
 	}
-	return t.insert(st, e, false)
+	return t.insertAt(st, e, false, at)
 }
 
 func (t *table) insert(st *tableState, e pipeline.TableEntry, isConst bool) error {
+	return t.insertAt(st, e, isConst, nil)
+}
+
+func (t *table) insertAt(st *tableState, e pipeline.TableEntry, isConst bool, at *uint32) error {
 	norm, id, err := t.identity(e.Match, e.Priority)
 	if err != nil {
 		return err
@@ -729,7 +735,14 @@ func (t *table) insert(st *tableState, e pipeline.TableEntry, isConst bool) erro
 		}
 	}
 	t.compileEntry(en)
-	en.handle = t.hnd.alloc(id)
+	if at != nil {
+		if err := t.hnd.allocAt(id, *at); err != nil {
+			return errf(CodeAlreadyExists, "table %s: handle %#x: %v", t.info.Name, *at, err)
+		}
+		en.handle = *at
+	} else {
+		en.handle = t.hnd.alloc(id)
+	}
 	st.byID.put(ids, id, en)
 	t.index(st, en)
 	return nil
