@@ -76,6 +76,13 @@ func New(cfg Config) *Server {
 	return &Server{cfg: cfg, log: log}
 }
 
+// SetPipelineReplaced sets Config.PipelineReplaced (before Serve).
+func (s *Server) SetPipelineReplaced(f func(program []byte)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cfg.PipelineReplaced = f
+}
+
 // Listen opens the server's socket on addr (host:port), so that an
 // address in use is reported before the switch runs.
 func Listen(addr string) (*thrift.TServerSocket, error) {

@@ -139,6 +139,9 @@ func (t *tokens) value(what string) ([]byte, error) {
 	if !ok || len(s) > 2*4096 {
 		return nil, t.errorf("%s: %q is not a hex number", what, s)
 	}
+	if v.Sign() == 0 {
+		return []byte{0}, nil
+	}
 	return v.Bytes(), nil
 }
 
