@@ -113,6 +113,7 @@ type rig struct {
 	p4rt     p4v1.P4RuntimeClient
 	info     *p4configv1.P4Info
 	json     []byte
+	srv      *Server
 	mu       sync.Mutex
 	replaced [][]byte
 }
@@ -178,6 +179,7 @@ func newRigCPU(t *testing.T, cpuPort int) *rig {
 		r.mu.Unlock()
 		psrv.PipelineReplaced(js)
 	}})
+	r.srv = srv
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); _ = psrv.Serve(ctx, lis) }()

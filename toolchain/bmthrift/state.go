@@ -572,7 +572,10 @@ func (v *view) restoreEntry(t *tbl, lt *bmstate.Table, se *bmstate.Entry) error 
 		return err
 	}
 	h := se.Version<<24 | se.Index
-	if _, err := t.addAt(params, e, &h); err != nil {
+	if err := v.pl.AddEntryAt(t.id, e, h); err != nil {
+		return err
+	}
+	if _, err := t.remember(params, e); err != nil {
 		return err
 	}
 	if se.TimeoutMs != 0 {

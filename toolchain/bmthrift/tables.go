@@ -383,27 +383,22 @@ func (h *std) BmMtClearEntries(_ context.Context, _ int32, table string, resetDe
 
 // add adds e to t and remembers the key as written.
 func (h *std) add(t *tbl, params standard.BmMatchParams, e pipeline.TableEntry) (standard.BmEntryHandle, error) {
-	return t.addAt(params, e, nil)
-}
-
-// addAt adds e to t, with the handle *at when at is not nil, and
-// remembers the key as written.
-func (t *tbl) addAt(params standard.BmMatchParams, e pipeline.TableEntry, at *uint32) (standard.BmEntryHandle, error) {
 	if len(t.info.Keys) == 0 {
 		return 0, tableErr(standard.TableOperationErrorCode_NO_TABLE_KEY)
 	}
-	var err error
-	if at != nil {
-		err = t.v.pl.AddEntryAt(t.id, e, *at)
-	} else {
-		err = t.v.pl.AddEntry(t.id, e)
-	}
-	if err != nil {
+	if err := t.v.pl.AddEntry(t.id, e); err != nil {
 		return 0, tableErrOf(err, standard.TableOperationErrorCode_BAD_MATCH_KEY)
 	}
+	hd, err := t.remember(params, e)
+	return hd, tableErrOf(err, standard.TableOperationErrorCode_ERROR)
+}
+
+// remember keeps the key of the entry just added as written, where it
+// differs from the engine's, and returns the entry's handle.
+func (t *tbl) remember(params standard.BmMatchParams, e pipeline.TableEntry) (standard.BmEntryHandle, error) {
 	got, err := t.v.pl.ReadEntry(t.id, e.Match, e.Priority)
 	if err != nil {
-		return 0, tableErrOf(err, standard.TableOperationErrorCode_ERROR)
+		return 0, err
 	}
 	if !keyEqual(t.thriftKey(got.Match), params) {
 		if t.v.written[t.id] == nil {

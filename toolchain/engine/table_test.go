@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/terrapin/terrapin/toolchain/pipeline"
@@ -363,5 +364,57 @@ func TestIndirectDefault(t *testing.T) {
 	}
 	if ref, _ := pl.DefaultIndirect(tid); ref.Kind != pipeline.IndirectNone {
 		t.Errorf("after the reset: %+v", ref)
+	}
+}
+
+// TestAddEntryAt: entries restored with given handles (BMv2's state
+// dumps); the indexes below that were never given out become free with
+// version 0, and later entries take the lowest free index.
+func TestAddEntryAt(t *testing.T) {
+	tp := testProg{fields: [][]any{u("k", 16), u("k2", 16), u("c", 8)}, keys: []any{keyDef("exact", "k")}, actions: []map[string]any{setAction}}
+	pl := tp.load(t, Options{})
+	tid, _ := pl.Lookup(KindTable, "ingress.t")
+	entry := func(k uint16) pipeline.TableEntry {
+		return pipeline.TableEntry{Match: []pipeline.Match{{Value: b16(k)}}, Action: pipeline.ActionCall{ActionID: 1, Params: [][]byte{{byte(k)}}}}
+	}
+	steps := []struct {
+		key     uint16
+		at      int64 // -1: AddEntry
+		want    uint32
+		wantErr string
+	}{
+		{1, 0x03000002, 0x03000002, ""},
+		{2, 0x01000005, 0x01000005, ""},
+		{3, 0x00000002, 0, "handle in use"},
+		{3, -1, 0, ""},
+		{4, 0x00000001, 1, ""},
+		{5, -1, 3, ""},
+		{6, -1, 4, ""},
+		{7, -1, 6, ""},
+		{1, 0x00000009, 0, "already has this entry"},
+	}
+	for i, s := range steps {
+		var err error
+		if s.at < 0 {
+			err = pl.AddEntry(tid, entry(s.key))
+		} else {
+			err = pl.AddEntryAt(tid, entry(s.key), uint32(s.at))
+		}
+		if s.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), s.wantErr) {
+				t.Errorf("step %d: error %v, want %q", i, err, s.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		e, err := pl.ReadEntry(tid, entry(s.key).Match, 0)
+		if err != nil || e.Handle != s.want {
+			t.Errorf("step %d: handle %#x (%v), want %#x", i, e.Handle, err, s.want)
+		}
+	}
+	if _, err := pl.EntryByHandle(tid, 0x02000002); err == nil {
+		t.Error("a stale version of a restored handle is accepted")
 	}
 }
