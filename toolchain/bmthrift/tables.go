@@ -369,14 +369,20 @@ func (h *std) BmMtClearEntries(_ context.Context, _ int32, table string, resetDe
 		return err
 	}
 	def, hasDef, _ := t.v.pl.DefaultAction(t.id)
+	ref, _ := t.v.pl.DefaultIndirect(t.id)
 	if err := t.v.pl.ClearTable(t.id); err != nil {
 		return tableErrOf(err, standard.TableOperationErrorCode_ERROR)
 	}
 	delete(t.v.written, t.id)
-	if !resetDefault && hasDef {
-		// BMv2 keeps the default entry unless told to reset it; the
-		// engine's clear restores the program's.
-		_ = t.v.pl.SetDefaultAction(t.id, def)
+	if !resetDefault {
+		// BMv2 keeps the default entry (an indirect table's default
+		// member or group too) unless told to reset it; the engine's
+		// clear restores the program's.
+		if ref.Kind != pipeline.IndirectNone {
+			_ = t.v.pl.SetDefaultIndirect(t.id, ref)
+		} else if hasDef {
+			_ = t.v.pl.SetDefaultAction(t.id, def)
+		}
 	}
 	return nil
 }

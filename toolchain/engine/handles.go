@@ -140,6 +140,24 @@ func (pl *Pipeline) EntryByHandle(tableID int, h uint32) (pipeline.TableEntry, e
 	return t.export(en), nil
 }
 
+// EntryAtIndex returns the entry at handle h's index, whatever h's
+// version: BMv2 names an entry's direct counter, direct meter and ageing
+// timeout by the index alone.
+func (pl *Pipeline) EntryAtIndex(tableID int, h uint32) (pipeline.TableEntry, error) {
+	t, err := pl.table(tableID)
+	if err != nil {
+		return pipeline.TableEntry{}, err
+	}
+	pl.mu.Lock()
+	i := handleIndex(h)
+	var cur uint32
+	if int(i) < len(t.hnd.versions) {
+		cur = handleOf(t.hnd.versions[i], i)
+	}
+	pl.mu.Unlock()
+	return pl.EntryByHandle(tableID, cur|i)
+}
+
 // EntriesByHandle returns the table's entries in the order of their
 // handles' indexes, the order BMv2 dumps a table in.
 func (pl *Pipeline) EntriesByHandle(tableID int) ([]pipeline.TableEntry, error) {
