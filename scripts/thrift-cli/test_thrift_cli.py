@@ -60,6 +60,11 @@ DIFFERENCES: list[tuple[str, str, str]] = [
         "BMv2 publishes notifications (learning, ageing, port events) on a nanomsg socket; "
         "terrapin-switch has none and answers None",
     ),
+    (
+        r"(?m)^(Life: )\d+(ms since hit)",
+        r"\1N\2",
+        "an ageing entry's time since its last hit (or its timeout being set) is the run's own",
+    ),
 ]
 
 

@@ -30,6 +30,7 @@ import (
 	"github.com/terrapin/terrapin/toolchain/device"
 	"github.com/terrapin/terrapin/toolchain/device/switchtarget"
 	"github.com/terrapin/terrapin/toolchain/engine"
+	"github.com/terrapin/terrapin/toolchain/pipeline"
 )
 
 // Config configures the Thrift runtime server.
@@ -166,6 +167,9 @@ type view struct {
 	// the program's state dump layout (state.go), read when first needed
 	lay    *bmstate.Layout
 	layErr error
+	// the program's const entries by table name, as the JSON gives them
+	// (tables.go, declaredKey), read when first needed
+	declared map[string][]pipeline.TableEntry
 }
 
 type writtenKey struct {

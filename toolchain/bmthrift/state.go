@@ -207,8 +207,15 @@ func (v *view) tableState(l *bmstate.Layout, lt *bmstate.Table) (bmstate.TableSt
 	return ts, nil
 }
 
-// timeout is an entry's ageing timeout in ms (0: none).
-func (v *view) timeout(int, uint32) uint32 { return 0 }
+// timeout is an entry's ageing timeout in ms (0: none, and in tables
+// without timeouts).
+func (v *view) timeout(tableID int, h uint32) uint32 {
+	ms, _, err := v.pl.EntryTimeout(tableID, h)
+	if err != nil {
+		return 0
+	}
+	return ms
+}
 
 // indirectIndex is BMv2's index of a member or group.
 func indirectIndex(ref pipeline.IndirectRef) (uint32, error) {
@@ -585,8 +592,11 @@ func (v *view) restoreEntry(t *tbl, lt *bmstate.Table, se *bmstate.Entry) error 
 }
 
 // setTimeout sets an entry's ageing timeout.
-func (v *view) setTimeout(t *tbl, _ uint32, _ uint32) error {
-	return fmt.Errorf("table %s: entry ageing is not supported", t.info.Name)
+func (v *view) setTimeout(t *tbl, h uint32, ms uint32) error {
+	if !t.info.SupportTimeout {
+		return fmt.Errorf("an ageing timeout, in a table without support_timeout")
+	}
+	return v.pl.SetEntryTimeout(t.id, h, ms)
 }
 
 // restoreDirectMeters configures the direct meters of lt's entries from

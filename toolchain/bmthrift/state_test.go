@@ -11,6 +11,7 @@ import (
 
 	"github.com/terrapin/terrapin/toolchain/bmthrift/bmstate"
 	"github.com/terrapin/terrapin/toolchain/bmthrift/gen/standard"
+	"github.com/terrapin/terrapin/toolchain/pipeline"
 )
 
 func ternary(v, m []byte) *standard.BmMatchParam {
@@ -287,6 +288,85 @@ func TestBMKeyLayout(t *testing.T) {
 			if !back[i].Equals(want) {
 				t.Errorf("%s: back %v, want %v", tc.table, back[i], want)
 			}
+		}
+	}
+}
+
+// TestEntryTimeoutThrift: table_set_timeout on a table with
+// support_timeout, by the handle's index; the entry's life read back, the
+// timeout dumped and restored; other tables answer AGEING_DISABLED.
+func TestEntryTimeoutThrift(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	h, err := r.std.BmMtAddEntry(ctx, 0, "CliIngress.aged", standard.BmMatchParams{exact(0, 5)}, "CliIngress.set_tag",
+		standard.BmActionData{{1}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := r.std.BmMtGetEntry(ctx, 0, "CliIngress.aged", h); e.Life != nil {
+		t.Errorf("life before a timeout: %v", e.Life)
+	}
+	for _, tc := range []struct {
+		name  string
+		table string
+		h     standard.BmEntryHandle
+		want  standard.TableOperationErrorCode
+	}{
+		{"by handle", "CliIngress.aged", h, 0},
+		{"another version", "CliIngress.aged", h | 0x03000000, 0},
+		{"no entry", "CliIngress.aged", 5, standard.TableOperationErrorCode_INVALID_HANDLE},
+		{"no timeouts", "CliIngress.l2", 0, standard.TableOperationErrorCode_AGEING_DISABLED},
+	} {
+		err := r.std.BmMtSetEntryTTL(ctx, 0, tc.table, tc.h, 1500)
+		if tableCode(err) != tc.want || (tc.want == 0 && err != nil) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	e, err := r.std.BmMtGetEntry(ctx, 0, "CliIngress.aged", h)
+	if err != nil || e.Life == nil || e.Life.TimeoutMs != 1500 || e.Life.TimeSinceHitMs < 0 || e.Life.TimeSinceHitMs > 5000 {
+		t.Fatalf("life %v (%v)", e, err)
+	}
+	dump := dumpOf(t, r)
+	if !bytes.Contains(dump, []byte("CliIngress.aged\n__NULL__\n1\n0\n0\n0005\n")) || !bytes.Contains(dump, []byte("\n1500\n")) {
+		t.Errorf("the dump lacks the timeout: %q", dump)
+	}
+	b := newRig(t)
+	if err := b.srv.RestoreState(dump); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := b.std.BmMtGetEntry(ctx, 0, "CliIngress.aged", h); err != nil || e.Life == nil || e.Life.TimeoutMs != 1500 {
+		t.Errorf("restored: %v %v", e, err)
+	}
+}
+
+// TestStoredKey: a key as BMv2 keeps it: values in their field's width,
+// static masks applied, ternary values masked, lpm values as written.
+func TestStoredKey(t *testing.T) {
+	tb := &tbl{info: pipeline.TableInfo{Keys: []pipeline.KeyFieldInfo{
+		{Kind: pipeline.MatchExact, Bitwidth: 48, Mask: []byte{1, 1, 1, 1, 1, 1}},
+		{Kind: pipeline.MatchLPM, Bitwidth: 9},
+		{Kind: pipeline.MatchTernary, Bitwidth: 16, Mask: []byte{0xff, 0xf0}},
+		{Kind: pipeline.MatchRange, Bitwidth: 16},
+		{Kind: pipeline.MatchValid, Bitwidth: 1},
+	}}}
+	in := standard.BmMatchParams{
+		exact(0xa5, 0xc3, 0xa5, 0xc3, 0xa5, 0xd9),
+		lpm([]byte{0xff, 0xff}, 4),
+		ternary([]byte{0x12, 0x3f}, []byte{0xff, 0x0f}),
+		rangeKey([]byte{1}, []byte{0x10, 0}),
+		{Type: standard.BmMatchParamType_VALID, Valid: &standard.BmMatchParamValid{Key: true}},
+	}
+	want := standard.BmMatchParams{
+		exact(1, 1, 1, 1, 1, 1),
+		lpm([]byte{0x01, 0xff}, 4),
+		ternary([]byte{0x12, 0x00}, []byte{0xff, 0x0f}),
+		rangeKey([]byte{0, 1}, []byte{0x10, 0}),
+		{Type: standard.BmMatchParamType_VALID, Valid: &standard.BmMatchParamValid{Key: true}},
+	}
+	got := tb.storedKey(in)
+	for i := range want {
+		if !got[i].Equals(want[i]) {
+			t.Errorf("field %d: %v, want %v", i, got[i], want[i])
 		}
 	}
 }

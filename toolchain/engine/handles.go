@@ -13,6 +13,7 @@ import (
 	"container/heap"
 	"errors"
 	"sort"
+	"sync/atomic"
 
 	"github.com/terrapin/terrapin/toolchain/pipeline"
 )
@@ -167,4 +168,59 @@ func (pl *Pipeline) EntriesByHandle(tableID int) ([]pipeline.TableEntry, error) 
 	}
 	sort.SliceStable(es, func(i, j int) bool { return handleIndex(es[i].Handle) < handleIndex(es[j].Handle) })
 	return es, nil
+}
+
+// entryLife is an entry's ageing state in a table that supports timeouts
+// (support_timeout): the timeout a control plane set (BMv2's
+// table_set_timeout; 0: none) and when the entry was last hit (or added,
+// or given its timeout), on the pipeline clock.
+type entryLife struct {
+	timeoutMs atomic.Uint32
+	lastHit   atomic.Int64 // ns
+}
+
+// SetEntryTimeout sets the ageing timeout of the entry at handle h's index
+// (whatever h's version, as BMv2) and restarts its idle time. The engine
+// deletes nothing: the timeout is what the control plane reads back
+// (EntryTimeout) and what a state dump holds.
+func (pl *Pipeline) SetEntryTimeout(tableID int, h uint32, ms uint32) error {
+	en, err := pl.entryAtIndex(tableID, h)
+	if err != nil {
+		return err
+	}
+	en.life.timeoutMs.Store(ms)
+	en.life.lastHit.Store(pl.clock())
+	return nil
+}
+
+// EntryTimeout returns the ageing timeout of the entry at handle h's index
+// and the milliseconds since it was last hit.
+func (pl *Pipeline) EntryTimeout(tableID int, h uint32) (timeoutMs uint32, sinceHitMs uint64, err error) {
+	en, err := pl.entryAtIndex(tableID, h)
+	if err != nil {
+		return 0, 0, err
+	}
+	since := max(pl.clock()-en.life.lastHit.Load(), 0)
+	return en.life.timeoutMs.Load(), uint64(since / 1e6), nil
+}
+
+func (pl *Pipeline) entryAtIndex(tableID int, h uint32) (*entry, error) {
+	t, err := pl.table(tableID)
+	if err != nil {
+		return nil, err
+	}
+	if !t.ageing {
+		return nil, errf(CodeFailedPrecondition, "table %s does not support timeouts", t.info.Name)
+	}
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	id, ok := t.hnd.ids[handleIndex(h)]
+	if !ok {
+		return nil, ErrInvalidHandle
+	}
+	en := t.state.Load().byID.get(shardOfString(t.seed, id), id)
+	if en == nil || en.life == nil {
+		return nil, ErrInvalidHandle
+	}
+	return en, nil
 }

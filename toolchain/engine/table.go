@@ -120,6 +120,7 @@ type entry struct {
 	data    *actionData
 	counter *counterCell // shared by the versions of a modified entry
 	meter   *meterCell
+	life    *entryLife // ageing tables: timeout and last hit
 	ref     pipeline.IndirectRef // indirect tables: member or group (act is nil)
 	seq     uint64
 	isConst bool
@@ -170,6 +171,7 @@ type table struct {
 
 	directCounter *counterArray
 	directMeter   *meterArray
+	ageing        bool // support_timeout: entries have a timeout and a last hit
 	profile       *actionProfile // indirect tables
 
 	// declared are the JSON "entries" with their values as the JSON writes
@@ -204,7 +206,9 @@ func (c *closureBuilder) compileTable(jt *jTable) (*table, error) {
 		lpmIdx:       -1,
 		seed:         maphash.MakeSeed(),
 	}
-	t.info = pipeline.TableInfo{Name: jt.Name, ID: jt.ID, MaxSize: jt.MaxSize, ActionIDs: append([]int(nil), jt.ActionIDs...)}
+	t.info = pipeline.TableInfo{Name: jt.Name, ID: jt.ID, MaxSize: jt.MaxSize, ActionIDs: append([]int(nil), jt.ActionIDs...),
+		SupportTimeout: jt.SupportTimeout}
+	t.ageing = jt.SupportTimeout
 	c.where = "table " + jt.Name
 	defer func() { c.where = "" }()
 	switch jt.Type {
@@ -307,6 +311,8 @@ func (c *closureBuilder) compileTable(jt *jTable) (*table, error) {
 				kf.smaskB = make([]byte, kf.nbytes)
 				mv.FillBytes(kf.smaskB)
 			}
+			kf.info.Mask = make([]byte, kf.nbytes)
+			new(big.Int).And(mv, new(big.Int).Sub(bigPow2(kf.nbytes*8), big.NewInt(1))).FillBytes(kf.info.Mask)
 		}
 		kf.koff = t.keyLen
 		t.keyLen += kf.nbytes
@@ -733,6 +739,10 @@ func (t *table) insertAt(st *tableState, e pipeline.TableEntry, isConst bool, at
 				return err
 			}
 		}
+	}
+	if t.ageing {
+		en.life = &entryLife{}
+		en.life.lastHit.Store(t.pl.clock())
 	}
 	t.compileEntry(en)
 	if at != nil {
