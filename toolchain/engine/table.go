@@ -120,7 +120,7 @@ type entry struct {
 	data    *actionData
 	counter *counterCell // shared by the versions of a modified entry
 	meter   *meterCell
-	life    *entryLife // ageing tables: timeout and last hit
+	life    *entryLife           // ageing tables: timeout and last hit
 	ref     pipeline.IndirectRef // indirect tables: member or group (act is nil)
 	seq     uint64
 	isConst bool
@@ -171,7 +171,7 @@ type table struct {
 
 	directCounter *counterArray
 	directMeter   *meterArray
-	ageing        bool // support_timeout: entries have a timeout and a last hit
+	ageing        bool           // support_timeout: entries have a timeout and a last hit
 	profile       *actionProfile // indirect tables
 
 	// declared are the JSON "entries" with their values as the JSON writes
