@@ -243,7 +243,7 @@ func TestRestoreStateStartUp(t *testing.T) {
 		{"missing", filepath.Join(dir, "missing.state"), "no such file"},
 		{"another program", write("other.state", "06062016_0\n"+string(other[:])+"\n"), "does not match the program"},
 		{"another version", write("version.state", "06062017_0\n"+string(sum[:])+"\n"), "incompatible version"},
-		{"truncated", write("short.state", "06062016_0\n"+string(sum[:])+"\nCliIngress.by_src\n"), "ends early"},
+		{"truncated", write("short.state", "06062016_0\n"+string(sum[:])+"\n"), "ends early"},
 		{"garbage", write("garbage.state", "06062016_0\n"+string(sum[:])+"\nnot a table\n"), "names table"},
 	} {
 		var stdout, stderr bytes.Buffer
