@@ -7,8 +7,8 @@ groups of action profiles and selectors, meter rates), is run by simple_switch_C
 simple_switch_grpc and on terrapin-switch; then
 
 1. test_same_dump: both switches' bm_serialize_state answers are compared byte for byte (read
-   through the Thrift API directly: the answer holds the md5 of the JSON as 16 raw bytes, which
-   runtime_CLI.py's serialize_state cannot decode);
+   through the Thrift API directly, serialize_state.py: the answer holds the md5 of the JSON as 16
+   raw bytes, which runtime_CLI.py's serialize_state cannot decode);
 2. test_cross_restore: BMv2's dump is restored into terrapin-switch (--restore-state) and ours
    into simple_switch_grpc, and what the CLI shows of each restored switch (table_dump,
    act_prof_dump, meter_get_rates) is compared with the switch the dump came from; the restored
@@ -23,13 +23,13 @@ from __future__ import annotations
 import hashlib
 import json
 import socket
-import struct
 import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from serialize_state import serialize_state
 from test_thrift_cli import BIN, HERE, ROOT, bmv2_bin, normalize, run_cli, switch
 
 CONFORMANCE = ROOT.parent / "shared" / "conformance"
@@ -223,41 +223,6 @@ class Program:
             cmds += [f"meter_get_rates {m['name']} {i}" for i in range(min(4, m["size"]))]
             cmds.append(f"meter_get_rates {m['name']} {m['size'] - 1}")
         return cmds
-
-
-# ---- the dump, through the Thrift API ----
-
-
-def _string(s: bytes) -> bytes:
-    return struct.pack(">i", len(s)) + s
-
-
-def _recv(sock: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise EOFError("the switch closed the connection")
-        buf += chunk
-    return buf
-
-
-def serialize_state(port: int) -> bytes:
-    """bm_serialize_state over the multiplexed binary protocol, the answer as raw bytes."""
-    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
-        # CALL "standard:bm_serialize_state", seqid 1, an empty argument struct
-        call = struct.pack(">I", 0x80010001) + _string(b"standard:bm_serialize_state")
-        s.sendall(call + struct.pack(">i", 1) + b"\x00")
-        (version,) = struct.unpack(">I", _recv(s, 4))
-        assert version & 0xFFFF0000 == 0x80010000, hex(version)
-        (name_len,) = struct.unpack(">i", _recv(s, 4))
-        _recv(s, name_len + 4)  # name, seqid
-        if version & 0xFF != 2:  # REPLY; EXCEPTION is 3
-            raise RuntimeError(f"bm_serialize_state: message type {version & 0xFF}")
-        ftype, fid = struct.unpack(">bh", _recv(s, 3))
-        assert (ftype, fid) == (11, 0), (ftype, fid)  # field 0 "success", a string
-        (n,) = struct.unpack(">i", _recv(s, 4))
-        return _recv(s, n)
 
 
 def md5_of(path: Path) -> bytes:
