@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"crypto/md5"
 	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -129,7 +131,7 @@ func TestLayoutErrors(t *testing.T) {
 }
 
 // testState is a state of testProgram, in its layout's order.
-func testState(t *testing.T, l *Layout) *State {
+func testState(t testing.TB, l *Layout) *State {
 	t.Helper()
 	st := &State{MD5: md5.Sum([]byte(testProgram))}
 	for _, tb := range l.Tables {
@@ -335,4 +337,76 @@ func TestReadMalformed(t *testing.T) {
 			t.Errorf("cut at %d of %d: no error", cut, len(good))
 		}
 	}
+}
+
+// TestLayoutOfConformancePrograms: every program of the conformance
+// corpus (p4c-bm2-ss's JSON) has a layout, and a state with no entries
+// writes and reads back.
+func TestLayoutOfConformancePrograms(t *testing.T) {
+	files, _ := filepath.Glob("../../../../shared/conformance/p4c-stf/*.p4c.json")
+	if len(files) == 0 {
+		t.Skip("../shared/conformance is not here")
+	}
+	for _, f := range files {
+		prog, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := NewLayout(prog)
+		if err != nil {
+			t.Errorf("%s: %v", filepath.Base(f), err)
+			continue
+		}
+		st := &State{MD5: md5.Sum(prog)}
+		for _, tb := range l.Tables {
+			ts := TableState{Name: tb.Name, MissNext: tb.MissNext, Default: Action{ActionID: -1, Next: tb.DefaultNext(-1)}}
+			if m := l.Meter(tb.DirectMeter); m != nil {
+				ts.DirectMeters = make([]Meter, m.Size)
+			}
+			st.Tables = append(st.Tables, ts)
+		}
+		for range l.Profiles {
+			st.Profiles = append(st.Profiles, ProfileState{})
+		}
+		for _, m := range l.Meters {
+			st.Meters = append(st.Meters, make([]Meter, m.Size))
+		}
+		var b bytes.Buffer
+		if err := Write(&b, l, st); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Read(b.Bytes(), l, st.MD5); err != nil {
+			t.Errorf("%s: %v", filepath.Base(f), err)
+		}
+	}
+}
+
+// FuzzRead: whatever the bytes, Read answers a state or an error, never a
+// panic; a state it answers writes back to the same bytes.
+func FuzzRead(f *testing.F) {
+	l, err := NewLayout([]byte(testProgram))
+	if err != nil {
+		f.Fatal(err)
+	}
+	sum := md5.Sum([]byte(testProgram))
+	var b bytes.Buffer
+	if err := Write(&b, l, testState(f, l)); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b.Bytes())
+	f.Add(b.Bytes()[:len(b.Bytes())/3])
+	f.Add([]byte("06062016_0\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		st, err := Read(data, l, sum)
+		if err != nil {
+			return
+		}
+		var out bytes.Buffer
+		if err := Write(&out, l, st); err != nil {
+			t.Fatalf("a state Read answered does not write: %v", err)
+		}
+		if _, err := Read(out.Bytes(), l, sum); err != nil {
+			t.Fatalf("written again, not read: %v", err)
+		}
+	})
 }
