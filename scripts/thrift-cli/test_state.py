@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 from serialize_state import serialize_state
-from test_thrift_cli import BIN, HERE, ROOT, bmv2_bin, normalize, run_cli, switch
+from test_thrift_cli import BIN, CLI_TESTS, HERE, ROOT, bmv2_bin, normalize, run_cli, switch
 
 CONFORMANCE = ROOT.parent / "shared" / "conformance"
 
@@ -51,6 +51,9 @@ PROGRAMS: list[tuple[str, Path]] = [
     ("table-entries-priority", CONFORMANCE / "p4c-stf" / "table-entries-priority-bmv2.p4c.json"),
     ("v1model-const-entries", CONFORMANCE / "p4c-stf" / "v1model-const-entries-bmv2.p4c.json"),
     ("named_meter_1", CONFORMANCE / "p4c-compile" / "accept" / "named_meter_1-bmv2.p4"),
+    # BMv2's CLI tests' programs, in p4c-bm's older JSON (an action selector declared in its table)
+    ("cli-test-ecmp", CLI_TESTS / "testdata" / "ecmp.json"),
+    ("cli-test-indirect_res", CLI_TESTS / "testdata" / "indirect_res.json"),
 ]
 
 WHITE_SPACE = b" \t\n\v\f\r"
@@ -120,6 +123,11 @@ def compiled(name: str, source: Path, logdir: Path) -> Path:
 # ---- the command sequence ----
 
 
+def profile_of(table: dict[str, Any]) -> str:
+    """An indirect table's action profile (the older JSON names it in the table)."""
+    return str(table.get("action_profile") or table["act_prof_name"])
+
+
 class Program:
     """What the command sequence needs of a BMv2 JSON program."""
 
@@ -133,6 +141,9 @@ class Program:
             ap["name"]: ap for p in self.json["pipelines"] for ap in p.get("action_profiles", [])
         }
         self.meters = self.json.get("meter_arrays", [])
+
+    def action_id(self, name: str) -> int:
+        return next(i for i, a in self.actions.items() if a["name"] == name)
 
     def width(self, key: dict[str, Any]) -> int:
         if key["match_type"] == "valid":
@@ -179,7 +190,7 @@ class Program:
             name = t["name"]
             if not t["key"] or t.get("entries"):
                 continue  # no key, or the program's own (const) entries
-            ids = t["action_ids"]
+            ids = t.get("action_ids") or [self.action_id(n) for n in t["actions"]]
             with_data = [a for a in ids if self.actions[a]["runtime_data"]] or ids
             a, b = with_data[0], ids[-1]
             an, bn = self.actions[a]["name"], self.actions[b]["name"]
@@ -199,19 +210,20 @@ class Program:
                     cmds.append(f"meter_set_rates {t['direct_meters']} 1 0.0001:1000 0.0005:2000")
                     cmds.append(f"meter_set_rates {t['direct_meters']} 16777218 0.00025:100 0.5:200")
                 continue
-            prof = t["action_profile"]
+            prof = profile_of(t)
+            selector = t["type"] == "indirect_ws"
             if prof not in members:
                 for i in range(3):
                     cmds.append(f"act_prof_create_member {prof} {an} {self.params(a, i)}")
                 cmds.append(f"act_prof_delete_member {prof} 1")
                 members[prof] = 0
-                if "selector" in self.profiles.get(prof, {}):
+                if selector:
                     cmds += [f"act_prof_create_group {prof}"] * 2
                     cmds.append(f"act_prof_add_member_to_group {prof} 0 1")
                     cmds.append(f"act_prof_add_member_to_group {prof} 2 1")
             cmds.append(f"table_indirect_add {name} {self.key(t, 0)} => 2{prio(0)}")
             cmds.append(f"table_indirect_add {name} {self.key(t, 1)} => 0{prio(1)}")
-            if "selector" in self.profiles.get(prof, {}):
+            if selector:
                 cmds.append(f"table_indirect_add_with_group {name} {self.key(t, 2)} => 1{prio(2)}")
                 cmds.append(f"table_indirect_modify {name} 1 2")
             cmds.append(f"table_indirect_delete {name} 0")
@@ -224,7 +236,7 @@ class Program:
     def views(self) -> list[str]:
         """CLI commands that show what a dump holds."""
         cmds = [f"table_dump {t['name']}" for t in self.tables]
-        profiles = sorted({t["action_profile"] for t in self.tables if "action_profile" in t})
+        profiles = sorted({profile_of(t) for t in self.tables if t["type"] != "simple"})
         cmds += [f"act_prof_dump {p}" for p in profiles]
         for m in self.meters:
             cmds += [f"meter_get_rates {m['name']} {i}" for i in range(min(4, m["size"]))]
