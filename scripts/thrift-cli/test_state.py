@@ -143,7 +143,7 @@ class Program:
         self.meters = self.json.get("meter_arrays", [])
 
     def action_id(self, name: str) -> int:
-        return next(i for i, a in self.actions.items() if a["name"] == name)
+        return next(int(i) for i, a in self.actions.items() if a["name"] == name)
 
     def width(self, key: dict[str, Any]) -> int:
         if key["match_type"] == "valid":
@@ -194,7 +194,11 @@ class Program:
             with_data = [a for a in ids if self.actions[a]["runtime_data"]] or ids
             a, b = with_data[0], ids[-1]
             an, bn = self.actions[a]["name"], self.actions[b]["name"]
-            prio = (lambda i: f" {10 - i}") if self.needs_priority(t) else (lambda i: "")
+            with_prio = self.needs_priority(t)
+
+            def prio(i: int, with_prio: bool = with_prio) -> str:
+                return f" {10 - i}" if with_prio else ""
+
             if t["type"] == "simple":
                 for i in range(3):
                     cmds.append(f"table_add {name} {an} {self.key(t, i)} => {self.params(a, i)}{prio(i)}")
