@@ -24,7 +24,8 @@ const module = "github.com/terrapin/terrapin/toolchain/"
 // top; difftest (terrapin-p4c against p4c's JSON) drives the compiler, the
 // engine and the STF runner together; the servers' TLS set-up (and its test PKI)
 // sits beside the device, needing nothing of the module, and so do BMv2's
-// Thrift services generated from its IDL; the Thrift runtime server
+// Thrift services generated from its IDL and BMv2's state dump format
+// (bmthrift/bmstate); the Thrift runtime server
 // (bmthrift) drives the engine and the device through the switch target. Non-test files only: a test may drive a package from above (the
 // engine's differential tests run the STF corpus).
 var layers = [][]string{
@@ -38,7 +39,7 @@ var layers = [][]string{
 	{"compiler"},
 	{"pipeline"},
 	{"engine"},
-	{"device", "p4rt", "servertls", "servertls/testpki", "bmthrift/gen/standard", "bmthrift/gen/simple_pre_lag", "bmthrift/gen/simple_switch"},
+	{"device", "p4rt", "servertls", "servertls/testpki", "bmthrift/gen/standard", "bmthrift/gen/simple_pre_lag", "bmthrift/gen/simple_switch", "bmthrift/bmstate"},
 	{"p4rt/enginetarget"},
 	{"device/switchtarget", "stf", "gnmiports"},
 	{"stf/viap4rt", "difftest", "bmthrift"},
@@ -65,6 +66,8 @@ var readsOnly = map[string][]string{
 	"bmthrift/gen/standard":       {},
 	"bmthrift/gen/simple_pre_lag": {},
 	"bmthrift/gen/simple_switch":  {},
+	// BMv2's state dump format: nothing of the module
+	"bmthrift/bmstate": {},
 }
 
 func TestImportsFollowLayers(t *testing.T) {

@@ -1,8 +1,9 @@
 // The thrift-cli suite's program (docs/switch.md, "BMv2's Thrift runtime"):
 // one object of every kind simple_switch_CLI drives on v1model — tables of
 // each match kind runtime_CLI.py reads (exact, lpm, ternary, range), a
-// table with const entries, direct and indexed counters and meters, a
-// register, an action profile, an action selector and a parser value set.
+// table with const entries, a table whose entries may age (support_timeout),
+// direct and indexed counters and meters, a register, an action profile, an
+// action selector and a parser value set.
 // Compiled by terrapin-p4c and loaded into both switches; the commands in
 // commands/*.txt are run against each and their outputs compared.
 #include <core.p4>
@@ -128,6 +129,14 @@ control CliIngress(inout headers_t hdr, inout metadata_t meta,
         size = 16;
     }
 
+    table aged {
+        key = { hdr.custom.flow: exact; }
+        actions = { set_tag; NoAction; }
+        default_action = NoAction();
+        support_timeout = true;
+        size = 8;
+    }
+
     apply {
         port_counter.count((bit<32>)sm.ingress_port);
         port_meter.execute_meter((bit<32>)sm.ingress_port, meta.color);
@@ -141,6 +150,7 @@ control CliIngress(inout headers_t hdr, inout metadata_t meta,
         by_dst.apply();
         if (hdr.custom.isValid()) {
             by_src.apply();
+            aged.apply();
         }
     }
 }

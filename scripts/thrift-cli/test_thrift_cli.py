@@ -24,7 +24,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -59,6 +59,11 @@ DIFFERENCES: list[tuple[str, str, str]] = [
         r"\1-",
         "BMv2 publishes notifications (learning, ageing, port events) on a nanomsg socket; "
         "terrapin-switch has none and answers None",
+    ),
+    (
+        r"(?m)^(Life: )\d+(ms since hit)",
+        r"\1N\2",
+        "an ageing entry's time since its last hit (or its timeout being set) is the run's own",
     ),
 ]
 
@@ -98,9 +103,12 @@ def wait_port(port: int, proc: subprocess.Popen[bytes], log: Path, timeout: floa
 
 
 @contextmanager
-def switch(kind: str, json_path: Path, logdir: Path, command: str = "") -> Iterator[int]:
+def switch(
+    kind: str, json_path: Path, logdir: Path, command: str = "", extra: Sequence[str] = ()
+) -> Iterator[int]:
     """Runs a switch of `kind` ("terrapin", "bmv2", or "simple_switch": BMv2 without P4Runtime) on
-    json_path; yields its Thrift port."""
+    json_path, with the options `extra` (BMv2's general options, such as --restore-state); yields its
+    Thrift port."""
     key = "bmv2" if kind == "simple_switch" else kind
     port = free_port()
     if kind == "terrapin":
@@ -109,7 +117,7 @@ def switch(kind: str, json_path: Path, logdir: Path, command: str = "") -> Itera
         argv = [str(bmv2_bin("simple_switch_grpc")), str(json_path)]
     else:
         argv = [str(bmv2_bin("simple_switch")), str(json_path)]
-    argv += ["--device-id", str(DEVICE_ID[key]), "--thrift-port", str(port)]
+    argv += ["--device-id", str(DEVICE_ID[key]), "--thrift-port", str(port), *extra]
     if kind != "simple_switch":
         argv += ["--", "--grpc-server-addr", f"127.0.0.1:{free_port()}"]
     log = logdir / f"{kind}-{command or json_path.stem}.log"

@@ -86,7 +86,8 @@ func (h *std) BmCounterWrite(_ context.Context, _ int32, name string, index int3
 	return nil
 }
 
-// Direct counters, by the entry's handle.
+// Direct counters, by the entry's handle (its index: BMv2 does not check
+// the version).
 
 func (h *std) directEntry(table string, hd standard.BmEntryHandle, need func(pipeline.TableInfo) bool, disabled standard.TableOperationErrorCode) (*tbl, pipeline.TableEntry, error) {
 	t, err := h.table(table)
@@ -96,8 +97,12 @@ func (h *std) directEntry(table string, hd standard.BmEntryHandle, need func(pip
 	if !need(t.info) {
 		return nil, pipeline.TableEntry{}, tableErr(disabled)
 	}
-	e, err := t.byHandle(hd)
-	return t, e, err
+	// BMv2 checks only the handle's index here, not its version.
+	e, err := t.v.pl.EntryAtIndex(t.id, uint32(hd))
+	if err != nil {
+		return nil, e, tableErrOf(err, standard.TableOperationErrorCode_INVALID_HANDLE)
+	}
+	return t, e, nil
 }
 
 func hasCounter(ti pipeline.TableInfo) bool { return ti.DirectCounter != "" }

@@ -105,6 +105,7 @@ func (v *view) reset() {
 		for m := range ms {
 			_ = pl.DeleteProfileMember(ap.ID, m)
 		}
+		_ = pl.ResetProfile(ap.ID)
 	}
 	for _, c := range pl.Counters() {
 		if !c.Direct {
@@ -125,12 +126,6 @@ func (v *view) reset() {
 	for _, g := range pl.MulticastGroups() {
 		_ = pl.DeleteMulticastGroup(g)
 	}
-}
-
-// BmSerializeState is not implemented: BMv2's text format of its whole
-// state is its own (and only its --restore-state reads it back).
-func (h *std) BmSerializeState(context.Context) (string, error) {
-	return "", nil
 }
 
 // ---- device manager ----

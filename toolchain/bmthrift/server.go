@@ -23,12 +23,14 @@ import (
 
 	"github.com/apache/thrift/lib/go/thrift"
 
+	"github.com/terrapin/terrapin/toolchain/bmthrift/bmstate"
 	"github.com/terrapin/terrapin/toolchain/bmthrift/gen/simple_pre_lag"
 	"github.com/terrapin/terrapin/toolchain/bmthrift/gen/simple_switch"
 	"github.com/terrapin/terrapin/toolchain/bmthrift/gen/standard"
 	"github.com/terrapin/terrapin/toolchain/device"
 	"github.com/terrapin/terrapin/toolchain/device/switchtarget"
 	"github.com/terrapin/terrapin/toolchain/engine"
+	"github.com/terrapin/terrapin/toolchain/pipeline"
 )
 
 // Config configures the Thrift runtime server.
@@ -73,6 +75,13 @@ func New(cfg Config) *Server {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Server{cfg: cfg, log: log}
+}
+
+// SetPipelineReplaced sets Config.PipelineReplaced (before Serve).
+func (s *Server) SetPipelineReplaced(f func(program []byte)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cfg.PipelineReplaced = f
 }
 
 // Listen opens the server's socket on addr (host:port), so that an
@@ -155,6 +164,12 @@ type view struct {
 	// value with bits past its prefix: BMv2 keeps them and dumps them).
 	written map[int]map[uint32]writtenKey
 	mc      *mcState
+	// the program's state dump layout (state.go), read when first needed
+	lay    *bmstate.Layout
+	layErr error
+	// the program's const entries by table name, as the JSON gives them
+	// (tables.go, declaredKey), read when first needed
+	declared map[string][]pipeline.TableEntry
 }
 
 type writtenKey struct {

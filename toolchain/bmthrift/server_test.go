@@ -113,6 +113,7 @@ type rig struct {
 	p4rt     p4v1.P4RuntimeClient
 	info     *p4configv1.P4Info
 	json     []byte
+	srv      *Server
 	mu       sync.Mutex
 	replaced [][]byte
 }
@@ -178,6 +179,7 @@ func newRigCPU(t *testing.T, cpuPort int) *rig {
 		r.mu.Unlock()
 		psrv.PipelineReplaced(js)
 	}})
+	r.srv = srv
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); _ = psrv.Serve(ctx, lis) }()
@@ -553,6 +555,81 @@ func TestIndirectSetDefault(t *testing.T) {
 		}
 		if got != tc.want {
 			t.Errorf("%s: default entry %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestDirectResourcesByIndex: direct counters and meters are named by the
+// entry handle's index, whatever its version, as BMv2 names them (a
+// handle whose index holds no entry is still invalid).
+func TestDirectResourcesByIndex(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	for i := byte(1); i <= 2; i++ {
+		if _, err := r.std.BmMtAddEntry(ctx, 0, "CliIngress.flows", standard.BmMatchParams{exact(mac(i)...)},
+			"CliIngress.policed_forward", standard.BmActionData{{i}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rates := []*standard.BmMeterRateConfig{{UnitsPerMicros: 0.25, BurstSize: 100}, {UnitsPerMicros: 0.5, BurstSize: 200}}
+	for _, tc := range []struct {
+		name string
+		h    standard.BmEntryHandle
+		want standard.TableOperationErrorCode
+	}{
+		{"current version", 1, 0},
+		{"another version", 0x05000001, 0},
+		{"no entry at the index", 7, standard.TableOperationErrorCode_INVALID_HANDLE},
+	} {
+		err := r.std.BmMtSetMeterRates(ctx, 0, "CliIngress.flows", tc.h, rates)
+		if tableCode(err) != tc.want || (tc.want == 0 && err != nil) {
+			t.Errorf("%s: set rates: %v, want %v", tc.name, err, tc.want)
+		}
+		got, err := r.std.BmMtGetMeterRates(ctx, 0, "CliIngress.flows", tc.h)
+		if tableCode(err) != tc.want || (tc.want == 0 && (err != nil || len(got) != 2 || got[1].BurstSize != 200)) {
+			t.Errorf("%s: get rates: %v %v", tc.name, got, err)
+		}
+	}
+	if _, err := r.std.BmMtAddEntry(ctx, 0, "CliIngress.acl", standard.BmMatchParams{ternary([]byte{8, 0}, []byte{0xff, 0})},
+		"CliIngress.acl_deny", nil, prio(1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.std.BmMtWriteCounter(ctx, 0, "CliIngress.acl", 0x01000000, &standard.BmCounterValue{Bytes: 70, Packets: 7}); err != nil {
+		t.Errorf("write counter by another version: %v", err)
+	}
+	if v, err := r.std.BmMtReadCounter(ctx, 0, "CliIngress.acl", 0x02000000); err != nil || v.Packets != 7 {
+		t.Errorf("read counter by another version: %v %v", v, err)
+	}
+}
+
+// TestClearKeepsIndirectDefault: table_clear without reset_default keeps
+// an indirect table's default member, as BMv2 does; with it, the default
+// goes.
+func TestClearKeepsIndirectDefault(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	if _, err := r.std.BmMtActProfAddMember(ctx, 0, "CliIngress.dst_profile", "CliIngress.forward", standard.BmActionData{{1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.std.BmMtIndirectSetDefaultMember(ctx, 0, "CliIngress.by_dst", 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.std.BmMtIndirectAddEntry(ctx, 0, "CliIngress.by_dst", standard.BmMatchParams{exact(mac(1)...)}, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, reset := range []bool{false, true} {
+		if err := r.std.BmMtClearEntries(ctx, 0, "CliIngress.by_dst", reset); err != nil {
+			t.Fatal(err)
+		}
+		d, err := r.std.BmMtGetDefaultEntry(ctx, 0, "CliIngress.by_dst")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if kept := d.ActionType == standard.BmActionEntryType_MBR_HANDLE && *d.MbrHandle == 0; kept == reset {
+			t.Errorf("reset_default %v: default %v", reset, d)
+		}
+		if n, _ := r.std.BmMtGetNumEntries(ctx, 0, "CliIngress.by_dst"); n != 0 {
+			t.Errorf("reset_default %v: %d entries left", reset, n)
 		}
 	}
 }

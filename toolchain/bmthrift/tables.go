@@ -71,6 +71,11 @@ func (h *std) table(name string) (*tbl, error) {
 	if err != nil {
 		return nil, tableErr(standard.TableOperationErrorCode_INVALID_TABLE_NAME)
 	}
+	return v.table(name)
+}
+
+// table resolves a table of v by name.
+func (v *view) table(name string) (*tbl, error) {
 	id, ok := v.pl.Lookup(engine.KindTable, name)
 	if !ok {
 		return nil, tableErr(standard.TableOperationErrorCode_INVALID_TABLE_NAME)
@@ -185,9 +190,59 @@ func (t *tbl) key(params standard.BmMatchParams) ([]pipeline.Match, error) {
 		default:
 			return nil, bad
 		}
+		if kf.Mask != nil && m.Value != nil {
+			// BMv2 masks the key with the program's static masks
+			m.Value = andBytes(m.Value, kf.Mask)
+		}
 		out[i] = m
 	}
 	return out, nil
+}
+
+// andBytes is a & b (of one length).
+func andBytes(a, b []byte) []byte {
+	out := append([]byte(nil), a...)
+	for i := range out {
+		if i < len(b) {
+			out[i] &= b[i]
+		}
+	}
+	return out
+}
+
+// storedKey is params as BMv2 keeps and reads back a key: each value in
+// its field's width (the first byte masked to it), masked by the program's
+// static mask, a ternary value by its mask too; an lpm value keeps its bits
+// past the prefix.
+func (t *tbl) storedKey(params standard.BmMatchParams) standard.BmMatchParams {
+	out := make(standard.BmMatchParams, len(params))
+	for i, p := range params {
+		kf := t.info.Keys[i]
+		w := kf.Bitwidth
+		static := func(v []byte) []byte {
+			v = fitBytes(v, w)
+			if kf.Mask != nil {
+				v = andBytes(v, kf.Mask)
+			}
+			return v
+		}
+		q := &standard.BmMatchParam{Type: p.Type}
+		switch {
+		case p.Exact != nil:
+			q.Exact = &standard.BmMatchParamExact{Key: static(p.Exact.Key)}
+		case p.Lpm != nil:
+			q.Lpm = &standard.BmMatchParamLPM{Key: static(p.Lpm.Key), PrefixLength: p.Lpm.PrefixLength}
+		case p.Ternary != nil:
+			m := fitBytes(p.Ternary.Mask, w)
+			q.Ternary = &standard.BmMatchParamTernary{Key: andBytes(static(p.Ternary.Key), m), Mask: m}
+		case p.Range != nil:
+			q.Range = &standard.BmMatchParamRange{Start: static(p.Range.Start), End_: fitBytes(p.Range.End_, w)}
+		case p.Valid != nil:
+			q.Valid = &standard.BmMatchParamValid{Key: p.Valid.Key}
+		}
+		out[i] = q
+	}
+	return out
 }
 
 func allZero(b []byte) bool {
@@ -291,14 +346,46 @@ func (t *tbl) entry(e pipeline.TableEntry) (*standard.BmMtEntry, error) {
 	key := t.thriftKey(e.Match)
 	if w, ok := t.v.written[t.id][e.Handle]; ok && w.norm == keyString(e.Match) {
 		key = w.params
+	} else if e.Const {
+		t.declaredKey(e, key)
 	}
 	ae, err := t.actionEntry(e.Action, e.Indirect, true)
 	if err != nil {
 		return nil, err
 	}
 	prio := t.bmPriority(e)
-	return &standard.BmMtEntry{MatchKey: key, Options: &standard.BmAddEntryOptions{Priority: &prio},
-		EntryHandle: standard.BmEntryHandle(e.Handle), ActionEntry: ae}, nil
+	be := &standard.BmMtEntry{MatchKey: key, Options: &standard.BmAddEntryOptions{Priority: &prio},
+		EntryHandle: standard.BmEntryHandle(e.Handle), ActionEntry: ae}
+	if t.info.SupportTimeout {
+		// as BMv2: the entry's life is shown once it has a timeout
+		if ms, since, err := t.v.pl.EntryTimeout(t.id, e.Handle); err == nil && ms != 0 {
+			be.Life = &standard.BmMtEntryLife{TimeoutMs: int32(ms), TimeSinceHitMs: int32(min(since, math.MaxInt32))}
+		}
+	}
+	return be, nil
+}
+
+// declaredKey puts into key, the Thrift key of e (one of the program's
+// const entries), the lpm values as the JSON gives them: BMv2 keeps an lpm
+// key's bits past its prefix, the engine clears them. The program's
+// entries have handles 0, 1, ... in the JSON's order.
+func (t *tbl) declaredKey(e pipeline.TableEntry, key standard.BmMatchParams) {
+	if t.v.declared == nil {
+		t.v.declared = t.v.pl.Schema().ConstEntries
+	}
+	decl := t.v.declared[t.info.Name]
+	i := int(e.Handle & 0xffffff)
+	if i >= len(decl) || len(decl[i].Match) != len(key) {
+		return
+	}
+	for j, p := range key {
+		if p.Lpm != nil {
+			p.Lpm.Key = fitBytes(decl[i].Match[j].Value, t.info.Keys[j].Bitwidth)
+			if m := t.info.Keys[j].Mask; m != nil {
+				p.Lpm.Key = andBytes(p.Lpm.Key, m)
+			}
+		}
+	}
 }
 
 func (t *tbl) actionEntry(a pipeline.ActionCall, ref pipeline.IndirectRef, ok bool) (*standard.BmActionEntry, error) {
@@ -364,14 +451,20 @@ func (h *std) BmMtClearEntries(_ context.Context, _ int32, table string, resetDe
 		return err
 	}
 	def, hasDef, _ := t.v.pl.DefaultAction(t.id)
+	ref, _ := t.v.pl.DefaultIndirect(t.id)
 	if err := t.v.pl.ClearTable(t.id); err != nil {
 		return tableErrOf(err, standard.TableOperationErrorCode_ERROR)
 	}
 	delete(t.v.written, t.id)
-	if !resetDefault && hasDef {
-		// BMv2 keeps the default entry unless told to reset it; the
-		// engine's clear restores the program's.
-		_ = t.v.pl.SetDefaultAction(t.id, def)
+	if !resetDefault {
+		// BMv2 keeps the default entry (an indirect table's default
+		// member or group too) unless told to reset it; the engine's
+		// clear restores the program's.
+		if ref.Kind != pipeline.IndirectNone {
+			_ = t.v.pl.SetDefaultIndirect(t.id, ref)
+		} else if hasDef {
+			_ = t.v.pl.SetDefaultAction(t.id, def)
+		}
 	}
 	return nil
 }
@@ -384,10 +477,18 @@ func (h *std) add(t *tbl, params standard.BmMatchParams, e pipeline.TableEntry) 
 	if err := t.v.pl.AddEntry(t.id, e); err != nil {
 		return 0, tableErrOf(err, standard.TableOperationErrorCode_BAD_MATCH_KEY)
 	}
+	hd, err := t.remember(params, e)
+	return hd, tableErrOf(err, standard.TableOperationErrorCode_ERROR)
+}
+
+// remember keeps the key of the entry just added as written, where it
+// differs from the engine's, and returns the entry's handle.
+func (t *tbl) remember(params standard.BmMatchParams, e pipeline.TableEntry) (standard.BmEntryHandle, error) {
 	got, err := t.v.pl.ReadEntry(t.id, e.Match, e.Priority)
 	if err != nil {
-		return 0, tableErrOf(err, standard.TableOperationErrorCode_ERROR)
+		return 0, err
 	}
+	params = t.storedKey(params)
 	if !keyEqual(t.thriftKey(got.Match), params) {
 		if t.v.written[t.id] == nil {
 			t.v.written[t.id] = map[uint32]writtenKey{}
@@ -542,15 +643,25 @@ func (h *std) BmMtModifyEntry(_ context.Context, _ int32, table string, hd stand
 	return tableErrOf(t.v.pl.ModifyEntry(t.id, e), standard.TableOperationErrorCode_BAD_ACTION_DATA)
 }
 
-// Entry ageing (table_set_timeout) is not implemented: BMv2 needs the
-// table to support timeouts (support_timeout), which p4c sets only for
-// tables with idle_timeout, and then notifies over nanomsg.
-func (h *std) BmMtSetEntryTTL(_ context.Context, _ int32, table string, _ standard.BmEntryHandle, _ int32) error {
+// BmMtSetEntryTTL sets an entry's ageing timeout (table_set_timeout), in
+// tables that support timeouts (support_timeout; others: AGEING_DISABLED),
+// naming the entry by its handle's index as BMv2 does. The timeout is
+// kept, shown (table_dump's "Life") and dumped; BMv2 reports entries idle
+// past it on its nanomsg notifications socket, which terrapin-switch does
+// not serve, and deletes nothing: nor does terrapin-switch.
+func (h *std) BmMtSetEntryTTL(_ context.Context, _ int32, table string, hd standard.BmEntryHandle, ms int32) error {
 	defer h.lock()()
-	if _, err := h.table(table); err != nil {
+	t, err := h.table(table)
+	if err != nil {
 		return err
 	}
-	return tableErr(standard.TableOperationErrorCode_AGEING_DISABLED)
+	if !t.info.SupportTimeout {
+		return tableErr(standard.TableOperationErrorCode_AGEING_DISABLED)
+	}
+	if err := t.v.pl.SetEntryTimeout(t.id, uint32(hd), uint32(ms)); err != nil {
+		return tableErr(standard.TableOperationErrorCode_INVALID_HANDLE)
+	}
+	return nil
 }
 
 func (h *std) BmMtIndirectSetEntryTTL(ctx context.Context, cxt int32, table string, hd standard.BmEntryHandle, ms int32) error {

@@ -208,7 +208,18 @@ func (tx *Txn) AddEntry(tableID int, e pipeline.TableEntry) error {
 	if err != nil {
 		return err
 	}
-	return t.add(tx.state(t), e)
+	return t.add(tx.state(t), e, nil)
+}
+
+// AddEntryAt inserts an entry with the entry handle h (index and version),
+// as a restored BMv2 state dump gives it; AddEntry's errors, and
+// CodeAlreadyExists if an entry has h's index.
+func (tx *Txn) AddEntryAt(tableID int, e pipeline.TableEntry, h uint32) error {
+	t, err := tx.pl.table(tableID)
+	if err != nil {
+		return err
+	}
+	return t.add(tx.state(t), e, &h)
 }
 
 // ModifyEntry replaces the action of the entry with the same match and
@@ -278,6 +289,11 @@ func (tx *Txn) SetDefaultIndirect(tableID int, ref pipeline.IndirectRef) error {
 // AddEntry inserts an entry (see Txn.AddEntry).
 func (pl *Pipeline) AddEntry(tableID int, e pipeline.TableEntry) error {
 	return pl.Batch(func(tx *Txn) error { return tx.AddEntry(tableID, e) })
+}
+
+// AddEntryAt inserts an entry with a given handle (see Txn.AddEntryAt).
+func (pl *Pipeline) AddEntryAt(tableID int, e pipeline.TableEntry, h uint32) error {
+	return pl.Batch(func(tx *Txn) error { return tx.AddEntryAt(tableID, e, h) })
 }
 
 // ModifyEntry replaces an entry's action (see Txn.ModifyEntry).

@@ -13,6 +13,7 @@ import (
 	"container/heap"
 	"errors"
 	"sort"
+	"sync/atomic"
 
 	"github.com/terrapin/terrapin/toolchain/pipeline"
 )
@@ -22,6 +23,7 @@ import (
 var (
 	ErrInvalidHandle = errors.New("invalid entry handle")
 	ErrExpiredHandle = errors.New("expired entry handle")
+	ErrHandleInUse   = errors.New("entry handle in use")
 )
 
 func handleOf(version uint8, index uint32) uint32 { return uint32(version)<<24 | index }
@@ -64,6 +66,36 @@ func (hs *handles) alloc(id string) uint32 {
 	}
 	hs.ids[i] = id
 	return handleOf(hs.versions[i], i)
+}
+
+// allocAt gives the entry of identity id the handle h (index and version),
+// as BMv2 does when it restores a state dump: the indexes below h's that
+// were never given out become free, with version 0.
+func (hs *handles) allocAt(id string, h uint32) error {
+	if hs.ids == nil {
+		hs.ids = map[uint32]string{}
+	}
+	i := handleIndex(h)
+	if _, used := hs.ids[i]; used {
+		return ErrHandleInUse
+	}
+	if i < hs.next {
+		for k, f := range hs.free {
+			if f == i {
+				heap.Remove(&hs.free, k)
+				break
+			}
+		}
+	}
+	for ; hs.next <= i; hs.next++ {
+		hs.versions = append(hs.versions, 0)
+		if hs.next < i {
+			heap.Push(&hs.free, hs.next)
+		}
+	}
+	hs.versions[i] = uint8(h >> 24)
+	hs.ids[i] = id
+	return nil
 }
 
 // release frees h's index and bumps its version.
@@ -109,6 +141,24 @@ func (pl *Pipeline) EntryByHandle(tableID int, h uint32) (pipeline.TableEntry, e
 	return t.export(en), nil
 }
 
+// EntryAtIndex returns the entry at handle h's index, whatever h's
+// version: BMv2 names an entry's direct counter, direct meter and ageing
+// timeout by the index alone.
+func (pl *Pipeline) EntryAtIndex(tableID int, h uint32) (pipeline.TableEntry, error) {
+	t, err := pl.table(tableID)
+	if err != nil {
+		return pipeline.TableEntry{}, err
+	}
+	pl.mu.Lock()
+	i := handleIndex(h)
+	var cur uint32
+	if int(i) < len(t.hnd.versions) {
+		cur = handleOf(t.hnd.versions[i], i)
+	}
+	pl.mu.Unlock()
+	return pl.EntryByHandle(tableID, cur|i)
+}
+
 // EntriesByHandle returns the table's entries in the order of their
 // handles' indexes, the order BMv2 dumps a table in.
 func (pl *Pipeline) EntriesByHandle(tableID int) ([]pipeline.TableEntry, error) {
@@ -118,4 +168,59 @@ func (pl *Pipeline) EntriesByHandle(tableID int) ([]pipeline.TableEntry, error) 
 	}
 	sort.SliceStable(es, func(i, j int) bool { return handleIndex(es[i].Handle) < handleIndex(es[j].Handle) })
 	return es, nil
+}
+
+// entryLife is an entry's ageing state in a table that supports timeouts
+// (support_timeout): the timeout a control plane set (BMv2's
+// table_set_timeout; 0: none) and when the entry was last hit (or added,
+// or given its timeout), on the pipeline clock.
+type entryLife struct {
+	timeoutMs atomic.Uint32
+	lastHit   atomic.Int64 // ns
+}
+
+// SetEntryTimeout sets the ageing timeout of the entry at handle h's index
+// (whatever h's version, as BMv2) and restarts its idle time. The engine
+// deletes nothing: the timeout is what the control plane reads back
+// (EntryTimeout) and what a state dump holds.
+func (pl *Pipeline) SetEntryTimeout(tableID int, h uint32, ms uint32) error {
+	en, err := pl.entryAtIndex(tableID, h)
+	if err != nil {
+		return err
+	}
+	en.life.timeoutMs.Store(ms)
+	en.life.lastHit.Store(pl.clock())
+	return nil
+}
+
+// EntryTimeout returns the ageing timeout of the entry at handle h's index
+// and the milliseconds since it was last hit.
+func (pl *Pipeline) EntryTimeout(tableID int, h uint32) (timeoutMs uint32, sinceHitMs uint64, err error) {
+	en, err := pl.entryAtIndex(tableID, h)
+	if err != nil {
+		return 0, 0, err
+	}
+	since := max(pl.clock()-en.life.lastHit.Load(), 0)
+	return en.life.timeoutMs.Load(), uint64(since / 1e6), nil
+}
+
+func (pl *Pipeline) entryAtIndex(tableID int, h uint32) (*entry, error) {
+	t, err := pl.table(tableID)
+	if err != nil {
+		return nil, err
+	}
+	if !t.ageing {
+		return nil, errf(CodeFailedPrecondition, "table %s does not support timeouts", t.info.Name)
+	}
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	id, ok := t.hnd.ids[handleIndex(h)]
+	if !ok {
+		return nil, ErrInvalidHandle
+	}
+	en := t.state.Load().byID.get(shardOfString(t.seed, id), id)
+	if en == nil || en.life == nil {
+		return nil, ErrInvalidHandle
+	}
+	return en, nil
 }

@@ -204,6 +204,7 @@ type jTable struct {
 	Selector        *jSelector         `json:"selector"`
 	MaxSize         int                `json:"max_size"`
 	WithCounters    bool               `json:"with_counters"`
+	SupportTimeout  bool               `json:"support_timeout"`
 	Key             []jKey             `json:"key"`
 	ActionIDs       []int              `json:"action_ids"`
 	Actions         []string           `json:"actions"`

@@ -347,6 +347,9 @@ func (n *tableNode) exec(p *Packet) cfNode {
 		if t.directCounter != nil {
 			en.counter.add(uint64(p.ingressLen))
 		}
+		if en.life != nil {
+			en.life.lastHit.Store(p.meterTime())
+		}
 		if dm := t.directMeter; dm != nil && dm.result != nil && en.meter != nil {
 			color := en.meter.execute(dm.input(p), p.meterTime())
 			t.writeColor(p, uint64(color))

@@ -20,6 +20,9 @@ type profileMember struct {
 type profileState struct {
 	members map[uint32]*profileMember
 	groups  map[uint32][]uint32
+	// one more than the highest member and group id used since the
+	// profile was last reset (BMv2's profile sizes: ProfileSlots)
+	memberSlots, groupSlots uint32
 }
 
 type actionProfile struct {
@@ -47,7 +50,8 @@ func (c *closureBuilder) compileProfile(jap *jActionProfile) (*actionProfile, er
 }
 
 func (ps *profileState) clone() *profileState {
-	n := &profileState{members: make(map[uint32]*profileMember, len(ps.members)), groups: make(map[uint32][]uint32, len(ps.groups))}
+	n := &profileState{members: make(map[uint32]*profileMember, len(ps.members)), groups: make(map[uint32][]uint32, len(ps.groups)),
+		memberSlots: ps.memberSlots, groupSlots: ps.groupSlots}
 	for k, v := range ps.members {
 		n.members[k] = v
 	}
@@ -119,6 +123,7 @@ func (pl *Pipeline) SetProfileMember(profileID int, member uint32, a pipeline.Ac
 		return errf(CodeResourceExhausted, "action profile %s is full (%d members)", ap.name, ap.maxSize)
 	}
 	ps.members[member] = &profileMember{act: act, data: ad}
+	ps.memberSlots = max(ps.memberSlots, member+1)
 	ap.state.Store(ps)
 	return nil
 }
@@ -189,6 +194,7 @@ func (pl *Pipeline) SetProfileGroup(profileID int, group uint32, members []uint3
 		seen[m] = true
 	}
 	ps.groups[group] = append([]uint32(nil), members...)
+	ps.groupSlots = max(ps.groupSlots, group+1)
 	ap.state.Store(ps)
 	return nil
 }
@@ -225,6 +231,60 @@ func (pl *Pipeline) ProfileGroups(profileID int) (map[uint32][]uint32, error) {
 		out[id] = append([]uint32(nil), ms...)
 	}
 	return out, nil
+}
+
+// ProfileSlots returns one more than the highest member id and group id
+// an action profile has held since it was last reset (ResetProfile,
+// SetProfileSlots): the sizes of BMv2's per-handle arrays of a profile,
+// which grow with the handles given out and shrink only on a reset.
+func (pl *Pipeline) ProfileSlots(profileID int) (members, groups uint32, err error) {
+	ap, err := pl.profile(profileID)
+	if err != nil {
+		return 0, 0, err
+	}
+	ps := ap.state.Load()
+	return ps.memberSlots, ps.groupSlots, nil
+}
+
+// SetProfileSlots sets what ProfileSlots answers (a restored state's),
+// at least one more than the highest id the profile holds.
+func (pl *Pipeline) SetProfileSlots(profileID int, members, groups uint32) error {
+	ap, err := pl.profile(profileID)
+	if err != nil {
+		return err
+	}
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	ps := ap.state.Load().clone()
+	ps.memberSlots, ps.groupSlots = members, groups
+	for id := range ps.members {
+		ps.memberSlots = max(ps.memberSlots, id+1)
+	}
+	for id := range ps.groups {
+		ps.groupSlots = max(ps.groupSlots, id+1)
+	}
+	ap.state.Store(ps)
+	return nil
+}
+
+// ResetProfile empties an action profile (members, groups, ProfileSlots);
+// it fails while a table entry or default uses one of its members or
+// groups.
+func (pl *Pipeline) ResetProfile(profileID int) error {
+	ap, err := pl.profile(profileID)
+	if err != nil {
+		return err
+	}
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	for _, t := range ap.tables {
+		st := t.state.Load()
+		if st.defRef.Kind != pipeline.IndirectNone || st.byID.n > 0 {
+			return errf(CodeFailedPrecondition, "table %s still uses action profile %s", t.info.Name, ap.name)
+		}
+	}
+	ap.state.Store(&profileState{members: map[uint32]*profileMember{}, groups: map[uint32][]uint32{}})
+	return nil
 }
 
 func (ap *actionProfile) referenced(ref pipeline.IndirectRef) bool {

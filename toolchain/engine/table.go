@@ -120,6 +120,7 @@ type entry struct {
 	data    *actionData
 	counter *counterCell // shared by the versions of a modified entry
 	meter   *meterCell
+	life    *entryLife           // ageing tables: timeout and last hit
 	ref     pipeline.IndirectRef // indirect tables: member or group (act is nil)
 	seq     uint64
 	isConst bool
@@ -170,6 +171,7 @@ type table struct {
 
 	directCounter *counterArray
 	directMeter   *meterArray
+	ageing        bool           // support_timeout: entries have a timeout and a last hit
 	profile       *actionProfile // indirect tables
 
 	// declared are the JSON "entries" with their values as the JSON writes
@@ -204,7 +206,9 @@ func (c *closureBuilder) compileTable(jt *jTable) (*table, error) {
 		lpmIdx:       -1,
 		seed:         maphash.MakeSeed(),
 	}
-	t.info = pipeline.TableInfo{Name: jt.Name, ID: jt.ID, MaxSize: jt.MaxSize, ActionIDs: append([]int(nil), jt.ActionIDs...)}
+	t.info = pipeline.TableInfo{Name: jt.Name, ID: jt.ID, MaxSize: jt.MaxSize, ActionIDs: append([]int(nil), jt.ActionIDs...),
+		SupportTimeout: jt.SupportTimeout}
+	t.ageing = jt.SupportTimeout
 	c.where = "table " + jt.Name
 	defer func() { c.where = "" }()
 	switch jt.Type {
@@ -307,6 +311,8 @@ func (c *closureBuilder) compileTable(jt *jTable) (*table, error) {
 				kf.smaskB = make([]byte, kf.nbytes)
 				mv.FillBytes(kf.smaskB)
 			}
+			kf.info.Mask = make([]byte, kf.nbytes)
+			new(big.Int).And(mv, new(big.Int).Sub(bigPow2(kf.nbytes*8), big.NewInt(1))).FillBytes(kf.info.Mask)
 		}
 		kf.koff = t.keyLen
 		t.keyLen += kf.nbytes
@@ -677,17 +683,23 @@ func (t *table) checkAction(a pipeline.ActionCall) (*action, *actionData, error)
 // Writers hold pl.mu and work on a private clone of the state (st), which
 // the caller publishes.
 
-func (t *table) add(st *tableState, e pipeline.TableEntry) error {
+// add inserts e; at, when not nil, is the handle it must have (a state
+// being restored), else it gets the lowest free one.
+func (t *table) add(st *tableState, e pipeline.TableEntry, at *uint32) error {
 	if t.info.Immutable {
 		return errf(CodePermissionDenied, "table %s has const entries", t.info.Name)
 	}
 	if len(t.keys) == 0 {
 		return errf(CodeInvalidArgument, "table %s has no key; set its default action instead", t.info.Name)
 	}
-	return t.insert(st, e, false)
+	return t.insertAt(st, e, false, at)
 }
 
 func (t *table) insert(st *tableState, e pipeline.TableEntry, isConst bool) error {
+	return t.insertAt(st, e, isConst, nil)
+}
+
+func (t *table) insertAt(st *tableState, e pipeline.TableEntry, isConst bool, at *uint32) error {
 	norm, id, err := t.identity(e.Match, e.Priority)
 	if err != nil {
 		return err
@@ -728,8 +740,19 @@ func (t *table) insert(st *tableState, e pipeline.TableEntry, isConst bool) erro
 			}
 		}
 	}
+	if t.ageing {
+		en.life = &entryLife{}
+		en.life.lastHit.Store(t.pl.clock())
+	}
 	t.compileEntry(en)
-	en.handle = t.hnd.alloc(id)
+	if at != nil {
+		if err := t.hnd.allocAt(id, *at); err != nil {
+			return errf(CodeAlreadyExists, "table %s: handle %#x: %v", t.info.Name, *at, err)
+		}
+		en.handle = *at
+	} else {
+		en.handle = t.hnd.alloc(id)
+	}
 	st.byID.put(ids, id, en)
 	t.index(st, en)
 	return nil

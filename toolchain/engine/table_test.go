@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/terrapin/terrapin/toolchain/pipeline"
@@ -363,5 +365,111 @@ func TestIndirectDefault(t *testing.T) {
 	}
 	if ref, _ := pl.DefaultIndirect(tid); ref.Kind != pipeline.IndirectNone {
 		t.Errorf("after the reset: %+v", ref)
+	}
+}
+
+// TestAddEntryAt: entries restored with given handles (BMv2's state
+// dumps); the indexes below that were never given out become free with
+// version 0, and later entries take the lowest free index.
+func TestAddEntryAt(t *testing.T) {
+	tp := testProg{fields: [][]any{u("k", 16), u("k2", 16), u("c", 8)}, keys: []any{keyDef("exact", "k")}, actions: []map[string]any{setAction}}
+	pl := tp.load(t, Options{})
+	tid, _ := pl.Lookup(KindTable, "ingress.t")
+	entry := func(k uint16) pipeline.TableEntry {
+		return pipeline.TableEntry{Match: []pipeline.Match{{Value: b16(k)}}, Action: pipeline.ActionCall{ActionID: 1, Params: [][]byte{{byte(k)}}}}
+	}
+	steps := []struct {
+		key     uint16
+		at      int64 // -1: AddEntry
+		want    uint32
+		wantErr string
+	}{
+		{1, 0x03000002, 0x03000002, ""},
+		{2, 0x01000005, 0x01000005, ""},
+		{3, 0x00000002, 0, "handle in use"},
+		{3, -1, 0, ""},
+		{4, 0x00000001, 1, ""},
+		{5, -1, 3, ""},
+		{6, -1, 4, ""},
+		{7, -1, 6, ""},
+		{1, 0x00000009, 0, "already has this entry"},
+	}
+	for i, s := range steps {
+		var err error
+		if s.at < 0 {
+			err = pl.AddEntry(tid, entry(s.key))
+		} else {
+			err = pl.AddEntryAt(tid, entry(s.key), uint32(s.at))
+		}
+		if s.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), s.wantErr) {
+				t.Errorf("step %d: error %v, want %q", i, err, s.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		e, err := pl.ReadEntry(tid, entry(s.key).Match, 0)
+		if err != nil || e.Handle != s.want {
+			t.Errorf("step %d: handle %#x (%v), want %#x", i, e.Handle, err, s.want)
+		}
+	}
+	if _, err := pl.EntryByHandle(tid, 0x02000002); err == nil {
+		t.Error("a stale version of a restored handle is accepted")
+	}
+}
+
+// TestEntryTimeout: in a table with support_timeout, an entry's ageing
+// timeout is set by its handle's index (any version), read back with the
+// time since the entry was last hit, added or given its timeout; tables
+// without support_timeout refuse.
+func TestEntryTimeout(t *testing.T) {
+	var now int64
+	clock := func() int64 { return now }
+	for _, ageing := range []bool{true, false} {
+		tp := testProg{fields: [][]any{u("k", 16), u("k2", 16), u("c", 8)}, keys: []any{keyDef("exact", "k")},
+			actions: []map[string]any{setAction}, tableMore: map[string]any{"support_timeout": ageing}}
+		pl := tp.load(t, Options{Clock: clock})
+		tid, _ := pl.Lookup(KindTable, "ingress.t")
+		if info, _ := pl.Table(tid); info.SupportTimeout != ageing {
+			t.Fatalf("SupportTimeout %v, want %v", info.SupportTimeout, ageing)
+		}
+		now = 1e9
+		if err := pl.AddEntry(tid, pipeline.TableEntry{Match: []pipeline.Match{{Value: b16(7)}},
+			Action: pipeline.ActionCall{ActionID: 1, Params: [][]byte{{3}}}}); err != nil {
+			t.Fatal(err)
+		}
+		err := pl.SetEntryTimeout(tid, 0x05000000, 500)
+		if !ageing {
+			if err == nil {
+				t.Error("a table without support_timeout takes a timeout")
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, step := range []struct {
+			advance int64
+			hit     bool
+			since   uint64
+		}{
+			{250e6, false, 250},
+			{100e6, true, 0},
+			{40e6, false, 40},
+		} {
+			now += step.advance
+			if step.hit {
+				run1(t, pl, []byte{0, 7, 0, 0, 0})
+			}
+			ms, since, err := pl.EntryTimeout(tid, 0)
+			if err != nil || ms != 500 || since != step.since {
+				t.Errorf("after %d ns (hit %v): timeout %d, %d ms since hit (%v); want 500, %d", step.advance, step.hit, ms, since, err, step.since)
+			}
+		}
+		if _, _, err := pl.EntryTimeout(tid, 3); !errors.Is(err, ErrInvalidHandle) {
+			t.Errorf("no entry at index 3: %v", err)
+		}
 	}
 }

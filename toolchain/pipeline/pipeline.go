@@ -53,6 +53,10 @@ type KeyFieldInfo struct {
 	Target   string
 	Kind     MatchKind
 	Bitwidth int
+	// Mask is the key element's static mask (BMv2 JSON "mask", p4c's for
+	// a key on a slice or a masked expression), (Bitwidth+7)/8 bytes; nil
+	// when none. Added after the first publication of this API.
+	Mask []byte
 }
 
 // ParamInfo describes one action parameter (control-plane action data).
@@ -97,6 +101,10 @@ type TableInfo struct {
 	// ActionProfile names the table's action profile or selector ("" for
 	// direct tables); entries then carry TableEntry.Indirect.
 	ActionProfile string
+	// SupportTimeout is true when the table's entries may be given an
+	// ageing timeout (BMv2 JSON support_timeout, P4 support_timeout).
+	// Added after the first publication of this API.
+	SupportTimeout bool
 }
 
 // CounterInfo describes a counter array (indirect) or a direct counter.

@@ -41,6 +41,7 @@ type options struct {
 	rtPriority    int
 	ringMB        int
 	translations  string // --translation-file
+	restoreState  string // --restore-state
 	help          bool
 	version       bool
 	ignored       []string
@@ -73,6 +74,11 @@ Options (as simple_switch_grpc):
   --log-file FILE              log to FILE instead
   --pcap [DIR]                 write IFACE_in.pcap / IFACE_out.pcap per port in
                                DIR (default: current directory)
+  --restore-state FILE         install the state in FILE (a state dump, as
+                               serialize_state writes it, of this switch or of
+                               BMv2) at start, into the program given; a dump
+                               of another program or a malformed one stops the
+                               switch (exit 1)
   -h, --help                   this text
   -v, --version                print the version
 
@@ -137,7 +143,7 @@ Accepted and ignored for compatibility: --nanolog, --notifications-addr,
 var ignoredWithValue = map[string]bool{
 	"--nanolog": true, "--notifications-addr": true, "--dump-packet-data": true,
 	"--max-port-count": true, "--packet-in": true, "--dp-grpc-server-addr": true,
-	"--debugger-addr": true, "--restore-state": false,
+	"--debugger-addr": true,
 }
 
 var ignoredFlags = map[string]bool{"--log-flush": true, "--debugger": true, "--enable-swap": true}
@@ -313,6 +319,8 @@ func parseArgs(args []string) (*options, error) {
 			}
 		case "--translation-file":
 			o.translations, err = next()
+		case "--restore-state":
+			o.restoreState, err = next()
 		case "--drop-port":
 			var v string
 			if v, err = next(); err == nil && v != "511" {
@@ -345,6 +353,9 @@ func parseArgs(args []string) (*options, error) {
 	}
 	if o.jsonPath != "" && o.noP4 {
 		return nil, errors.New("both a program and --no-p4 given")
+	}
+	if o.restoreState != "" && o.noP4 {
+		return nil, errors.New("--restore-state needs a program: the state is restored into the JSON given on the command line")
 	}
 	for p, r := range o.rates {
 		found := false

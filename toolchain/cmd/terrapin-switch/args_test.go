@@ -2,11 +2,13 @@ package main
 
 import (
 	"bytes"
+	"crypto/md5"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/terrapin/terrapin/toolchain/compiler"
 	"github.com/terrapin/terrapin/toolchain/device"
 	"github.com/terrapin/terrapin/toolchain/servertls"
 )
@@ -127,6 +129,26 @@ func TestParseArgs(t *testing.T) {
 			},
 		},
 		{name: "translation file missing its value", args: "--no-p4 --translation-file", wantErr: "--translation-file needs a value"},
+		{
+			name: "restore state, before the program",
+			args: "--restore-state s1.state build/basic.json",
+			check: func(t *testing.T, o *options) {
+				if o.restoreState != "s1.state" || o.jsonPath != "build/basic.json" {
+					t.Errorf("restore %q json %q", o.restoreState, o.jsonPath)
+				}
+			},
+		},
+		{
+			name: "restore state, = form after --",
+			args: "build/basic.json -- --restore-state=/tmp/s1.state",
+			check: func(t *testing.T, o *options) {
+				if o.restoreState != "/tmp/s1.state" {
+					t.Errorf("restore %q", o.restoreState)
+				}
+			},
+		},
+		{name: "restore state missing its value", args: "a.json --restore-state", wantErr: "--restore-state needs a value"},
+		{name: "restore state without a program", args: "--no-p4 --restore-state s1.state", wantErr: "--restore-state needs a program"},
 		{name: "I/O unknown", args: "--no-p4 --io dpdk", wantErr: "want afxdp, afpacket or auto"},
 		{name: "TLS file missing its value", args: "--no-p4 --grpc-server-ssl --grpc-server-key", wantErr: "--grpc-server-key needs a value"},
 		{name: "rt priority too high", args: "--no-p4 --rt-priority 99", wantErr: "0..98"},
@@ -163,7 +185,7 @@ func TestParseArgs(t *testing.T) {
 func TestHelpDocumentsEveryOption(t *testing.T) {
 	for _, opt := range []string{"--interface", "--no-p4", "--device-id", "--thrift-port", "--thrift-ip", "--log-console", "--log-level",
 		"--pcap", "--grpc-server-addr", "--cpu-port", "--priority-queues", "--port-rate", "--queue-capacity", "--metrics-addr", "--nice", "--rt-priority", "--tx", "--io",
-		"--grpc-server-ssl", "--grpc-server-cert", "--grpc-server-key", "--grpc-server-cacert", "--grpc-server-with-client-auth", "--translation-file"} {
+		"--grpc-server-ssl", "--grpc-server-cert", "--grpc-server-key", "--grpc-server-cacert", "--grpc-server-with-client-auth", "--translation-file", "--restore-state"} {
 		if !strings.Contains(usage, opt) {
 			t.Errorf("--help does not mention %s", opt)
 		}
@@ -191,6 +213,47 @@ func TestTranslationFileStartUp(t *testing.T) {
 		msg := stderr.String()
 		if strings.Count(msg, "\n") != 1 || !strings.HasPrefix(msg, "terrapin-switch: --translation-file ") || !strings.Contains(msg, tc.want) {
 			t.Errorf("%q, want one line saying %q", msg, tc.want)
+		}
+	}
+}
+
+// TestRestoreStateStartUp: a state dump that cannot be read, is of another
+// program or is malformed stops the switch before it serves anything, exit
+// status 1, with one line naming the file and what is wrong.
+func TestRestoreStateStartUp(t *testing.T) {
+	dir := t.TempDir()
+	res, errs := compiler.Compile(compiler.Options{Program: "../../../scripts/thrift-cli/cli_compare.p4"})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	prog := filepath.Join(dir, "prog.json")
+	if err := os.WriteFile(prog, res.JSON, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sum := md5.Sum(res.JSON)
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	other := md5.Sum([]byte("{}"))
+	for _, tc := range []struct{ name, file, want string }{
+		{"missing", filepath.Join(dir, "missing.state"), "no such file"},
+		{"another program", write("other.state", "06062016_0\n"+string(other[:])+"\n"), "does not match the program"},
+		{"another version", write("version.state", "06062017_0\n"+string(sum[:])+"\n"), "incompatible version"},
+		{"truncated", write("short.state", "06062016_0\n"+string(sum[:])+"\n"), "ends early"},
+		{"garbage", write("garbage.state", "06062016_0\n"+string(sum[:])+"\nnot a table\n"), "names table"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run([]string{prog, "--thrift-port", "0", "--restore-state", tc.file}, &stdout, &stderr)
+		if code != 1 {
+			t.Errorf("%s: exit %d, want 1", tc.name, code)
+		}
+		msg := stderr.String()
+		if strings.Count(msg, "\n") != 1 || !strings.HasPrefix(msg, "terrapin-switch: --restore-state ") || !strings.Contains(msg, tc.want) {
+			t.Errorf("%s: %q, want one line saying %q", tc.name, msg, tc.want)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -169,6 +170,23 @@ func serve(o *options, log *slog.Logger, tlsServer *servertls.Server, translatio
 		}
 		log.Info("program loaded", "json", o.jsonPath)
 	}
+	// BMv2's Thrift runtime's state; it restores a state dump before
+	// anything serves, as BMv2 does.
+	tsrv := bmthrift.New(bmthrift.Config{Target: target, Device: dev, DeviceID: o.deviceID, ThriftPort: o.thriftPort, Logger: log})
+	if o.restoreState != "" {
+		b, err := os.ReadFile(o.restoreState)
+		if err != nil {
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
+			return fmt.Errorf("--restore-state %s: %w", o.restoreState, err)
+		}
+		if err := tsrv.RestoreState(b); err != nil {
+			return fmt.Errorf("--restore-state %s: %w", o.restoreState, err)
+		}
+		log.Info("state restored", "file", o.restoreState)
+	}
 	if translations != nil {
 		log.Info("P4Runtime type translation file", "file", o.translations, "uris", strings.Join(translations.URIs(), ","))
 	}
@@ -206,8 +224,7 @@ func serve(o *options, log *slog.Logger, tlsServer *servertls.Server, translatio
 	go func() { errc <- srv.Serve(ctx, lis) }()
 	running := 2
 	if thriftSock != nil {
-		tsrv := bmthrift.New(bmthrift.Config{Target: target, Device: dev, DeviceID: o.deviceID, ThriftPort: o.thriftPort,
-			Logger: log, PipelineReplaced: srv.PipelineReplaced})
+		tsrv.SetPipelineReplaced(srv.PipelineReplaced)
 		go func() { errc <- tsrv.Serve(ctx, thriftSock) }()
 		running++
 		log.Info("Thrift runtime", "addr", bmthrift.Addr(thriftSock).String())
