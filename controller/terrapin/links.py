@@ -303,6 +303,10 @@ class LinkWatch:
         # Let the sends begin before the round judges (a send that completes at once has).
         await asyncio.sleep(0)
 
+    def _is_heard(self, switch: str, now: float) -> bool:
+        heard = self._heard.get(switch)
+        return heard is not None and now - heard <= self._config.down_after_ms / 1000
+
     def _delivering(self, switch: str, now: float) -> bool:
         sent = self._delivered.get(switch)
         return sent is not None and now - sent <= self._config.down_after_ms / 1000
@@ -417,6 +421,14 @@ class LinkWatch:
                         # heals frees each connection's held writes at its own retransmission)
                         sent_since = self._delivered_since[sender.switch]
                         sent_until = self._delivered[sender.switch]
+                    elif self._is_heard(sender.switch, now):
+                        # None of the sender's probes arrive anywhere, yet its neighbours'
+                        # probes reach it: its trunks carry them, and what is missing is its
+                        # PacketOuts, held between this controller and it. A round trip
+                        # (reach) does not show them through: it goes on a gRPC stream of its
+                        # own and overtakes them. Its trunks are judged from the directions
+                        # into it, which a cut silences too.
+                        continue
                     elif self._reach is None:
                         sent_since, sent_until = 0.0, now
                     elif sender.switch in self._reached_since:

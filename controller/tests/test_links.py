@@ -401,3 +401,29 @@ def test_a_switch_gone_at_a_takeover_takes_its_trunks_down_at_once() -> None:
     ring.watch.reset()  # a takeover
     ring.away.add("s2")  # killed meanwhile: no stream, as primary or backup
     assert ring.run_for(10) == [frozenset({ring.trunk("s1", "s2"), ring.trunk("s2", "s3")})]
+
+
+def test_a_switch_whose_packet_outs_lag_behind_an_answered_round_trip_takes_no_trunk_down() -> None:
+    """Found by `make chaos` (seed 7, --duration 1800, terrapin-switch, 2026-12-03 at 600 s):
+    0.3 s after a partition between the primary c0 and the switches healed, ucb answered a round
+    trip (a CapabilitiesRequest, on a gRPC stream of its own) while the probes written to it
+    still waited behind the partition's backlog on its StreamChannel; both of ucb's trunks were
+    judged down, every channel from ucb downed, and the three measured channels lost 2.5 s of
+    packets. Probes from the neighbours kept reaching ucb: its trunks carried them."""
+    ring = Ring()
+    ring.run_for(100)
+
+    async def s1_held_but_answering(switch: str, frame: bytes, port: int) -> None:
+        if switch == "s1":
+            return  # waiting in the stream, though s1 answers round trips
+        await Ring.send(ring, switch, frame, port)
+
+    ring.watch._send = s1_held_but_answering
+    assert ring.run_for(500) == [] and ring.watch.down == frozenset()
+    # a trunk of s1 cut meanwhile is found from the direction into s1
+    cut = ring.trunk("s1", "s2")
+    ring.cut.add(cut)
+    assert ring.run_for(60) == [frozenset({cut})]
+    ring.watch._send = ring.send
+    ring.cut.clear()
+    assert ring.run_for(300) == [frozenset()]

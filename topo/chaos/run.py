@@ -114,7 +114,10 @@ class Watchers:
     def _watch_health(self) -> None:
         while not self._stop.is_set():
             for c in self.run.controllers:
-                status, body, _ = ask(c.rest_url, self.run.token, "GET", "/health", timeout=1.0)
+                try:
+                    status, body, _ = ask(c.rest_url, self.run.token, "GET", "/health", timeout=1.0)
+                except Exception:  # whatever a dying replica answers, it did not answer
+                    status, body = 0, None
                 role = (body.get("replication") or {}).get("role") if isinstance(body, dict) else None
                 self.health.append(Seen(time.time(), c.replica or "", status, role))
             self._stop.wait(WATCH_EVERY_S)

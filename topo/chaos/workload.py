@@ -12,6 +12,7 @@ or the connection timed out) is recorded with status 0.
 
 from __future__ import annotations
 
+import http.client
 import json
 import random
 import ssl
@@ -79,8 +80,10 @@ def ask(
         except ValueError:
             decoded = text.decode(errors="replace")
         return error.code, decoded, error.headers.get("Retry-After")
-    except (OSError, ValueError) as error:  # refused, reset, timed out; a truncated reply
-        return 0, str(error), None
+    except (OSError, ValueError, http.client.HTTPException) as error:
+        # refused, reset, timed out; a reply cut short (a replica killed mid-answer: its body
+        # shorter than its Content-Length is an IncompleteRead, no OSError)
+        return 0, str(error) or type(error).__name__, None
 
 
 class Workload:

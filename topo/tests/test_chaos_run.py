@@ -24,7 +24,7 @@ from topo.chaos.nemesis import Fault
 from topo.chaos.report import in_band_problems, in_band_timeouts, unknown_outcome_problems
 from topo.chaos.run import Seen, Watchers
 from topo.chaos.traffic import Channel, Judged, Measured, alarm_problems
-from topo.chaos.workload import History, Replica, Workload
+from topo.chaos.workload import History, Replica, Workload, ask
 from topo.experiment import FlowRun, PacketTiming
 
 
@@ -328,3 +328,51 @@ def test_a_channel_down_after_a_fault_of_its_path_is_promised_nothing_until_acti
     c.follow([moved(1.2, 1, "ucla", "ucsd", "ucb", state="down")])
     judged = traffic.judge(c, flow_run([(1.0, 1.2)]), [cut], None)
     assert any("no packet got through again" in p for p in judged.problems)
+
+
+class CutShort(BaseHTTPRequestHandler):
+    """A replica killed mid-answer: its headers promise more body than it sends."""
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", "100")
+        self.end_headers()
+        self.wfile.write(b'{"sta')
+        self.wfile.flush()
+        self.close_connection = True
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_a_reply_cut_short_is_no_answer_and_the_health_watch_goes_on() -> None:
+    """Found by `make chaos` (seed 7, --duration 1800, terrapin-switch, 2026-12-03 at 1778 s): a
+    replica killed while answering /health left a body shorter than its Content-Length; the
+    IncompleteRead (no OSError) ended the health watch's thread, so the 6 s the replica was down
+    next were not known and 62 requests to it counted as unanswered by a replica that was up."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), CutShort)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        status, why, _ = ask(url, "t", "GET", "/health", timeout=2.0)
+        assert status == 0 and "IncompleteRead" in str(why)
+
+        class Controller:
+            rest_url, replica = url, "c0"
+
+        class Run:
+            controllers, token = [Controller()], "t"
+
+        watchers = Watchers(Run())  # type: ignore[arg-type]
+        health = threading.Thread(target=watchers._watch_health, daemon=True)
+        health.start()
+        time.sleep(0.6)
+        assert health.is_alive()
+        watchers._stop.set()
+        health.join(timeout=2.0)
+        assert len(watchers.health) >= 2 and all(s.status == 0 for s in watchers.health)
+        assert watchers.down_spans()["c0"]
+    finally:
+        server.shutdown()
