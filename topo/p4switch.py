@@ -61,7 +61,7 @@ JITTER_ENV = "TERRAPIN_JITTER_US"
 # milliseconds, and every probe is a packet it does not forward: one per 100 ms, a trunk cut
 # after a second of silence.
 SWITCH_LINK_WATCH: dict[str, dict[str, float]] = {
-    "terrapin": {"probe_interval_ms": 10, "down_after_ms": 100, "up_after_ms": 500},
+    "terrapin": {"probe_interval_ms": 25, "down_after_ms": 250, "up_after_ms": 500},
     "bmv2": {"probe_interval_ms": 100, "down_after_ms": 1_000, "up_after_ms": 2_000},
 }
 

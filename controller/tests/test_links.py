@@ -427,3 +427,48 @@ def test_a_switch_whose_packet_outs_lag_behind_an_answered_round_trip_takes_no_t
     ring.watch._send = ring.send
     ring.cut.clear()
     assert ring.run_for(300) == [frozenset()]
+
+
+def test_the_carrier_is_read_every_tick_though_the_probes_go_out_once_an_interval() -> None:
+    """Probing every 10 ms cost the controller enough CPU on two cores to slow its restorations
+    (E11: done 43-177 ms after the cut) and to hold a probe past down_after (a trunk nobody cut
+    went down and the video flapped back); probing less often must not slow what the ports
+    report. With probes a second apart, a port that loses its carrier takes its trunk down
+    within a few carrier ticks, and meanwhile one round of probes has gone out."""
+    ring = Ring()
+    ring.watch._clock = time.monotonic
+    ring.watch._config = LinksConfig(
+        probe_interval_ms=1000, down_after_ms=3000, up_after_ms=100, connect_grace_ms=1000
+    )
+    sent: list[float] = []
+    deliver = ring.send
+
+    async def counted(switch: str, frame: bytes, port: int) -> None:
+        sent.append(time.monotonic())
+        await deliver(switch, frame, port)
+
+    ring.watch._send = counted
+    changes: list[tuple[float, frozenset[Trunk]]] = []
+
+    async def on_change(down: frozenset[Trunk]) -> None:
+        changes.append((time.monotonic(), down))
+
+    async def scenario() -> float:
+        task = asyncio.create_task(ring.watch.run(on_change))
+        await asyncio.sleep(0.3)
+        darkened = time.monotonic()
+        ring.dark.add(PortId("s1", 2))
+        while not changes and time.monotonic() - darkened < 0.6:
+            await asyncio.sleep(0.005)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        return darkened
+
+    darkened = asyncio.run(scenario())
+    trunk_ports = 2 * len(ring.topology.trunks)
+    assert changes, "the dark port was not seen before the next probe round"
+    at, down = changes[0]
+    assert down == frozenset({ring.topology.trunk_at(PortId("s1", 2))})
+    assert at - darkened < 0.5
+    assert len(sent) == trunk_ports  # one round: the next is not due for a second

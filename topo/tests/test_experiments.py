@@ -15,6 +15,7 @@ import pytest
 
 import experiments.run
 from experiments.e3_allocated_rate import RateRun, buffer_occupancy, judge_delay
+from experiments.e11_cut import outage_ms
 from experiments.harness import Promise, most_over_envelope, stall_slack
 from experiments.run import section, select, write_report
 from terrapin.admission.model import JUMPING_WINDOW, MOVING_WINDOW, ChannelEnvelope, Policer
@@ -419,3 +420,23 @@ def test_each_experiment_says_how_many_runs_it_took_and_two_retried_fail_the_run
         assert f"{tag} demo: pass  [{n} run{'s' if n > 1 else ''}" in out
     assert out.rstrip().endswith(line)
     assert ("needed more than one run (E1, E2)" in out) == (code == 1)
+
+
+@pytest.mark.parametrize(
+    ("fates", "outage"),
+    [
+        # a packet slipped through while the cut darkened the ends; the loss after it counts
+        ([(5, True), (15, False), (25, False), (40, True), (50, True)], 40.0),
+        # nothing sent after the cut was lost: no outage
+        ([(-5, False), (10, True), (20, True)], 0.0),
+        # lost to the end: never back
+        ([(10, True), (20, False)], None),
+        # before the cut does not count
+        ([(-10, False), (-1, False), (12, False), (30, True)], 30.0),
+    ],
+)
+def test_e11s_outage_runs_from_the_cut_to_the_first_packet_through_after_the_last_lost(
+    fates: list[tuple[int, bool]], outage: float | None
+) -> None:
+    ms = 1_000_000
+    assert outage_ms([(at * ms, arrived) for at, arrived in fates], 0) == outage
