@@ -54,9 +54,11 @@ JITTER_ENV = "TERRAPIN_JITTER_US"
 
 # How the controller's link watch probes each kind of switch (its `links:` section;
 # docs/controller.md "Trunks"). terrapin-switch reports a port's lost carrier over gNMI within
-# milliseconds, so a cut is found by that; its probes find the silent failures, a trunk silent
-# for 100 ms (at 35 ms, a headless browser's load on two cores held some probes 40-51 ms and
-# took trunks down that were not cut). BMv2 serves no gNMI and forwards a few thousand
+# milliseconds (the watch reads it every 10 ms), so a cut is found by that; its probes find the
+# silent failures, a trunk silent for 250 ms (at 35 ms, a headless browser's load on two cores
+# held some probes 40-51 ms, at 100 ms E11's flood and a machine stall one for 103 ms, and took
+# trunks down that were not cut; probing every 10 ms cost the controller enough CPU to slow
+# E11's restorations to 177 ms). BMv2 serves no gNMI and forwards a few thousand
 # packets/s through one ingress queue, where a flood can hold a probe for hundreds of
 # milliseconds, and every probe is a packet it does not forward: one per 100 ms, a trunk cut
 # after a second of silence.

@@ -339,8 +339,8 @@ class LinksConfig(_Strict):
     after connect_grace_ms: until then nothing is known of them, and they count as up."""
 
     enabled: bool = True
-    probe_interval_ms: float = Field(default=10.0, ge=1, le=60_000)
-    down_after_ms: float = Field(default=100.0, ge=1, le=600_000)
+    probe_interval_ms: float = Field(default=25.0, ge=1, le=60_000)
+    down_after_ms: float = Field(default=250.0, ge=1, le=600_000)
     up_after_ms: float = Field(default=500.0, ge=0, le=600_000)
     connect_grace_ms: float = Field(default=10_000.0, ge=0, le=600_000)
 
