@@ -62,7 +62,7 @@ from terrapin.store import (
     StoreUnavailable,
     Transaction,
 )
-from terrapin.switches import SwitchUnavailable, entry_for_hop, not_primary
+from terrapin.switches import entry_for_hop, not_primary, unanswered
 
 LOG = logging.getLogger("terrapin.reservations")
 
@@ -365,7 +365,7 @@ class ReservationService:
             await remove_path(self.programmer, self.entries(record))
             LOG.warning("path setup for %s failed and was rolled back: %s", key, exc)
             port = next(h.port for h in allocation.hops if h.port.switch == exc.switch)
-            outage = isinstance(exc.cause, SwitchUnavailable) or not self.programmer.is_ready(exc.switch)
+            outage = unanswered(exc.cause) or not self.programmer.is_ready(exc.switch)
             cause = str(exc.cause) or type(exc.cause).__name__
             if not_primary(exc.cause):
                 # The switch has another primary: the lease is changing hands (this replica's

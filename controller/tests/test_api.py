@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import finsy as fy
+import grpc
 import pytest
 from fakes import RESERVATION, FakeFabric, chain_config
 from fastapi.testclient import TestClient
@@ -311,6 +312,31 @@ def test_a_write_refused_for_want_of_primacy_is_503(api: Api, monkeypatch: pytes
     r = client.post("/reservations", json=BODY, headers=TOKEN)
     assert r.status_code == 503 and r.headers["retry-after"], r.text
     assert "another primary" in r.json()["message"]
+    assert_nothing_reserved(fab, ctl)
+
+
+@pytest.mark.parametrize("code", [grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED])
+def test_a_write_the_switch_never_answered_is_503(
+    api: Api, monkeypatch: pytest.MonkeyPatch, code: grpc.StatusCode
+) -> None:
+    """Found by `make chaos` (seed 7, --duration 1800, 192.8 s in: a POST to c1 0.04 s after a
+    partition between c1 and the switches began): the write timed out while the switch's
+    stream still looked ready, and the set-up was answered 502 "switch error", as if the switch
+    had refused it. A switch that did not answer is away: 503 with Retry-After, nothing
+    reserved."""
+    client, fab, ctl = api
+    write = fab.install_channel
+
+    async def unanswered(entry: Any) -> None:
+        if entry.switch == "s2":
+            failed = grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), "no answer")
+            raise fy.P4ClientError(failed, "write")
+        await write(entry)
+
+    monkeypatch.setattr(fab, "install_channel", unanswered)
+    r = client.post("/reservations", json=BODY, headers=TOKEN)
+    assert r.status_code == 503 and r.headers["retry-after"], r.text
+    assert r.json()["error"] == "switch unavailable" and r.json()["switch"] == "s2"
     assert_nothing_reserved(fab, ctl)
 
 

@@ -19,7 +19,7 @@ Names and units come from docs/dataplane.md ("Controller-facing names"), by way 
 terrapin/p4program.py, which is tested against the compiled P4Info and constants.p4.
 """
 
-from terrapin.switches.batcher import not_primary
+from terrapin.switches.batcher import not_primary, unanswered
 from terrapin.switches.connection import SwitchUnavailable
 from terrapin.switches.encoding import QueueBound, entry_for_hop
 from terrapin.switches.entries import DesiredChannels, ReconcileReport
@@ -40,4 +40,5 @@ __all__ = [
     "SwitchUnavailable",
     "entry_for_hop",
     "not_primary",
+    "unanswered",
 ]

@@ -39,7 +39,7 @@ class SwitchUnavailable(Exception):
 
 
 # Codes of a request that got no answer from the switch itself.
-_NO_ANSWER = frozenset(
+NO_ANSWER = frozenset(
     {fy.GRPCStatusCode.UNAVAILABLE, fy.GRPCStatusCode.DEADLINE_EXCEEDED, fy.GRPCStatusCode.CANCELLED}
 )
 _P = ParamSpec("_P")
@@ -238,7 +238,7 @@ class SwitchConnections:
         try:
             await client.request(p4r.CapabilitiesRequest())
         except fy.P4ClientError as exc:
-            if exc.code in _NO_ANSWER:
+            if exc.code in NO_ANSWER:
                 raise
 
     def switch(self, name: str) -> fy.Switch:
