@@ -81,11 +81,14 @@ def losses_the_stalls_explain(
     return explained
 
 
-def late_outside_stalls(sent_ns: int, arrival_ns: int, bound_ms: float, stalls: Stalls | None) -> bool:
+def late_outside_stalls(
+    sent_ns: int, arrival_ns: int, bound_ms: float, stalls: Stalls | None, backlog_ns: int = 0
+) -> bool:
     """A packet took longer than `bound_ms` by more than the machine was stalled while it was in
-    flight (topo/stalls.py; without `stalls`, by any amount)."""
+    flight, or in the `backlog_ns` before it was sent, whose held packets it may wait behind
+    (topo/stalls.py; without `stalls`, by any amount)."""
     excess_ns = arrival_ns - sent_ns - bound_ms * 1e6
-    return excess_ns > 0 and (stalls is None or excess_ns > stalls.overlap(sent_ns, arrival_ns))
+    return excess_ns > 0 and (stalls is None or excess_ns > stalls.overlap(sent_ns - backlog_ns, arrival_ns))
 
 
 # ---- what the receivers saw ----------------------------------------------------------------------
@@ -280,15 +283,15 @@ class FlowRun:
         explained = losses_the_stalls_explain(sent, lost, stalls, policer, amount)
         return sum(1 for gone, why in zip(lost, explained, strict=True) if gone and not why)
 
-    def late_outside_stalls(self, bound_ms: float, stalls: Stalls | None) -> int:
+    def late_outside_stalls(self, bound_ms: float, stalls: Stalls | None, backlog_ns: int = 0) -> int:
         """Packets that took longer than `bound_ms` by more than the machine was stalled while
-        they were in flight (topo/stalls.py)."""
+        they were in flight, or in the `backlog_ns` before (topo/stalls.py)."""
         return sum(
             1
             for p in self.packets
             if p.sent_ns is not None
             and p.arrival_ns is not None
-            and late_outside_stalls(p.sent_ns, p.arrival_ns, bound_ms, stalls)
+            and late_outside_stalls(p.sent_ns, p.arrival_ns, bound_ms, stalls, backlog_ns)
         )
 
     def arrivals_ns(self) -> list[int]:

@@ -18,6 +18,13 @@ from pathlib import Path
 # Above the switch's forwarding threads (topo/p4switch.py RT_PRIORITY 20) and the senders (10),
 # below the stall witness's probes (topo/stalls.py, 90).
 SOFTIRQ_PRIORITY = 50
+# For runs whose load is the control plane rather than a flood (make chaos: replicas, PostgreSQL
+# and clients talking TCP over loopback, whose softirq work ksoftirqd/N carries too): above the
+# senders and every normal-priority process, below the switch's forwarding threads. At 50 that
+# loopback work preempted the switch: in two minutes of chaos its receive rings held frames over
+# 2 ms 109-271 times a port (up to 73 ms) and 1-3 measured packets a run were late; at 15, 14-52
+# times, and none late.
+SOFTIRQ_BELOW_SWITCH = 15
 
 
 def softirq_threads() -> list[int]:
@@ -32,14 +39,14 @@ def softirq_threads() -> list[int]:
 
 
 @contextlib.contextmanager
-def wire_first() -> Iterator[None]:
-    """ksoftirqd/N at SCHED_FIFO SOFTIRQ_PRIORITY for the block, then as they were. Without
-    the right to (not root), the block runs as the machine is."""
+def wire_first(priority: int = SOFTIRQ_PRIORITY) -> Iterator[None]:
+    """ksoftirqd/N at SCHED_FIFO `priority` for the block, then as they were. Without the right
+    to (not root), the block runs as the machine is."""
     before: dict[int, tuple[int, int]] = {}
     for pid in softirq_threads():
         try:
             before[pid] = (os.sched_getscheduler(pid), os.sched_getparam(pid).sched_priority)
-            os.sched_setscheduler(pid, os.SCHED_FIFO, os.sched_param(SOFTIRQ_PRIORITY))
+            os.sched_setscheduler(pid, os.SCHED_FIFO, os.sched_param(priority))
         except OSError:
             before.pop(pid, None)
     try:

@@ -9,7 +9,7 @@ import argparse
 import json
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,9 @@ class Outcome:
     traffic: list[Judged]
     settled_s: float
     deposed: list[str]  # writes under an earlier term that a switch or the store did not refuse
+    # each terrapin-switch's longest waits since it last started (topo/p4switch.py waits_summary):
+    # where a late packet with no stall of the machine waited
+    switch_waits: dict[str, str] = field(default_factory=dict)
 
 
 def write(
@@ -119,6 +122,7 @@ def write(
         # channels that lost their path and found none that admits them (others took the capacity)
         "down_at_end": sum(1 for r in stored if r["state"] == "down"),
         "traffic": [asdict(j) for j in outcome.traffic],
+        "switch_waits": outcome.switch_waits,
         "checks": checks,
         "verdict": "pass" if not problems else "FAIL",
         "faults": [
@@ -156,6 +160,8 @@ def write(
             f"traffic {j.name}: {j.received}/{j.sent} received, bound {j.bound_ms:.2f} ms; outside its fault"
             f" windows {j.lost_outside} lost, {j.late_outside} late; longest outage by fault: {outages}"
         )
+    for name, waits in sorted(outcome.switch_waits.items()):
+        print(f"switch waits {name}: {waits}")
     print(f"report: {out / 'chaos.json'}, plot: {out / 'chaos-timeline.png'}")
     print(f"chaos: {record['verdict']}")
     return 0 if not problems else 1

@@ -30,7 +30,7 @@ from topo.experiment import (
     read_flow_logs,
 )
 from topo.p4switch import REPO
-from topo.rtwire import SOFTIRQ_PRIORITY, reset, softirq_threads, wire_first
+from topo.rtwire import SOFTIRQ_BELOW_SWITCH, SOFTIRQ_PRIORITY, reset, softirq_threads, wire_first
 from topo.stalls import Stalls, witnessed
 
 EXACT = Promise(tolerance_us=0, delay_us=0)  # a channel through an exact switch, no delay
@@ -440,3 +440,25 @@ def test_e11s_outage_runs_from_the_cut_to_the_first_packet_through_after_the_las
 ) -> None:
     ms = 1_000_000
     assert outage_ms([(at * ms, arrived) for at, arrived in fates], 0) == outage
+
+
+@pytest.mark.parametrize(
+    ("backlog_ms", "late"),
+    [(0, True), (10, False)],  # a 10 ms stall ending 3 ms before the packet left; 6 ms late
+)
+def test_a_stall_just_before_a_packet_left_excuses_its_lateness_within_the_backlog(
+    backlog_ms: int, late: bool
+) -> None:
+    ms = 1_000_000
+    stall = Stalls.merged([[(100 * ms, 110 * ms)]])
+    packet = PacketTiming(frame=0, index=0, start_ns=113 * ms, sent_ns=113 * ms, arrival_ns=139 * ms)
+    run = FlowRun(5300, 200, [packet])
+    assert run.late_outside_stalls(20.0, stall, backlog_ms * ms) == int(late)
+
+
+def test_the_wire_can_run_below_the_switch() -> None:
+    """make chaos lifts the softirq threads only above the normal-priority processes (its load is
+    loopback TCP, which at 50 preempted the switch)."""
+    threads = softirq_threads()
+    with wire_first(SOFTIRQ_BELOW_SWITCH):
+        assert {os.sched_getparam(pid).sched_priority for pid in threads} == {SOFTIRQ_BELOW_SWITCH}
