@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from terrapin_tools.policers import PolicerModel, first_hop_policer
 from topo.network import PID_DIR, RestError, RunningNetwork, running, wait_ready
-from topo.p4switch import REPO, waits_summary
+from topo.p4switch import REPO, switch_waits
 from topo.plan import NetworkPlan
 from topo.rtwire import wire_first
 from topo.stalls import Stalls, witnessed
@@ -188,17 +188,10 @@ class Experiment:
             runner_pid.unlink(missing_ok=True)
 
     def _switch_waits(self, run: RunningNetwork) -> None:
-        """Each terrapin-switch's longest waits (topo/p4switch.py waits_summary) as figures, so
+        """Each terrapin-switch's longest waits (topo/p4switch.py switch_waits) as figures, so
         that a packet late with no stall of the machine can be placed in a switch afterwards."""
-        for switch in run.net.switches:
-            if getattr(switch, "kind", None) != "terrapin":
-                continue
-            try:
-                samples = switch.metrics()
-            except OSError as error:  # a switch the experiment stopped, or one that died
-                self.figure(f"switch_waits.{switch.name}", f"not read: {error}")
-                continue
-            self.figure(f"switch_waits.{switch.name}", waits_summary(samples))
+        for name, waits in switch_waits(run.net.switches).items():
+            self.figure(f"switch_waits.{name}", waits)
 
     @property
     def stalls(self) -> Stalls | None:

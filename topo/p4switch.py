@@ -21,7 +21,9 @@ import ssl
 import subprocess
 import time
 import urllib.request
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from mininet.node import Switch
 
@@ -357,3 +359,17 @@ def waits_summary(samples: dict[tuple[str, frozenset[tuple[str, str]]], float], 
     exhausted = int(sum(v for (m, _), v in samples.items() if m == "terrapin_rt_budget_exhausted_total"))
     parts.append(f"real-time budget exhausted {exhausted}x")
     return "; ".join(parts)
+
+
+def switch_waits(switches: Iterable[Any]) -> dict[str, str]:
+    """waits_summary of each terrapin-switch among `switches` (Mininet nodes), read from its
+    metrics now: since it last started. One that cannot be read (stopped, dead) says why."""
+    found = {}
+    for switch in switches:
+        if getattr(switch, "kind", None) != "terrapin":
+            continue
+        try:
+            found[switch.name] = waits_summary(switch.metrics())
+        except OSError as error:
+            found[switch.name] = f"not read: {error}"
+    return found

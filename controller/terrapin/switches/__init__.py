@@ -19,8 +19,8 @@ Names and units come from docs/dataplane.md ("Controller-facing names"), by way 
 terrapin/p4program.py, which is tested against the compiled P4Info and constants.p4.
 """
 
-from terrapin.switches.batcher import not_primary, unanswered
-from terrapin.switches.connection import SwitchUnavailable
+from terrapin.switches.batcher import not_primary
+from terrapin.switches.connection import SwitchUnavailable, unanswered
 from terrapin.switches.encoding import QueueBound, entry_for_hop
 from terrapin.switches.entries import DesiredChannels, ReconcileReport
 from terrapin.switches.fabric import SwitchFabric

@@ -14,7 +14,7 @@ from typing import Any
 import finsy as fy
 from finsy.proto import p4r
 
-from terrapin.switches.connection import NO_ANSWER, SwitchUnavailable, lost_stream_is_unavailable, read_raw
+from terrapin.switches.connection import SwitchUnavailable, lost_stream_is_unavailable, read_raw
 
 
 class WriteGate:
@@ -224,13 +224,3 @@ def not_primary(cause: BaseException | None) -> bool:
         return bool(cause.codes) and all(c == fy.GRPCStatusCode.PERMISSION_DENIED for c in cause.codes)
     return False
 
-
-def unanswered(cause: BaseException | None) -> bool:
-    """Whether a write failed for want of an answer from the switch (its connection lost, cut
-    off or timed out: gRPC UNAVAILABLE, DEADLINE_EXCEEDED, CANCELLED) rather than refused by it:
-    a switch that is away, not one that said no. While a partition between a replica and the
-    switches is young the stream still looks ready, and such a write was answered 502 (`make
-    chaos`, seed 7, 30 minutes: a POST 2.7 s into a partition of the primary from the switches)."""
-    if isinstance(cause, SwitchUnavailable):
-        return True
-    return isinstance(cause, fy.P4ClientError) and cause.code in NO_ANSWER
