@@ -109,6 +109,48 @@ func TestRTBudget(t *testing.T) {
 	}
 }
 
+// A thread preempted between its wake-up and its charge (the hypervisor
+// stalled the vCPU, a pacer ran) is charged what its CPU clock says it ran,
+// not the wall time: a 100 ms stall must not spend the budget.
+func TestRTBudgetChargesCPUTime(t *testing.T) {
+	const ms = int64(1e6)
+	tests := []struct {
+		name string
+		// each step: the thread wakes at wake, is charged at charge, and
+		// has run cpu ns of its own in between
+		steps         [][3]int64
+		wantSpent     bool
+		wantDemotions uint64
+	}{
+		{name: "stalled 100 ms while running 1 ms", steps: [][3]int64{{0, 100 * ms, 1 * ms}}},
+		{name: "stalls across short runs", steps: [][3]int64{{0, 30 * ms, 1 * ms}, {31 * ms, 60 * ms, 1 * ms}}},
+		{name: "a long real run still spends it", steps: [][3]int64{{0, 50 * ms, 45 * ms}}, wantSpent: true, wantDemotions: 1},
+		{name: "charges never fall below the CPU clock", steps: [][3]int64{
+			{0, 150e3, 100e3}, {1 * ms, 1*ms + 150e3, 100e3}, {2 * ms, 50 * ms, 41 * ms},
+		}, wantSpent: true, wantDemotions: 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newRTBudget(0)
+			var cpu int64
+			th := &fwdThread{b: b, cpuClock: func() int64 { return cpu }}
+			var end int64
+			for _, s := range tc.steps {
+				th.woke(s[0])
+				cpu += s[2]
+				th.charge(s[1])
+				end = s[1]
+			}
+			if spent := !th.mayBusyWait(end); spent != tc.wantSpent {
+				t.Errorf("spent %v, want %v (used %d ns)", spent, tc.wantSpent, b.used.Load())
+			}
+			if d := b.demotions.Load(); d != tc.wantDemotions {
+				t.Errorf("demotions %d, want %d", d, tc.wantDemotions)
+			}
+		})
+	}
+}
+
 func TestThreadName(t *testing.T) {
 	for _, tc := range []struct{ role, iface, want string }{
 		{"rx", "s1", "tp-rx-s1"},
