@@ -53,7 +53,13 @@ count_suite() { # SUITE EXIT-CODE START-SECONDS
         p=0; f=0
     fi
     if ((rc != 0 && f == 0)); then f=1; fi
-    if ((rc != 0)); then echo "  $name failed (exit $rc); log: $log"; tail -n 15 "$log" | sed 's/^/    /'; fi
+    if ((rc != 0)); then
+        echo "  $name failed (exit $rc); log: $log"
+        # CI keeps only this output: every failure line first (an experiment's failed first run
+        # scrolls out of the tail), then the tail.
+        grep -aE 'FAIL|Error|error:' "$log" | grep -av 'make\[' | tail -n 30 | cut -c1-600 | sed 's/^/    ! /'
+        tail -n 15 "$log" | sed 's/^/    /'
+    fi
     record "$name" "$p" "$f" $((SECONDS - start))
 }
 
