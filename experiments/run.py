@@ -238,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     for index, entry in enumerate(entries):
         progress.index, progress.entry_started = index, time.monotonic()
         failed_runs: list[str] = []
-        spikes_before = len(spikes)
+        spiked = 0  # of the failed runs, those during a load spike
         for attempt in range(1, max(1, args.attempts) + 1):
             before = cpu_ticks()
             verdict, log = run_one(entry, progress, extra, results)
@@ -254,7 +254,9 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
             failed_runs.append(verdict)
-            spikes += [entry.tag] if machine.load_spike else []
+            if machine.load_spike:
+                spiked += 1
+                spikes.append(entry.tag)
         runs = len(failed_runs) + 1
         verdict += f"  [{runs} run{'s' if runs > 1 else ''}"
         verdict += f"; {len(failed_runs)} failed before it, printed above" if failed_runs else ""
@@ -262,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
         print(verdict, flush=True)
         verdicts.append(verdict)
         attempts[entry.tag] = runs
-        if runs > 1 and len(spikes) - spikes_before < runs - 1:
+        if len(failed_runs) > spiked:
             unexplained.append(entry.tag)
     stop.set()
     report = write_report([e.tag for e in entries], args, started_at, results_dir(args.short))
