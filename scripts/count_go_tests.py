@@ -29,7 +29,9 @@ def main() -> int:
             continue
         pkg, test, action = event.get("Package", ""), event.get("Test", ""), event.get("Action")
         if action == "output":
-            output[(pkg, test)].append(event.get("Output", ""))
+            # A subtest's output goes with its top-level test, which is what is counted and
+            # echoed: a failing subtest's own message would otherwise be lost.
+            output[(pkg, test.split("/", 1)[0])].append(event.get("Output", ""))
         if not test:
             if action == "fail" and not any(p == pkg for p, _ in results):
                 broken_packages.add(pkg)
