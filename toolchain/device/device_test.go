@@ -430,8 +430,11 @@ func TestPacing(t *testing.T) {
 			// A pacer that is wrong (the wire overhead, the clock, the
 			// credit) is wrong on every attempt; a test host descheduled for
 			// tens of ms on a loaded 2-core machine spoils one. So the test
-			// fails only when three measurements in a row miss by over 1%.
-			const attempts = 3
+			// fails only when five measurements in a row miss by over 1%
+			// (three in a row missed once in a make test on AF_XDP, which
+			// then passed 4 runs of 4 alone; under sustained load the VM's
+			// host takes several % of its CPU in stalls of up to ~20 ms).
+			const attempts = 5
 			for attempt := 1; ; attempt++ {
 				errPct := measurePacing(t, d, h1, h2, tc.rate, tc.size)
 				if errPct <= 1 && errPct >= -1 {
