@@ -95,12 +95,7 @@ func TestRTBudget(t *testing.T) {
 				th.charge(p[1])
 				end = p[1]
 			}
-			if spent := !th.mayBusyWait(end); spent != tc.wantSpent {
-				t.Errorf("spent %v, want %v (used %d ns)", spent, tc.wantSpent, b.used.Load())
-			}
-			if d := b.demotions.Load(); d != tc.wantDemotions {
-				t.Errorf("demotions %d, want %d", d, tc.wantDemotions)
-			}
+			checkBudget(t, th, end, tc.wantSpent, tc.wantDemotions)
 		})
 	}
 	var none *fwdThread
@@ -144,13 +139,20 @@ func TestRTBudgetChargesCPUTime(t *testing.T) {
 				th.charge(s[1])
 				end = s[1]
 			}
-			if spent := !th.mayBusyWait(end); spent != tc.wantSpent {
-				t.Errorf("spent %v, want %v (used %d ns)", spent, tc.wantSpent, b.used.Load())
-			}
-			if d := b.demotions.Load(); d != tc.wantDemotions {
-				t.Errorf("demotions %d, want %d", d, tc.wantDemotions)
-			}
+			checkBudget(t, th, end, tc.wantSpent, tc.wantDemotions)
 		})
+	}
+}
+
+// checkBudget checks, at end, whether the budget of th is spent and how
+// many windows ran it out.
+func checkBudget(t *testing.T, th *fwdThread, end int64, wantSpent bool, wantDemotions uint64) {
+	t.Helper()
+	if spent := !th.mayBusyWait(end); spent != wantSpent {
+		t.Errorf("spent %v, want %v (used %d ns)", spent, wantSpent, th.b.used.Load())
+	}
+	if d := th.b.demotions.Load(); d != wantDemotions {
+		t.Errorf("demotions %d, want %d", d, wantDemotions)
 	}
 }
 
