@@ -14,8 +14,8 @@ ATTEMPTS=n runs a failed experiment again, up to n runs in all; make test uses 2
 spike on a shared machine. A verdict on a guarantee is judged on the first run: every
 experiment's line says how many runs it took and what the machine did meanwhile (the CPU time
 its host took, the stalls it saw), and the whole run fails if more than one experiment needed a
-second run without a measured load spike (docs/experiments.md). Each failed run's verdict stays in the output
-and its log in E<n>.attempt<k>.log.
+second run without a measured load spike (docs/experiments.md). Each failed run's verdict stays
+in the output and its log in E<n>.attempt<k>.log.
 """
 
 from __future__ import annotations
