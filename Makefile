@@ -5,7 +5,7 @@
 #   make test     every test suite, ending with one "N passed, M failed" line
 #   make thrift-cli   simple_switch_CLI on terrapin-switch: BMv2's CLI tests, outputs compared with simple_switch_grpc
 #   make conformance-compile   p4c's compile corpus: what p4c refuses refused, what it compiles loaded
-#   make experiments [ONLY=E3] [SHORT=1] [ATTEMPTS=3]   E1-E11 (the seeds' results and the cut) and build/results/report.html
+#   make experiments [ONLY=E3] [SHORT=1] [ATTEMPTS=3] [RUNS=10]  E1-E11 (the seeds' results and the cut) and build/results/report.html
 #   make jitter [SWITCH=bmv2]   how much the switch's delay outside its queues varies (its jitter_us)
 #   make fabric-ptf [PROFILE=fabric|...|all] [SWITCH=terrapin|bmv2|both]   SD-Fabric's own PTF suite (docs/fabric-ptf.md)
 #   make chaos [DURATION=300] [SEED=1] [FAULTS=a,b] [TOPO=sequoia-ring] [SWITCH=bmv2]   random faults under load, every promise checked
@@ -166,7 +166,7 @@ demo:
 	@SWITCH=$(SWITCH) bash scripts/demo.sh
 
 experiments:
-	@ONLY="$(ONLY)" SHORT="$(SHORT)" SWITCH=$(SWITCH) ATTEMPTS="$(ATTEMPTS)" bash scripts/experiments.sh
+	@ONLY="$(ONLY)" SHORT="$(SHORT)" SWITCH=$(SWITCH) ATTEMPTS="$(ATTEMPTS)" RUNS="$(RUNS)" bash scripts/experiments.sh
 
 # How much a switch's delay outside its queues varies (the jitter_us the controller is told):
 # experiments/jitter/measure.py, docs/controller.md "Jitter". SHORT=1: 3 s per background.

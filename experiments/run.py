@@ -2,7 +2,7 @@
 its phase, the time spent and an estimate of the time left, and writes build/results/report.html
 from what each wrote to build/results/E<n>.json.
 
-    make experiments [ONLY=E3,E5] [SHORT=1] [SWITCH=bmv2] [ATTEMPTS=3]
+    make experiments [ONLY=E3,E5] [SHORT=1] [SWITCH=bmv2] [ATTEMPTS=3] [RUNS=10]
 
 Each experiment is its own process (experiments/e<n>_*.py, started as a module from the
 repository root), so one that crashes or hangs is reported as FAIL and the rest still run. Its
@@ -15,7 +15,8 @@ spike on a shared machine. A verdict on a guarantee is judged on the first run: 
 experiment's line says how many runs it took and what the machine did meanwhile (the CPU time
 its host took, the stalls it saw), and the whole run fails if more than one experiment needed a
 second run without a measured load spike (docs/experiments.md). Each failed run's verdict stays
-in the output and its log in E<n>.attempt<k>.log.
+in the output and its log in E<n>.attempt<k>.log. RUNS=n runs the whole set n times in a row and
+appends every run's verdicts to series.txt beside the results (issue 33 asks for 10 in a row).
 """
 
 from __future__ import annotations
@@ -74,8 +75,8 @@ def select(only: str) -> list[Entry]:
 class Progress:
     """One status line: experiment i/n, its phase, elapsed and estimated time left."""
 
-    def __init__(self, entries: list[Entry], short: bool) -> None:
-        self.entries, self.short = entries, short
+    def __init__(self, entries: list[Entry], short: bool, series: str = "") -> None:
+        self.entries, self.short, self.series = entries, short, series
         self.started = time.monotonic()
         self.index, self.phase, self.entry_started = 0, "", self.started
         self.tty = sys.stderr.isatty()
@@ -94,7 +95,7 @@ class Progress:
             entry = self.entries[self.index]
             elapsed = time.monotonic() - self.started
             line = (
-                f"[{entry.tag} {self.index + 1}/{len(self.entries)}] {self.phase}"
+                f"[{self.series}{entry.tag} {self.index + 1}/{len(self.entries)}] {self.phase}"
                 f"  elapsed {clock(elapsed)}, about {clock(self.remaining())} left"
             )
             if self.tty:
@@ -217,6 +218,13 @@ def main(argv: list[str] | None = None) -> int:
         help="run a failed experiment again, up to this many runs in all (make test: 2); every"
         " failed run's verdict is printed and its log kept as E<n>.attempt<k>.log",
     )
+    parser.add_argument(
+        "--runs",
+        type=int,
+        default=int(os.environ.get("RUNS") or 1),
+        help="run the whole set this many times in a row (a series): each run's verdicts are"
+        " appended to series.txt in the results folder, and the series fails if any run did",
+    )
     args = parser.parse_args(argv)
     entries = select(args.only)
     if args.switch == "bmv2":
@@ -226,10 +234,57 @@ def main(argv: list[str] | None = None) -> int:
         entries = [e for e in entries if e.bmv2]
     results = results_dir(args.short, args.switch)
     results.mkdir(parents=True, exist_ok=True)
+    if args.runs <= 1:
+        _passed, failed, _lines = run_set(entries, args, results)
+        return 0 if failed == 0 else 1
+    return run_series(entries, args, results)
+
+
+def run_series(entries: list[Entry], args: argparse.Namespace, results: Path) -> int:
+    """`RUNS=n`: the whole set n times in a row, each run judged as a single one is. Every run's
+    lines are appended to series.txt as they come, so a series stopped part-way keeps what it
+    showed; the last lines say which runs passed."""
+    record = results / "series.txt"
+    command = f"make experiments SWITCH={args.switch} ATTEMPTS={args.attempts}" + (
+        " SHORT=1" if args.short else ""
+    )
+    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    with record.open("a") as out:
+        out.write(f"\n# series of {args.runs}: {command} ({stamp})\n")
+    outcomes = []
+    for run in range(1, args.runs + 1):
+        print(f"== run {run} of {args.runs} ==", flush=True)
+        started = time.strftime("%H:%M", time.gmtime())
+        passed, failed, lines = run_set(entries, args, results, series=f"run {run}/{args.runs} ")
+        outcome = f"run {run} ({started} UTC): {passed} passed, {failed} failed"
+        outcomes.append((outcome, failed == 0))
+        with record.open("a") as out:
+            out.write(f"## {outcome}\n" + "".join(f"{line}\n" for line in lines))
+    good = sum(1 for _outcome, ok in outcomes if ok)
+    summary = f"series: {good} of {args.runs} runs passed"
+    with record.open("a") as out:
+        out.write(f"{summary}\n")
+    shown = record.relative_to(REPO) if record.is_relative_to(REPO) else record
+    print("\n".join(outcome for outcome, _ok in outcomes))
+    print(f"{summary} (every run's verdicts: {shown})")
+    return 0 if good == args.runs else 1
+
+
+def run_set(
+    entries: list[Entry], args: argparse.Namespace, results: Path, series: str = ""
+) -> tuple[int, int, list[str]]:
+    """Runs each experiment (again, up to ATTEMPTS runs, when it fails); (passed, failed, the
+    verdict lines and the run's last lines as printed)."""
     extra = [f"--switch={args.switch}", *(["--short"] if args.short else [])]
-    progress = Progress(entries, args.short)
+    progress = Progress(entries, args.short, series)
     stop = threading.Event()
     threading.Thread(target=progress.tick, args=(stop,), daemon=True).start()
+    printed: list[str] = []
+
+    def say(line: str) -> None:
+        print(line, flush=True)
+        printed.append(line)
+
     verdicts = []
     attempts: dict[str, int] = {}  # tag: runs it took
     spikes: list[str] = []  # a tag for each failed run during a load spike
@@ -249,10 +304,7 @@ def main(argv: list[str] | None = None) -> int:
             kept = results / f"{entry.tag}.attempt{attempt}.log"
             (REPO / log).replace(kept)
             kept = kept.relative_to(REPO) if kept.is_relative_to(REPO) else kept
-            print(
-                f"{verdict}  [run {attempt} of up to {args.attempts}; log {kept}; {machine}]",
-                flush=True,
-            )
+            say(f"{verdict}  [run {attempt} of up to {args.attempts}; log {kept}; {machine}]")
             failed_runs.append(verdict)
             if machine.load_spike:
                 spiked += 1
@@ -261,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
         verdict += f"  [{runs} run{'s' if runs > 1 else ''}"
         verdict += f"; {len(failed_runs)} failed before it, printed above" if failed_runs else ""
         verdict += f"; {machine}]"
-        print(verdict, flush=True)
+        say(verdict)
         verdicts.append(verdict)
         attempts[entry.tag] = runs
         if len(failed_runs) > spiked:
@@ -269,11 +321,11 @@ def main(argv: list[str] | None = None) -> int:
     stop.set()
     report = write_report([e.tag for e in entries], args, started_at, results_dir(args.short))
     print(f"report: {report.relative_to(REPO)}")
-    print("runs: " + ", ".join(f"{tag} {runs}" for tag, runs in attempts.items()))
+    say("runs: " + ", ".join(f"{tag} {runs}" for tag, runs in attempts.items()))
     passed = sum(1 for v in verdicts if ": pass" in v)
     failed = len(verdicts) - passed
     if spikes:
-        print(
+        say(
             f"load spikes (the host took {LOAD_SPIKE_STEAL_PCT:g}% of the CPU or more during a failed"
             f" run, not counted below): {', '.join(spikes)}"
         )
@@ -281,13 +333,13 @@ def main(argv: list[str] | None = None) -> int:
         # One retry the machine does not explain may be a spike it did not measure; two are a
         # guarantee judged by luck, which a run must not pass on.
         needed = ", ".join(unexplained)
-        print(
+        say(
             f"FAIL {len(unexplained)} experiments needed more than one run with no load spike"
             f" ({needed}): at most one may"
         )
         failed += 1
-    print(f"{passed} passed, {failed} failed")
-    return 0 if failed == 0 else 1
+    say(f"{passed} passed, {failed} failed")
+    return passed, failed, printed
 
 
 # ---- the report ----------------------------------------------------------------------------------

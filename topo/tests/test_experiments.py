@@ -468,6 +468,34 @@ def test_a_retry_after_a_measured_load_spike_does_not_count(
     assert ("(a load spike" in first) == (steal[0] >= experiments.run.LOAD_SPIKE_STEAL_PCT)
 
 
+def test_a_series_records_every_runs_verdicts_and_fails_if_any_run_did(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """RUNS=n (issue 33's ten in a row): each run is judged alone, with one run each (no retry
+    hides a failure), its lines go to series.txt, and one failed run fails the series."""
+    answers = iter(["pass", "pass", "pass", "FAIL lost 2 packets", "pass", "pass"])  # E1, E2 x3
+
+    def run_one(entry: Any, *_args: Any) -> tuple[str, str]:
+        log = tmp_path / f"{entry.tag}.log"
+        verdict = f"{entry.tag} demo: {next(answers)}"
+        log.write_text(verdict)
+        return verdict, str(log)
+
+    monkeypatch.setattr(experiments.run, "run_one", run_one)
+    monkeypatch.setattr(experiments.run, "results_dir", lambda *_args: tmp_path)
+    monkeypatch.setattr(experiments.run, "write_report", lambda *_args: REPO / "report.html")
+    assert experiments.run.main(["--only", "E1,E2", "--short", "--runs", "3"]) == 1
+    out = capsys.readouterr().out
+    assert "series: 2 of 3 runs passed" in out
+    record = (tmp_path / "series.txt").read_text()
+    assert "# series of 3: make experiments SWITCH=terrapin ATTEMPTS=1 SHORT=1" in record
+    runs = record.split("## run ")[1:]
+    assert len(runs) == 3 and all(" UTC): " in r for r in runs)
+    assert ["1 passed, 1 failed" in r for r in runs] == [False, True, False]
+    assert "E2 demo: FAIL lost 2 packets  [1 run;" in runs[1]
+    assert record.rstrip().endswith("series: 2 of 3 runs passed")
+
+
 @pytest.mark.parametrize(
     ("fates", "outage"),
     [
