@@ -3,7 +3,8 @@
 // each match kind runtime_CLI.py reads (exact, lpm, ternary, range), a
 // table with const entries, a table whose entries may age (support_timeout),
 // direct and indexed counters and meters, a register, an action profile, an
-// action selector and a parser value set.
+// action selector, a parser value set, and two custom CRCs (crc16_custom,
+// crc32_custom) whose results a register keeps.
 // Compiled by terrapin-p4c and loaded into both switches; the commands in
 // commands/*.txt are run against each and their outputs compared.
 #include <core.p4>
@@ -30,8 +31,10 @@ struct vs_key_t {
 }
 
 struct metadata_t {
-    bit<8> color;
-    bit<8> dcolor;
+    bit<8>  color;
+    bit<8>  dcolor;
+    bit<16> h16;
+    bit<32> h32;
 }
 
 parser CliParser(packet_in pkt, out headers_t hdr, inout metadata_t meta,
@@ -61,6 +64,7 @@ control CliIngress(inout headers_t hdr, inout metadata_t meta,
     counter(16, CounterType.packets_and_bytes) port_counter;
     meter(16, MeterType.packets) port_meter;
     register<bit<32>>(16) last_length;
+    register<bit<32>>(2) hashes;  // the custom CRCs of the last packet's addresses
     action_profile(4) dst_profile;
     action_selector(HashAlgorithm.crc16, 8, 16) src_selector;
 
@@ -141,6 +145,12 @@ control CliIngress(inout headers_t hdr, inout metadata_t meta,
         port_counter.count((bit<32>)sm.ingress_port);
         port_meter.execute_meter((bit<32>)sm.ingress_port, meta.color);
         last_length.write((bit<32>)sm.ingress_port, sm.packet_length);
+        hash(meta.h16, HashAlgorithm.crc16_custom, (bit<16>)0,
+             { hdr.ethernet.dst, hdr.ethernet.src }, (bit<32>)65536);
+        hash(meta.h32, HashAlgorithm.crc32_custom, (bit<32>)0,
+             { hdr.ethernet.dst, hdr.ethernet.src }, (bit<64>)4294967296);
+        hashes.write(0, (bit<32>)meta.h16);
+        hashes.write(1, meta.h32);
         l2.apply();
         acl.apply();
         flows.apply();

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/md5"
 	"encoding/binary"
+	"errors"
 	"math"
 	"math/big"
 
@@ -513,15 +514,46 @@ func (h *std) BmLearningSetBufferSize(context.Context, int32, standard.BmLearnin
 	return learnErr()
 }
 
-// ---- custom hash parameters: the engine's crc16_custom / crc32_custom
-// and Toeplitz calculations have fixed parameters. ----
+// ---- custom hash parameters: a crc16_custom or crc32_custom calculation's
+// own polynomial, initial remainder, final xor and reflections (the
+// engine's SetCustomCRC). Toeplitz hashes are not an algorithm the engine
+// has. ----
 
-func (h *std) BmSetCrc16CustomParameters(context.Context, int32, string, *standard.BmCrc16Config) error {
-	return &standard.InvalidCrcOperation{Code: standard.CrcErrorCode_INVALID_CALCULATION_NAME}
+func (h *std) BmSetCrc16CustomParameters(_ context.Context, _ int32, name string, c *standard.BmCrc16Config) error {
+	if c == nil {
+		return &standard.InvalidCrcOperation{Code: standard.CrcErrorCode_INVALID_CONFIG}
+	}
+	return h.setCustomCRC(name, 16, pipeline.CRCParams{
+		Polynomial: uint64(uint16(c.Polynomial)), Initial: uint64(uint16(c.InitialRemainder)),
+		FinalXor: uint64(uint16(c.FinalXorValue)), ReflectData: c.DataReflected, ReflectRemainder: c.RemainderReflected,
+	})
 }
-func (h *std) BmSetCrc32CustomParameters(context.Context, int32, string, *standard.BmCrc32Config) error {
-	return &standard.InvalidCrcOperation{Code: standard.CrcErrorCode_INVALID_CALCULATION_NAME}
+
+func (h *std) BmSetCrc32CustomParameters(_ context.Context, _ int32, name string, c *standard.BmCrc32Config) error {
+	if c == nil {
+		return &standard.InvalidCrcOperation{Code: standard.CrcErrorCode_INVALID_CONFIG}
+	}
+	return h.setCustomCRC(name, 32, pipeline.CRCParams{
+		Polynomial: uint64(uint32(c.Polynomial)), Initial: uint64(uint32(c.InitialRemainder)),
+		FinalXor: uint64(uint32(c.FinalXorValue)), ReflectData: c.DataReflected, ReflectRemainder: c.RemainderReflected,
+	})
 }
+
+func (h *std) setCustomCRC(name string, width int, p pipeline.CRCParams) error {
+	defer h.lock()()
+	v, err := h.s.current()
+	if err != nil {
+		return &standard.InvalidCrcOperation{Code: standard.CrcErrorCode_INVALID_CALCULATION_NAME}
+	}
+	switch err := v.pl.SetCustomCRC(name, width, p); {
+	case errors.Is(err, engine.ErrNoCalculation):
+		return &standard.InvalidCrcOperation{Code: standard.CrcErrorCode_INVALID_CALCULATION_NAME}
+	case err != nil:
+		return &standard.InvalidCrcOperation{Code: standard.CrcErrorCode_WRONG_TYPE_CALCULATION}
+	}
+	return nil
+}
+
 func (h *std) BmSetToeplitzHashKey(context.Context, int32, string, standard.BmToeplitzHashKey) error {
 	return &standard.InvalidToeplitzHashOperation{Code: standard.ToeplitzHashErrorCode_INVALID_CALCULATION_NAME}
 }

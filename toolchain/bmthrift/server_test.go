@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"net"
 	"strings"
 	"sync"
@@ -630,6 +631,93 @@ func TestClearKeepsIndirectDefault(t *testing.T) {
 		}
 		if n, _ := r.std.BmMtGetNumEntries(ctx, 0, "CliIngress.by_dst"); n != 0 {
 			t.Errorf("reset_default %v: %d entries left", reset, n)
+		}
+	}
+}
+
+// crc16Bitwise is a 16-bit CRC by its definition (MSB first, no
+// reflection), for the one CRC-16 below that the standard library lacks.
+func crc16Bitwise(poly, init uint16, data []byte) uint16 {
+	r := init
+	for _, x := range data {
+		r ^= uint16(x) << 8
+		for range 8 {
+			if r&0x8000 != 0 {
+				r = r<<1 ^ poly
+			} else {
+				r <<= 1
+			}
+		}
+	}
+	return r
+}
+
+// TestCustomCRCParameters: set_crc16_parameters and set_crc32_parameters
+// (bm_set_crc{16,32}_custom_parameters) change what the program's
+// crc16_custom and crc32_custom hashes give the next packet, with
+// parameters whose top bit is set arriving as negative Thrift integers;
+// the wrong width or name is refused with BMv2's codes.
+func TestCustomCRCParameters(t *testing.T) {
+	r := newRigCPU(t, 64)
+	ctx := context.Background()
+	frame := []byte{0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 2, 0x08, 0x00}
+	addrs := frame[:12]
+	hashes := func() (uint64, uint64) {
+		t.Helper()
+		if err := r.dev.InjectPacketOut(frame); err != nil {
+			t.Fatal(err)
+		}
+		var got [2]uint64
+		for i := range got {
+			v, err := r.std.BmRegisterRead(ctx, 0, "CliIngress.hashes", int32(i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[i] = uint64(v)
+		}
+		return got[0], got[1]
+	}
+	h16, h32 := hashes()
+	if want := uint64(crc32.ChecksumIEEE(addrs)); h32 != want {
+		t.Errorf("crc32_custom before any change: %#x, want crc32's %#x", h32, want)
+	}
+	// CRC-16/CCITT-FALSE: polynomial 0x1021, initial remainder 0xFFFF (-1 as an i16)
+	if err := r.std.BmSetCrc16CustomParameters(ctx, 0, "calc", &standard.BmCrc16Config{
+		Polynomial: 0x1021, InitialRemainder: -1}); err != nil {
+		t.Fatal(err)
+	}
+	// CRC-32C: polynomial 0x1EDC6F41, both remainders 0xFFFFFFFF, reflected
+	if err := r.std.BmSetCrc32CustomParameters(ctx, 0, "calc_0", &standard.BmCrc32Config{
+		Polynomial: 0x1EDC6F41, InitialRemainder: -1, FinalXorValue: -1, DataReflected: true, RemainderReflected: true}); err != nil {
+		t.Fatal(err)
+	}
+	n16, n32 := hashes()
+	if want := uint64(crc16Bitwise(0x1021, 0xFFFF, addrs)); n16 != want || n16 == h16 {
+		t.Errorf("crc16_custom after set_crc16_parameters: %#x (before %#x), want %#x", n16, h16, want)
+	}
+	if want := uint64(crc32.Checksum(addrs, crc32.MakeTable(crc32.Castagnoli))); n32 != want {
+		t.Errorf("crc32_custom after set_crc32_parameters: %#x, want CRC-32C %#x", n32, want)
+	}
+	// CRC-16/ARC again, polynomial 0x8005 (negative as an i16): the value before
+	if err := r.std.BmSetCrc16CustomParameters(ctx, 0, "calc", &standard.BmCrc16Config{
+		Polynomial: -0x7ffb, DataReflected: true, RemainderReflected: true}); err != nil {
+		t.Fatal(err)
+	}
+	if back, _ := hashes(); back != h16 {
+		t.Errorf("crc16_custom set back to crc16's parameters: %#x, want %#x", back, h16)
+	}
+	for _, tc := range []struct {
+		name string
+		err  error
+		code standard.CrcErrorCode
+	}{
+		{"crc16 on a crc32_custom", r.std.BmSetCrc16CustomParameters(ctx, 0, "calc_0", &standard.BmCrc16Config{}), standard.CrcErrorCode_WRONG_TYPE_CALCULATION},
+		{"crc32 on a crc16_custom", r.std.BmSetCrc32CustomParameters(ctx, 0, "calc", &standard.BmCrc32Config{}), standard.CrcErrorCode_WRONG_TYPE_CALCULATION},
+		{"no such calculation", r.std.BmSetCrc16CustomParameters(ctx, 0, "nosuch", &standard.BmCrc16Config{}), standard.CrcErrorCode_INVALID_CALCULATION_NAME},
+	} {
+		var e *standard.InvalidCrcOperation
+		if !errors.As(tc.err, &e) || e.Code != tc.code {
+			t.Errorf("%s: %v, want %v", tc.name, tc.err, tc.code)
 		}
 	}
 }

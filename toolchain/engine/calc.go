@@ -39,6 +39,7 @@ type calculation struct {
 	name    string
 	algo    hashAlgo
 	algoNm  string
+	custom  *customCRC // crc16_custom, crc32_custom: parameters the control plane may change
 	inputs  []calcInput
 	payload bool
 	// afterHdrs are the deparser-ordered headers that follow the last
@@ -315,9 +316,9 @@ func algoRandom(p *Packet, _ []byte) uint64 { return p.random() }
 
 func lookupAlgo(name string) (hashAlgo, bool) {
 	switch strings.ToLower(name) {
-	case "crc16", "crc16_custom":
+	case "crc16":
 		return algoCRC16, true
-	case "crc32", "crc32_custom":
+	case "crc32":
 		return algoCRC32, true
 	case "crcccitt", "crc_ccitt":
 		return algoCRCCCITT, true
@@ -334,11 +335,16 @@ func lookupAlgo(name string) (hashAlgo, bool) {
 }
 
 func (c *closureBuilder) compileCalculation(jc *jCalculation, deparseOrder []int) (*calculation, error) {
+	var custom *customCRC
 	algo, ok := lookupAlgo(jc.Algo)
+	if width := customCRCWidth(strings.ToLower(jc.Algo)); width != 0 {
+		custom, algo = newCustomCRC(width)
+		ok = true
+	}
 	if !ok {
 		return nil, fmt.Errorf("calculation %s: unsupported algorithm %q", jc.Name, jc.Algo)
 	}
-	calc := &calculation{name: jc.Name, algo: algo, algoNm: jc.Algo}
+	calc := &calculation{name: jc.Name, algo: algo, algoNm: jc.Algo, custom: custom}
 	c.pl.calcs = append(c.pl.calcs, calc)
 	defer func() { calc.max = calc.maxBytes(c.lay) }()
 	ins, err := parseTVs(jc.Input)

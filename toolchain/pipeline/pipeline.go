@@ -324,3 +324,13 @@ type Schema struct {
 // ConstPriorityBase − p (ConstPriorityBase − n, n the entry's position, when
 // p is outside [0, ConstPriorityBase)), so p = ConstPriorityBase − stored.
 const ConstPriorityBase = 1 << 24
+
+// CRCParams are the parameters of a custom CRC (BMv2's crc16_custom and
+// crc32_custom calculations): the polynomial in normal (MSB-first) notation
+// without its top bit, the initial remainder, the value xored into the
+// final one, and whether each input byte and the final remainder are
+// bit-reversed.
+type CRCParams struct {
+	Polynomial, Initial, FinalXor uint64
+	ReflectData, ReflectRemainder bool
+}
