@@ -382,6 +382,34 @@ func TestSharedWithP4Runtime(t *testing.T) {
 		t.Errorf("Thrift's writes over P4Runtime: entry %v session %v: %v", sawEntry, sawSession, resp.Entities)
 	}
 
+	// P4Runtime reads the default action Thrift set, and the program's once
+	// Thrift resets it, as PI reads it from BMv2.
+	readDefault := func() *p4v1.Action {
+		t.Helper()
+		rs, err := r.p4rt.Read(ctx, &p4v1.ReadRequest{DeviceId: 1, Entities: []*p4v1.Entity{{Entity: &p4v1.Entity_TableEntry{
+			TableEntry: &p4v1.TableEntry{TableId: ids["CliIngress.l2"], IsDefaultAction: true}}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := rs.Recv()
+		if err != nil || len(resp.Entities) != 1 {
+			t.Fatalf("default entry read: %v %v", resp, err)
+		}
+		return resp.Entities[0].GetTableEntry().GetAction().GetAction()
+	}
+	if err := r.std.BmMtSetDefaultAction(ctx, 0, "CliIngress.l2", "CliIngress.forward", [][]byte{{0, 5}}); err != nil {
+		t.Fatal(err)
+	}
+	if a := readDefault(); a.GetActionId() != ids["CliIngress.forward"] || len(a.Params) != 1 || !bytes.Equal(a.Params[0].Value, []byte{5}) {
+		t.Errorf("P4Runtime read of a default Thrift set: %v", a)
+	}
+	if err := r.std.BmMtResetDefaultEntry(ctx, 0, "CliIngress.l2"); err != nil {
+		t.Fatal(err)
+	}
+	if a := readDefault(); a.GetActionId() != ids["CliIngress.drop"] {
+		t.Errorf("P4Runtime read of a default Thrift reset: %v", a)
+	}
+
 	// swap_configs: the new program forwards, mirroring sessions kept,
 	// P4Runtime told.
 	if err := r.std.BmSwapConfigs(ctx); err == nil {

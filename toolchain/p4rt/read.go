@@ -206,42 +206,49 @@ func (ps *pipelineState) entryProto(t *tableInfo, e *tableEntry, q *p4v1.TableEn
 
 func (ps *pipelineState) defaultEntryProto(t *tableInfo, ts *tableState) (*p4v1.TableEntry, error) {
 	te := &p4v1.TableEntry{TableId: t.id, IsDefaultAction: true}
-	if ts.clientDefault {
-		act, err := ps.clientDefault(t)
-		if err != nil {
-			return nil, err
-		}
+	// The default action the device holds, whoever set it: this client, the
+	// program, or another control plane (BMv2's Thrift runtime), as PI reads
+	// it from the target.
+	act, ok, err := ps.deviceDefault(t)
+	if err != nil {
+		return nil, err
+	}
+	if !ok && ts.clientDefault {
+		return nil, errorf(codes.Internal, "table %q: the device has no default action, the client set one", t.name)
+	}
+	if !ok {
+		act, ok = ps.schema.initialDefault(t)
+	}
+	if ok {
 		if te.Action, err = ps.schema.tableAction(act); err != nil {
 			return nil, errorf(codeOf(err), "table %q default entry: %s", t.name, messageOf(err))
 		}
+	}
+	if ts.clientDefault {
 		te.ControllerMetadata = ts.defaultCookie
 		if len(ts.defaultMeta) != 0 {
 			te.Metadata = clone(ts.defaultMeta)
-		}
-	} else if act, ok := ps.schema.initialDefault(t); ok {
-		var err error
-		if te.Action, err = ps.schema.tableAction(act); err != nil {
-			return nil, errorf(codeOf(err), "table %q default entry: %s", t.name, messageOf(err))
 		}
 	}
 	te.IsConst = t.constDefaultID != 0
 	return te, nil
 }
 
-// clientDefault reads the default action the client set from the device.
-func (ps *pipelineState) clientDefault(t *tableInfo) (boundAction, error) {
+// deviceDefault reads a table's default action from the device; false
+// where it has none.
+func (ps *pipelineState) deviceDefault(t *tableInfo) (boundAction, bool, error) {
 	a, ok, err := ps.ctl.DefaultAction(t.name)
 	if err != nil {
-		return boundAction{}, engineErr("reading the default action", err)
+		return boundAction{}, false, engineErr("reading the default action", err)
 	}
 	if !ok {
-		return boundAction{}, errorf(codes.Internal, "table %q: the device has no default action, the client set one", t.name)
+		return boundAction{}, false, nil
 	}
 	b, err := ps.schema.actionFrom(t, a)
 	if err != nil {
-		return boundAction{}, errorf(codes.Internal, "table %q: the device's default action: %v", t.name, err)
+		return boundAction{}, false, errorf(codes.Internal, "table %q: the device's default action: %v", t.name, err)
 	}
-	return b, nil
+	return b, true, nil
 }
 
 func (ps *pipelineState) directTables(tableID uint32, has func(*tableInfo) bool, what string) ([]uint32, error) {

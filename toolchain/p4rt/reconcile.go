@@ -52,7 +52,7 @@ func (s *Server) reconcile(old, next *pipelineState) {
 		}
 		nts := next.tables[nt.id]
 		if ots.clientDefault && nt.constDefaultID == 0 {
-			if oa, err := old.clientDefault(ot); err == nil {
+			if oa, ok, err := old.deviceDefault(ot); err == nil && ok {
 				if act, ok := translateAction(old.schema, next.schema, nt, oa, true); ok {
 					name, args := next.schema.engineArgs(act)
 					if next.ctl.SetDefaultAction(nt.name, name, args) == nil {
