@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/terrapin/terrapin/toolchain/bmthrift/gen/standard"
+	"github.com/terrapin/terrapin/toolchain/device"
 	"github.com/terrapin/terrapin/toolchain/engine"
 )
 
@@ -132,10 +133,30 @@ func (v *view) reset() {
 
 func devErr() error { return &standard.InvalidDevMgrOperation{Code: standard.DevMgrErrorCode_ERROR} }
 
-// Ports are given on the command line (-i); they cannot be added or
-// removed at run time.
-func (h *std) BmDevMgrAddPort(context.Context, string, int32, string) error { return devErr() }
-func (h *std) BmDevMgrRemovePort(context.Context, int32) error              { return devErr() }
+// port_add and port_remove open and close an interface while the switch
+// runs (device.AddPort, RemovePort). BMv2 answers every failure with the
+// one error code it has; the reason goes to the log.
+func (h *std) BmDevMgrAddPort(_ context.Context, iface string, num int32, pcapDir string) error {
+	if h.s.cfg.Device == nil || num < 0 || num >= device.DropPort {
+		return devErr()
+	}
+	if err := h.s.cfg.Device.AddPort(uint16(num), iface, pcapDir); err != nil {
+		h.s.log.Warn("port_add refused", "port", num, "iface", iface, "err", err)
+		return devErr()
+	}
+	return nil
+}
+
+func (h *std) BmDevMgrRemovePort(_ context.Context, num int32) error {
+	if h.s.cfg.Device == nil || num < 0 || num >= device.DropPort {
+		return devErr()
+	}
+	if err := h.s.cfg.Device.RemovePort(uint16(num)); err != nil {
+		h.s.log.Warn("port_remove refused", "port", num, "err", err)
+		return devErr()
+	}
+	return nil
+}
 
 func (h *std) BmDevMgrShowPorts(context.Context) ([]*standard.DevMgrPortInfo, error) {
 	out := []*standard.DevMgrPortInfo{}

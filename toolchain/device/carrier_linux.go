@@ -29,29 +29,37 @@ func linkUp(flags uint32) bool {
 
 // initCarrier reads each port's link state now.
 func (d *Device) initCarrier() {
-	for _, eg := range d.ports {
-		if eg == nil || eg.cpu {
-			continue
-		}
-		ifi, err := net.InterfaceByName(eg.iface)
-		if err != nil {
-			continue
-		}
-		eg.ifindex = int32(ifi.Index)
-		// net.FlagRunning is IFF_RUNNING: up with a carrier (RFC 2863 oper status).
-		eg.noCarrier.Store(ifi.Flags&net.FlagUp == 0 || ifi.Flags&net.FlagRunning == 0)
+	for _, eg := range d.interfacePorts() {
+		d.readCarrier(eg)
 	}
+}
+
+// readCarrier reads one port's link state now.
+func (d *Device) readCarrier(eg *egressPort) {
+	ifi, err := net.InterfaceByName(eg.iface)
+	if err != nil {
+		return
+	}
+	eg.ifindex.Store(int32(ifi.Index))
+	// net.FlagRunning is IFF_RUNNING: up with a carrier (RFC 2863 oper status).
+	eg.noCarrier.Store(ifi.Flags&net.FlagUp == 0 || ifi.Flags&net.FlagRunning == 0)
+}
+
+// interfacePorts are the egress ports with an interface (not the CPU port,
+// nor numbers without one).
+func (d *Device) interfacePorts() []*egressPort {
+	var out []*egressPort
+	for _, eg := range d.egressPorts() {
+		if !eg.cpu && !eg.noIface {
+			out = append(out, eg)
+		}
+	}
+	return out
 }
 
 // watchCarrier follows the ports' links until ctx ends. Its socket is
 // opened by the caller (in the device's network namespace).
 func (d *Device) watchCarrier(ctx context.Context, fd int) {
-	byIndex := map[int32]*egressPort{}
-	for _, eg := range d.ports {
-		if eg != nil && !eg.cpu && eg.ifindex != 0 {
-			byIndex[eg.ifindex] = eg
-		}
-	}
 	buf := make([]byte, 1<<16)
 	for ctx.Err() == nil {
 		n, _, err := unix.Recvfrom(fd, buf, 0)
@@ -79,7 +87,8 @@ func (d *Device) watchCarrier(ctx context.Context, fd int) {
 				continue
 			}
 			info := (*unix.IfInfomsg)(unsafe.Pointer(&m.Data[0]))
-			eg := byIndex[info.Index]
+			// Looked up per message: port_add and port_remove change the ports.
+			eg := d.portOfIfindex(info.Index)
 			if eg == nil {
 				continue
 			}
@@ -90,6 +99,16 @@ func (d *Device) watchCarrier(ctx context.Context, fd int) {
 			}
 		}
 	}
+}
+
+// portOfIfindex is the port on the interface with index i, or nil.
+func (d *Device) portOfIfindex(i int32) *egressPort {
+	for n := range d.ports {
+		if eg := d.ports[n].Load(); eg != nil && !eg.noIface && eg.ifindex.Load() == i {
+			return eg
+		}
+	}
+	return nil
 }
 
 // openLinkWatch opens the rtnetlink socket watchCarrier reads, with a
@@ -121,10 +140,8 @@ type PortState struct {
 // Ports returns every data port's link state, by port number.
 func (d *Device) Ports() []PortState {
 	var out []PortState
-	for _, eg := range d.ports {
-		if eg != nil && !eg.cpu {
-			out = append(out, PortState{Number: eg.num, Name: eg.iface, Up: !eg.noCarrier.Load()})
-		}
+	for _, eg := range d.interfacePorts() {
+		out = append(out, PortState{Number: eg.num, Name: eg.iface, Up: !eg.noCarrier.Load()})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Number < out[j].Number })
 	return out

@@ -115,19 +115,27 @@ type Device struct {
 	pipeMu sync.RWMutex
 	pipe   Pipeline
 
-	ports [512]*egressPort
-	// noIface holds the egress ports of port numbers below the drop port
-	// that have no interface (nor are the CPU port), each made the first
-	// time a packet is sent to it. BMv2 queues a packet for any such port
-	// and runs egress on it, which may recirculate or clone it: SD-Fabric
-	// recirculates UE-to-UE traffic by sending it to port 510, which no
-	// interface has. What egress leaves to transmit there is dropped and
-	// counted as no_such_port.
-	noIface [DropPort]atomic.Pointer[egressPort]
-	inputs  []*inputPort
-	cpu     *egressPort
-	cpuIn   *inputPort
-	injMu   sync.Mutex
+	// ports holds each port number's egress port: an interface's, the CPU
+	// port, or one without an interface (egressPort.noIface), made the
+	// first time a packet is sent to it. BMv2 queues a packet for any such
+	// port and runs egress on it, which may recirculate or clone it:
+	// SD-Fabric recirculates UE-to-UE traffic by sending it to port 510,
+	// which no interface has. What egress leaves to transmit there is
+	// dropped and counted as no_such_port. port_add and port_remove
+	// (ports.go) replace a number's egress port with a new one.
+	ports [512]atomic.Pointer[egressPort]
+	// inputs are the interfaces' receive sides; changed under runMu.
+	inputs []*inputPort
+	// portMu orders the changes to ports and to their queues' settings.
+	portMu sync.Mutex
+	// retired: egress ports port_add or port_remove replaced, kept to
+	// close their pacers' eventfds and pcaps with the rest (under runMu).
+	retired []*egressPort
+	// rxErr takes the first receive loop's failure, which stops Run.
+	rxErr chan error
+	cpu   *egressPort
+	cpuIn *inputPort
+	injMu sync.Mutex
 	// Set under injMu when the ports close: a packet-out that comes later
 	// (the P4Runtime server outlives Run) must not touch unmapped rings.
 	portsClosed bool
@@ -163,6 +171,10 @@ type inputPort struct {
 	iface string
 	sock  portIO
 	pcap  *pcapWriter
+	// stop ends the port's receive loop, which closes done as it returns
+	// (set when the loop starts: goReceive).
+	stop func()
+	done chan struct{}
 
 	rxPackets   atomic.Uint64
 	rxBytes     atomic.Uint64
@@ -211,9 +223,12 @@ type egressPort struct {
 	sock  portIO // nil for the CPU port and ports without an interface
 	pcap  *pcapWriter
 	cpu   bool
-	// noIface: a port number without an interface (Device.noIface); its
-	// egress runs, and the frames it would transmit are dropped.
+	// noIface: a port number without an interface; its egress runs, and
+	// the frames it would transmit are dropped.
 	noIface bool
+	// retired: replaced by port_add or port_remove (ports.go); it takes
+	// nothing more, and its pacer ends. Set under mu.
+	retired atomic.Bool
 
 	mu       sync.Mutex
 	queues   []queue
@@ -238,7 +253,7 @@ type egressPort struct {
 	txErrors  atomic.Uint64
 	// The link has no carrier: what is sent here is dropped and counted
 	// (carrier_linux.go).
-	ifindex     int32
+	ifindex     atomic.Int32
 	noCarrier   atomic.Bool
 	txNoCarrier atomic.Uint64
 	// pacerLate is how much later than due the pacer woke from each sleep
@@ -296,53 +311,24 @@ func New(cfg Config) (*Device, error) {
 		if int(pc.Num) == cfg.CPUPort {
 			return nil, fmt.Errorf("port %d@%s: number is the CPU port", pc.Num, pc.Iface)
 		}
-		if d.ports[pc.Num] != nil {
+		if d.ports[pc.Num].Load() != nil {
 			return nil, fmt.Errorf("port %d given twice", pc.Num)
 		}
 		if seen[pc.Iface] {
 			return nil, fmt.Errorf("interface %s given twice", pc.Iface)
 		}
 		seen[pc.Iface] = true
-		mtu := interfaceMTU(pc.Iface)
-		if mtu > 9000 {
-			mtu = 9000
-		}
-		sock, err := openPortIO(pc.Iface, portOpenConfig{
-			IO: cfg.IO, Ring: cfg.Ring, RingBytes: cfg.RingBytes, MaxFrame: mtu + 18,
-			TxBatch: txBatch, IgnoreOutgoing: true, Tx: cfg.Tx, Log: cfg.Logger,
-			xdpModes: cfg.xdpModes,
-		})
+		in, eg, err := d.openPort(pc, cfg.PcapDir)
 		if err != nil {
 			return nil, err
 		}
-		in := &inputPort{num: pc.Num, iface: pc.Iface, sock: sock}
-		eg := d.newEgressPort(pc.Num, pc.Iface, pc.RateBps)
-		eg.sock = sock
-		if pc.RateBps > 0 {
-			if err := eg.openWake(); err != nil {
-				sock.close()
-				return nil, err
-			}
-			eg.shaped.Store(true)
-			eg.pacerOn = true
-		}
-		if cfg.PcapDir != "" {
-			if in.pcap, err = createPcap(cfg.PcapDir, pc.Iface+"_in.pcap"); err != nil {
-				sock.close()
-				return nil, err
-			}
-			if eg.pcap, err = createPcap(cfg.PcapDir, pc.Iface+"_out.pcap"); err != nil {
-				sock.close()
-				return nil, err
-			}
-		}
 		d.inputs = append(d.inputs, in)
-		d.ports[pc.Num] = eg
+		d.ports[pc.Num].Store(eg)
 	}
 	if cfg.CPUPort > 0 {
 		d.cpu = d.newEgressPort(uint16(cfg.CPUPort), "cpu", 0)
 		d.cpu.cpu = true
-		d.ports[cfg.CPUPort] = d.cpu
+		d.ports[cfg.CPUPort].Store(d.cpu)
 		d.cpuIn = &inputPort{num: uint16(cfg.CPUPort), iface: "cpu"}
 	}
 	d.injW = d.newWorker()
@@ -355,6 +341,52 @@ func New(cfg Config) (*Device, error) {
 	}
 	ok = true
 	return d, nil
+}
+
+// openPort opens an interface as port pc.Num: its socket, a pacer's
+// eventfd if it has a line rate, and its captures in pcapDir ("": none).
+func (d *Device) openPort(pc PortConfig, pcapDir string) (*inputPort, *egressPort, error) {
+	cfg := d.cfg
+	mtu := interfaceMTU(pc.Iface)
+	if mtu > 9000 {
+		mtu = 9000
+	}
+	sock, err := openPortIO(pc.Iface, portOpenConfig{
+		IO: cfg.IO, Ring: cfg.Ring, RingBytes: cfg.RingBytes, MaxFrame: mtu + 18,
+		TxBatch: txBatch, IgnoreOutgoing: true, Tx: cfg.Tx, Log: cfg.Logger,
+		xdpModes: cfg.xdpModes,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	in := &inputPort{num: pc.Num, iface: pc.Iface, sock: sock}
+	eg := d.newEgressPort(pc.Num, pc.Iface, pc.RateBps)
+	eg.sock = sock
+	fail := func(err error) (*inputPort, *egressPort, error) {
+		_ = in.pcap.close()
+		_ = eg.pcap.close()
+		if eg.wakeFd >= 0 {
+			_ = unix.Close(eg.wakeFd)
+		}
+		sock.close()
+		return nil, nil, err
+	}
+	if pc.RateBps > 0 {
+		if err := eg.openWake(); err != nil {
+			return fail(err)
+		}
+		eg.shaped.Store(true)
+		eg.pacerOn = true
+	}
+	if pcapDir != "" {
+		if in.pcap, err = createPcap(pcapDir, pc.Iface+"_in.pcap"); err != nil {
+			return fail(err)
+		}
+		if eg.pcap, err = createPcap(pcapDir, pc.Iface+"_out.pcap"); err != nil {
+			return fail(err)
+		}
+	}
+	return in, eg, nil
 }
 
 // openWake makes the eventfd the port's pacer sleeps on.
@@ -370,22 +402,18 @@ func (eg *egressPort) openWake() error {
 
 // egressPortFor returns the egress port a job for port num is queued on:
 // the interface's, the CPU port, or one without an interface, made on first
-// use (Device.noIface); nil for the drop port and above, whose jobs are
-// dropped.
+// use; nil for the drop port and above, whose jobs are dropped.
 func (d *Device) egressPortFor(num uint32) *egressPort {
 	if num >= DropPort {
 		return nil
 	}
-	if eg := d.ports[num]; eg != nil {
-		return eg
-	}
-	if eg := d.noIface[num].Load(); eg != nil {
+	if eg := d.ports[num].Load(); eg != nil {
 		return eg
 	}
 	eg := d.newEgressPort(uint16(num), "", 0)
 	eg.noIface = true
-	if !d.noIface[num].CompareAndSwap(nil, eg) {
-		return d.noIface[num].Load()
+	if !d.ports[num].CompareAndSwap(nil, eg) {
+		return d.ports[num].Load()
 	}
 	return eg
 }
@@ -395,13 +423,9 @@ func (d *Device) egressPortFor(num uint32) *egressPort {
 // it allocates).
 func (d *Device) egressPorts() []*egressPort {
 	var out []*egressPort
-	for i, eg := range d.ports {
-		if eg != nil {
+	for i := range d.ports {
+		if eg := d.ports[i].Load(); eg != nil {
 			out = append(out, eg)
-		} else if i < DropPort {
-			if eg := d.noIface[i].Load(); eg != nil {
-				out = append(out, eg)
-			}
 		}
 	}
 	return out
@@ -412,10 +436,7 @@ func (d *Device) lookupEgress(num int) *egressPort {
 	if num < 0 || num >= DropPort {
 		return nil
 	}
-	if eg := d.ports[num]; eg != nil {
-		return eg
-	}
-	return d.noIface[num].Load()
+	return d.ports[num].Load()
 }
 
 func (d *Device) newEgressPort(num uint16, iface string, rate uint64) *egressPort {
@@ -545,18 +566,10 @@ func (d *Device) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	d.runMu.Lock()
 	d.runCtx, d.runWG = ctx, &wg
-	d.runMu.Unlock()
-	errc := make(chan error, len(d.inputs))
+	d.rxErr = make(chan error, 1)
 	for _, in := range d.inputs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := d.receiveLoop(ctx, in); err != nil {
-				errc <- err
-			}
-		}()
+		d.goReceive(in)
 	}
-	d.runMu.Lock()
 	for _, eg := range d.egressPorts() {
 		if eg.pacerOn {
 			d.goPacer(eg)
@@ -573,13 +586,13 @@ func (d *Device) Run(ctx context.Context) error {
 	var err error
 	select {
 	case <-ctx.Done():
-	case err = <-errc:
-	}
-	for _, in := range d.inputs {
-		in.sock.wakeUp()
+	case err = <-d.rxErr:
 	}
 	d.runMu.Lock()
 	d.runDone = true
+	for _, in := range d.inputs {
+		in.stop()
+	}
 	for _, eg := range d.egressPorts() {
 		if eg.wakeFd >= 0 {
 			eg.wakePacer()
@@ -592,6 +605,37 @@ func (d *Device) Run(ctx context.Context) error {
 		err = cerr
 	}
 	return err
+}
+
+// goReceive starts in's receive loop under Run's wait group, until Run ends
+// or the port is removed (in.stop). Caller holds runMu, Run has begun and
+// not ended.
+func (d *Device) goReceive(in *inputPort) {
+	ctx, cancel := context.WithCancel(d.runCtx)
+	in.done = make(chan struct{})
+	in.stop = func() {
+		cancel()
+		in.sock.wakeUp()
+	}
+	wg := d.runWG
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(in.done)
+		if err := d.receiveLoop(ctx, in); err != nil {
+			select {
+			case d.rxErr <- err:
+			default:
+			}
+		}
+	}()
+}
+
+// inputPorts is a copy of the interfaces' receive sides.
+func (d *Device) inputPorts() []*inputPort {
+	d.runMu.Lock()
+	defer d.runMu.Unlock()
+	return append([]*inputPort(nil), d.inputs...)
 }
 
 // goPacer starts eg's pacer under Run's wait group. Caller holds runMu,
@@ -651,7 +695,10 @@ func (d *Device) closePorts() error {
 		_ = unix.Close(d.linkFd)
 		d.linkFd = -1
 	}
-	for _, in := range d.inputs {
+	d.runMu.Lock()
+	inputs, retired := d.inputs, d.retired
+	d.runMu.Unlock()
+	for _, in := range inputs {
 		if err := in.pcap.close(); err != nil && first == nil {
 			first = err
 		}
@@ -660,7 +707,7 @@ func (d *Device) closePorts() error {
 			in.sock.close()
 		}
 	}
-	for _, eg := range d.egressPorts() {
+	for _, eg := range append(d.egressPorts(), retired...) {
 		if err := eg.pcap.close(); err != nil && first == nil {
 			first = err
 		}
@@ -744,7 +791,7 @@ func (d *Device) pacerLoop(ctx context.Context, eg *egressPort) {
 	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
 	w := d.newWorker()
 	w.thread = t
-	for ctx.Err() == nil {
+	for ctx.Err() == nil && !eg.retired.Load() {
 		d.pipeMu.RLock()
 		wait, urgent := w.serveDue(eg, true)
 		if len(w.deferred) > 0 {
@@ -775,7 +822,7 @@ func (d *Device) pacerLoop(ctx context.Context, eg *egressPort) {
 		eg.mu.Lock()
 		empty := eg.depth == 0
 		eg.mu.Unlock()
-		if empty && ctx.Err() == nil {
+		if empty && ctx.Err() == nil && !eg.retired.Load() {
 			eg.sleep(-1)
 			t.woke(d.nowNs())
 		}
@@ -1144,7 +1191,7 @@ func (d *Device) transmit(eg *egressPort) {
 				s.fn(f)
 			}
 		}
-	} else if eg.noIface {
+	} else if eg.noIface || eg.retired.Load() {
 		// Nowhere to send it, as BMv2 drops what egress leaves for a port
 		// it has no interface for.
 		d.dropNoPort.Add(uint64(len(frames)))

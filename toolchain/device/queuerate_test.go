@@ -172,7 +172,7 @@ func TestQueueRateChecks(t *testing.T) {
 	if err := d.SetQueueRate(255, -1, 0); err != nil {
 		t.Fatal(err)
 	}
-	if eg := d.ports[255]; eg.limited != 0 || eg.shaped.Load() {
+	if eg := d.ports[255].Load(); eg.limited != 0 || eg.shaped.Load() {
 		t.Errorf("after rate 0 everywhere: %d limited queues, shaped %v", eg.limited, eg.shaped.Load())
 	}
 }
@@ -256,7 +256,7 @@ func TestQueueRateNoAllocs(t *testing.T) {
 	for i := 0; i < 100; i++ {
 		run()
 	}
-	if !d.ports[64].shaped.Load() {
+	if !d.ports[64].Load().shaped.Load() {
 		t.Fatal("the port is not served as shaped")
 	}
 	if allocs := testing.AllocsPerRun(1000, run); allocs != 0 {

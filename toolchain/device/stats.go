@@ -71,14 +71,14 @@ func (in *inputPort) readRingDrops() uint64 {
 func (d *Device) Stats() Stats {
 	var s Stats
 	ins := map[uint16]*inputPort{}
-	for _, in := range d.inputs {
+	for _, in := range d.inputPorts() {
 		ins[in.num] = in
 	}
 	if d.cpuIn != nil {
 		ins[d.cpuIn.num] = d.cpuIn
 	}
-	for _, eg := range d.ports {
-		if eg == nil {
+	for _, eg := range d.egressPorts() {
+		if eg.noIface {
 			continue
 		}
 		ps := PortStats{
@@ -117,10 +117,7 @@ func (d *Device) Stats() Stats {
 // ResetMaxDepth clears the max-depth watermarks (a controller reads and
 // resets them per measurement interval).
 func (d *Device) ResetMaxDepth() {
-	for _, eg := range d.ports {
-		if eg == nil {
-			continue
-		}
+	for _, eg := range d.egressPorts() {
 		eg.mu.Lock()
 		eg.maxDepth.Store(int64(eg.depth))
 		for i := range eg.queues {

@@ -180,6 +180,12 @@ func (w *worker) enqueuePending() {
 // enqueueLocked queues job on eg, whose lock the caller holds, or drops it
 // when its queue is full.
 func (w *worker) enqueueLocked(eg *egressPort, job engine.Job, pipe Pipeline) {
+	if eg.retired.Load() {
+		// Looked up just before port_add or port_remove replaced it.
+		w.d.dropNoPort.Add(1)
+		pipe.Release(job.Pkt)
+		return
+	}
 	q := &eg.queues[job.Priority]
 	if q.n >= q.limit {
 		q.drops.Add(1)
