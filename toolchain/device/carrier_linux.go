@@ -135,6 +135,8 @@ type PortState struct {
 	Number uint16 // the P4 port number
 	Name   string // the interface
 	Up     bool   // up, with a carrier
+	// Removed: the port was just removed (port_remove; Up is false).
+	Removed bool
 }
 
 // Ports returns every data port's link state, by port number.

@@ -1026,6 +1026,8 @@ func (d *Device) SetQueueDepth(port, priority, packets int) error {
 	if packets < 0 {
 		return fmt.Errorf("queue depth %d: negative", packets)
 	}
+	d.portMu.Lock() // not lost to a port_add replacing the port meanwhile
+	defer d.portMu.Unlock()
 	ports, err := d.queuePorts(port, priority)
 	if err != nil {
 		return err
@@ -1054,6 +1056,8 @@ func (d *Device) SetQueueRate(port, priority int, pps int64) error {
 	if pps < 0 {
 		return fmt.Errorf("queue rate %d: negative", pps)
 	}
+	d.portMu.Lock() // not lost to a port_add replacing the port meanwhile
+	defer d.portMu.Unlock()
 	ports, err := d.queuePorts(port, priority)
 	if err != nil {
 		return err

@@ -14,6 +14,8 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+
+	"golang.org/x/sys/unix"
 )
 
 // AddPort opens iface as port num while the device runs (or before Run).
@@ -43,12 +45,6 @@ func (d *Device) AddPort(num uint16, iface, pcapDir string) error {
 	if pcapDir == "" {
 		pcapDir = d.cfg.PcapDir
 	}
-	d.runMu.Lock()
-	done := d.runDone
-	d.runMu.Unlock()
-	if done {
-		return errors.New("the switch is shutting down")
-	}
 	in, eg, err := d.openPort(PortConfig{Num: num, Iface: iface}, pcapDir)
 	if err != nil {
 		return err
@@ -56,9 +52,18 @@ func (d *Device) AddPort(num uint16, iface, pcapDir string) error {
 	d.readCarrier(eg)
 	d.runMu.Lock()
 	defer d.runMu.Unlock()
-	if err := d.replaceEgress(eg); err != nil {
+	if d.runDone {
+		// Run ended while the interface opened: its ports are closed.
+		err = errors.New("the switch is shutting down")
+	} else {
+		err = d.replaceEgress(eg)
+	}
+	if err != nil {
 		_ = in.pcap.close()
 		_ = eg.pcap.close()
+		if eg.wakeFd >= 0 {
+			_ = unix.Close(eg.wakeFd)
+		}
 		in.sock.close()
 		return err
 	}
@@ -108,7 +113,7 @@ func (d *Device) RemovePort(num uint16) error {
 	_ = in.pcap.close()
 	in.sock.close()
 	d.log.Info("port removed", "port", num, "iface", in.iface)
-	d.portWatchers.tell(PortState{Number: num, Name: in.iface, Up: false})
+	d.portWatchers.tell(PortState{Number: num, Name: in.iface, Removed: true})
 	return err
 }
 
@@ -157,6 +162,11 @@ func (d *Device) retire(old *egressPort) {
 		e.pipe.Release(e.job.Pkt)
 		d.dropNoPort.Add(1)
 	}
+	// Its capture is complete: nothing more leaves through it.
+	if err := old.pcap.close(); err != nil {
+		d.log.Warn("pcap", "port", old.num, "err", err)
+	}
+	old.pcap = nil
 	old.mu.Unlock()
 	if old.wakeFd >= 0 {
 		old.wakePacer()
