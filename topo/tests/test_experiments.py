@@ -8,13 +8,14 @@ import json
 import os
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import experiments.run
-from experiments.e3_allocated_rate import RateRun, buffer_occupancy, judge_delay
+from experiments.e3_allocated_rate import RateRun, buffer_occupancy, judge_delay, judge_falling
 from experiments.e11_cut import outage_ms
 from experiments.harness import Promise, most_over_envelope, stall_slack
 from experiments.run import section, select, write_report
@@ -98,7 +99,7 @@ def test_the_report_puts_both_switches_side_by_side(tmp_path: Path) -> None:
     assert "christie at 100" in page and "background held" in page and "lost 1 packet" in page
     # BMv2's is from an earlier run, and says so; this run's is not marked
     assert page.count("from an earlier run") == 1
-    assert "simple_switch_grpc: <span class=\"fail\">FAIL</span> (from an earlier run" in page
+    assert 'simple_switch_grpc: <span class="fail">FAIL</span> (from an earlier run' in page
 
 
 @pytest.mark.parametrize(
@@ -203,6 +204,46 @@ def test_e3_judges_the_queue_by_its_own_bound_and_the_hosts_by_the_end_to_end_on
     assert judge_delay(rate_run([4.0] * 200, 0.5, jitter_ms=2.0), None) == ([], None)
     failed, _ = judge_delay(rate_run([1.0] * 200, 3.0, jitter_ms=2.0), None)
     assert len(failed) == 1 and "queue's 2.500 ms bound" in failed[0]
+
+
+def allocation(mbps: float, latencies_ms: list[float]) -> RateRun:
+    monitor = MonitorVerdict(polls=10, network=0, source=0, bands={"within": 500})
+    return RateRun(mbps, 20.0, 2.5, timings(latencies_ms), 0.5, monitor)
+
+
+@pytest.mark.parametrize(
+    ("second_ms", "stall_ms", "fails"),
+    [
+        ([9.0] * 60, 0.0, 0),  # fell
+        ([10.2] * 60, 0.0, 0),  # rose within the 0.3 ms the timing jitters
+        ([10.5] * 60, 0.0, 1),  # rose: the seed's shape broken
+        # rose by 1 ms, the machine stalled 1 ms in every frame period: not the allocation's doing
+        ([11.0] * 60, 1.0, 0),
+        # the machine stalled, but the frames rose by more than it held them
+        ([14.0] * 60, 1.0, 1),
+    ],
+)
+def test_e3_judges_the_falling_mean_beside_the_machines_stalls(
+    second_ms: list[float], stall_ms: float, fails: int
+) -> None:
+    """The mean latency must fall as the allocation grows; what witnessed stalls held each frame
+    is taken off its latency first (a load spike during one allocation's run is the machine's)."""
+    first = allocation(6.0, [10.0] * 60)
+    second = allocation(9.0, second_ms)
+    offset = 60 * FRAME_NS  # the second run comes after the first
+    second.video.timings = [
+        replace(t, packets=tuple((s + offset, a + offset) for s, a in t.packets))
+        for t in second.video.timings
+    ]
+    spans = [
+        (offset + i * FRAME_NS + 100_000, offset + i * FRAME_NS + 100_000 + int(stall_ms * 1e6))
+        for i in range(60)
+    ]
+    stalls = Stalls.merged([spans]) if stall_ms else Stalls.merged([[]])
+    problems = judge_falling([first, second], stalls)
+    assert len([p for p in problems if "rose" in p]) == fails, problems
+    # without the witness the plain means are judged
+    assert bool([p for p in judge_falling([first, second], None) if "rose" in p]) == (second_ms[0] > 10.3)
 
 
 def test_stalls_merge_across_cpus_and_measure_overlap() -> None:
