@@ -171,5 +171,9 @@ func (h *std) BmDevMgrShowPorts(context.Context) ([]*standard.DevMgrPortInfo, er
 }
 
 func (h *std) BmMgmtGetInfo(context.Context) (*standard.BmConfig, error) {
-	return &standard.BmConfig{DeviceID: int64(h.s.cfg.DeviceID), ThriftPort: int32(h.s.cfg.ThriftPort)}, nil
+	// An empty socket name where none is published, as simple_switch_grpc
+	// answers.
+	socket := h.s.cfg.NotificationsSocket
+	return &standard.BmConfig{DeviceID: int64(h.s.cfg.DeviceID), ThriftPort: int32(h.s.cfg.ThriftPort),
+		NotificationsSocket: &socket}, nil
 }

@@ -40,7 +40,10 @@ type Config struct {
 	DeviceID uint64
 	// ThriftPort is what bm_mgmt_get_info reports (switch_info).
 	ThriftPort int
-	Logger     *slog.Logger
+	// NotificationsSocket is where BMv2's notifications are published
+	// (switch_info's notifications_socket); "": not published.
+	NotificationsSocket string
+	Logger              *slog.Logger
 	// PipelineReplaced is called after swap_configs made the device
 	// forward with a new program (the P4Runtime server forgets its
 	// pipeline: p4rt.Server.PipelineReplaced).

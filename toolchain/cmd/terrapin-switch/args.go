@@ -21,6 +21,7 @@ type options struct {
 	thriftPort    int  // 0: not served
 	thriftPortSet bool // given on the command line (a port in use is then an error)
 	thriftIP      string
+	notifications string // --notifications-addr; "": none published
 	logConsole    bool
 	logLevel      string
 	logFile       string
@@ -69,6 +70,10 @@ Options (as simple_switch_grpc):
   --thrift-ip ADDR             address the Thrift runtime listens on (default
                                127.0.0.1; BMv2 listens on every interface:
                                give 0.0.0.0 for that)
+  --notifications-addr ADDR    publish BMv2's notifications (idle entries, port
+                               events) on ADDR (nanomsg PUB, ipc:// or tcp://),
+                               as simple_switch does (default: none, as
+                               simple_switch_grpc)
   --log-console                log to stderr
   -L, --log-level LEVEL        trace, debug, info, warn, error, off (default info)
   --log-file FILE              log to FILE instead
@@ -134,14 +139,14 @@ Terrapin options:
                                A URI it does not name, and every URI without
                                it, maps SDN value N to device value N
 
-Accepted and ignored for compatibility: --nanolog, --notifications-addr,
+Accepted and ignored for compatibility: --nanolog,
 --log-flush, --debugger, --dump-packet-data, --max-port-count, --packet-in,
 --dp-grpc-server-addr, --drop-port 511.
 `
 
 // ignoredWithValue are BMv2 options that take a value and have no meaning here.
 var ignoredWithValue = map[string]bool{
-	"--nanolog": true, "--notifications-addr": true, "--dump-packet-data": true,
+	"--nanolog": true, "--dump-packet-data": true,
 	"--max-port-count": true, "--packet-in": true, "--dp-grpc-server-addr": true,
 	"--debugger-addr": true,
 }
@@ -202,6 +207,10 @@ func parseArgs(args []string) (*options, error) {
 		case "--thrift-ip":
 			if o.thriftIP, err = next(); err == nil && net.ParseIP(o.thriftIP) == nil {
 				err = fmt.Errorf("--thrift-ip %q: not an IP address", o.thriftIP)
+			}
+		case "--notifications-addr":
+			if o.notifications, err = next(); err == nil && !strings.HasPrefix(o.notifications, "ipc://") && !strings.HasPrefix(o.notifications, "tcp://") {
+				err = fmt.Errorf("--notifications-addr %q: not an ipc:// or tcp:// address", o.notifications)
 			}
 		case "--log-console":
 			o.logConsole = true

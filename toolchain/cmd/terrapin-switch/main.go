@@ -22,10 +22,13 @@ import (
 	"github.com/apache/thrift/lib/go/thrift"
 	"google.golang.org/grpc"
 
+	"github.com/terrapin/terrapin/toolchain/bmnotify"
 	"github.com/terrapin/terrapin/toolchain/bmthrift"
 	"github.com/terrapin/terrapin/toolchain/device"
 	"github.com/terrapin/terrapin/toolchain/device/switchtarget"
+	"github.com/terrapin/terrapin/toolchain/engine"
 	"github.com/terrapin/terrapin/toolchain/gnmiports"
+	"github.com/terrapin/terrapin/toolchain/nanomsg"
 	"github.com/terrapin/terrapin/toolchain/p4rt"
 	"github.com/terrapin/terrapin/toolchain/servertls"
 )
@@ -170,9 +173,31 @@ func serve(o *options, log *slog.Logger, tlsServer *servertls.Server, translatio
 		}
 		log.Info("program loaded", "json", o.jsonPath)
 	}
+	// BMv2's notifications (idle entries, port events), published where
+	// --notifications-addr says, as simple_switch publishes them.
+	// simple_switch_grpc publishes none (its notifications go to PI), and
+	// without the option neither does terrapin-switch.
+	notifySocket := ""
+	if o.notifications != "" {
+		pub, err := nanomsg.ListenPub(o.notifications)
+		if err != nil {
+			return fmt.Errorf("--notifications-addr: %w", err)
+		}
+		defer pub.Close()
+		notifySocket = pub.Addr()
+		current := func() *engine.Pipeline {
+			if c, _, ok := target.Current(); ok {
+				return c.Engine
+			}
+			return nil
+		}
+		go bmnotify.Run(ctx, pub, o.deviceID, bmnotify.Source{Pipeline: current, WatchPorts: dev.WatchPorts})
+		log.Info("BMv2's notifications", "addr", notifySocket)
+	}
 	// BMv2's Thrift runtime's state; it restores a state dump before
 	// anything serves, as BMv2 does.
-	tsrv := bmthrift.New(bmthrift.Config{Target: target, Device: dev, DeviceID: o.deviceID, ThriftPort: o.thriftPort, Logger: log})
+	tsrv := bmthrift.New(bmthrift.Config{Target: target, Device: dev, DeviceID: o.deviceID, ThriftPort: o.thriftPort,
+		NotificationsSocket: notifySocket, Logger: log})
 	if o.restoreState != "" {
 		b, err := os.ReadFile(o.restoreState)
 		if err != nil {
