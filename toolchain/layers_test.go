@@ -25,7 +25,8 @@ const module = "github.com/terrapin/terrapin/toolchain/"
 // engine and the STF runner together; the servers' TLS set-up (and its test PKI)
 // sits beside the device, needing nothing of the module, and so do BMv2's
 // Thrift services generated from its IDL and BMv2's state dump format
-// (bmthrift/bmstate); the Thrift runtime server
+// (bmthrift/bmstate) and nanomsg's pub/sub protocol; BMv2's notifications
+// (bmnotify) read the engine and the device; the Thrift runtime server
 // (bmthrift) drives the engine and the device through the switch target. Non-test files only: a test may drive a package from above (the
 // engine's differential tests run the STF corpus).
 var layers = [][]string{
@@ -39,9 +40,9 @@ var layers = [][]string{
 	{"compiler"},
 	{"pipeline"},
 	{"engine"},
-	{"device", "p4rt", "servertls", "servertls/testpki", "bmthrift/gen/standard", "bmthrift/gen/simple_pre_lag", "bmthrift/gen/simple_switch", "bmthrift/bmstate"},
+	{"device", "p4rt", "servertls", "servertls/testpki", "bmthrift/gen/standard", "bmthrift/gen/simple_pre_lag", "bmthrift/gen/simple_switch", "bmthrift/bmstate", "nanomsg"},
 	{"p4rt/enginetarget"},
-	{"device/switchtarget", "stf", "gnmiports"},
+	{"device/switchtarget", "stf", "gnmiports", "bmnotify"},
 	{"stf/viap4rt", "difftest", "bmthrift"},
 	{"cmd/terrapin-p4c", "cmd/terrapin-stf", "cmd/terrapin-switch", "cmd/terrapin-trafgen", "cmd/terrapin-cut", "cmd/terrapin-partition"},
 }
@@ -68,6 +69,10 @@ var readsOnly = map[string][]string{
 	"bmthrift/gen/simple_switch":  {},
 	// BMv2's state dump format: nothing of the module
 	"bmthrift/bmstate": {},
+	// nanomsg's pub/sub protocol: nothing of the module
+	"nanomsg": {},
+	// BMv2's notifications: what the engine's entries and the device's ports say
+	"bmnotify": {"device", "engine"},
 }
 
 func TestImportsFollowLayers(t *testing.T) {
