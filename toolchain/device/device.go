@@ -363,12 +363,7 @@ func (d *Device) openPort(pc PortConfig, pcapDir string) (*inputPort, *egressPor
 	eg := d.newEgressPort(pc.Num, pc.Iface, pc.RateBps)
 	eg.sock = sock
 	fail := func(err error) (*inputPort, *egressPort, error) {
-		_ = in.pcap.close()
-		_ = eg.pcap.close()
-		if eg.wakeFd >= 0 {
-			_ = unix.Close(eg.wakeFd)
-		}
-		sock.close()
+		closeOpened(in, eg)
 		return nil, nil, err
 	}
 	if pc.RateBps > 0 {
@@ -387,6 +382,16 @@ func (d *Device) openPort(pc PortConfig, pcapDir string) (*inputPort, *egressPor
 		}
 	}
 	return in, eg, nil
+}
+
+// closeOpened closes what openPort opened for a port that never forwarded.
+func closeOpened(in *inputPort, eg *egressPort) {
+	_ = in.pcap.close()
+	_ = eg.pcap.close()
+	if eg.wakeFd >= 0 {
+		_ = unix.Close(eg.wakeFd)
+	}
+	in.sock.close()
 }
 
 // openWake makes the eventfd the port's pacer sleeps on.

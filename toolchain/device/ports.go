@@ -14,8 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-
-	"golang.org/x/sys/unix"
 )
 
 // AddPort opens iface as port num while the device runs (or before Run).
@@ -59,12 +57,7 @@ func (d *Device) AddPort(num uint16, iface, pcapDir string) error {
 		err = d.replaceEgress(eg)
 	}
 	if err != nil {
-		_ = in.pcap.close()
-		_ = eg.pcap.close()
-		if eg.wakeFd >= 0 {
-			_ = unix.Close(eg.wakeFd)
-		}
-		in.sock.close()
+		closeOpened(in, eg)
 		return err
 	}
 	d.inputs = append(d.inputs, in)

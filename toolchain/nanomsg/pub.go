@@ -168,10 +168,7 @@ func (p *Pub) serve(c net.Conn) {
 		select {
 		case <-gone:
 			return
-		case m, ok := <-pe.out:
-			if !ok {
-				return
-			}
+		case m := <-pe.out:
 			if err := p.writeFrame(w, m); err != nil {
 				return
 			}

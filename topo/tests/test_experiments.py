@@ -388,6 +388,15 @@ def test_the_wire_runs_first_for_the_block_and_as_it_was_after() -> None:
     assert after == before
 
 
+def fake_experiments(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, run_one: Callable[..., tuple[str, str]]
+) -> None:
+    """experiments.run with `run_one` in place of each experiment's process, its results in tmp_path."""
+    monkeypatch.setattr(experiments.run, "run_one", run_one)
+    monkeypatch.setattr(experiments.run, "results_dir", lambda *_args: tmp_path)
+    monkeypatch.setattr(experiments.run, "write_report", lambda *_args: REPO / "report.html")
+
+
 @pytest.mark.parametrize(
     ("verdicts", "attempts", "runs", "code"),
     [
@@ -414,9 +423,7 @@ def test_a_failed_experiment_runs_again_up_to_attempts_and_every_failure_is_prin
         log.write_text(verdict)
         return verdict, str(log)
 
-    monkeypatch.setattr(experiments.run, "run_one", run_one)
-    monkeypatch.setattr(experiments.run, "results_dir", lambda *_args: tmp_path)
-    monkeypatch.setattr(experiments.run, "write_report", lambda *_args: REPO / "report.html")
+    fake_experiments(monkeypatch, tmp_path, run_one)
     assert experiments.run.main(["--only", "E1", "--short", "--attempts", str(attempts)]) == code
     out = capsys.readouterr().out
     for verdict in verdicts[:runs]:
@@ -460,9 +467,7 @@ def test_each_experiment_says_how_many_runs_it_took_and_two_retried_fail_the_run
         log.write_text(verdict)
         return verdict, str(log)
 
-    monkeypatch.setattr(experiments.run, "run_one", run_one)
-    monkeypatch.setattr(experiments.run, "results_dir", lambda *_args: tmp_path)
-    monkeypatch.setattr(experiments.run, "write_report", lambda *_args: REPO / "report.html")
+    fake_experiments(monkeypatch, tmp_path, run_one)
     assert experiments.run.main(["--only", "E1,E2", "--short", "--attempts", "2"]) == code
     out = capsys.readouterr().out
     runs = {tag: len(v) for tag, v in verdicts.items()}
@@ -507,9 +512,7 @@ def test_a_retry_after_a_measured_load_spike_does_not_count(
         return f"{entry.tag} demo: {next(answers)}", str(log)
 
     monkeypatch.setattr(experiments.run, "cpu_ticks", lambda: (clock["steal"], clock["total"]))
-    monkeypatch.setattr(experiments.run, "run_one", run_one)
-    monkeypatch.setattr(experiments.run, "results_dir", lambda *_args: tmp_path)
-    monkeypatch.setattr(experiments.run, "write_report", lambda *_args: REPO / "report.html")
+    fake_experiments(monkeypatch, tmp_path, run_one)
     assert experiments.run.main(["--only", "E1,E2", "--short", "--attempts", "2"]) == code
     out = capsys.readouterr().out
     assert said in out
@@ -532,9 +535,7 @@ def test_a_series_records_every_runs_verdicts_and_fails_if_any_run_did(
         log.write_text(verdict)
         return verdict, str(log)
 
-    monkeypatch.setattr(experiments.run, "run_one", run_one)
-    monkeypatch.setattr(experiments.run, "results_dir", lambda *_args: tmp_path)
-    monkeypatch.setattr(experiments.run, "write_report", lambda *_args: REPO / "report.html")
+    fake_experiments(monkeypatch, tmp_path, run_one)
     assert experiments.run.main(["--only", "E1,E2", "--short", "--runs", "3"]) == 1
     out = capsys.readouterr().out
     assert "series: 2 of 3 runs passed" in out
