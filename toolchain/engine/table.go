@@ -24,6 +24,7 @@ import (
 	"sort"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/terrapin/terrapin/toolchain/pipeline"
 )
@@ -1024,6 +1025,12 @@ func (t *table) export(en *entry) pipeline.TableEntry {
 	}
 	if en.meter != nil {
 		e.Meter = en.meter.config()
+	}
+	if en.life != nil {
+		e.Ageing = &pipeline.EntryAgeing{
+			Timeout:  time.Duration(en.life.timeoutMs.Load()) * time.Millisecond,
+			SinceHit: time.Duration(max(t.pl.clock()-en.life.lastHit.Load(), 0)),
+		}
 	}
 	return e
 }

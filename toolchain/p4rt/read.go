@@ -7,6 +7,8 @@ import (
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/terrapin/terrapin/toolchain/pipeline"
 )
 
 // readChunk bounds the entities per ReadResponse so a large table streams
@@ -105,7 +107,16 @@ func (ps *pipelineState) readTableEntries(q *p4v1.TableEntry) ([]*p4v1.Entity, e
 		return nil, invalid("a match filter needs a table id")
 	}
 	if q.GetTimeSinceLastHit() != nil {
-		return nil, errorf(codes.Unimplemented, "idle timeout is not supported by terrapin-switch")
+		// As PI: every table the read names must age its entries, a
+		// wildcard read's included, and a default entry has no idle time.
+		if q.GetIsDefaultAction() {
+			return nil, invalid("a default entry has no idle time: time_since_last_hit must be unset")
+		}
+		for _, id := range ids {
+			if t := ps.schema.tables[id]; !t.idleTimeout {
+				return nil, invalid("table %q does not support idle timeout: time_since_last_hit must be unset", t.name)
+			}
+		}
 	}
 	var out []*p4v1.Entity
 	for _, id := range ids {
@@ -167,6 +178,7 @@ func (ps *pipelineState) entryProto(t *tableInfo, e *tableEntry, q *p4v1.TableEn
 		Priority:           e.priority,
 		ControllerMetadata: e.controllerMetadata,
 		Metadata:           clone(e.metadata),
+		IdleTimeoutNs:      e.idleTimeoutNs,
 		IsConst:            e.isConst,
 	}
 	switch {
@@ -182,6 +194,11 @@ func (ps *pipelineState) entryProto(t *tableInfo, e *tableEntry, q *p4v1.TableEn
 	}
 	if len(te.Metadata) == 0 {
 		te.Metadata = nil
+	}
+	if q.GetTimeSinceLastHit() != nil {
+		if te.TimeSinceLastHit, err = ps.timeSinceLastHit(t, e); err != nil {
+			return nil, err
+		}
 	}
 	// Direct resources are returned only when the request sets them
 	// (spec §9.1.8).
@@ -202,6 +219,30 @@ func (ps *pipelineState) entryProto(t *tableInfo, e *tableEntry, q *p4v1.TableEn
 		}
 	}
 	return te, nil
+}
+
+// timeSinceLastHit is the entry's idle time on the device, with or
+// without a timeout (the spec's Idle-timeout section: read even when the
+// TTL is 0).
+func (ps *pipelineState) timeSinceLastHit(t *tableInfo, e *tableEntry) (*p4v1.TableEntry_IdleTimeout, error) {
+	ageing, err := ps.ageingOf(t, e)
+	if err != nil {
+		return nil, err
+	}
+	return &p4v1.TableEntry_IdleTimeout{ElapsedNs: int64(ageing.SinceHit)}, nil
+}
+
+// ageingOf is the entry's idle state on the device; an entry read from
+// the program's declaration asks the device for it.
+func (ps *pipelineState) ageingOf(t *tableInfo, e *tableEntry) (*pipeline.EntryAgeing, error) {
+	if e.ageing != nil {
+		return e.ageing, nil
+	}
+	de, ok, err := ps.ctl.Entry(t.name, keyFields(t, e.match), e.priority)
+	if err != nil || !ok || de.Ageing == nil {
+		return nil, errorf(codes.Internal, "table %q: the device keeps no idle time for the entry (%v)", t.name, err)
+	}
+	return de.Ageing, nil
 }
 
 func (ps *pipelineState) defaultEntryProto(t *tableInfo, ts *tableState) (*p4v1.TableEntry, error) {

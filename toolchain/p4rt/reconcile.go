@@ -1,6 +1,8 @@
 package p4rt
 
 import (
+	"time"
+
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 	"google.golang.org/protobuf/proto"
 
@@ -68,6 +70,9 @@ func (s *Server) reconcile(old, next *pipelineState) {
 			}
 			key := keyFields(nt, e.match)
 			meta := entryMeta{controllerMetadata: e.controllerMetadata, metadata: clone(e.metadata)}
+			if nt.idleTimeout {
+				meta.idleTimeoutNs = e.idleTimeoutNs
+			}
 			if nt.indirect {
 				os, ok := reconcileIndirectEntry(old, next, nt, e, key)
 				if !ok {
@@ -96,6 +101,9 @@ func (s *Server) reconcile(old, next *pipelineState) {
 				if v, err := old.ctl.ReadDirectCounter(ot.name, keyFields(ot, e.match), e.priority); err == nil {
 					_ = next.ctl.WriteDirectCounter(nt.name, key, e.priority, v)
 				}
+			}
+			if meta.idleTimeoutNs != 0 {
+				_ = next.ctl.SetEntryTimeout(nt.name, key, e.priority, time.Duration(meta.idleTimeoutNs))
 			}
 			nts.setMeta(entryKey(e.match, e.priority), meta)
 			nts.count++

@@ -66,6 +66,7 @@ type Server struct {
 	untranslatable warnLimiter
 	arb            *arbiter
 	digests        *digestEngine
+	idle           *idleNotifier
 
 	// mu serializes writes and pipeline changes; reads share it (the spec's
 	// §13.5 allows a single reader/writer lock).
@@ -89,6 +90,7 @@ func NewServer(cfg Config) *Server {
 	}
 	s := &Server{deviceID: cfg.DeviceID, target: cfg.Target, log: log, tls: cfg.TLS, also: cfg.Also, trans: cfg.Translations, arb: newArbiter(), running: cfg.Program}
 	s.digests = newDigestEngine(s)
+	s.idle = newIdleNotifier(s)
 	cfg.Target.SetControllerSink(s.toController)
 	cfg.Target.SetDigestSink(s.digests.receive)
 	return s
@@ -112,6 +114,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go s.digests.run(ctx)
+	go s.idle.run(ctx)
 	errc := make(chan error, 1)
 	go func() { errc <- g.Serve(lis) }()
 	select {
@@ -355,6 +358,7 @@ func (s *Server) install(ps *pipelineState) {
 	s.cur, s.committed, s.running = ps, true, ps.program
 	s.io.Store(ps.schema)
 	s.digests.reset(ps)
+	s.idle.poke()
 }
 
 // PipelineReplaced tells the server that the device now forwards with

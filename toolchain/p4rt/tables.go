@@ -344,19 +344,24 @@ type tableEntry struct {
 	ref      *pipeline.IndirectRef // indirect tables: the member or group
 	entryMeta
 	isConst bool // declared by a const table: only direct resources change
+	// ageing is the device's idle state of the entry (tables that
+	// support idle timeout; nil for entries read from the schema).
+	ageing *pipeline.EntryAgeing
 }
 
 // entryMeta is what P4Runtime keeps of an entry that the device does not:
-// the client's cookie and metadata, and the action set a one-shot group
+// the client's cookie and metadata, the idle timeout exactly as written
+// (the device keeps it rounded), and the action set a one-shot group
 // stands for.
 type entryMeta struct {
 	controllerMetadata uint64
 	metadata           []byte
+	idleTimeoutNs      int64
 	oneShot            *oneShot // set when the entry's group is a one-shot action set's
 }
 
 func (m entryMeta) empty() bool {
-	return m.controllerMetadata == 0 && len(m.metadata) == 0 && m.oneShot == nil
+	return m.controllerMetadata == 0 && len(m.metadata) == 0 && m.idleTimeoutNs == 0 && m.oneShot == nil
 }
 
 // tableState is what P4Runtime alone knows of one table; the entries
@@ -457,7 +462,7 @@ func (ps *pipelineState) declaredEntry(t *tableInfo, i int) *tableEntry {
 // fromDevice converts an entry the device holds, whose key is match in
 // canonical form, to the form a read returns, joined with its entryMeta.
 func (ps *pipelineState) fromDevice(t *tableInfo, de pipeline.TableEntry, match []fieldValue) (*tableEntry, error) {
-	e := &tableEntry{match: match, priority: de.Priority}
+	e := &tableEntry{match: match, priority: de.Priority, ageing: de.Ageing}
 	if de.Indirect.Kind != pipeline.IndirectNone {
 		ref := de.Indirect
 		e.ref = &ref

@@ -2,6 +2,7 @@ package p4rt
 
 import (
 	"context"
+	"time"
 
 	"github.com/terrapin/terrapin/toolchain/pipeline"
 )
@@ -103,6 +104,12 @@ type PipelineControl interface {
 	// SetDefaultAction changes the action run on a miss;
 	// ResetDefaultAction restores the program's. DefaultAction reads the
 	// one in force, by JSON action id as Entries does (ok false: none).
+	// SetEntryTimeout gives an entry of a table that supports timeouts
+	// its idle timeout (0: none) and restarts its idle time; the device
+	// rounds it up to what it can measure. Entries and Entry read it back
+	// with the time since the entry was last hit (TableEntry.Ageing).
+	SetEntryTimeout(table string, key []pipeline.Match, priority int32, timeout time.Duration) error
+
 	SetDefaultAction(table string, action string, args [][]byte) error
 	ResetDefaultAction(table string) error
 	DefaultAction(table string) (a pipeline.ActionCall, ok bool, err error)

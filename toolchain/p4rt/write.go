@@ -3,6 +3,7 @@ package p4rt
 import (
 	"context"
 	"fmt"
+	"time"
 
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 	"google.golang.org/grpc/codes"
@@ -29,6 +30,7 @@ func (s *Server) Write(_ context.Context, req *p4v1.WriteRequest) (resp *p4v1.Wr
 	for i, u := range req.GetUpdates() {
 		errs[i] = s.applyGuarded(s.cur, u)
 	}
+	s.idle.poke()
 	if err := batchError("Write", errs); err != nil {
 		return nil, err
 	}
@@ -129,11 +131,11 @@ func (ps *pipelineState) writeTableEntry(typ p4v1.Update_Type, te *p4v1.TableEnt
 	if te.GetTimeSinceLastHit() != nil {
 		return invalid("time_since_last_hit must be unset in a write")
 	}
-	if typ != p4v1.Update_DELETE && te.GetIdleTimeoutNs() != 0 {
-		if !t.idleTimeout {
-			return invalid("table %q does not support idle timeout", t.name)
-		}
-		return errorf(codes.Unimplemented, "idle timeout is not supported by terrapin-switch")
+	if te.GetIdleTimeoutNs() < 0 {
+		return invalid("idle_timeout_ns must not be negative")
+	}
+	if typ != p4v1.Update_DELETE && te.GetIdleTimeoutNs() != 0 && !t.idleTimeout {
+		return invalid("table %q does not support idle timeout", t.name)
 	}
 	prio := te.GetPriority()
 	if t.needsPriority && prio <= 0 {
@@ -276,7 +278,14 @@ func (ps *pipelineState) insertEntry(w *entryWrite) error {
 			return engineErr("setting the direct counter", err)
 		}
 	}
-	ts.setMeta(w.key, entryMeta{oneShot: os, controllerMetadata: te.GetControllerMetadata(), metadata: clone(te.GetMetadata())})
+	if ns := te.GetIdleTimeoutNs(); ns != 0 {
+		if err := ps.ctl.SetEntryTimeout(t.name, ekey, prio, time.Duration(ns)); err != nil {
+			_ = ps.ctl.DeleteEntry(t.name, ekey, prio)
+			ps.dropOneShot(t, os)
+			return engineErr("setting the idle timeout", err)
+		}
+	}
+	ts.setMeta(w.key, entryMeta{oneShot: os, controllerMetadata: te.GetControllerMetadata(), metadata: clone(te.GetMetadata()), idleTimeoutNs: te.GetIdleTimeoutNs()})
 	ts.count++
 	ps.reference(t, ref, +1)
 	return nil
@@ -331,7 +340,14 @@ func (ps *pipelineState) modifyEntry(w *entryWrite) error {
 			return engineErr("setting the direct counter", err)
 		}
 	}
-	w.ts.setMeta(w.key, entryMeta{oneShot: oneShot, controllerMetadata: te.GetControllerMetadata(), metadata: clone(te.GetMetadata())})
+	// A MODIFY that keeps the timeout keeps the idle time running, as PI
+	// does; a new timeout starts it again.
+	if ns := te.GetIdleTimeoutNs(); t.idleTimeout && ns != old.idleTimeoutNs {
+		if err := ps.ctl.SetEntryTimeout(t.name, ekey, prio, time.Duration(ns)); err != nil {
+			return engineErr("setting the idle timeout", err)
+		}
+	}
+	w.ts.setMeta(w.key, entryMeta{oneShot: oneShot, controllerMetadata: te.GetControllerMetadata(), metadata: clone(te.GetMetadata()), idleTimeoutNs: te.GetIdleTimeoutNs()})
 	return nil
 }
 

@@ -10,6 +10,8 @@
 // and no layer translates one into the other field by field.
 package pipeline
 
+import "time"
+
 // MatchKind is the match kind of one table key field.
 type MatchKind uint8
 
@@ -235,6 +237,18 @@ type TableEntry struct {
 	// gives it when the entry is added, whoever adds it). Added after the
 	// first publication of this API.
 	Handle uint32
+	// Ageing is the entry's idle state in a table that supports timeouts
+	// (support_timeout); nil elsewhere. Read back only. Added after the
+	// first publication of this API.
+	Ageing *EntryAgeing
+}
+
+// EntryAgeing is an entry's idle state: the timeout a control plane set
+// (0: none) and the time since a packet last hit the entry (or since it
+// was added or given its timeout, whichever came last).
+type EntryAgeing struct {
+	Timeout  time.Duration
+	SinceHit time.Duration
 }
 
 // Replica is one copy made by a multicast group or clone session.

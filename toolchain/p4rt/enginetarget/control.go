@@ -8,7 +8,9 @@ package enginetarget
 
 import (
 	"errors"
+	"math"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -164,6 +166,22 @@ func (c *control) Entry(table string, key []pipeline.Match, priority int32) (pip
 		return pipeline.TableEntry{}, false, nil
 	}
 	return e, err == nil, wrap(err)
+}
+
+func (c *control) SetEntryTimeout(table string, key []pipeline.Match, priority int32, timeout time.Duration) error {
+	return c.inTable(table, func(tid int) error {
+		e, err := c.pl.ReadEntry(tid, key, priority)
+		if err != nil {
+			return err
+		}
+		// The engine counts in whole milliseconds, as BMv2: a timeout
+		// between two of them becomes the longer, never the shorter.
+		ms := timeout / time.Millisecond
+		if timeout%time.Millisecond != 0 {
+			ms++
+		}
+		return c.pl.SetEntryTimeout(tid, e.Handle, uint32(min(ms, math.MaxUint32)))
+	})
 }
 
 func (c *control) SetDefaultAction(table string, action string, args [][]byte) error {
