@@ -11,6 +11,10 @@ import enum
 # BRIEF "Shared constants": simple_switch_grpc --cpu-port 255; v1model 9-bit ports.
 CPU_PORT = 255
 DROP_PORT = 511
+# p4src CHANNEL_IN_*: where a channel's packet came from as `channels` matches it, beside the
+# trunk ports (docs/dataplane.md "Channels").
+CHANNEL_IN_HOST = 512
+CHANNEL_IN_RECOVERED = 513
 
 # v1model standard_metadata.priority, 0 lowest (BMv2 --priority-queues 8).
 BEST_EFFORT_PRIORITY = 0

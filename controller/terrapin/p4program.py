@@ -38,8 +38,12 @@ A_REPLICATE = "TerrapinIngress.replicate"
 A_SEND_COPY = "TerrapinEgress.send_copy"
 A_RELAY_COPY = "TerrapinIngress.relay_copy"
 A_RECOVER_COPY = "TerrapinIngress.recover_copy"
-# The key of T_CHANNELS, field by field (ChannelSelector's src, dst, protocol, flow_key).
-CHANNEL_KEY = ("src_addr", "dst_addr", "protocol", "flow_key")
+# The key of T_CHANNELS, field by field: ChannelSelector's src, dst, protocol, flow_key, and
+# where the packet came from (ChannelEntry.in_port).
+CHANNEL_KEY = ("src_addr", "dst_addr", "protocol", "flow_key", "in_port")
+# The trunk ports of a switch: a packet from one matches `channels` by its port.
+T_TRUNK_PORTS = "TerrapinIngress.trunk_ports"
+A_FROM_TRUNK = "TerrapinIngress.from_trunk"
 # The key of T_AGGREGATES (all ternary), field by field with its width in bits.
 AGGREGATE_KEY = {"dscp": 6, "protocol": 8, "l4_dst_port": 16}
 
@@ -98,6 +102,7 @@ __all__ = [
     "A_ADMIT_JUMPING",
     "A_ADMIT_MOVING",
     "A_ANSWER_ARP",
+    "A_FROM_TRUNK",
     "A_PIN",
     "A_RECOVER_COPY",
     "A_RELAY_COPY",
@@ -140,6 +145,7 @@ __all__ = [
     "T_PROTECTIONS",
     "T_QUEUE_BOUNDS",
     "T_ROUTES",
+    "T_TRUNK_PORTS",
     "member_streams",
     "multicast_group",
     "queue_cell",

@@ -18,6 +18,7 @@ from typing import Protocol
 
 from terrapin.admission.model import PortId
 from terrapin.config import Config, HostConfig
+from terrapin.constants import CHANNEL_IN_HOST
 
 
 class NoRoute(Exception):
@@ -63,6 +64,7 @@ class Forwarding:
     routes: tuple[Route, ...]
     arp_answers: tuple[tuple[str, str], ...]  # (gateway ip, mac)
     port_macs: tuple[tuple[int, str], ...]
+    trunk_ports: tuple[int, ...] = ()  # where packets come from other switches (`trunk_ports`)
 
 
 @dataclass(frozen=True, order=True)
@@ -256,7 +258,22 @@ class Topology:
             if p.gateway_ip
         )
         macs = tuple((n, p.mac) for n, p in sorted(self._ports[switch].items()))
-        return Forwarding(tuple(routes), arps, macs)
+        trunk_ports = tuple(n for n, p in sorted(self._ports[switch].items()) if ":" in p.peer)
+        return Forwarding(tuple(routes), arps, macs, trunk_ports)
+
+    def in_ports(self, path: Sequence[PortId]) -> list[int]:
+        """Where a channel on `path` (its egress ports) enters each switch of it
+        (ChannelEntry.in_port): from the host side at the first, by the trunk from the hop
+        before at the others."""
+        return [CHANNEL_IN_HOST] + [self.arrival_port(before) for before in path[:-1]]
+
+    def arrival_port(self, leaving: PortId) -> int:
+        """The port at the next switch that what leaves by trunk port `leaving` arrives on."""
+        peer = self._ports[leaving.switch][leaving.port].peer
+        _, colon, port = peer.partition(":")
+        if not colon:
+            raise NoRoute(f"{leaving} leads to host {peer}, not to a switch")
+        return int(port)
 
     def next_hop_mac(self, switch: str, port: int, dst_ip: str) -> str:
         """The MAC a packet to `dst_ip` leaving `switch` by `port` is addressed to: the host's
@@ -346,6 +363,10 @@ class ChannelEntry:
     demote_excess: bool
     window: JumpingWindowEntry | MovingWindowEntry | None = None
     port: int | None = None  # the hop's egress port (not part of the entry: what it loads)
+    # Where the channel's packets enter this switch (part of the key): CHANNEL_IN_HOST at its
+    # first switch, the trunk port from the hop before at the others, CHANNEL_IN_RECOVERED at a
+    # protected channel's last. Its packets arriving any other way are not admitted here.
+    in_port: int = CHANNEL_IN_HOST
     # Where the channel's admitted path leaves its destination's route at this switch (a
     # restoration moved it, and the route has moved back since): the port and the next hop's
     # MAC its packets are sent to instead (`channel_paths`). None: it follows the route.
@@ -376,6 +397,7 @@ class ChannelEntry:
                     self.demote_excess,
                     self.window,
                     self.port,
+                    self.in_port,
                     self.pin,
                     self.replicas,
                     self.recovery,

@@ -15,6 +15,7 @@ from dataclasses import replace
 
 from terrapin.admission import Allocation
 from terrapin.admission.model import PortId
+from terrapin.constants import CHANNEL_IN_RECOVERED
 from terrapin.p4program import member_streams
 from terrapin.paths import (
     ChannelEntry,
@@ -79,7 +80,15 @@ def protected_entries(
         edge=alloc,
         tag=tag,
     )
-    tail = entry_for_hop(last.port.switch, record.selector, record.channel_id, last, record.demote_excess)
+    # What reaches the last switch's `channels` entry is what its sequence recovery kept.
+    tail = entry_for_hop(
+        last.port.switch,
+        record.selector,
+        record.channel_id,
+        last,
+        record.demote_excess,
+        in_port=CHANNEL_IN_RECOVERED,
+    )
     skew_us = alloc.protected_delay_us or alloc.worst_case_delay_us
     recovery = Recovery(members, history_length, max(2 * skew_us, MIN_RESET_US), tag)
     return [replace(head, replicas=tuple(copies)), *relays, replace(tail, recovery=recovery)]

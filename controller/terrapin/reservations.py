@@ -194,6 +194,7 @@ class ReservationService:
             if record.allocation.protected:
                 made = protected_entries(record, self.topology, self.history_length, tag)
             else:
+                in_ports = self.topology.in_ports([hop.port for hop in record.allocation.hops])
                 made = [
                     entry_for_hop(
                         hop.port.switch,
@@ -204,6 +205,7 @@ class ReservationService:
                         edge=record.allocation if index == 0 else None,
                         tag=tag,
                         pin=self.topology.pin(hop.port, dst),
+                        in_port=in_ports[index],
                     )
                     for index, hop in enumerate(record.allocation.hops)
                 ]

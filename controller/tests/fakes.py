@@ -112,7 +112,7 @@ class FakeFabric:
         return [QueueTelemetry(p, q, 3, 1000, 10, 10_000) for p in ports for q in range(8)]
 
     async def channel_counters(
-        self, name: str, selector: ChannelSelector, channel_id: int
+        self, name: str, selector: ChannelSelector, in_port: int, channel_id: int
     ) -> ChannelCounters:
         if name in self.down:
             raise InjectedFault(f"{name} is down")

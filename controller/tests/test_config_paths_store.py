@@ -10,6 +10,7 @@ from fakes import chain_config
 
 from terrapin.admission import AdmissionLedger, Allocation, ChannelEnvelope, ChannelKey, PortId
 from terrapin.config import Config, ConfigError, load_config, parse_config
+from terrapin.constants import CHANNEL_IN_HOST
 from terrapin.paths import ChannelSelector, NoRoute, Topology
 from terrapin.store import ACTIVE, INSTALLING, DuplicateReservation, ReservationStore, StoreFull
 
@@ -35,6 +36,13 @@ def test_chain_paths_and_routes() -> None:
     assert topo.router_ip("s1") == "10.0.1.1"
     with pytest.raises(NoRoute):
         topo.path("10.0.1.2", "10.9.9.9")
+    # a channel enters its first switch from the host side, each next one by the trunk from the
+    # switch before (port 1 on the chain); only trunk ports are listed as such
+    assert topo.in_ports(topo.path("10.0.1.2", "10.0.2.2")) == [CHANNEL_IN_HOST, 1, 1, 1]
+    assert topo.in_ports(topo.path("10.0.2.2", "10.0.1.2")) == [CHANNEL_IN_HOST, 2, 2, 2]
+    assert topo.forwarding("s2").trunk_ports == (1, 2) and topo.forwarding("s1").trunk_ports == (2,)
+    with pytest.raises(NoRoute):
+        topo.arrival_port(PortId("s1", 1))  # a host's port leads to no switch
 
 
 def test_port_models_convert_bits_and_overrides() -> None:

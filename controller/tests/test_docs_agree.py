@@ -54,6 +54,8 @@ def test_numbers_match_p4src_constants() -> None:
         for name, value in re.findall(r"^const bit<\d+> (\w+) = (\w+);", path.read_text(), re.M)
     }
     assert values["CPU_PORT"] == constants.CPU_PORT
+    assert values["CHANNEL_IN_HOST"] == constants.CHANNEL_IN_HOST
+    assert values["CHANNEL_IN_RECOVERED"] == constants.CHANNEL_IN_RECOVERED
     assert values["PRIORITY_BEST_EFFORT"] == constants.BEST_EFFORT_PRIORITY
     assert values["PRIORITY_RESERVATION"] == constants.PROTOCOL_PRIORITY
     assert values["PRIORITY_CHANNEL_MIN"] == min(constants.ADMITTED_PRIORITIES)

@@ -18,7 +18,7 @@ from finsy.proto import p4r as p4runtime_pb2
 from netlab import Lab, missing_prerequisites
 from topo.p4switch import SWITCH_KINDS
 
-from terrapin.constants import MessageCode
+from terrapin.constants import CHANNEL_IN_HOST, MessageCode
 from terrapin.protocol.messages import ReservationMessage
 from terrapin_tools import p4read
 
@@ -82,6 +82,9 @@ def test_rest_reservation_programs_every_hop_and_removal_clears_them(lab: Lab) -
             b"\n\x00\x02\x02",
             b"\x11",
             (5000 << 16 | 6000).to_bytes(4, "big"),
+            # where the channel enters: the host side at s1, by port 1 (the trunk from the
+            # switch before) at s2 and s3
+            CHANNEL_IN_HOST.to_bytes(2, "big") if i == 1 else b"\x01",
         )
         params = {p.param_id: int.from_bytes(p.value, "big") for p in entry.action.action.params}
         assert params[2] == 6  # priority

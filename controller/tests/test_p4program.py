@@ -51,9 +51,10 @@ def test_every_name_is_in_the_compiled_p4info() -> None:
     assert key == p4program.CHANNEL_KEY
     # one entry per channel id, so the store hands out no id the switch has no room for
     assert tables[p4program.T_CHANNELS].size == p4program.MAX_CHANNELS
-    # a channel's pin is found by the channel's own key, one per channel at a switch
+    # a channel's pin is found by the channel's selector (the key less where it entered), one
+    # per channel at a switch
     pins = tables[p4program.T_CHANNEL_PATHS]
-    assert tuple(f.name for f in pins.match_fields) == p4program.CHANNEL_KEY
+    assert tuple(f.name for f in pins.match_fields) == p4program.CHANNEL_KEY[:4]
     assert pins.size == p4program.MAX_CHANNELS
     # 802.1CB's recovery counters, indexed by channel id
     for name in p4program.FRER_COUNTERS.values():

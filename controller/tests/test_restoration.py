@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from terrapin.admission import AdmissionLedger, Allocation, ChannelEnvelope, ChannelKey, Denial, PortId
 from terrapin.channel_requests import ChannelRequest
 from terrapin.config import Config
+from terrapin.constants import CHANNEL_IN_HOST
 from terrapin.main import Controller
 from terrapin.monitor.checks import CHANNEL_DOWN, PATH_DOWN
 from terrapin.monitor.trunks import path_findings
@@ -85,11 +86,20 @@ def test_a_channel_whose_trunk_goes_down_moves_the_other_way_round() -> None:
     async def run() -> None:
         made = await lab.reserve(1, 3, 10 * MBIT, context=1)
         assert ports(made) == ["s1:2", "s2:2", "s3:1"] and on_switches(lab, made) == {"s1", "s2", "s3"}
+        assert [e.in_port for e in lab.service.entries(made)] == [CHANNEL_IN_HOST, 3, 3]
         report = await lab.restoration.restore(frozenset({lab.trunk("s1", "s2")}))
         moved = lab.record(made)
         assert moved.state == ACTIVE and ports(moved) == ["s1:3", "s4:3", "s3:1"]
         assert [c.kind for c in report.changes] == ["moved"]
         assert on_switches(lab, made) == {"s1", "s4", "s3"}
+        # its entries are keyed by where it enters each switch now: at s3 from s4 (port 2),
+        # no longer from s2 (port 3), so what s2's route change sends s3 another way is not
+        # admitted there
+        assert [(e.switch, e.in_port) for e in lab.service.entries(moved)] == [
+            ("s1", CHANNEL_IN_HOST),
+            ("s4", 2),
+            ("s3", 2),
+        ]
         assert lab.fabric.reconciliations[0] == "s4"
         assert set(lab.fabric.reconciliations) == {"s1", "s2", "s3", "s4"}
         # the ledger holds it on the new path only, once

@@ -38,7 +38,8 @@ def finsy_entry(entry: ChannelEntry) -> p4r.TableEntry:
     """The same entry through finsy's generic encoder: the reference."""
     excess = EXCESS_DEMOTE if entry.demote_excess else EXCESS_DROP
     s = entry.selector
-    match = fy.P4TableMatch(dict(zip(CHANNEL_KEY, (s.src, s.dst, s.protocol, s.flow_key), strict=True)))
+    values = (s.src, s.dst, s.protocol, s.flow_key, entry.in_port)
+    match = fy.P4TableMatch(dict(zip(CHANNEL_KEY, values, strict=True)))
     if entry.window is None:
         action = fy.P4TableAction(
             A_ADMIT, channel_id=entry.channel_id, priority=entry.priority, on_yellow=excess, on_red=excess
@@ -89,6 +90,7 @@ entries = st.builds(
     rates,
     st.booleans(),
     st.one_of(st.none(), jumping, moving),
+    in_port=st.integers(0, 513),
 )
 
 
@@ -98,7 +100,7 @@ def test_the_codec_writes_what_finsy_writes(entry: ChannelEntry) -> None:
     mine, reference = CODEC.entry(entry), finsy_entry(entry)
     assert mine.SerializeToString(deterministic=True) == reference.SerializeToString(deterministic=True)
     assert entry_key(mine) == entry_key(reference) and entry_payload(mine) == entry_payload(reference)
-    assert CODEC.key_only(entry.selector).match == reference.match
+    assert CODEC.key_only(entry.selector, entry.in_port).match == reference.match
 
 
 @given(entries, st.randoms())
@@ -171,7 +173,7 @@ def test_zeroing_a_channels_colours_names_both_counters_at_its_id() -> None:
 def test_a_channel_entry_read_back_gives_its_selector(selector: ChannelSelector) -> None:
     """The monitor reads every channel's direct counter as protobufs and names each by
     selector_of: the inverse of the key the entry was written with."""
-    assert CODEC.selector_of(CODEC.key_only(selector)) == selector
+    assert CODEC.selector_of(CODEC.key_only(selector, 3)) == selector
 
 
 def test_precompute_encodes_ahead_on_a_backup_and_only_forgets_on_the_primary() -> None:

@@ -10,6 +10,12 @@
 // ---- Ports (9-bit v1model port numbers) -------------------------------------------------
 // simple_switch_grpc --cpu-port 255: PacketOut arrives from, and PacketIn leaves to, this port.
 const bit<9> CPU_PORT = 255;
+// Where a channel's packet came from, as the `channels` table matches it (meta.channel_in): the
+// trunk port it arrived on, or one of these two, beyond any 9-bit port number. A packet from a
+// port the controller did not name as a trunk (`trunk_ports`) comes from the host side; a copy
+// the last switch's sequence recovery kept comes from recovery, whichever trunk brought it.
+const bit<10> CHANNEL_IN_HOST = 512;
+const bit<10> CHANNEL_IN_RECOVERED = 513;
 
 // ---- Priorities: v1model standard_metadata.priority selects one of 8 strict-priority
 // queues per port (simple_switch --priority-queues 8); 0 is served last.

@@ -176,6 +176,9 @@ struct metadata_t {
     bit<2> color;
     bit<16> channel_id;
     bit<3> channel_priority;
+    // Where the packet came from, for `channels` (CHANNEL_IN_HOST, a trunk port, or
+    // CHANNEL_IN_RECOVERED).
+    bit<10> channel_in;
     bit<1> on_yellow;
     bit<1> on_red;
     bit<8> aggregate_id;

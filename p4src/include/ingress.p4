@@ -109,7 +109,30 @@ control TerrapinIngress(inout headers_t hdr,
         size = MAX_ROUTES;
     }
 
-    // ---- Admitted channels: exact match on the channel's selector (docs/protocol.md).
+    // ---- Where a channel's packets may come from. A channel's entry at a switch names the
+    // port its admitted path enters by: the host side at its first switch, the trunk from the
+    // hop before at the others (recovery, at a protected channel's last). A packet of the
+    // channel that arrives any other way is not the channel's traffic there: the best-effort
+    // copies a restoration's route change sent back round a ring to the channel's first
+    // switch, re-admitted there, took its policer's tokens from the conforming packets.
+    action from_trunk() {
+        meta.channel_in = (bit<10>)standard_metadata.ingress_port;
+    }
+
+    table trunk_ports {
+        key = {
+            standard_metadata.ingress_port : exact @name("port");
+        }
+        actions = {
+            from_trunk;
+            @defaultonly NoAction;
+        }
+        const default_action = NoAction();
+        size = MAX_PORTS;
+    }
+
+    // ---- Admitted channels: exact match on the channel's selector (docs/protocol.md) and
+    // where the packet came from.
     action admit(bit<16> channel_id, bit<3> priority, bit<1> on_yellow, bit<1> on_red) {
         channel_meter.read(meta.color);
         meta.channel_id = channel_id;
@@ -309,6 +332,7 @@ control TerrapinIngress(inout headers_t hdr,
             hdr.ipv4.dst_addr : exact @name("dst_addr");
             hdr.ipv4.protocol : exact @name("protocol");
             meta.flow_key : exact @name("flow_key");
+            meta.channel_in : exact @name("in_port");
         }
         actions = {
             admit;
@@ -548,6 +572,8 @@ control TerrapinIngress(inout headers_t hdr,
         bool routed = false;
         // A channel's or a copy's policer gave meta.color.
         bool policed = false;
+        meta.channel_in = CHANNEL_IN_HOST;
+        trunk_ports.apply();
         if (standard_metadata.parser_error != error.NoError) {
             drop_packet(DROP_MALFORMED);
         } else if (standard_metadata.checksum_error == 1) {
@@ -596,6 +622,7 @@ control TerrapinIngress(inout headers_t hdr,
                             hdr.ethernet.ether_type = hdr.rtag.ether_type;
                         }
                         hdr.rtag.setInvalid();
+                        meta.channel_in = CHANNEL_IN_RECOVERED;
                         routed = true;
                     } else {
                         drop_packet(DROP_ELIMINATED);

@@ -268,11 +268,12 @@ class TerrapinTest(BaseTest):  # type: ignore[misc]
 
     def admit(self, src_port: int, dst_port: int, protocol: int, flow_key: int, *, channel_id: int,
               priority: int, meter: MeterEnvelope, on_yellow: int | None = None,
-              on_red: int | None = None):  # type: ignore[no-untyped-def]
+              on_red: int | None = None, in_port: int | None = None):  # type: ignore[no-untyped-def]
+        """A channel policed by its meter; `in_port` is where its packets enter (default: the
+        host side, any port not in `trunk_ports`)."""
         return self.sw.insert(
             "channels",
-            {"src_addr": host_ip(src_port), "dst_addr": host_ip(dst_port), "protocol": protocol,
-             "flow_key": flow_key},
+            self.channel_match(src_port, dst_port, protocol, flow_key, in_port),
             "admit",
             {"channel_id": channel_id, "priority": priority,
              "on_yellow": C["EXCESS_DROP"] if on_yellow is None else on_yellow,
@@ -280,7 +281,14 @@ class TerrapinTest(BaseTest):  # type: ignore[misc]
             meter=meter,
         )
 
-    def channel_match(self, src_port: int, dst_port: int, protocol: int, flow_key: int) -> dict[str, object]:
+    def channel_match(self, src_port: int, dst_port: int, protocol: int, flow_key: int,
+                      in_port: int | None = None) -> dict[str, object]:
+        """A `channels` key: the selector and where the channel enters (default: the host side)."""
+        return {**self.selector_match(src_port, dst_port, protocol, flow_key),
+                "in_port": C["CHANNEL_IN_HOST"] if in_port is None else in_port}
+
+    def selector_match(self, src_port: int, dst_port: int, protocol: int, flow_key: int) -> dict[str, object]:
+        """A `channel_paths` key: the selector alone."""
         return {"src_addr": host_ip(src_port), "dst_addr": host_ip(dst_port), "protocol": protocol,
                 "flow_key": flow_key}
 

@@ -209,7 +209,9 @@ class LastSwitchTest(TerrapinTest):
     """Members A (port 3) and B (port 4) end here; the recovered frame goes to host 2."""
 
     def recover(self, history: int = 16, reset_us: int = 2_000_000, tag: int = 1) -> None:
-        self.admit(1, 2, 17, FLOW, channel_id=CHANNEL, priority=PRIORITY, meter=generous_envelope())
+        # What reaches `channels` here is what the recovery kept, whichever port brought it.
+        self.admit(1, 2, 17, FLOW, channel_id=CHANNEL, priority=PRIORITY, meter=generous_envelope(),
+                   in_port=C["CHANNEL_IN_RECOVERED"])
         for member in (MEMBER_A, MEMBER_B):
             self.sw.insert("member_streams", {"member": member}, "recover_copy",
                            {"channel_id": CHANNEL, "history_length": history, "reset_us": reset_us,

@@ -9,6 +9,9 @@
   effort still follows the pin (the channel's packets keep one path). Without the pin the
   channel follows the route again.
 - A pin whose channel is not admitted moves nothing: pins refine admitted channels only.
+- A channel is admitted only where its path enters the switch: its entry names the host side
+  or a trunk port (`trunk_ports`); its frames arriving any other way go best effort, untouched
+  by its meter.
 """
 
 from __future__ import annotations
@@ -88,7 +91,7 @@ class PinnedChannelTest(TerrapinTest):
     def pin(self, port: int, next_hop: str):  # type: ignore[no-untyped-def]
         return self.sw.insert(
             "channel_paths",
-            self.channel_match(1, 2, 17, FLOW),
+            self.selector_match(1, 2, 17, FLOW),
             "pin",
             {"port": port, "next_hop_mac": next_hop},
         )
@@ -160,3 +163,39 @@ class PinWithoutAChannelMovesNothing(PinnedChannelTest):
         self.expect_nothing()
         self.assertEqual(self.queue_packets(2, C["PRIORITY_BEST_EFFORT"]), 1)
         self.assertEqual(self.queue_packets(3, C["PRIORITY_BEST_EFFORT"]), 0)
+
+
+class ChannelsAdmitOnlyWhereTheirPathEnters(PinnedChannelTest):
+    """A channel's entry names where its packets enter the switch. With port 3 a trunk
+    (`trunk_ports`): an entry for the host side admits the channel's frames from host port 1
+    but not those that come back in by trunk 3, which go best effort and leave its meter
+    untouched (after a restoration, the channel's own best-effort frames came back round a ring
+    to its first switch and took its tokens from the conforming ones); an entry for trunk 3
+    admits the frames from port 3, not those from port 4, which is no trunk (host side)."""
+
+    def runTest(self) -> None:
+        self.sw.insert("trunk_ports", {"port": 3}, "from_trunk", {})
+        two_frames = MeterEnvelope(cir=100, cburst=2 * FRAME, pir=100, pburst=2 * FRAME)
+        entry = self.admit(1, 2, 17, FLOW, channel_id=self.CHANNEL, priority=self.PRIORITY, meter=two_frames)
+        frame = self.channel_frame()
+        for _ in range(3):
+            self.send(3, frame)
+            self.expect(routed(Ether(frame), 2), 2)
+        self.assertEqual(self.queue_packets(2, C["PRIORITY_BEST_EFFORT"]), 3)
+        self.assertEqual(self.sw.direct_counter(entry)[0], 0)
+        for _ in range(3):  # the meter's two frames are all there; the third is excess
+            self.send(1, frame)
+        self.assertEqual(len(self.collect(2, idle=0.5)), 2)
+        self.assertEqual(self.queue_packets(2, self.PRIORITY), 2)
+        self.assertEqual(self.drops("DROP_POLICED"), 1)
+
+        self.sw.delete(entry)
+        self.admit(1, 2, 17, FLOW, channel_id=self.CHANNEL, priority=self.PRIORITY, meter=generous_envelope(),
+                   in_port=3)
+        self.send(3, frame)
+        self.expect(routed(Ether(frame), 2), 2)
+        self.send(4, frame)
+        self.expect(routed(Ether(frame), 2), 2)
+        self.expect_nothing()
+        self.assertEqual(self.queue_packets(2, self.PRIORITY), 3)
+        self.assertEqual(self.queue_packets(2, C["PRIORITY_BEST_EFFORT"]), 4)

@@ -42,7 +42,7 @@ from terrapin.api.reservation_bodies import (
     reservation_out,
 )
 from terrapin.channel_requests import ChannelRequest, Conflict
-from terrapin.constants import IP_PROTO_XTP
+from terrapin.constants import CHANNEL_IN_HOST, IP_PROTO_XTP
 from terrapin.p4program import member_streams
 from terrapin.paths import ChannelSelector
 from terrapin.protection import disjoint_pair
@@ -278,7 +278,10 @@ async def _hop_counters(
     member stream entry's (and the channel id's colours at that switch)."""
     try:
         if member is None:
-            c = await api.telemetry.channel_counters(port.switch, record.selector, record.channel_id)
+            # The hop's `channels` entry is keyed by where the channel enters the switch too.
+            here = [e for e in api.service.entries(record, port.switch) if e.relay is None]
+            in_port = here[0].in_port if here else CHANNEL_IN_HOST
+            c = await api.telemetry.channel_counters(port.switch, record.selector, in_port, record.channel_id)
         else:
             c = await api.telemetry.member_counters(port.switch, member, record.channel_id)
         read: dict[str, Any] = asdict(c)  # packets, bytes, yellow_packets, red_packets

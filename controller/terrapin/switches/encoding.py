@@ -30,18 +30,15 @@ from terrapin.admission.model import (
 )
 from terrapin.admission.policers import moving_ring
 from terrapin.config import AggregateConfig
-from terrapin.constants import ETHERNET_HEADER, RTAG_BYTES
+from terrapin.constants import CHANNEL_IN_HOST, ETHERNET_HEADER, RTAG_BYTES
 from terrapin.p4program import (
     A_ADMIT,
     A_ADMIT_JUMPING,
     A_ADMIT_MOVING,
     A_ANSWER_ARP,
+    A_FROM_TRUNK,
     A_PIN,
-    A_RECOVER_COPY,
-    A_RELAY_COPY,
-    A_REPLICATE,
     A_ROUTE,
-    A_SEND_COPY,
     A_SET_AGGREGATE,
     A_SET_DELAY_BOUND,
     A_SET_SOURCE_MAC,
@@ -67,7 +64,7 @@ from terrapin.p4program import (
     T_PROTECTIONS,
     T_QUEUE_BOUNDS,
     T_ROUTES,
-    multicast_group,
+    T_TRUNK_PORTS,
     queue_cell,
 )
 from terrapin.paths import (
@@ -98,6 +95,7 @@ def entry_for_hop(
     tag: int = 0,
     pin: tuple[int, str] | None = None,
     tagged: bool = False,
+    in_port: int = CHANNEL_IN_HOST,
 ) -> ChannelEntry:
     """The hop's (ρ, σ) as a strict trTCM: CIR = PIR = ρ, CBS = PBS = σ (docs/dataplane.md), in
     frame bytes: each packet of up to max_packet IPv4 bytes carries 14 more on the wire.
@@ -110,7 +108,8 @@ def entry_for_hop(
     hop by hop (HopAllocation.burst), so it never does. `tag` names this installation of the
     channel (the window ignores state another tag left behind); `pin` where the hop leaves the
     destination's route (Topology.pin). `tagged`: the hop meters a protected channel's copies,
-    each RTAG_BYTES longer."""
+    each RTAG_BYTES longer. `in_port`: where its packets enter the switch (ChannelEntry.in_port,
+    Topology.in_ports)."""
     rate = frame_bytes(hop.rate, hop.max_packet, tagged)
     burst = frame_bytes(hop.burst if edge is None else edge.burst, hop.max_packet, tagged)
     return ChannelEntry(
@@ -125,6 +124,7 @@ def entry_for_hop(
         demote_excess=demote_excess,
         window=None if edge is None else window_entry(edge.requested, tag, edge.tolerance_us),
         port=hop.port.port,
+        in_port=in_port,
         pin=pin,
     )
 
@@ -263,10 +263,10 @@ class ChannelCodec:
             updates.append(update)
         return updates
 
-    def match(self, selector: ChannelSelector) -> list[p4r.FieldMatch]:
+    def match(self, selector: ChannelSelector, in_port: int) -> list[p4r.FieldMatch]:
         return [
             p4r.FieldMatch(field_id=fid, exact=p4r.FieldMatch.Exact(value=value))
-            for fid, value in zip(self._fields, _match_values(selector), strict=True)
+            for fid, value in zip(self._fields, _match_values(selector, in_port), strict=True)
         ]
 
     def entry(self, entry: ChannelEntry) -> p4r.TableEntry:
@@ -281,7 +281,7 @@ class ChannelCodec:
         template, names = self._templates[name]
         pb = p4r.TableEntry()
         pb.CopyFrom(template)
-        for field_match, value in zip(pb.match, _match_values(entry.selector), strict=True):
+        for field_match, value in zip(pb.match, _match_values(entry.selector, entry.in_port), strict=True):
             field_match.exact.value = value
         for param, key in zip(pb.action.action.params, names, strict=True):
             param.value = _canonical(args[key])
@@ -298,11 +298,11 @@ class ChannelCodec:
     def selector_of(self, pb: p4r.TableEntry) -> ChannelSelector:
         """The selector of a channel entry read back (the inverse of match())."""
         values = {m.field_id: int.from_bytes(m.exact.value, "big") for m in pb.match}
-        src, dst, protocol, flow_key = (values.get(fid, 0) for fid in self._fields)
+        src, dst, protocol, flow_key, _in_port = (values.get(fid, 0) for fid in self._fields)
         return ChannelSelector(src=_ipv4_str(src), dst=_ipv4_str(dst), protocol=protocol, flow_key=flow_key)
 
-    def key_only(self, selector: ChannelSelector) -> p4r.TableEntry:
-        return p4r.TableEntry(table_id=self.table_id, match=self.match(selector))
+    def key_only(self, selector: ChannelSelector, in_port: int) -> p4r.TableEntry:
+        return p4r.TableEntry(table_id=self.table_id, match=self.match(selector, in_port))
 
 
 @functools.lru_cache(maxsize=65536)
@@ -311,13 +311,14 @@ def _canonical_ipv4(address: str) -> bytes:
     return _canonical(int(ipaddress.IPv4Address(address)))
 
 
-def _match_values(selector: ChannelSelector) -> tuple[bytes, bytes, bytes, bytes]:
+def _match_values(selector: ChannelSelector, in_port: int) -> tuple[bytes, bytes, bytes, bytes, bytes]:
     """A channel entry's match values, in CHANNEL_KEY's order."""
     return (
         _canonical_ipv4(selector.src),
         _canonical_ipv4(selector.dst),
         _canonical(selector.protocol),
         _canonical(selector.flow_key),
+        _canonical(in_port),
     )
 
 
@@ -390,6 +391,7 @@ def forwarding_entries(fwd: Forwarding) -> list[fy.P4TableEntry]:
     ]
     rows += [(T_ARP, {"target_ip": ip}, A_ANSWER_ARP, {"mac": mac}) for ip, mac in fwd.arp_answers]
     rows += [(T_PORT_MACS, {"port": port}, A_SET_SOURCE_MAC, {"mac": mac}) for port, mac in fwd.port_macs]
+    rows += [(T_TRUNK_PORTS, {"port": port}, A_FROM_TRUNK, {}) for port in fwd.trunk_ports]
     return [
         fy.P4TableEntry(table, match=fy.P4TableMatch(key), action=fy.P4TableAction(action, **args))
         for table, key, action, args in rows
@@ -427,16 +429,24 @@ def aggregate_meter(aggregate: AggregateConfig) -> fy.P4MeterConfig:
     )
 
 
-def channel_match(selector: ChannelSelector) -> fy.P4TableMatch:
-    """T_CHANNELS's key for a selector: every write, delete and read of a channel's entry."""
-    values = (selector.src, selector.dst, selector.protocol, selector.flow_key)
+def channel_match(selector: ChannelSelector, in_port: int) -> fy.P4TableMatch:
+    """T_CHANNELS's key for a selector entering by in_port: every write, delete and read of a
+    channel's entry."""
+    values = (selector.src, selector.dst, selector.protocol, selector.flow_key, in_port)
     return fy.P4TableMatch(dict(zip(CHANNEL_KEY, values, strict=True)))
+
+
+def selector_match(selector: ChannelSelector) -> fy.P4TableMatch:
+    """T_CHANNEL_PATHS's key: the selector alone (a channel's packets reach it only once
+    `channels` admitted them)."""
+    values = (selector.src, selector.dst, selector.protocol, selector.flow_key)
+    return fy.P4TableMatch(dict(zip(CHANNEL_KEY, values, strict=False)))
 
 
 def selector_of_match(match: Any) -> ChannelSelector:
     """The selector of a channel entry read back (the inverse of channel_match)."""
     match = match or fy.P4TableMatch()
-    src, dst, protocol, flow_key = (match[name] for name in CHANNEL_KEY)
+    src, dst, protocol, flow_key = (match[name] for name in CHANNEL_KEY[:4])
     return ChannelSelector(
         src=str(_as_ip(src)), dst=str(_as_ip(dst)), protocol=int(protocol), flow_key=int(flow_key)
     )
@@ -444,84 +454,12 @@ def selector_of_match(match: Any) -> ChannelSelector:
 
 def pin_entry(entry: ChannelEntry) -> fy.P4TableEntry:
     """T_CHANNEL_PATHS's entry for a pinned channel hop (entry.pin), or its key alone."""
-    match = channel_match(entry.selector)
+    match = selector_match(entry.selector)
     if entry.pin is None:
         return fy.P4TableEntry(T_CHANNEL_PATHS, match=match)
     port, mac = entry.pin
     action = fy.P4TableAction(A_PIN, port=port, next_hop_mac=mac)
     return fy.P4TableEntry(T_CHANNEL_PATHS, match=match, action=action)
-
-
-def protection_entries(entry: ChannelEntry) -> list[fy.P4TableEntry]:
-    """The table entries a protected channel's hop needs besides its `channels` entry, in the
-    order they are written (what an entry's hit uses before the entry): at its first switch each
-    copy's member stream then the replication; at its last the recovery of both member streams;
-    at a transit switch the relay of its copy (its only entry there). Empty for a channel
-    without protection."""
-    found = []
-    excess = EXCESS_DEMOTE if entry.demote_excess else EXCESS_DROP
-    if entry.relay is not None:
-        copy = entry.relay
-        action = fy.P4TableAction(
-            A_RELAY_COPY,
-            port=copy.port,
-            next_hop_mac=copy.next_hop_mac,
-            channel_id=entry.channel_id,
-            priority=entry.priority,
-            on_yellow=excess,
-            on_red=excess,
-        )
-        meter = fy.P4MeterConfig(cir=entry.cir, cburst=entry.cburst, pir=entry.pir, pburst=entry.pburst)
-        found.append(
-            fy.P4TableEntry(T_MEMBER_STREAMS, match=_member(copy.member), action=action, meter_config=meter)
-        )
-    for copy in entry.replicas:
-        action = fy.P4TableAction(A_SEND_COPY, next_hop_mac=copy.next_hop_mac)
-        found.append(fy.P4TableEntry(T_COPIES, match=_member(copy.member), action=action))
-    if entry.replicas:
-        action = fy.P4TableAction(A_REPLICATE, group=multicast_group(entry.channel_id))
-        match = fy.P4TableMatch(channel_id=entry.channel_id)
-        found.append(fy.P4TableEntry(T_PROTECTIONS, match=match, action=action))
-    if entry.recovery is not None:
-        r = entry.recovery
-        for member in r.members:
-            action = fy.P4TableAction(
-                A_RECOVER_COPY,
-                channel_id=entry.channel_id,
-                history_length=r.history_length,
-                reset_us=r.reset_us,
-                tag=r.tag,
-            )
-            found.append(fy.P4TableEntry(T_MEMBER_STREAMS, match=_member(member), action=action))
-    return found
-
-
-def _member(member: int) -> fy.P4TableMatch:
-    return fy.P4TableMatch(member=member)
-
-
-def replication_group(entry: ChannelEntry) -> p4r.MulticastGroupEntry | None:
-    """The multicast group a protected channel's first switch replicates it through: one replica
-    per copy, its instance (egress_rid) the copy's member stream. Ports by the deprecated
-    `egress_port` number, which every P4Runtime server of v1model reads (PI's too)."""
-    if not entry.replicas:
-        return None
-    replicas = [p4r.Replica(egress_port=c.port, instance=c.member) for c in entry.replicas]
-    return p4r.MulticastGroupEntry(multicast_group_id=multicast_group(entry.channel_id), replicas=replicas)
-
-
-def group_update(kind: Any, group: p4r.MulticastGroupEntry) -> p4r.Update:
-    pre = p4r.PacketReplicationEngineEntry(multicast_group_entry=group)
-    return p4r.Update(type=kind, entity=p4r.Entity(packet_replication_engine_entry=pre))
-
-
-def group_replicas(group: p4r.MulticastGroupEntry) -> tuple[tuple[int, int], ...]:
-    """A group's replicas as (port, instance), in order, however the switch named the ports."""
-    found = []
-    for r in group.replicas:
-        port = int.from_bytes(r.port, "big") if r.WhichOneof("port_kind") == "port" else r.egress_port
-        found.append((port, r.instance))
-    return tuple(sorted(found))
 
 
 def channel_read_request() -> fy.P4TableEntry:
@@ -535,7 +473,16 @@ def reconcile_read_request(schema: Any, device_id: int, codec: ChannelCodec) -> 
     channel entry with its meter (as protobufs: a takeover compares tens of thousands), and the
     multicast groups."""
     request = p4r.ReadRequest(device_id=device_id)
-    for table in (T_ROUTES, T_ARP, T_PORT_MACS, T_AGGREGATES, T_CHANNEL_PATHS, T_PROTECTIONS, T_COPIES):
+    for table in (
+        T_ROUTES,
+        T_ARP,
+        T_PORT_MACS,
+        T_TRUNK_PORTS,
+        T_AGGREGATES,
+        T_CHANNEL_PATHS,
+        T_PROTECTIONS,
+        T_COPIES,
+    ):
         request.entities.add().table_entry.table_id = schema.tables[table].id
     members = request.entities.add().table_entry
     members.table_id = schema.tables[T_MEMBER_STREAMS].id

@@ -40,17 +40,14 @@ from terrapin.switches.encoding import (
     entry_key,
     entry_payload,
     forwarding_entries,
-    group_replicas,
-    group_update,
     key_only,
     pin_entry,
-    protection_entries,
     queue_bound_of,
     queue_bounds_read_request,
     reconcile_read_request,
-    replication_group,
     selector_of_match,
 )
+from terrapin.switches.protected import group_replicas, group_update, protection_entries, replication_group
 
 DesiredChannels = Callable[[str], Sequence[ChannelEntry]]
 
@@ -135,6 +132,11 @@ class SwitchEntries:
         inserts = [pb for k, pb in want.items() if k not in have and k not in same]
         modifies = [pb for k, pb in want.items() if k in have and payloads[k] != entry_payload(have[k])]
         deletes = [key_only(pb) for k, pb in have.items() if k not in want]
+        # A channel whose path now enters this switch another way has a new key here: its new
+        # entry goes in before the old one goes (make before break), so none of its packets
+        # meets neither.
+        left = [pb for pb in deletes if pb.table_id == codec.table_id]
+        deletes = [pb for pb in deletes if pb.table_id != codec.table_id]
         # A channel's pin goes in before the route it departs from moves (make before break:
         # its packets never follow a route its path has left).
         pins_table = schema.tables[T_CHANNEL_PATHS].id
@@ -153,11 +155,12 @@ class SwitchEntries:
         if meters:
             await sw.write(meters)
         await write_raw(sw, p4r.Update.INSERT, inserts)
+        await write_raw(sw, p4r.Update.DELETE, left)
         return ReconcileReport(
             name,
             len(inserts) + len(pins) + synced[0],
             len(modifies) + synced[1],
-            len(deletes) + synced[2],
+            len(deletes) + len(left) + synced[2],
             len(want) - len(inserts) - len(pins),
             len(meters),
         )
@@ -238,7 +241,7 @@ class SwitchEntries:
             sw = self._connections.switch(entry.switch)
             updates = []
             if entry.relay is None:
-                key = self._codec(sw).key_only(entry.selector)
+                key = self._codec(sw).key_only(entry.selector, entry.in_port)
                 updates.append(p4r.Update(type=p4r.Update.DELETE, entity=p4r.Entity(table_entry=key)))
                 if entry.pin is not None:
                     pin = pin_entry(entry).encode(sw.p4info).table_entry

@@ -147,9 +147,9 @@ class SwitchFabric:
         await self._telemetry.reset_queue_telemetry(name, ports)
 
     async def channel_counters(
-        self, name: str, selector: ChannelSelector, channel_id: int
+        self, name: str, selector: ChannelSelector, in_port: int, channel_id: int
     ) -> ChannelCounters:
-        return await self._telemetry.channel_counters(name, selector, channel_id)
+        return await self._telemetry.channel_counters(name, selector, in_port, channel_id)
 
     async def member_counters(self, name: str, member: int, channel_id: int) -> ChannelCounters:
         return await self._telemetry.member_counters(name, member, channel_id)

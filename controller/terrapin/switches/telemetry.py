@@ -151,9 +151,9 @@ class SwitchTelemetry:
 
     @lost_stream_is_unavailable
     async def channel_counters(
-        self, name: str, selector: ChannelSelector, channel_id: int
+        self, name: str, selector: ChannelSelector, in_port: int, channel_id: int
     ) -> ChannelCounters:
-        entry = fy.P4TableEntry(T_CHANNELS, match=channel_match(selector))
+        entry = fy.P4TableEntry(T_CHANNELS, match=channel_match(selector, in_port))
         return await _entry_counters(self._connections.switch(name), entry, channel_id)
 
     @lost_stream_is_unavailable
