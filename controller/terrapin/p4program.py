@@ -38,9 +38,11 @@ A_REPLICATE = "TerrapinIngress.replicate"
 A_SEND_COPY = "TerrapinEgress.send_copy"
 A_RELAY_COPY = "TerrapinIngress.relay_copy"
 A_RECOVER_COPY = "TerrapinIngress.recover_copy"
-# The key of T_CHANNELS, field by field: ChannelSelector's src, dst, protocol, flow_key, and
-# where the packet came from (ChannelEntry.in_port).
-CHANNEL_KEY = ("src_addr", "dst_addr", "protocol", "flow_key", "in_port")
+# A channel's selector as a key, field by field (ChannelSelector's src, dst, protocol,
+# flow_key): T_CHANNEL_PATHS's key. T_CHANNELS's adds where the packet came from
+# (ChannelEntry.in_port).
+SELECTOR_KEY = ("src_addr", "dst_addr", "protocol", "flow_key")
+CHANNEL_KEY = (*SELECTOR_KEY, "in_port")
 # The trunk ports of a switch: a packet from one matches `channels` by its port.
 T_TRUNK_PORTS = "TerrapinIngress.trunk_ports"
 A_FROM_TRUNK = "TerrapinIngress.from_trunk"
@@ -135,6 +137,7 @@ __all__ = [
     "R_FRER_LOST",
     "R_MAX_DELAY",
     "R_MAX_DEPTH",
+    "SELECTOR_KEY",
     "T_AGGREGATES",
     "T_ARP",
     "T_CHANNELS",

@@ -54,7 +54,7 @@ def test_every_name_is_in_the_compiled_p4info() -> None:
     # a channel's pin is found by the channel's selector (the key less where it entered), one
     # per channel at a switch
     pins = tables[p4program.T_CHANNEL_PATHS]
-    assert tuple(f.name for f in pins.match_fields) == p4program.CHANNEL_KEY[:4]
+    assert tuple(f.name for f in pins.match_fields) == p4program.SELECTOR_KEY
     assert pins.size == p4program.MAX_CHANNELS
     # 802.1CB's recovery counters, indexed by channel id
     for name in p4program.FRER_COUNTERS.values():

@@ -54,6 +54,7 @@ from terrapin.p4program import (
     QUEUES_PER_PORT,
     R_MAX_DELAY,
     R_MAX_DEPTH,
+    SELECTOR_KEY,
     T_AGGREGATES,
     T_ARP,
     T_CHANNEL_PATHS,
@@ -440,13 +441,13 @@ def selector_match(selector: ChannelSelector) -> fy.P4TableMatch:
     """T_CHANNEL_PATHS's key: the selector alone (a channel's packets reach it only once
     `channels` admitted them)."""
     values = (selector.src, selector.dst, selector.protocol, selector.flow_key)
-    return fy.P4TableMatch(dict(zip(CHANNEL_KEY, values, strict=False)))
+    return fy.P4TableMatch(dict(zip(SELECTOR_KEY, values, strict=True)))
 
 
 def selector_of_match(match: Any) -> ChannelSelector:
     """The selector of a channel entry read back (the inverse of channel_match)."""
     match = match or fy.P4TableMatch()
-    src, dst, protocol, flow_key = (match[name] for name in CHANNEL_KEY[:4])
+    src, dst, protocol, flow_key = (match[name] for name in SELECTOR_KEY)
     return ChannelSelector(
         src=str(_as_ip(src)), dst=str(_as_ip(dst)), protocol=int(protocol), flow_key=int(flow_key)
     )
