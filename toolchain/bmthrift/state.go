@@ -33,7 +33,7 @@ func (v *view) layout() (*bmstate.Layout, error) {
 // Without a program it answers what BMv2 does without one: the version and
 // the md5 of an empty JSON. A state the format cannot hold (a member or
 // group id past BMv2's 24-bit handles) is refused with an application
-// exception.
+// exception. The dump is atomic against concurrent writes (engine.Still).
 func (h *std) BmSerializeState(context.Context) (string, error) {
 	defer h.lock()()
 	v, err := h.s.current()
@@ -41,7 +41,14 @@ func (h *std) BmSerializeState(context.Context) (string, error) {
 		sum := md5.Sum(nil)
 		return bmstate.Version + "\n" + string(sum[:]) + "\n", nil
 	}
-	out, err := v.serialize()
+	// Still: a P4Runtime client may write while the dump is taken; the
+	// dump must be one state, not tables from before a write and profiles
+	// from after it.
+	var out []byte
+	err = v.pl.Still(func() (err error) {
+		out, err = v.serialize()
+		return err
+	})
 	if err != nil {
 		h.s.log.Error("serialize_state", "err", err)
 		return "", thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "serialize_state: "+err.Error())

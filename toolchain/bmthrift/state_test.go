@@ -13,6 +13,7 @@ import (
 
 	"github.com/terrapin/terrapin/toolchain/bmthrift/bmstate"
 	"github.com/terrapin/terrapin/toolchain/bmthrift/gen/standard"
+	"github.com/terrapin/terrapin/toolchain/engine"
 	"github.com/terrapin/terrapin/toolchain/pipeline"
 )
 
@@ -412,4 +413,88 @@ func TestRestoreMutated(t *testing.T) {
 		}
 	}
 	t.Logf("%d of 400 mutated dumps restored", restored)
+}
+
+// TestSerializeIsOneState: a dump taken while a P4Runtime client writes
+// (P4Runtime does not take the Thrift server's lock) is one state of the
+// switch. The writer adds a flows entry only after the l2 entry of the
+// same MAC and deletes it before, so in every state the switch passes
+// through the flows MACs are a subset of the l2 MACs; a dump that read l2
+// before a write and flows after another would break that.
+func TestSerializeIsOneState(t *testing.T) {
+	r := newRig(t)
+	c, _, _ := r.target.Current()
+	pl := c.Engine
+	id := func(kind engine.ObjectKind, name string) int {
+		t.Helper()
+		n, ok := pl.Lookup(kind, name)
+		if !ok {
+			t.Fatalf("%s not in the engine", name)
+		}
+		return n
+	}
+	l2, flows := id(engine.KindTable, "CliIngress.l2"), id(engine.KindTable, "CliIngress.flows")
+	forward, policed := id(engine.KindAction, "CliIngress.forward"), id(engine.KindAction, "CliIngress.policed_forward")
+	entry := func(m byte, action int) pipeline.TableEntry {
+		return pipeline.TableEntry{Match: []pipeline.Match{{Value: mac(m)}}, Action: pipeline.ActionCall{ActionID: action, Params: [][]byte{{0, 1}}}}
+	}
+	stop := make(chan struct{})
+	failed := make(chan error, 1)
+	go func() {
+		defer close(failed)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			m := byte(i%8 + 1)
+			steps := []func() error{
+				func() error { return pl.AddEntry(l2, entry(m, forward)) },
+				func() error { return pl.AddEntry(flows, entry(m, policed)) },
+				func() error { return pl.DeleteEntry(flows, []pipeline.Match{{Value: mac(m)}}, 0) },
+				func() error { return pl.DeleteEntry(l2, []pipeline.Match{{Value: mac(m)}}, 0) },
+			}
+			for _, step := range steps {
+				if err := step(); err != nil {
+					failed <- err
+					return
+				}
+			}
+		}
+	}()
+	defer func() {
+		close(stop)
+		if err := <-failed; err != nil {
+			t.Errorf("writer: %v", err)
+		}
+	}()
+	lay, err := bmstate.NewLayout(r.json)
+	if err != nil {
+		t.Fatal(err)
+	}
+	macs := func(st *bmstate.State, table string) map[string]bool {
+		got := map[string]bool{}
+		for _, ts := range st.Tables {
+			if ts.Name == table {
+				for _, e := range ts.Entries {
+					got[hex.EncodeToString(e.Key)] = true
+				}
+			}
+		}
+		return got
+	}
+	for range 300 {
+		dump := dumpOf(t, r)
+		st, err := bmstate.Read(dump, lay, md5.Sum(r.json))
+		if err != nil {
+			t.Fatal(err)
+		}
+		inL2 := macs(st, "CliIngress.l2")
+		for k := range macs(st, "CliIngress.flows") {
+			if !inL2[k] {
+				t.Fatalf("the dump has flows entry %s without its l2 entry: a state the switch never had", k)
+			}
+		}
+	}
 }

@@ -186,11 +186,30 @@ func (tx *Txn) state(t *table) *tableState {
 	return st
 }
 
+// writing marks a control-plane write in progress until the function it
+// returns is called (see Still).
+func (pl *Pipeline) writing() func() {
+	pl.still.RLock()
+	return pl.still.RUnlock
+}
+
+// Still runs fn while no control-plane write is in progress and none can
+// start: what fn reads of entries, defaults, profiles, meter
+// configurations and timeouts is one state, as BMv2's state dump takes it
+// under its context's lock. Packets keep flowing meanwhile. fn must not
+// write to the control plane.
+func (pl *Pipeline) Still(fn func() error) error {
+	pl.still.Lock()
+	defer pl.still.Unlock()
+	return fn()
+}
+
 // Batch runs fn with the control plane's write lock held. Writes made
 // through tx become visible to packets together when fn returns (also when
 // it returns an error: P4Runtime applies the updates of a batch one by
 // one, not atomically).
 func (pl *Pipeline) Batch(fn func(tx *Txn) error) error {
+	defer pl.writing()()
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	tx := &Txn{pl: pl, states: map[*table]*tableState{}}
@@ -400,6 +419,7 @@ func (pl *Pipeline) WriteDirectCounter(tableID int, match []pipeline.Match, prio
 // SetDirectMeter configures (cfg != nil) or resets (cfg == nil) the direct
 // meter of an entry.
 func (pl *Pipeline) SetDirectMeter(tableID int, match []pipeline.Match, priority int32, cfg *pipeline.MeterConfig) error {
+	defer pl.writing()()
 	t, err := pl.table(tableID)
 	if err != nil {
 		return err
@@ -457,6 +477,7 @@ func (pl *Pipeline) ResetCounters(counterID int) error {
 // SetMeter configures (cfg != nil) or resets (cfg == nil) one cell of a
 // meter array. index < 0 configures every cell.
 func (pl *Pipeline) SetMeter(meterID, index int, cfg *pipeline.MeterConfig) error {
+	defer pl.writing()()
 	m, err := pl.meterArray(meterID, index)
 	if err != nil {
 		return err

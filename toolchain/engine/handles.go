@@ -184,6 +184,7 @@ type entryLife struct {
 // deletes nothing: the timeout is what the control plane reads back
 // (EntryTimeout) and what a state dump holds.
 func (pl *Pipeline) SetEntryTimeout(tableID int, h uint32, ms uint32) error {
+	defer pl.writing()()
 	en, err := pl.entryAtIndex(tableID, h)
 	if err != nil {
 		return err

@@ -33,10 +33,14 @@ type Pipeline struct {
 	// specialised extraction and actions); for differential tests only.
 	reference bool
 	mu        sync.Mutex // serializes control-plane writers; see control.go
-	pool      sync.Pool
-	dropPort  uint32
-	t0        time.Time
-	program   string
+	// still is held shared by every control-plane write of what a state
+	// dump holds (entries, defaults, profiles, meter configurations,
+	// timeouts) and exclusively by Still, so a dump sees no write half done.
+	still    sync.RWMutex
+	pool     sync.Pool
+	dropPort uint32
+	t0       time.Time
+	program  string
 
 	nbig         int
 	maxKeyFields int

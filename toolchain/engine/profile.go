@@ -104,6 +104,7 @@ func (pl *Pipeline) ActionProfiles() []pipeline.ActionProfileInfo {
 
 // SetProfileMember creates or replaces a member of an action profile.
 func (pl *Pipeline) SetProfileMember(profileID int, member uint32, a pipeline.ActionCall) error {
+	defer pl.writing()()
 	ap, err := pl.profile(profileID)
 	if err != nil {
 		return err
@@ -131,6 +132,7 @@ func (pl *Pipeline) SetProfileMember(profileID int, member uint32, a pipeline.Ac
 // DeleteProfileMember removes a member; it fails while a group or a table
 // entry still refers to it.
 func (pl *Pipeline) DeleteProfileMember(profileID int, member uint32) error {
+	defer pl.writing()()
 	ap, err := pl.profile(profileID)
 	if err != nil {
 		return err
@@ -173,6 +175,7 @@ func (pl *Pipeline) ProfileMembers(profileID int) (map[uint32]pipeline.ActionCal
 // SetProfileGroup creates or replaces a group of an action selector; its
 // members must exist.
 func (pl *Pipeline) SetProfileGroup(profileID int, group uint32, members []uint32) error {
+	defer pl.writing()()
 	ap, err := pl.profile(profileID)
 	if err != nil {
 		return err
@@ -201,6 +204,7 @@ func (pl *Pipeline) SetProfileGroup(profileID int, group uint32, members []uint3
 
 // DeleteProfileGroup removes a group; it fails while a table entry uses it.
 func (pl *Pipeline) DeleteProfileGroup(profileID int, group uint32) error {
+	defer pl.writing()()
 	ap, err := pl.profile(profileID)
 	if err != nil {
 		return err
@@ -249,6 +253,7 @@ func (pl *Pipeline) ProfileSlots(profileID int) (members, groups uint32, err err
 // SetProfileSlots sets what ProfileSlots answers (a restored state's),
 // at least one more than the highest id the profile holds.
 func (pl *Pipeline) SetProfileSlots(profileID int, members, groups uint32) error {
+	defer pl.writing()()
 	ap, err := pl.profile(profileID)
 	if err != nil {
 		return err
@@ -271,6 +276,7 @@ func (pl *Pipeline) SetProfileSlots(profileID int, members, groups uint32) error
 // it fails while a table entry or default uses one of its members or
 // groups.
 func (pl *Pipeline) ResetProfile(profileID int) error {
+	defer pl.writing()()
 	ap, err := pl.profile(profileID)
 	if err != nil {
 		return err
