@@ -239,7 +239,13 @@ class ReservationService:
                 decision = txn.admit(request.key, path, request.envelope, hold_seconds, second=second)
                 took = time.perf_counter() - started
                 if isinstance(decision, Allocation) and hold_seconds is not None:
-                    txn.hold(decision, request.selector, request.close_when_down)
+                    txn.hold(
+                        decision,
+                        request.selector,
+                        request.close_when_down,
+                        request.protected,
+                        request.protection_optional,
+                    )
         self.decided(conflict or decision, took)
         if conflict is not None:
             raise conflict
@@ -528,6 +534,16 @@ class ReservationService:
 
     def get(self, key: ChannelKey) -> Reservation | None:
         return self.store.get(key)
+
+    def lapsed_hold(self, key: ChannelKey) -> Hold | None:
+        """The hold `key` had, if it lapsed (its deadline passed, or it was released) without
+        becoming a reservation: what its request asked, for admitting it again when the
+        destination's REQUEST_ACCEPT comes late. Found in the store until the next transaction
+        releases it, then in the store's journal (store.lapsed_hold)."""
+        held = self.store.hold(key)
+        if held is not None:
+            return held if held.expires_at <= self.ledger.clock() else None
+        return self.store.lapsed_hold(key)
 
     def get_hold(self, key: ChannelKey) -> Hold | None:
         """The tentative hold of `key`, unless its deadline has passed (the next transaction

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes import FakeFabric, chain_config
+from fakes import FakeFabric, chain_config, ring_config
 
 from terrapin.admission.model import MOVING_WINDOW, ChannelKey, Policer
 from terrapin.config import Config
@@ -203,6 +203,39 @@ def test_expired_hold_is_readmitted_on_accept(tmp_path: Path) -> None:
         back = await net.send(FORWARD[::-1], H2, H1, admit().with_code(MessageCode.REQUEST_ACCEPT), port=2)
         assert back[-1][2].code == MessageCode.REQUEST_ACCEPT
         assert net.installed()["s1"] == 1
+
+    asyncio.run(run())
+
+
+def test_a_lapsed_hold_is_admitted_again_as_its_request_asked() -> None:
+    """The flags only a REQUEST_ADMIT carries (close when down, protection) outlive its hold: a
+    REQUEST_ACCEPT that comes after the hold lapsed admits the channel again with them, whether
+    the hold is still in the store past its deadline or already released."""
+
+    async def run() -> None:
+        cfg = ring_config(4, rate_bps=8_000_000)
+        cfg = cfg.model_copy(update={"protocol": cfg.protocol.model_copy(update={"hold_seconds": 0.05})})
+        net = Net(cfg)
+        flags = FLAG_PROTECTION | FLAG_CLOSE_WHEN_DOWN
+        for context, release in ((1, True), (2, False)):
+            request = admit(context=context, flags=flags)
+            out = await net.send(["s1", "s2"], H1, H2, request)
+            assert [m.code for _, _, m in out] == [MessageCode.REQUEST_ADMIT] * 2
+            await asyncio.sleep(0.1)
+            if release:
+                net.ctl.ledger.expire()
+            accept = request.with_code(MessageCode.REQUEST_ACCEPT, hops=0)
+            back = await net.send(["s2", "s1"], H2, H1, accept)
+            assert back[-1][2].code == MessageCode.REQUEST_ACCEPT
+            record = net.ctl.service.get(ChannelKey(H1, context))
+            assert record is not None and record.allocation.protected and record.close_when_down
+        # a different flow under the same context is admitted as its ACCEPT says, nothing more
+        await net.send(["s1", "s2"], H1, H2, admit(context=3, flags=flags))
+        await asyncio.sleep(0.1)
+        other = admit(context=3, rate=50_000).with_code(MessageCode.REQUEST_ACCEPT, hops=0)
+        assert (await net.send(["s2", "s1"], H2, H1, other))[-1][2].code == MessageCode.REQUEST_ACCEPT
+        record = net.ctl.service.get(ChannelKey(H1, 3))
+        assert record is not None and not record.allocation.protected and not record.close_when_down
 
     asyncio.run(run())
 

@@ -206,6 +206,37 @@ def test_a_hold_has_one_deadline_for_every_replica(replicas: Callable[[], Reserv
     assert loads(b) == loads(a) and loads(b)[PATH[0]][2] == 1
 
 
+def test_a_lapsed_hold_is_found_by_any_replica_until_its_key_is_held_or_reserved(
+    replicas: Callable[[], ReservationStore],
+) -> None:
+    """What a hold's request asked (its flags) outlives the hold in the journal, so the replica
+    that gets the late REQUEST_ACCEPT admits it again as asked; a reservation of the key, or a
+    hold that is still there, is not a lapsed hold."""
+    a, b = replicas(), replicas()
+    key = ChannelKey("10.0.1.2", 9)
+    assert b.lapsed_hold(key) is None  # never held
+    with a.transaction() as txn:
+        decision = txn.admit(key, PATH, ENVELOPE, 0.2)
+        assert isinstance(decision, Allocation)
+        txn.hold(decision, selector(9), close_when_down=True, protected=True, protection_optional=True)
+    assert a.lapsed_hold(key) is None  # held now
+    time.sleep(0.25)
+    with a.transaction() as txn:
+        assert [h.key for h in txn.expired] == [key]
+    b.sync()
+    lapsed = b.lapsed_hold(key)
+    assert lapsed is not None and lapsed.selector == selector(9) and lapsed.allocation == decision
+    assert (lapsed.close_when_down, lapsed.protected, lapsed.protection_optional) == (True, True, True)
+    with b.transaction() as txn:
+        again = txn.admit(key, PATH, ENVELOPE, None)
+        assert isinstance(again, Allocation)
+        txn.reserve(again, selector(9), "inband", True)
+    assert a.lapsed_hold(key) is None  # a's copy is behind, its journal is not
+    with b.transaction() as txn:
+        txn.release(key)
+    assert b.lapsed_hold(key) is None  # the last thing the key was is a reservation
+
+
 def test_one_transactions_changes_reach_the_tables_in_their_order(
     replicas: Callable[[], ReservationStore], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 
 from terrapin.admission import Denial
 from terrapin.admission.model import ChannelEnvelope, ChannelKey
@@ -35,7 +36,7 @@ from terrapin.protocol.messages import (
 from terrapin.protocol.packets import IcmpDatagram, build_frame, parse_frame
 from terrapin.protocol.status import StatusReport, encode_status
 from terrapin.reservations import ReservationService
-from terrapin.store import NotPrimary, Reservation, StoreUnavailable
+from terrapin.store import Hold, NotPrimary, Reservation, StoreUnavailable
 
 LOG = logging.getLogger("terrapin.protocol")
 
@@ -56,6 +57,21 @@ def _envelope(msg: ReservationMessage) -> ChannelEnvelope:
         policer=msg.policer,
     )
 
+
+
+def _as_held(request: ChannelRequest, lapsed: Hold | None) -> ChannelRequest:
+    """`request` (what a REQUEST_ACCEPT says) with what the REQUEST_ADMIT of its lapsed hold asked
+    beyond it, if that hold was for the same flow and envelope."""
+    if lapsed is None:
+        return request
+    if (lapsed.selector, lapsed.allocation.requested) != (request.selector, request.envelope):
+        return request
+    return replace(
+        request,
+        close_when_down=lapsed.close_when_down,
+        protected=lapsed.protected,
+        protection_optional=lapsed.protection_optional,
+    )
 
 def _selector(msg: ReservationMessage) -> ChannelSelector:
     return ChannelSelector(msg.initiator, msg.destination, msg.protocol, msg.flow_key)
@@ -222,7 +238,9 @@ class ProtocolHandler:
         if record is None:
             request = ChannelRequest(key, _selector(msg), _envelope(msg), origin="inband")
             if self._service.get_hold(key) is None:
-                # The hold expired (or this controller restarted): admit again before installing.
+                # The hold lapsed: admit again before installing, as its REQUEST_ADMIT asked (the
+                # flags only a REQUEST_ADMIT carries are kept with the hold).
+                request = _as_held(request, self._service.lapsed_hold(key))
                 try:
                     decision = self._service.hold(request, self._hold_seconds, first_switch=None)
                 except Conflict:

@@ -58,6 +58,10 @@ class Hold:
     allocation: Allocation
     expires_at: float
     close_when_down: bool = False  # the request's, for the reservation it becomes
+    # The request's protection flags: the allocation says what was admitted, these what was asked,
+    # for admitting it again if the hold lapses before the destination's REQUEST_ACCEPT arrives.
+    protected: bool = False
+    protection_optional: bool = False
 
 
 def _fields(obj: Any) -> dict[str, Any]:
@@ -171,6 +175,8 @@ def hold_to_json(h: Hold) -> str:
             "allocation": allocation_to_dict(h.allocation),
             "expires_at": h.expires_at,
             "close_when_down": h.close_when_down,
+            "protected": h.protected,
+            "protection_optional": h.protection_optional,
         }
     )
 
@@ -184,4 +190,6 @@ def hold_from_json(text: str) -> Hold:
         allocation,
         float(d["expires_at"]),
         bool(d.get("close_when_down", False)),
+        bool(d.get("protected", False)),
+        bool(d.get("protection_optional", False)),
     )

@@ -30,7 +30,7 @@ from terrapin.admission.model import ChannelKey
 from terrapin.paths import ChannelSelector
 from terrapin.store import migrations
 from terrapin.store.drivers import Driver, PostgresDriver, SqliteDriver, StoreUnavailable
-from terrapin.store.mirror import Mirror
+from terrapin.store.mirror import HOLD, RESERVE, Mirror
 from terrapin.store.records import (
     INSTALLING,
     Hold,
@@ -145,6 +145,22 @@ class ReservationStore:
 
     def hold(self, key: ChannelKey) -> Hold | None:
         return self._mirror.holds.get(key)
+
+    def lapsed_hold(self, key: ChannelKey) -> Hold | None:
+        """The hold `key` had when it was last held, if that hold lapsed (expired or released)
+        without becoming a reservation and nothing holds the key now: what its request asked,
+        from the journal, so any replica finds it for as long as the journal keeps it."""
+        if key in self._mirror.holds or key in self._mirror.reservations:
+            return None
+        with self._lock, self._driver.snapshot():
+            row = self._driver.fetchone(
+                "SELECT kind, body FROM journal WHERE initiator = ? AND context = ? AND kind IN (?, ?) "
+                "ORDER BY seq DESC LIMIT 1",
+                (key.initiator, key.context, HOLD, RESERVE),
+            )
+        if row is None or row[0] != HOLD:
+            return None
+        return hold_from_json(str(row[1]))
 
     def holds(self) -> list[Hold]:
         return list(self._mirror.holds.values())

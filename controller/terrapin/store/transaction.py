@@ -275,14 +275,24 @@ class Transaction:
         self._journal(RESERVE, key, reservation_to_json(record, allocation_json))
         return record
 
-    def hold(self, allocation: Allocation, selector: ChannelSelector, close_when_down: bool = False) -> Hold:
-        """Record a tentative hold the ledger has just admitted (its deadline is the ledger's)."""
+    def hold(
+        self,
+        allocation: Allocation,
+        selector: ChannelSelector,
+        close_when_down: bool = False,
+        protected: bool = False,
+        protection_optional: bool = False,
+    ) -> Hold:
+        """Record a tentative hold the ledger has just admitted (its deadline is the ledger's),
+        with what its request asked beyond the allocation."""
         m = self._mirror
         ledger = m.ledger
         assert ledger is not None
         deadline = ledger.deadline(allocation.key)
         assert deadline is not None, "hold() records a tentative admission"
-        held = Hold(allocation.key, selector, allocation, deadline, close_when_down)
+        held = Hold(
+            allocation.key, selector, allocation, deadline, close_when_down, protected, protection_optional
+        )
         self.changed = True
         m.add_hold(held, in_ledger=True)
         self._undo.append(lambda: m.remove(held.key))
