@@ -133,6 +133,24 @@ func TestProgramBehaviour(t *testing.T) {
 			`d3.apply(hdr.h.b); d4.apply(hdr.h.c);`,
 			"packet 0 00010100\nexpect 0 00050300$",
 			`Inc() i1; Dbl(i1) d2; Dbl(d2) d3; Dbl(Inc()) d4;`},
+		// P4_16 §8.18: an element chosen by a run-time index past the
+		// stack's end is not written (and BMv2 must not be asked to
+		// dereference it: it aborts); a condition on it takes the else
+		// branch (p4c's gauntlet_index_10-bmv2)
+		{"stack elements chosen at run time, in range and not", ``, ``,
+			`st[0].setValid(); st[0].v = 1; st[1].setValid(); st[1].v = 2;
+			 st[hdr.h.a].v = hdr.h.b;
+			 if (st[hdr.h.a].v == 9) { hdr.h.b = 0xaa; } else { hdr.h.b = 0xbb; }
+			 hdr.h.c = st[0].v; hdr.h.d = st[st[0].v].v;`,
+			"packet 0 00010000\nexpect 0 00bb0102$\npacket 0 01090000\nexpect 0 01aa0109$\npacket 0 05090000\nexpect 0 05bb0102$",
+			`u_t[2] st;`},
+		{"stack elements chosen by an action parameter", ``, ``,
+			`st[0].setValid(); st[0].v = 1; st[1].setValid(); st[1].v = 2; at.apply(); hdr.h.c = st[0].v; hdr.h.d = st[1].v;`,
+			"packet 0 00000000\nexpect 0 00010702$\npacket 0 01000000\nexpect 0 01010107$\npacket 0 02000000\nexpect 0 02020102$",
+			`u_t[2] st;
+			 action put(bit<8> i) { st[i].v = 7; if (st[i].isValid() && st[i].v == 7) { hdr.h.b = 1; } else { hdr.h.b = 2; } }
+			 table at { key = { hdr.h.a : exact; } actions = { put; }
+			   const entries = { 0x00 : put(0); 0x01 : put(1); 0x02 : put(9); } }`},
 		{"entry priorities", ``, ``, `small.apply(); large.apply();`,
 			"packet 0 01000000\nexpect 0 01024000$\npacket 0 11000000\nexpect 0 11011000$\npacket 0 21000000\nexpect 0 21013000$",
 			// smallest wins in small, largest (the default) in large;
@@ -190,5 +208,31 @@ func runBehaviour(t *testing.T, decls, parser, ingress, locals, script string) {
 	}
 	if err := stf.Run(b, prog, cmds, nil); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestRunTimeStackIndexesLeaveBMv2NoDereference: simple_switch aborts on a
+// dereference_header_stack past the stack's end, so no statement or
+// condition that names an element by a run-time index may reach the JSON
+// as one: in a control, in an action, in its conditions, as a header
+// assignment, as validity, and as an extern's argument.
+func TestRunTimeStackIndexesLeaveBMv2NoDereference(t *testing.T) {
+	locals := `u_t[3] st; u_t one; register<bit<8>>(4) r;
+	  action put(bit<8> i) {
+	    st[i].setValid(); st[i] = one; r.write(0, st[i].v);
+	    if (st[i].isValid()) { st[i].v = 1; } else { st[i].setInvalid(); } }
+	  table at { key = { hdr.h.a : exact; } actions = { put; } }`
+	ingress := `at.apply(); st[hdr.h.b].v = st[hdr.h.c].v + st[st[0].v].v;
+	  if (st[hdr.h.a].isValid() && st[hdr.h.d].v == 1) { hdr.h.b = 1; }`
+	src := strings.NewReplacer("DECLS", "", "PARSER", "", "INGRESS", ingress, "LOCALS", locals).Replace(behaviourSkeleton)
+	res, errs := Compile(Options{Program: "main.p4", ReadFile: memFS{"main.p4": src}.read})
+	if len(errs) > 0 {
+		t.Fatalf("compile: %v", errs)
+	}
+	if n := strings.Count(string(res.JSON), "dereference_header_stack"); n != 0 {
+		t.Errorf("the JSON dereferences a stack by a run-time index %d times", n)
+	}
+	if _, err := engine.Load(res.JSON, engine.Options{}); err != nil {
+		t.Fatalf("load: %v", err)
 	}
 }

@@ -314,6 +314,7 @@ func (l *lowerer) run() {
 	l.block = 5
 	l.prog.Deparsers = append(l.prog.Deparsers, l.lowerDeparser(blocks[5]))
 	l.finishLayout()
+	l.guardStackIndexes()
 	l.collectTypeInfo()
 }
 
