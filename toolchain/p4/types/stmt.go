@@ -29,6 +29,9 @@ func (c *Checker) stmt(st ast.Stmt, s *scope) {
 			return
 		}
 		c.expr(x.RHS, s)
+		if _, bad := lt.(*Void); bad {
+			return // the left side's error is reported; no value has type void
+		}
 		c.convert(x.RHS, lt)
 	case *ast.CallStmt:
 		c.expr(x.Call, s)

@@ -186,6 +186,21 @@ func TestBadPrograms(t *testing.T) {
 	}
 }
 
+// TestOneErrorPerMistake: an error does not bring others after it that the
+// same mistake caused (the assignment to a field that does not exist is not
+// also a value of the wrong type).
+func TestOneErrorPerMistake(t *testing.T) {
+	for _, src := range []string{
+		"control c(inout st s) { apply { s.h.z = 1; } }",
+		"control c(inout st s) { apply { s.h.z = s.h.a; } }",
+		"control c(inout st s) { apply { s.h.a = s.h.z; } }",
+	} {
+		if _, errs := check(t, src); len(errs) != 1 {
+			t.Errorf("%s: %d errors, want 1:\n%s", src, len(errs), strings.Join(errs, "\n"))
+		}
+	}
+}
+
 func itoa(i int) string { return big.NewInt(int64(i)).String() }
 
 // TestConstantFolding checks compile-time values with P4's wrap-around.
