@@ -68,22 +68,16 @@ func (g *indexGuard) conditional(c *ir.Conditional, name func() string) []*ir.Co
 	if !ok {
 		return nil
 	}
-	cond := c.Cond
-	var added []*ir.Conditional
-	var next = c.False
 	// built from the last index back, so each links to the next
 	ks := g.indexes(ri)
-	for i := len(ks) - 1; i >= 0; i-- {
-		k := ks[i]
-		test := &ir.Binary{Op: "and", X: indexIs(ri.index, k), Y: g.at(cond, ri, k), T: ir.BoolType}
-		if i == 0 {
-			c.Cond, c.False = test, next
-			break
-		}
-		nc := &ir.Conditional{Name: name(), Cond: test, True: c.True, False: next, Loc: c.Loc}
+	var added []*ir.Conditional
+	next := c.False
+	for i := len(ks) - 1; i > 0; i-- {
+		nc := &ir.Conditional{Name: name(), Cond: g.condAt(c.Cond, ri, ks[i]), True: c.True, False: next, Loc: c.Loc}
 		added = append(added, nc)
 		next = nc
 	}
+	c.Cond, c.False = g.condAt(c.Cond, ri, ks[0]), next
 	// the chain's conditions may name other run-time indexes
 	out := added
 	for _, nc := range append([]*ir.Conditional{c}, added...) {
@@ -136,9 +130,7 @@ func (g *indexGuard) chainIf(x *ir.If, ri runtimeIndex) ir.Stmt {
 	chain := els
 	ks := g.indexes(ri)
 	for i := len(ks) - 1; i >= 0; i-- {
-		k := ks[i]
-		test := &ir.Binary{Op: "and", X: indexIs(ri.index, k), Y: g.at(x.Cond, ri, k), T: ir.BoolType}
-		chain = []ir.Stmt{g.stmt(&ir.If{Cond: test, Then: then, Else: chain, Loc: x.Loc})}
+		chain = []ir.Stmt{g.stmt(&ir.If{Cond: g.condAt(x.Cond, ri, ks[i]), Then: then, Else: chain, Loc: x.Loc})}
 	}
 	return chain[0]
 }
@@ -156,6 +148,11 @@ func (g *indexGuard) indexes(ri runtimeIndex) []int {
 		ks = append(ks, k)
 	}
 	return ks
+}
+
+// condAt is "the index is k and cond holds of element k".
+func (g *indexGuard) condAt(cond ir.Expr, ri runtimeIndex, k int) ir.Expr {
+	return &ir.Binary{Op: "and", X: indexIs(ri.index, k), Y: g.at(cond, ri, k), T: ir.BoolType}
 }
 
 func indexIs(index ir.Expr, k int) ir.Expr {
